@@ -1,0 +1,225 @@
+// bind_engine.cpp: the Engine handle: build from arrays, add flows, run with the GIL
+// released, read counters and result columns as numpy arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "bindings/ndarray.hpp"
+#include "proto/registry.hpp"
+#include "sim/simulator.hpp"
+
+namespace rfabric::bindings {
+
+namespace {
+
+using engine::SimTime;
+using net::EngineConfig;
+using net::NetworkSpec;
+using sim::Simulator;
+
+NetworkSpec spec_from_dict(const py::dict& d) {
+  auto get = [&](const char* key) -> py::handle {
+    if (!d.contains(key)) throw SpecError(std::string("network spec: missing array '") + key + "'");
+    return d[key];
+  };
+  NetworkSpec s;
+  s.node_kind = from_numpy<uint8_t>(get("node_kind"), "node_kind");
+  s.node_server = from_numpy<int32_t>(get("node_server"), "node_server");
+  s.node_latency_ps = from_numpy<int64_t>(get("node_latency_ps"), "node_latency_ps");
+  s.link_src = from_numpy<uint32_t>(get("link_src"), "link_src");
+  s.link_dst = from_numpy<uint32_t>(get("link_dst"), "link_dst");
+  s.link_rate_bps = from_numpy<int64_t>(get("link_rate_bps"), "link_rate_bps");
+  s.link_latency_ps = from_numpy<int64_t>(get("link_latency_ps"), "link_latency_ps");
+  s.link_buffer_bytes = from_numpy<int64_t>(get("link_buffer_bytes"), "link_buffer_bytes");
+  return s;
+}
+
+EngineConfig config_from_dict(const py::dict& d) {
+  EngineConfig c;
+  for (const auto& item : d) {
+    const std::string k = py::str(item.first);
+    const py::handle v = item.second;
+    try {
+      if (k == "seed") c.seed = v.cast<uint64_t>();
+      else if (k == "transport") c.transport = v.cast<std::string>();
+      else if (k == "mtu_bytes") c.mtu_bytes = v.cast<int64_t>();
+      else if (k == "header_bytes") c.header_bytes = v.cast<int64_t>();
+      else if (k == "control_bytes") c.control_bytes = v.cast<int64_t>();
+      else if (k == "lossless") c.lossless = v.cast<int>();
+      else if (k == "ecn_kmin_ps") c.ecn_kmin_ps = v.cast<int64_t>();
+      else if (k == "ecn_kmax_ps") c.ecn_kmax_ps = v.cast<int64_t>();
+      else if (k == "ecn_pmax") c.ecn_pmax = v.cast<double>();
+      else if (k == "ecmp_per_packet") c.ecmp_per_packet = v.cast<bool>();
+      else if (k == "pfc_xoff_ps") c.pfc_xoff_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_timer_ps") c.dcqcn_timer_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_byte_counter") c.dcqcn_byte_counter = v.cast<int64_t>();
+      else if (k == "dcqcn_g") c.dcqcn_g = v.cast<double>();
+      else if (k == "dcqcn_rai_bps") c.dcqcn_rai_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_rhai_bps") c.dcqcn_rhai_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_min_rate_bps") c.dcqcn_min_rate_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_cnp_interval_ps") c.dcqcn_cnp_interval_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_f") c.dcqcn_f = v.cast<int>();
+      else if (k == "dctcp_g") c.dctcp_g = v.cast<double>();
+      else if (k == "dctcp_init_cwnd_packets") c.dctcp_init_cwnd_packets = v.cast<int>();
+      else if (k == "dctcp_min_rto_ps") c.dctcp_min_rto_ps = v.cast<int64_t>();
+      else throw SpecError("engine config: unknown field '" + k + "'");
+    } catch (const py::cast_error&) {
+      throw SpecError("engine config: field '" + k + "' has the wrong type");
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
+
+  py::class_<Simulator>(m, "Engine", "One packet-level simulation: network, flows, event loop.")
+      .def(py::init([](const py::dict& spec, const py::dict& config) {
+             return std::make_unique<Simulator>(spec_from_dict(spec), config_from_dict(config));
+           }),
+           py::arg("spec"), py::arg("config"),
+           "Build from a dict of spec arrays (rfabric.spec.NetworkSpec.arrays()) and a config dict.")
+      .def(
+          "add_flows",
+          [](Simulator& s, py::handle src, py::handle dst, py::handle size, py::handle start) {
+            s.network().add_flows(from_numpy<uint32_t>(src, "src"), from_numpy<uint32_t>(dst, "dst"),
+                                  from_numpy<int64_t>(size, "size_bytes"),
+                                  from_numpy<int64_t>(start, "start_ps"));
+          },
+          py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
+          "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
+      .def(
+          "set_link_state",
+          [](Simulator& s, uint32_t link, SimTime time_ps, bool up) {
+            s.network().schedule_link_state(link, time_ps, up);
+          },
+          py::arg("link"), py::arg("time_ps"), py::arg("up"),
+          "Take link `link` (row of the link table) down or up at time_ps.")
+      .def("run", &Simulator::run, py::arg("until") = engine::kNever, py::arg("max_events") = 0,
+           py::call_guard<py::gil_scoped_release>(),
+           "Run events up to time `until` (ps) or `max_events` events; returns events processed.")
+      .def_property_readonly("now", [](const Simulator& s) { return s.engine().now(); }, "Simulated time, ps.")
+      .def("peek", [](const Simulator& s) { return s.engine().peek(); }, "Time of the next event (ps), or int64 max.")
+      .def_property_readonly("events_processed", [](const Simulator& s) { return s.engine().events_processed(); })
+      .def(
+          "event_counts",
+          [](const Simulator& s) { return to_numpy(std::vector<uint64_t>(s.engine().kind_counts())); },
+          "Events processed per kind id (network kinds first, then each transport's timers).")
+      .def_property_readonly("pending", [](const Simulator& s) { return s.engine().pending(); })
+      .def_property_readonly("idle", &Simulator::idle)
+      .def_property_readonly("flows_done", [](const Simulator& s) { return s.network().counters().flows_done; })
+      .def_property_readonly("num_gpus", [](const Simulator& s) { return s.network().num_gpus(); })
+      .def_property_readonly("num_links", [](const Simulator& s) { return s.network().num_links(); })
+      .def_property_readonly("lossless", [](const Simulator& s) { return s.network().lossless(); })
+      .def_property_readonly("header_bytes", [](const Simulator& s) { return s.network().header_bytes(); })
+      .def(
+          "counters",
+          [](const Simulator& s) {
+            const auto& c = s.network().counters();
+            py::dict d;
+            d["events"] = s.engine().events_processed();
+            d["packets"] = c.packets;
+            d["packet_hops"] = c.packet_hops;
+            d["packets_delivered"] = c.packets_delivered;
+            d["overflow_drops"] = c.overflow_drops;
+            d["drops"] = c.drops;
+            d["no_route_drops"] = c.no_route_drops;
+            d["link_down_drops"] = c.link_down_drops;
+            d["ecn_marks"] = c.ecn_marks;
+            d["pfc_pauses"] = c.pauses;
+            d["flows_done"] = c.flows_done;
+            d["packets_in_flight"] = s.network().packets_in_flight();
+            return d;
+          },
+          "Run-wide counters.")
+      .def(
+          "flow_log",
+          [](const Simulator& s) {
+            const auto& f = s.network().flows();
+            py::dict d;
+            d["src"] = to_numpy(std::vector<uint32_t>(f.src));
+            d["dst"] = to_numpy(std::vector<uint32_t>(f.dst));
+            d["size_bytes"] = to_numpy(std::vector<int64_t>(f.size_bytes));
+            d["start_ps"] = to_numpy(std::vector<int64_t>(f.start_ps));
+            d["end_ps"] = to_numpy(std::vector<int64_t>(f.end_ps));
+            d["sent_bytes"] = to_numpy(std::vector<int64_t>(f.sent_bytes));
+            d["delivered_bytes"] = to_numpy(std::vector<int64_t>(f.delivered_bytes));
+            d["retransmits"] = to_numpy(std::vector<uint32_t>(f.retransmits));
+            return d;
+          },
+          "Per-flow columns (numpy arrays).")
+      .def(
+          "delivered_bytes",
+          [](const Simulator& s) { return to_numpy(std::vector<int64_t>(s.network().flows().delivered_bytes)); },
+          "Bytes delivered so far per flow (for sampling between run() epochs).")
+      .def(
+          "flow_rates",
+          [](const Simulator& s) {
+            const auto& net = s.network();
+            std::vector<double> r(net.flows().size());
+            for (size_t i = 0; i < r.size(); ++i) r[i] = net.transport().flow_rate_bps(static_cast<uint32_t>(i));
+            return to_numpy(std::move(r));
+          },
+          "Current sending rate per flow, bit/s (rate-based transports; -1 otherwise).")
+      .def(
+          "port_stats",
+          [](const Simulator& s) {
+            const auto& ports = s.network().ports();
+            const size_t n = ports.size();
+            std::vector<uint32_t> node(n), peer(n), link(n);
+            std::vector<int64_t> tx_bytes(n), tx_packets(n), busy_ps(n), max_q(n), max_in(n), drops(n),
+                marks(n), pauses(n), queued(n), buffer(n), rate(n);
+            for (size_t i = 0; i < n; ++i) {
+              const auto& p = ports[i];
+              node[i] = p.node;
+              peer[i] = p.peer;
+              link[i] = p.link;
+              tx_bytes[i] = p.tx_bytes;
+              tx_packets[i] = p.tx_packets;
+              busy_ps[i] = p.busy_ps;
+              max_q[i] = p.max_queue_bytes;
+              max_in[i] = p.max_ingress_bytes;
+              drops[i] = p.drops;
+              marks[i] = p.ecn_marks;
+              pauses[i] = p.pauses;
+              queued[i] = p.queued_bytes;
+              buffer[i] = p.buffer_bytes;
+              rate[i] = p.rate_bps;
+            }
+            py::dict d;
+            d["port_id"] = to_numpy(std::vector<uint32_t>([n] {
+              std::vector<uint32_t> v(n);
+              for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint32_t>(i);
+              return v;
+            }()));
+            d["link_id"] = to_numpy(std::move(link));
+            d["src"] = to_numpy(std::move(node));
+            d["dst"] = to_numpy(std::move(peer));
+            d["rate_bps"] = to_numpy(std::move(rate));
+            d["buffer_bytes"] = to_numpy(std::move(buffer));
+            d["tx_bytes"] = to_numpy(std::move(tx_bytes));
+            d["tx_packets"] = to_numpy(std::move(tx_packets));
+            d["busy_ps"] = to_numpy(std::move(busy_ps));
+            d["max_queue_bytes"] = to_numpy(std::move(max_q));
+            d["max_ingress_bytes"] = to_numpy(std::move(max_in));
+            d["queued_bytes"] = to_numpy(std::move(queued));
+            d["drops"] = to_numpy(std::move(drops));
+            d["ecn_marks"] = to_numpy(std::move(marks));
+            d["pfc_pauses_sent"] = to_numpy(std::move(pauses));
+            return d;
+          },
+          "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.")
+      .def(
+          "trace_path",
+          [](const Simulator& s, uint32_t src, uint32_t dst, uint32_t flow_hash) {
+            return s.network().trace_path(src, dst, flow_hash);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("flow_hash") = 0,
+          "Ports crossed from GPU src to GPU dst on the current tables for an ECMP hash.");
+}
+
+}  // namespace rfabric::bindings

@@ -1,0 +1,22 @@
+#include "engine/engine.hpp"
+
+namespace rfabric::engine {
+
+uint64_t Engine::run(SimTime until, uint64_t max_events) {
+  uint64_t done = 0;
+  while (!queue_.empty() && queue_.top().time <= until) {
+    if (max_events != 0 && done >= max_events) break;
+    const Event ev = queue_.pop();
+    now_ = ev.time;
+    ++done;
+    ++kind_counts_[ev.kind];
+    handlers_[ev.kind]->on_event(ev);
+  }
+  events_ += done;
+  const bool stopped_early = max_events != 0 && done >= max_events && !queue_.empty() &&
+                             queue_.top().time <= until;
+  if (!stopped_early && until != kNever && now_ < until) now_ = until;
+  return done;
+}
+
+}  // namespace rfabric::engine

@@ -1,0 +1,29 @@
+// time.hpp: simulated time and unit arithmetic. Time is int64 picoseconds everywhere in
+// the engine; sizes are int64 bytes and rates int64 bit/s. serialization_time() is the one
+// definition of how long a frame occupies a wire. Knows nothing about packets or elements.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace rfabric::engine {
+
+using SimTime = int64_t;     ///< picoseconds
+using Bytes = int64_t;       ///< bytes
+using BitsPerSec = int64_t;  ///< bit/s
+
+inline constexpr SimTime kPsPerSec = 1'000'000'000'000;
+inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
+
+/// Time to put `bytes` on a wire of `rate` bit/s, rounded up to a whole picosecond.
+/// Exact integer arithmetic; 128-bit intermediate so any int64 size is safe.
+inline SimTime serialization_time(Bytes bytes, BitsPerSec rate) {
+  if (bytes < (Bytes{1} << 20)) {  // fast path: bytes*8e12 < 2^63
+    const int64_t num = bytes * 8 * kPsPerSec;
+    return (num + rate - 1) / rate;
+  }
+  const __int128 num = static_cast<__int128>(bytes) * 8 * kPsPerSec;
+  return static_cast<SimTime>((num + rate - 1) / rate);
+}
+
+}  // namespace rfabric::engine

@@ -1,0 +1,193 @@
+// network.hpp: the packet network: ports (egress queue + serializer + wire), switches
+// (table forwarding, ECMP, PFC), hosts (NIC scheduling across flows) and flows.
+//
+// A port is the sending end of one direction of a link. INVARIANT: a port has at most one
+// valid pending TxDone event (at tx_event_at == busy_until; older ones are stale and skipped); a packet on a wire
+// has exactly one pending Arrive event, at tx end + propagation + the next node's latency.
+// The network knows transports only through the Transport interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/rng.hpp"
+#include "net/packet.hpp"
+#include "net/routing.hpp"
+#include "net/spec.hpp"
+#include "net/transport.hpp"
+
+namespace rfabric::net {
+
+struct Port {
+  // wiring (static)
+  uint32_t node = 0, peer = 0, reverse = 0, link = 0;
+  BitsPerSec rate_bps = 0;
+  SimTime prop_ps = 0;   ///< propagation delay of the wire
+  SimTime delay_ps = 0;  ///< tx end -> arrival event: propagation + latency of the peer node
+  Bytes buffer_bytes = 0;
+  Bytes ecn_kmin = 0, ecn_kmax = 0;
+  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
+  int32_t nic = -1;         ///< index of the NIC scheduler when the owner is a GPU
+  // state
+  uint32_t head = kNone, tail = kNone;
+  Bytes queued_bytes = 0;
+  SimTime busy_until = 0;
+  Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
+  bool up = true, paused = false, pause_sent = false;
+  /// Time of the one valid pending TxDone event, or -1. Events at other times are stale.
+  SimTime tx_event_at = -1;
+  // counters
+  int64_t tx_packets = 0, drops = 0, ecn_marks = 0, pauses = 0;
+  Bytes tx_bytes = 0, max_queue_bytes = 0, max_ingress_bytes = 0;
+  SimTime busy_ps = 0;
+};
+
+struct Node {
+  NodeKind kind;
+  int32_t server;
+  int32_t gpu;  ///< GPU id for gpu nodes, -1 otherwise
+  SimTime latency_ps;
+  uint32_t port_begin, port_end;
+};
+
+/// Per-flow records, struct-of-arrays (they become result columns).
+struct FlowTable {
+  std::vector<uint32_t> src, dst;
+  std::vector<Bytes> size_bytes, delivered_bytes, sent_bytes;
+  std::vector<SimTime> start_ps, end_ps;
+  std::vector<uint32_t> first_port;
+  std::vector<uint32_t> hash;
+  std::vector<uint32_t> retransmits;
+  std::vector<SimTime> nic_ready;  ///< the flow's valid NIC slot; other heap entries are stale
+  size_t size() const { return src.size(); }
+};
+
+/// Per-port NIC arbitration: flows ready to send, earliest first, FIFO among equals.
+struct NicScheduler {
+  struct Entry {
+    SimTime ready;
+    uint64_t seq;
+    uint32_t flow;
+  };
+  std::vector<Entry> heap;
+  SimTime wake_at = engine::kNever;
+};
+
+struct RunCounters {
+  uint64_t packets = 0, packets_delivered = 0, packet_hops = 0, drops = 0, ecn_marks = 0, pauses = 0;
+  uint64_t overflow_drops = 0;
+  uint64_t no_route_drops = 0, link_down_drops = 0;
+  uint64_t flows_done = 0;
+};
+
+class Network final : public engine::Handler {
+ public:
+  using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
+  /// Build ports, tables and the transport made by `make_transport` (proto/registry).
+  Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
+          TransportFactory make_transport);
+  ~Network() override;
+
+  /// Add flows (GPU ids, bytes, ps). Must be called before the first run.
+  void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
+                 const std::vector<Bytes>& size, const std::vector<SimTime>& start);
+  /// Take a link down or up at absolute time t (>= now).
+  void schedule_link_state(uint32_t link, SimTime t, bool up);
+
+  void on_event(const engine::Event& ev) override;
+
+  // ---- services for transports ----
+  engine::Engine& engine() { return eng_; }
+  SimTime now() const { return eng_.now(); }
+  const EngineConfig& config() const { return cfg_; }
+  const FlowTable& flows() const { return flows_; }
+  FlowTable& flows_mut() { return flows_; }
+  PacketPool& pool() { return pool_; }
+  Bytes payload_per_packet() const { return mtu_ - header_; }
+  Bytes header_bytes() const { return header_; }
+  /// Rate of the flow's first-hop port (its line rate).
+  BitsPerSec line_rate(uint32_t flow) const { return ports_[flows_.first_port[flow]].rate_bps; }
+  /// The flow may send from time t on. Replaces any readiness given before (a transport
+  /// that changes its rate re-paces the flow with this), so a flow holds one valid slot.
+  void activate(uint32_t flow, SimTime t);
+  /// Send a control frame (ACK, CNP, ...) from GPU src to GPU dst ahead of data.
+  uint32_t send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type);
+  void send_packet(uint32_t pkt);
+  /// The destination received the flow's last byte.
+  void complete_flow(uint32_t flow);
+
+  // ---- inspection ----
+  const std::vector<Port>& ports() const { return ports_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const RunCounters& counters() const { return counters_; }
+  const std::vector<uint32_t>& link_ports() const { return link_ports_; }
+  uint32_t num_links() const { return static_cast<uint32_t>(link_ports_.size() / 2); }
+  uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
+  size_t packets_in_flight() const { return pool_.live(); }
+  bool lossless() const { return lossless_; }
+  const Transport& transport() const { return *transport_; }
+  /// Ports a packet from GPU src to GPU dst crosses on the current tables, following the
+  /// first ECMP choice for `flow` (for tests and path inspection).
+  std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const;
+
+ private:
+  enum Sub : uint32_t { kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kNumSub };
+
+  uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu) const;
+  uint32_t route(uint32_t node, const Packet& p) const;
+  void enqueue(uint32_t port, uint32_t pkt);
+  void try_transmit(uint32_t port);
+  void schedule_tx_done(uint32_t port);
+  void transmit(uint32_t port, uint32_t pkt);
+  void arrive(uint32_t pkt);
+  void start_flows();
+  void set_link_state(uint32_t link, bool up);
+  void rebuild_routes();
+  uint32_t pop_queue(Port& port);
+  uint32_t pull_nic(uint32_t port);
+  void drop(uint32_t pkt, uint64_t& reason);
+  void mark_ecn(Port& pt, Packet& p);
+
+  engine::Engine& eng_;
+  EngineConfig cfg_;
+  uint32_t kind_base_ = 0;
+  bool lossless_ = true;
+  Bytes mtu_ = 0, header_ = 0;
+  double ecn_pmax_ = 0;
+  engine::Rng rng_;
+
+  std::vector<Node> nodes_;
+  std::vector<Port> ports_;
+  std::vector<uint32_t> link_ports_;  ///< link l -> ports 2l (src->dst) and 2l+1 (dst->src)
+  std::vector<uint32_t> gpu_node_;    ///< GPU id -> node
+  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
+  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
+  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
+  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
+  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
+  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
+  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
+  RoutingInput routing_in_;
+  RoutingTable routes_;
+  std::vector<NicScheduler> nics_;
+  uint64_t nic_seq_ = 0;
+
+  FlowTable flows_;
+  std::vector<uint32_t> start_order_;  ///< flows by start time
+  size_t next_start_ = 0;
+  struct LinkChange {
+    SimTime t;
+    uint32_t link;
+    bool up;
+  };
+  std::vector<LinkChange> link_changes_;
+
+  PacketPool pool_;
+  std::unique_ptr<Transport> transport_;
+  RunCounters counters_;
+};
+
+}  // namespace rfabric::net

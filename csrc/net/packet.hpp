@@ -1,0 +1,62 @@
+// packet.hpp: the packet record and its pool. Packets are PODs in one per-network vector
+// and are referred to by index; a free list recycles them, so steady state allocates
+// nothing per packet. Protocols own `type` and `hdr`; the core never interprets them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/time.hpp"
+
+namespace rfabric::net {
+
+inline constexpr uint32_t kNone = 0xffffffffu;
+
+struct Packet {
+  uint32_t next;     ///< intrusive FIFO / free-list link
+  uint32_t flow;
+  uint32_t src;      ///< source GPU id
+  uint32_t dst;      ///< destination GPU id
+  uint32_t size_bytes;     ///< bytes on the wire, headers included
+  uint32_t payload_bytes;  ///< message bytes carried
+  uint32_t port;     ///< channel the packet is on or arrived through
+  uint32_t seq;      ///< protocol-defined sequence number
+  uint8_t proto;     ///< index of the owning transport
+  uint8_t type;      ///< protocol-defined packet type
+  uint8_t ecn;       ///< congestion-experienced mark
+  uint8_t hops;
+  uint32_t aux;      ///< protocol-defined
+  uint64_t hdr;      ///< protocol-defined
+  engine::SimTime sent_ps;  ///< when the source put it on its first wire
+};
+
+class PacketPool {
+ public:
+  uint32_t alloc() {
+    if (free_ != kNone) {
+      const uint32_t i = free_;
+      free_ = packets_[i].next;
+      ++live_;
+      return i;
+    }
+    packets_.push_back(Packet{});
+    ++live_;
+    return static_cast<uint32_t>(packets_.size() - 1);
+  }
+  void release(uint32_t i) {
+    packets_[i].next = free_;
+    free_ = i;
+    --live_;
+  }
+  Packet& operator[](uint32_t i) { return packets_[i]; }
+  const Packet& operator[](uint32_t i) const { return packets_[i]; }
+  size_t live() const { return live_; }
+  size_t capacity() const { return packets_.size(); }
+
+ private:
+  std::vector<Packet> packets_;
+  uint32_t free_ = kNone;
+  size_t live_ = 0;
+};
+
+}  // namespace rfabric::net

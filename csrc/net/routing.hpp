@@ -1,0 +1,48 @@
+// routing.hpp: hop-by-hop forwarding tables. For every node and every destination key (the
+// switch a destination GPU's NIC attaches to) the table holds the set of egress ports on a
+// shortest path over switches whose channels are up: the ECMP next-hop set. Tables are
+// dense arrays rebuilt from scratch when a channel changes state (a few ms at 1k GPUs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rfabric::net {
+
+struct RoutingInput {
+  uint32_t num_nodes;
+  std::vector<uint8_t> transit;         ///< node may forward packets for others
+  std::vector<uint32_t> adj_begin;      ///< node -> first entry in adj_ports (CSR)
+  std::vector<uint32_t> adj_ports;      ///< egress ports of each node
+  std::vector<uint32_t> port_peer;      ///< port -> node at the other end
+  std::vector<uint32_t> port_reverse;   ///< port -> port of the opposite direction
+  std::vector<uint8_t> port_up;
+  std::vector<uint32_t> keys;           ///< key index -> node id
+};
+
+class RoutingTable {
+ public:
+  void build(const RoutingInput& in);
+  uint32_t num_keys() const { return num_keys_; }
+  /// Next-hop ports from `node` toward key `key`: [first, first + count).
+  const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count) const {
+    const size_t i = static_cast<size_t>(node) * num_keys_ + key;
+    *count = count_[i];
+    return ports_.data() + begin_[i];
+  }
+  /// Hop count from `node` to key `key` (kUnreachable if none).
+  uint32_t distance(uint32_t node, uint32_t key) const {
+    return dist_[static_cast<size_t>(node) * num_keys_ + key];
+  }
+  static constexpr uint32_t kUnreachable = 0xffffffffu;
+
+ private:
+  uint32_t num_keys_ = 0;
+  std::vector<uint32_t> begin_;
+  std::vector<uint16_t> count_;
+  std::vector<uint32_t> dist_;
+  std::vector<uint32_t> ports_;
+};
+
+}  // namespace rfabric::net

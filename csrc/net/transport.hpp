@@ -1,0 +1,45 @@
+// transport.hpp: the interface between the network and an end-host transport protocol.
+// The network owns NIC scheduling and forwarding; a transport decides what each flow sends
+// next, when it may send again, and what to do with packets that reach their destination.
+// Concrete transports live in csrc/proto/ and are listed only in proto/registry.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/engine.hpp"
+#include "net/packet.hpp"
+#include "net/spec.hpp"
+
+namespace rfabric::net {
+
+class Network;
+
+class Transport : public engine::Handler {
+ public:
+  explicit Transport(Network& net) : net_(net) {}
+  ~Transport() override = default;
+
+  /// Header bytes this transport adds to every data frame.
+  virtual Bytes header_bytes() const = 0;
+  /// Whether the fabric should run lossless (PFC) by default under this transport.
+  virtual bool lossless() const = 0;
+  /// Called once after all flows are known (size per-flow state).
+  virtual void prepare(uint32_t num_flows) = 0;
+  /// The flow starts now; the transport calls Network::activate() when it may send.
+  virtual void start_flow(uint32_t flow) = 0;
+  /// The NIC can transmit: fill `p` (already holds flow, src, dst, proto) with the flow's next
+  /// frame. Returns the earliest time the flow may send again, or kNever when it must wait
+  /// for an event (ACK, timer) that will call Network::activate().
+  virtual SimTime next_packet(uint32_t flow, Packet& p) = 0;
+  /// A packet of this transport reached its destination host. The network frees it after.
+  virtual void receive(Packet& p) = 0;
+  /// The flow's current sending rate in bit/s if the transport is rate-based (else -1).
+  virtual double flow_rate_bps(uint32_t /*flow*/) const { return -1; }
+  /// Timers: events of kinds this transport registered.
+  void on_event(const engine::Event&) override {}
+
+ protected:
+  Network& net_;
+};
+
+}  // namespace rfabric::net

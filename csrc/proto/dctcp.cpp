@@ -1,0 +1,235 @@
+// dctcp.cpp: DCTCP (Alizadeh et al., SIGCOMM 2010) over lossy drop-tail queues.
+// Window-based sender with slow start, congestion avoidance, NewReno-style fast retransmit
+// on three duplicate ACKs and go-back-N on retransmission timeout; the receiver ACKs every
+// data packet cumulatively and echoes its ECN mark. Once per window of data the sender
+// updates alpha = (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was
+// marked, cuts cwnd by alpha/2. A flow completes when its last byte reaches the receiver.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "engine/check.hpp"
+#include "net/network.hpp"
+
+namespace rfabric::proto {
+namespace {
+
+using engine::kNever;
+using engine::SimTime;
+using net::Bytes;
+using net::Packet;
+
+enum PacketType : uint8_t { kData = 0, kAck = 1 };
+
+class Dctcp final : public net::Transport {
+ public:
+  explicit Dctcp(net::Network& net) : Transport(net) {
+    timer_kind_ = net.engine().register_handler(this);
+    const auto& c = net.config();
+    RF_CHECK(c.dctcp_g > 0 && c.dctcp_g < 1, "dctcp_g must be in (0, 1)");
+    RF_CHECK(c.dctcp_init_cwnd_packets >= 1, "dctcp_init_cwnd_packets must be >= 1");
+    RF_CHECK(c.dctcp_min_rto_ps > 0, "dctcp_min_rto_ps must be positive");
+  }
+
+  Bytes header_bytes() const override { return 58; }  // Eth 14 + IPv4 20 + TCP 20 + FCS 4
+  bool lossless() const override { return false; }
+
+  void prepare(uint32_t num_flows) override {
+    st_.assign(num_flows, State{});
+    rx_.assign(num_flows, Receiver{});
+  }
+
+  void start_flow(uint32_t f) override {
+    State& s = st_[f];
+    const Bytes mss = net_.payload_per_packet();
+    const Bytes size = net_.flows().size_bytes[f];
+    s.npkts = static_cast<uint32_t>((size + mss - 1) / mss);
+    s.cwnd = static_cast<double>(net_.config().dctcp_init_cwnd_packets);
+    s.ssthresh = 1e18;
+    s.rto = net_.config().dctcp_min_rto_ps;
+    rx_[f].got.assign(s.npkts, 0);
+    wake(f);
+  }
+
+  SimTime next_packet(uint32_t f, Packet& p) override {
+    State& s = st_[f];
+    auto& flows = net_.flows_mut();
+    uint32_t seq;
+    if (s.retransmit) {
+      seq = s.snd_una;
+      s.retransmit = false;
+      ++flows.retransmits[f];
+    } else {
+      seq = s.snd_nxt++;
+      if (seq >= s.sent_hi) {
+        s.sent_hi = seq + 1;
+      } else {
+        ++flows.retransmits[f];
+      }
+    }
+    const Bytes mss = net_.payload_per_packet();
+    const Bytes payload = std::min<Bytes>(mss, flows.size_bytes[f] - static_cast<Bytes>(seq) * mss);
+    p.type = kData;
+    p.seq = seq;
+    p.payload_bytes = static_cast<uint32_t>(payload);
+    p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
+    flows.sent_bytes[f] = std::max(flows.sent_bytes[f], static_cast<Bytes>(seq) * mss + payload);
+    if (s.rto_deadline == kNever) arm(f);
+    s.in_nic = can_send(s);
+    return s.in_nic ? net_.now() : kNever;
+  }
+
+  void receive(Packet& p) override {
+    if (p.type == kAck) {
+      on_ack(p);
+      return;
+    }
+    const uint32_t f = p.flow;
+    Receiver& r = rx_[f];
+    auto& flows = net_.flows_mut();
+    if (!r.got[p.seq]) {
+      r.got[p.seq] = 1;
+      flows.delivered_bytes[f] += p.payload_bytes;
+      while (r.cum < r.got.size() && r.got[r.cum]) ++r.cum;
+      if (flows.delivered_bytes[f] == flows.size_bytes[f]) net_.complete_flow(f);
+    }
+    const uint32_t ack = net_.send_control(f, p.dst, p.src, kAck);
+    Packet& a = net_.pool()[ack];
+    a.seq = r.cum;
+    a.aux = p.ecn;
+    a.hdr = static_cast<uint64_t>(p.sent_ps);
+    net_.send_packet(ack);
+  }
+
+  void on_event(const engine::Event& ev) override {
+    const uint32_t f = ev.target;
+    State& s = st_[f];
+    const SimTime now = net_.now();
+    if (s.rto_deadline == kNever) {
+      s.timer_pending = false;
+      return;
+    }
+    if (now < s.rto_deadline) {
+      net_.engine().schedule(s.rto_deadline, f, timer_kind_);
+      return;
+    }
+    s.timer_pending = false;
+    // Retransmission timeout: go back to the first unacknowledged packet.
+    s.ssthresh = std::max(s.cwnd / 2, 2.0);
+    s.cwnd = 1;
+    s.snd_nxt = s.snd_una;
+    s.recovering = false;
+    s.dupacks = 0;
+    s.rto = std::min<SimTime>(s.rto * 2, 64 * net_.config().dctcp_min_rto_ps);
+    s.rto_deadline = kNever;
+    arm(f);
+    wake(f);
+  }
+
+ private:
+  struct State {
+    uint32_t npkts = 0, snd_una = 0, snd_nxt = 0, sent_hi = 0, recover = 0, window_end = 0;
+    uint32_t dupacks = 0, acks = 0, marked = 0;
+    double cwnd = 1, ssthresh = 0, alpha = 1;  // cwnd in packets
+    SimTime srtt = 0, rttvar = 0, rto = 0, rto_deadline = kNever;
+    bool retransmit = false, recovering = false, in_nic = false, timer_pending = false;
+  };
+  struct Receiver {
+    std::vector<uint8_t> got;
+    uint32_t cum = 0;
+  };
+
+  static bool can_send(const State& s) {
+    if (s.retransmit) return true;
+    return s.snd_nxt < s.npkts && static_cast<double>(s.snd_nxt - s.snd_una) < s.cwnd;
+  }
+
+  void wake(uint32_t f) {
+    State& s = st_[f];
+    if (s.in_nic || !can_send(s)) return;
+    s.in_nic = true;
+    net_.activate(f, net_.now());
+  }
+
+  void arm(uint32_t f) {
+    State& s = st_[f];
+    s.rto_deadline = net_.now() + s.rto;
+    if (!s.timer_pending) {
+      s.timer_pending = true;
+      net_.engine().schedule(s.rto_deadline, f, timer_kind_);
+    }
+  }
+
+  void on_ack(const Packet& p) {
+    const uint32_t f = p.flow;
+    State& s = st_[f];
+    const auto& c = net_.config();
+    const SimTime now = net_.now();
+    ++s.acks;
+    if (p.aux) ++s.marked;
+    const uint32_t cum = p.seq;
+    if (cum > s.snd_una) {
+      const SimTime rtt = now - static_cast<SimTime>(p.hdr);
+      if (s.srtt == 0) {
+        s.srtt = rtt;
+        s.rttvar = rtt / 2;
+      } else {
+        const SimTime err = rtt > s.srtt ? rtt - s.srtt : s.srtt - rtt;
+        s.rttvar = (3 * s.rttvar + err) / 4;
+        s.srtt = (7 * s.srtt + rtt) / 8;
+      }
+      s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + 4 * s.rttvar);
+      const uint32_t newly = cum - s.snd_una;
+      s.snd_una = cum;
+      if (s.snd_nxt < s.snd_una) s.snd_nxt = s.snd_una;
+      s.dupacks = 0;
+      if (s.recovering) {
+        if (cum >= s.recover) {
+          s.recovering = false;
+          s.cwnd = s.ssthresh;
+        } else {
+          s.retransmit = true;  // partial ACK: the next hole
+        }
+      } else if (s.cwnd < s.ssthresh) {
+        s.cwnd += newly;
+      } else {
+        s.cwnd += newly / s.cwnd;
+      }
+      if (s.snd_una >= s.window_end) {
+        // One window of data acknowledged: DCTCP's alpha update and proportional cut.
+        const double frac = s.acks ? static_cast<double>(s.marked) / s.acks : 0.0;
+        s.alpha = (1 - c.dctcp_g) * s.alpha + c.dctcp_g * frac;
+        if (s.marked > 0) {
+          s.cwnd = std::max(1.0, s.cwnd * (1 - s.alpha / 2));
+          s.ssthresh = s.cwnd;
+        }
+        s.acks = s.marked = 0;
+        s.window_end = s.snd_nxt;
+      }
+      if (s.snd_una >= s.npkts) {
+        s.rto_deadline = kNever;  // everything acknowledged
+        return;
+      }
+      arm(f);
+    } else if (cum == s.snd_una && s.snd_una < s.snd_nxt) {
+      if (++s.dupacks == 3 && !s.recovering) {
+        s.recovering = true;
+        s.recover = s.snd_nxt;
+        s.ssthresh = std::max(s.cwnd / 2, 2.0);
+        s.cwnd = s.ssthresh;
+        s.retransmit = true;
+      }
+    }
+    wake(f);
+  }
+
+  std::vector<State> st_;
+  std::vector<Receiver> rx_;
+  uint32_t timer_kind_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<net::Transport> make_dctcp(net::Network& net) { return std::make_unique<Dctcp>(net); }
+
+}  // namespace rfabric::proto

@@ -1,0 +1,31 @@
+// simulator.hpp: one simulation = one Engine + one Network + the transport named in the
+// config. This is the object the Python binding holds; it has no Python in it.
+#pragma once
+
+#include <memory>
+
+#include "engine/engine.hpp"
+#include "net/network.hpp"
+
+namespace rfabric::sim {
+
+class Simulator {
+ public:
+  Simulator(const net::NetworkSpec& spec, const net::EngineConfig& cfg);
+
+  engine::Engine& engine() { return engine_; }
+  const engine::Engine& engine() const { return engine_; }
+  net::Network& network() { return *network_; }
+  const net::Network& network() const { return *network_; }
+
+  /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit).
+  uint64_t run(engine::SimTime until, uint64_t max_events);
+  /// True when no event is pending (every flow has finished or can make no progress).
+  bool idle() const { return engine_.pending() == 0; }
+
+ private:
+  engine::Engine engine_;
+  std::unique_ptr<net::Network> network_;
+};
+
+}  // namespace rfabric::sim

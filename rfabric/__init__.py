@@ -1,0 +1,36 @@
+"""rfabric: a packet-level network and fabric emulator for disaggregated RL post-training.
+
+A C++ discrete-event engine simulates every packet through NICs, switch queues, links and
+NVLink domains; this package builds fabrics, runs workloads and returns Arrow tables.
+"""
+
+from __future__ import annotations
+
+from . import topology, traces, units
+from .errors import SpecError, TraceError
+from .flows import Flows
+from .results import Results
+from .simulation import EngineConfig, Simulation, simulate
+from .spec import NetworkSpec
+from .topology import Topology
+
+topologies = topology  # DESIGN §11 spells it rf.topologies
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EngineConfig",
+    "Flows",
+    "NetworkSpec",
+    "Results",
+    "Simulation",
+    "SpecError",
+    "Topology",
+    "TraceError",
+    "simulate",
+    "topologies",
+    "topology",
+    "traces",
+    "units",
+    "__version__",
+]

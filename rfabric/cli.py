@@ -1,0 +1,134 @@
+"""The ``rfabric`` command line: a thin argparse layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SpecError, TraceError
+
+PATTERNS = ("permutation", "incast", "all-to-all")
+
+
+def _flows(pattern: str, gpus: int, size: int, seed: int, fan_in: int):
+    from .flows import Flows
+
+    if pattern == "permutation":
+        return Flows.permutation(gpus, size, seed=seed)
+    if pattern == "incast":
+        rng = np.random.default_rng(seed)
+        src = rng.choice(np.arange(1, gpus), size=min(fan_in, gpus - 1), replace=False)
+        return Flows(src, np.zeros(len(src), dtype=np.int64), size)
+    if pattern == "all-to-all":
+        src, dst = np.meshgrid(np.arange(gpus), np.arange(gpus), indexing="ij")
+        keep = src != dst
+        return Flows(src[keep], dst[keep], size)
+    raise SpecError(f"unknown traffic pattern {pattern!r} (known: {', '.join(PATTERNS)})")
+
+
+def _table(rows: list[dict], cols: list[tuple[str, str]]) -> str:
+    widths = [max(len(title), *(len(fmt.format(r[key])) for r in rows)) for (key, fmt), title in
+              zip([(k, f) for k, f in cols], [c[0] for c in cols])]
+    head = "  ".join(title.rjust(w) for (title, _), w in zip(cols, widths))
+    lines = [head, "  ".join("-" * w for w in widths)]
+    for r in rows:
+        lines.append("  ".join(fmt.format(r[key]).rjust(w) for (key, fmt), w in zip(cols, widths)))
+    return "\n".join(lines)
+
+
+def cmd_demo(args) -> int:
+    """Compare the built-in fabrics on one workload and print a table."""
+    from . import simulate
+    from .topology import FatTree
+
+    fabrics = [("FT", FatTree(args.gpus, args.link)), ("FT-OS 3:1", FatTree(args.gpus, args.link, oversubscription=3))]
+    rows = []
+    for pattern in ("permutation", "incast"):
+        flows = _flows(pattern, args.gpus, args.size, args.seed, fan_in=16)
+        for label, fab in fabrics:
+            res = simulate(fab, flows, transport=args.transport, seed=args.seed)
+            fct = res.fct_ps
+            rows.append({
+                "fabric": label, "pattern": pattern, "flows": len(flows),
+                "makespan_us": res.run["makespan_ps"] / 1e6, "p50_us": float(np.median(fct)) / 1e6,
+                "p99_us": float(np.percentile(fct, 99)) / 1e6, "switches": int(np.sum(fab.to_spec().nodes.kind == 2)),
+                "events": res.run["events"], "wall_s": res.run["wall_s"],
+            })
+    print(f"rfabric demo: {args.gpus} GPUs, {args.link} links, {args.size:,} B messages, "
+          f"transport {args.transport}, seed {args.seed}\n")
+    print(_table(rows, [("fabric", "{}"), ("pattern", "{}"), ("flows", "{:,}"), ("makespan_us", "{:.1f}"),
+                        ("p50_us", "{:.1f}"), ("p99_us", "{:.1f}"), ("switches", "{}"), ("events", "{:,}"),
+                        ("wall_s", "{:.3f}")]))
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Simulate a traffic pattern on a topology preset."""
+    from . import simulate
+    from .topology import load
+
+    fab = load(args.topology)
+    flows = _flows(args.pattern, fab.gpus, args.size, args.seed, args.fan_in)
+    res = simulate(fab, flows, transport=args.transport, seed=args.seed, mtu_bytes=args.mtu, progress=args.progress)
+    print(f"{fab.name}: {args.pattern}, {len(flows):,} flows of {args.size:,} B")
+    print(res.summary())
+    if args.output:
+        import pyarrow.parquet as pq
+
+        out = Path(args.output)
+        pq.write_table(res.flows, out.with_suffix(".flows.parquet"))
+        pq.write_table(res.links, out.with_suffix(".links.parquet"))
+        print(f"wrote {out.with_suffix('.flows.parquet')} and {out.with_suffix('.links.parquet')}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .units import parse_size
+
+    ap = argparse.ArgumentParser(prog="rfabric", description="Packet-level fabric emulator for RL clusters.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="compare built-in fabrics on a default workload")
+    d.add_argument("--gpus", type=int, default=128)
+    d.add_argument("--link", default="200Gbps")
+    d.add_argument("--size", type=parse_size, default=parse_size("4MiB"), help="message size (default 4MiB)")
+    d.add_argument("--transport", default="roce")
+    d.add_argument("--seed", type=int, default=1)
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser("run", help="simulate a traffic pattern on a topology preset (topologies/*.toml)")
+    r.add_argument("topology", help="path to a topology TOML preset")
+    r.add_argument("--pattern", choices=PATTERNS, default="permutation")
+    r.add_argument("--size", type=parse_size, default=parse_size("2MB"))
+    r.add_argument("--fan-in", type=int, default=16, help="senders for --pattern incast")
+    r.add_argument("--transport", default="roce")
+    r.add_argument("--mtu", type=parse_size, default=9216)
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--progress", action="store_true")
+    r.add_argument("-o", "--output", help="write flows/links tables as OUTPUT.flows.parquet / .links.parquet")
+    r.set_defaults(func=cmd_run)
+
+    try:
+        from .traces.cli import add_subcommand
+    except ImportError:
+        pass
+    else:
+        add_subcommand(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except (SpecError, TraceError) as exc:
+        print(f"rfabric: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Plain flow workloads: point-to-point transfers between GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SpecError
+
+__all__ = ["Flows"]
+
+
+def _int_col(values, name: str, n: int | None) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        if n is None:
+            arr = arr.reshape(1)
+        else:
+            arr = np.full(n, arr)
+    if arr.ndim != 1:
+        raise SpecError(f"Flows: '{name}' must be 1-d, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise SpecError(f"Flows: '{name}' must hold integers, got dtype {arr.dtype}")
+    if n is not None and len(arr) != n:
+        raise SpecError(f"Flows: '{name}' has {len(arr)} entries, expected {n}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+@dataclass(frozen=True, init=False)
+class Flows:
+    """Point-to-point flows between GPU ids.
+
+    Parameters
+    ----------
+    src, dst : array of int
+        Source and destination GPU ids (the order of GPU nodes in the topology).
+    size_bytes : array of int or int
+        Message sizes in bytes (a scalar applies to all flows).
+    start_ps : array of int or int, optional
+        Start times in picoseconds (default 0).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    size_bytes: np.ndarray
+    start_ps: np.ndarray
+
+    def __init__(self, src, dst, size_bytes, start_ps=0):
+        src = _int_col(src, "src", None)
+        n = len(src)
+        dst = _int_col(dst, "dst", n)
+        size = _int_col(size_bytes, "size_bytes", n)
+        start = _int_col(start_ps, "start_ps", n)
+        for name, arr in (("src", src), ("dst", dst), ("size_bytes", size), ("start_ps", start)):
+            bad = np.flatnonzero(arr < 0)
+            if bad.size:
+                raise SpecError(f"Flows: flow {bad[0]}: negative {name} {arr[bad[0]]}")
+        same = np.flatnonzero(src == dst)
+        if same.size:
+            raise SpecError(f"Flows: flow {same[0]}: src and dst are both GPU {src[same[0]]}")
+        object.__setattr__(self, "src", src)
+        object.__setattr__(self, "dst", dst)
+        object.__setattr__(self, "size_bytes", size)
+        object.__setattr__(self, "start_ps", start)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def check_gpus(self, num_gpus: int, where: str = "") -> None:
+        """Raise SpecError if any flow names a GPU the fabric does not have."""
+        for name, arr in (("src", self.src), ("dst", self.dst)):
+            bad = np.flatnonzero(arr >= num_gpus)
+            if bad.size:
+                raise SpecError(f"Flows: flow {bad[0]}: {name} {arr[bad[0]]} is not a GPU of {where or 'the fabric'} "
+                                f"(it has GPUs 0..{num_gpus - 1})")
+
+    @classmethod
+    def permutation(cls, gpus: int, size_bytes, *, seed: int = 0, start_ps=0, derangement: bool = True) -> Flows:
+        """Random permutation traffic: every GPU sends ``size_bytes`` to a distinct GPU
+        (a derangement: nobody sends to itself). Deterministic in ``seed``."""
+        rng = np.random.default_rng(seed)
+        src = np.arange(gpus)
+        while True:
+            dst = rng.permutation(gpus)
+            if not derangement or not np.any(dst == src):
+                break
+        return cls(src, dst, size_bytes, start_ps)

@@ -1,0 +1,330 @@
+"""Running the packet engine: configuration, a steppable Simulation, and simulate().
+
+Python builds the spec and the flows, the C++ engine runs the event loop with the GIL
+released, and results come back as numpy columns wrapped into Arrow tables. Python never
+runs per packet or per event; it may run between ``run(until=...)`` epochs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import SpecError
+from .flows import Flows
+from .results import Results, build_flow_table, build_link_table
+from .spec import NetworkSpec
+from .topology.base import Topology
+from .units import format_time, parse_rate, parse_size, parse_time
+
+__all__ = ["EngineConfig", "Simulation", "simulate", "TRANSPORT_DEFAULTS", "BACKENDS"]
+
+BACKENDS = ("packet",)
+
+#: Per-transport defaults for fields left as None in EngineConfig.
+#: ECN thresholds are queueing delays at each port's own rate, so one value fits every speed.
+TRANSPORT_DEFAULTS = {
+    # DCQCN paper (Zhu et al., SIGCOMM 2015): Kmin 5 KB, Kmax 200 KB, Pmax 1% at 40 Gb/s,
+    # i.e. 1 us and 40 us of queueing.
+    "roce": {"ecn_kmin": "1us", "ecn_kmax": "40us", "ecn_pmax": 0.01},
+    # DCTCP step marking at K; K ~ 0.4 RTT of a 3-tier fabric (DCTCP guideline K > C*RTT/7).
+    "dctcp": {"ecn_kmin": "5us", "ecn_kmax": "5us", "ecn_pmax": 1.0},
+}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings. Times accept unit strings ("1us") or int ps; sizes "9216B" or bytes.
+
+    Parameters
+    ----------
+    transport : str
+        ``"roce"`` (RoCEv2 + DCQCN over PFC; default) or ``"dctcp"`` (lossy, ECN, retransmit).
+    seed : int
+        Seeds ECMP hashing and ECN marking draws; same seed, same results.
+    mtu_bytes : int
+        Frame size on the wire including headers (default 9216, paper §7.2).
+    header_bytes : int, optional
+        Header bytes per frame; default the transport's (roce 62, dctcp 58).
+    control_bytes : int
+        Size of ACK/CNP frames (64).
+    lossless : bool, optional
+        PFC on (True) or drop-tail (False); default the transport's (roce True, dctcp False).
+    ecn_kmin, ecn_kmax : time, optional
+        RED/ECN thresholds as queueing delay at the port's rate; default per transport.
+    ecn_pmax : float, optional
+        Marking probability at kmax.
+    ecmp : str
+        ``"flow"`` (hash per flow; default) or ``"packet"`` (spray).
+    pfc_xoff : time
+        PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
+        capped at buffer - headroom, where headroom covers a round trip plus two frames).
+    dcqcn_* , dctcp_* :
+        Transport parameters (see the field defaults and csrc/proto/*.cpp).
+    """
+
+    transport: str = "roce"
+    seed: int = 1
+    mtu_bytes: int = 9216
+    header_bytes: int | None = None
+    control_bytes: int = 64
+    lossless: bool | None = None
+    ecn_kmin: object = None
+    ecn_kmax: object = None
+    ecn_pmax: float | None = None
+    ecmp: str = "flow"
+    # PFC XOFF per ingress port, as queueing time at the link's rate (like the ECN
+    # thresholds): 5 us = 125 KB at 200 Gb/s. PFC is accounted per ingress, so a switch can
+    # hold ports x XOFF of lossless backlog; 5 us x 64 ports x 200G = 8 MB, the order of a
+    # shared-buffer ASIC's lossless pool. With XOFF = buffer - headroom (~1 MiB) a 16:1
+    # incast parks ~48 MB in the fabric and DCQCN, marked while it drains, falls to its rate
+    # floor (bench/README.md has the measurements).
+    pfc_xoff: object = "5us"
+    dcqcn_timer: object = "55us"
+    # DCQCN byte counter: 32 KiB, as ConnectX NICs reset it (rpg_byte_reset 32767 B). The
+    # DCQCN paper's 10 MB (chosen at 40 Gb/s for long flows) leaves a throttled flow in
+    # additive increase for milliseconds: a 2 MB permutation on a 100G fat-tree then takes
+    # 3.3 ms instead of the 0.66 ms its ECMP collisions allow (bench/README.md).
+    dcqcn_byte_counter: object = "32KiB"
+    dcqcn_g: float = 1 / 256
+    # Additive / hyper increase steps: ConnectX defaults (rpg_ai_rate 5 Mb/s, rpg_hai_rate
+    # 50 Mb/s). Steps scaled to the line rate (line/1000, line/100) overshoot into PFC.
+    dcqcn_rai: object = "5Mbps"
+    dcqcn_rhai: object = "50Mbps"
+    dcqcn_min_rate: object = "100Mbps"
+    dcqcn_cnp_interval: object = "50us"
+    dcqcn_f: int = 5
+    dctcp_g: float = 1 / 16
+    dctcp_init_cwnd_packets: int = 10
+    dctcp_min_rto: object = "200us"
+
+    def to_engine(self) -> dict:
+        """The config dict the engine takes: base units only, transport defaults resolved."""
+        from . import _engine
+
+        if self.transport not in _engine.transports():
+            raise SpecError(f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})")
+        if self.ecmp not in ("flow", "packet"):
+            raise SpecError(f"ecmp must be 'flow' or 'packet', got {self.ecmp!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
+        d = TRANSPORT_DEFAULTS.get(self.transport, {})
+        kmin = parse_time(self.ecn_kmin if self.ecn_kmin is not None else d.get("ecn_kmin", "5us"))
+        kmax = parse_time(self.ecn_kmax if self.ecn_kmax is not None else d.get("ecn_kmax", "5us"))
+        pmax = self.ecn_pmax if self.ecn_pmax is not None else d.get("ecn_pmax", 1.0)
+        if kmax < kmin:
+            raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
+        if not 0 <= pmax <= 1:
+            raise SpecError(f"ecn_pmax must be in [0, 1], got {pmax!r}")
+        out = {
+            "transport": self.transport,
+            "seed": int(self.seed),
+            "mtu_bytes": parse_size(self.mtu_bytes, allow_zero=False),
+            "control_bytes": parse_size(self.control_bytes, allow_zero=False),
+            "ecn_kmin_ps": kmin,
+            "ecn_kmax_ps": kmax,
+            "ecn_pmax": float(pmax),
+            "ecmp_per_packet": self.ecmp == "packet",
+            "pfc_xoff_ps": parse_time(self.pfc_xoff, allow_zero=False),
+            "dcqcn_timer_ps": parse_time(self.dcqcn_timer, allow_zero=False),
+            "dcqcn_byte_counter": parse_size(self.dcqcn_byte_counter, allow_zero=False),
+            "dcqcn_g": float(self.dcqcn_g),
+            "dcqcn_min_rate_bps": parse_rate(self.dcqcn_min_rate),
+            "dcqcn_cnp_interval_ps": parse_time(self.dcqcn_cnp_interval),
+            "dcqcn_f": int(self.dcqcn_f),
+            "dctcp_g": float(self.dctcp_g),
+            "dctcp_init_cwnd_packets": int(self.dctcp_init_cwnd_packets),
+            "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
+        }
+        if self.header_bytes is not None:
+            out["header_bytes"] = parse_size(self.header_bytes)
+        if self.lossless is not None:
+            out["lossless"] = int(bool(self.lossless))
+        if self.dcqcn_rai is not None:
+            out["dcqcn_rai_bps"] = parse_rate(self.dcqcn_rai)
+        if self.dcqcn_rhai is not None:
+            out["dcqcn_rhai_bps"] = parse_rate(self.dcqcn_rhai)
+        return out
+
+
+def _as_spec(topology) -> NetworkSpec:
+    if isinstance(topology, NetworkSpec):
+        return topology
+    if isinstance(topology, Topology):
+        return topology.to_spec()
+    raise SpecError(f"expected a Topology or NetworkSpec, got {type(topology).__name__}")
+
+
+def _make_config(config: EngineConfig | None, overrides: dict) -> EngineConfig:
+    base = config or EngineConfig()
+    fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise SpecError(f"unknown engine setting(s): {', '.join(unknown)} (see rfabric.EngineConfig)")
+    return dataclasses.replace(base, **overrides)
+
+
+class Simulation:
+    """A packet-level simulation that can be advanced in epochs.
+
+    ``run(until=t)`` runs the C++ loop (GIL released) to simulated time ``t``; between
+    epochs Python may read counters (``delivered_bytes()``), change link states, and so on.
+    ``results()`` returns the tables at any point.
+
+    Parameters
+    ----------
+    topology : Topology or NetworkSpec
+    flows : Flows
+    config : EngineConfig, optional
+    **settings
+        Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
+    """
+
+    def __init__(self, topology, flows: Flows, config: EngineConfig | None = None, **settings):
+        from . import _engine
+
+        if "backend" in settings:
+            backend = settings.pop("backend")
+            if backend not in BACKENDS:
+                raise SpecError(f"unknown backend {backend!r} (available: {', '.join(BACKENDS)}; "
+                                "the flow-level backend is not built yet)")
+        self.spec = _as_spec(topology)
+        if not isinstance(flows, Flows):
+            raise SpecError(f"flows must be rfabric.Flows, got {type(flows).__name__}")
+        flows.check_gpus(self.spec.num_gpus, self.spec.name)
+        self.flows = flows
+        self.config = _make_config(config, settings)
+        self._engine = _engine.Engine(self.spec.arrays(), self.config.to_engine())
+        self._engine.add_flows(flows.src.astype(np.uint32), flows.dst.astype(np.uint32), flows.size_bytes,
+                               flows.start_ps)
+        self.wall_s = 0.0
+
+    @property
+    def now(self) -> int:
+        """Simulated time (ps)."""
+        return self._engine.now
+
+    @property
+    def done(self) -> bool:
+        """True when no event is pending: every flow finished or none can progress."""
+        return self._engine.idle
+
+    @property
+    def engine(self):
+        """The compiled engine handle (rfabric._engine.Engine)."""
+        return self._engine
+
+    def set_link_state(self, link: int, at, up: bool) -> None:
+        """Take link row ``link`` down (``up=False``) or up at simulated time ``at``."""
+        link = int(link)
+        if not 0 <= link < self.spec.num_links:
+            raise SpecError(f"link {link} does not exist ({self.spec.name} has {self.spec.num_links} links)")
+        self._engine.set_link_state(link, parse_time(at), bool(up))
+
+    def fail_link(self, link: int, at=0) -> None:
+        """Take link row ``link`` down at time ``at`` (both directions)."""
+        self.set_link_state(link, at, False)
+
+    def delivered_bytes(self) -> np.ndarray:
+        """Payload bytes delivered so far, per flow."""
+        return self._engine.delivered_bytes()
+
+    def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:
+        """Advance to simulated time ``until`` (unit string or ps), or until idle if None."""
+        limit = parse_time(until) if until is not None else np.iinfo(np.int64).max
+        t0 = time.perf_counter()
+        if progress:
+            self._run_with_progress(limit)
+        else:
+            self._engine.run(limit, int(max_events))
+        self.wall_s += time.perf_counter() - t0
+        return self
+
+    def _run_with_progress(self, limit: int) -> None:
+        total = len(self.flows)
+        chunk = 2_000_000
+        t0 = time.perf_counter()
+        while True:
+            n = self._engine.run(limit, chunk)
+            elapsed = time.perf_counter() - t0
+            ev = self._engine.events_processed
+            done = self._engine.flows_done
+            width = 30
+            filled = int(width * done / total) if total else width
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] flows {done}/{total}  "
+                             f"sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
+                             f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s ")
+            sys.stderr.flush()
+            if n < chunk or self._engine.idle or self._engine.now >= limit:
+                break
+        sys.stderr.write("\n")
+
+    def results(self) -> Results:
+        log = self._engine.flow_log()
+        c = self._engine.counters()
+        end = log["end_ps"]
+        sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
+        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        wall = self.wall_s
+        run = {
+            "backend": "packet",
+            "transport": self.config.transport,
+            "events": int(c["events"]),
+            "packets": int(c["packets"]),
+            "packet_hops": int(c["packet_hops"]),
+            "drops": int(c["drops"]),
+            "no_route_drops": int(c["no_route_drops"]),
+            "link_down_drops": int(c["link_down_drops"]),
+            "ecn_marks": int(c["ecn_marks"]),
+            "pfc_pauses": int(c["pfc_pauses"]),
+            "packets_in_flight": int(c["packets_in_flight"]),
+            "flows": len(self.flows),
+            "flows_done": int(c["flows_done"]),
+            "packets_delivered": int(c["packets_delivered"]),
+            "lossless": bool(self._engine.lossless),
+            "header_bytes": int(self._engine.header_bytes),
+            "wall_s": wall,
+            "sim_ps": sim_ps,
+            "makespan_ps": makespan,
+            "seed": self.config.seed,
+            "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
+            "packet_hops_per_s": c["packet_hops"] / wall if wall > 0 else float("nan"),
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
+        return Results(flows=build_flow_table(log), links=build_link_table(
+            self._engine.port_stats(), self.spec, max(makespan, sim_ps if makespan < 0 else makespan)), run=run)
+
+
+def simulate(topology, flows: Flows, *, transport: str = "roce", backend: str = "packet", seed: int = 1,
+             mtu_bytes=9216, progress: bool = False, until=None, config: EngineConfig | None = None,
+             **settings) -> Results:
+    """Simulate ``flows`` on ``topology`` and return Results.
+
+    Parameters
+    ----------
+    topology : Topology or NetworkSpec
+    flows : Flows
+    transport : str
+        ``"roce"`` (default) or ``"dctcp"``.
+    backend : str
+        ``"packet"`` (the only backend built so far).
+    seed : int
+        Same seed, same results.
+    mtu_bytes : int or str
+        Frame size including headers (default 9216).
+    progress : bool
+        Show a progress bar on stderr (flows done, simulated time, event rate).
+    until : time, optional
+        Stop at this simulated time instead of running to completion.
+    config : EngineConfig, optional
+        Base configuration; ``settings`` override its fields.
+    """
+    sim = Simulation(topology, flows, config, transport=transport, backend=backend, seed=seed,
+                     mtu_bytes=mtu_bytes, **settings)
+    sim.run(until, progress=progress)
+    return sim.results()

@@ -1,0 +1,73 @@
+"""Fabrics: the Topology base class, the built-in families and TOML presets.
+
+Presets live in the repository's ``topologies/`` folder; ``load(path)`` reads one::
+
+    family = "fat_tree"          # a name from FAMILIES (or a registered subclass)
+    [params]                     # constructor keyword arguments
+    gpus = 1024
+    link = "200Gbps"
+"""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from pathlib import Path
+
+from ..errors import SpecError
+from .base import DEFAULTS, Topology, TopologyBuilder
+from .fat_tree import FatTree
+
+__all__ = ["Topology", "TopologyBuilder", "FatTree", "FAMILIES", "register", "load", "DEFAULTS"]
+
+#: family name -> Topology subclass, for presets and sweeps
+FAMILIES: dict[str, type[Topology]] = {"fat_tree": FatTree}
+
+
+def register(cls: type[Topology]) -> type[Topology]:
+    """Make a user's Topology subclass loadable from presets by its ``family`` name (decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Topology)):
+        raise SpecError(f"register: {cls!r} is not a Topology subclass")
+    FAMILIES[cls.family] = cls
+    return cls
+
+
+def load(path) -> Topology:
+    """Read a topology preset (TOML) and return the fabric it describes."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such topology file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    family = doc.get("family")
+    if family not in FAMILIES:
+        raise SpecError(f"{path}: field 'family' is {family!r}; known families: {', '.join(sorted(FAMILIES))}")
+    params = doc.get("params", {})
+    if not isinstance(params, dict):
+        raise SpecError(f"{path}: [params] must be a table")
+    cls = FAMILIES[family]
+    accepted = _accepted_params(cls)
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise SpecError(f"{path}: unknown parameter(s) {', '.join(unknown)} for family {family!r} "
+                        f"(accepted: {', '.join(sorted(accepted))})")
+    try:
+        return cls(**params)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    except TypeError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+
+
+def _accepted_params(cls: type) -> set[str]:
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        sig = inspect.signature(klass.__init__)
+        names |= {p.name for p in sig.parameters.values()
+                  if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    return names

@@ -1,0 +1,252 @@
+"""The Topology base class: subclass it, emit nodes and links, get a validated spec.
+
+A fabric is a Python class whose ``build(net)`` method adds nodes and links through a
+``TopologyBuilder`` (vectorised: one call adds a whole tier). ``to_spec()`` runs ``build``
+once, validates the tables and returns the ``NetworkSpec`` the engine is built from, so a
+user's subclass gets routing, simulation and cost for free::
+
+    class LeafSpine(rf.Topology):
+        def __init__(self, gpus, link="200Gbps", spines=4):
+            super().__init__(gpus=gpus, link=link)
+            self.spines = spines
+
+        def build(self, net):
+            gpu = net.add_servers(self.gpus // 8)          # GPUs + NVSwitch per server
+            leaves = net.add_nodes("eps", self.gpus // 8, prefix="leaf")
+            spines = net.add_nodes("eps", self.spines, prefix="spine")
+            net.add_links(gpu.ravel(), np.repeat(leaves, 8), rate=self.link, kind="nic")
+            net.add_links(np.repeat(leaves, self.spines), np.tile(spines, len(leaves)),
+                          rate=self.link, kind="leaf-spine")
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SpecError
+from ..spec import NODE_KINDS, LinkTable, NetworkSpec, NodeTable
+from ..units import parse_rate, parse_size, parse_time
+
+__all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
+
+#: Physical defaults shared by every fabric (DESIGN §2; paper §7.2).
+DEFAULTS = {
+    "gpus_per_server": 8,
+    "link": "200Gbps",          # NIC and switch link rate B
+    "link_latency": "1us",      # propagation per link
+    "switch_latency": "0.8us",  # per-hop processing in a packet switch
+    # Per-port buffer: 1 MiB, an even split of a 64 MiB shared buffer over 64 ports, the
+    # order of magnitude of 25.6-51.2 Tb/s datacenter switch ASICs. Under PFC it is the
+    # ingress buffer (XOFF leaves headroom for a round trip); under drop-tail the egress limit.
+    "buffer": "1MiB",
+    # NVLink: 400 GB/s bidirectional per GPU = 200 GB/s = 1.6 Tb/s each way (paper §7.2).
+    "nvlink": "1600Gbps",
+    "nvlink_latency": "0.1us",   # assumption: NVLink wire + SerDes
+    "nvswitch_latency": "0.2us", # assumption: NVSwitch port-to-port
+    "nic_latency": "0us",
+}
+
+
+class TopologyBuilder:
+    """Collects node and link rows; every ``add_*`` call is vectorised over numpy arrays."""
+
+    def __init__(self, *, link_latency_ps: int, switch_latency_ps: int, buffer_bytes: int,
+                 nvlink_bps: int, nvlink_latency_ps: int, nvswitch_latency_ps: int, nic_latency_ps: int):
+        self._kind: list[str] = []
+        self._name: list[str] = []
+        self._server: list[np.ndarray] = []
+        self._lat: list[np.ndarray] = []
+        self._links: list[tuple] = []
+        self.link_latency_ps = link_latency_ps
+        self.switch_latency_ps = switch_latency_ps
+        self.buffer_bytes = buffer_bytes
+        self.nvlink_bps = nvlink_bps
+        self.nvlink_latency_ps = nvlink_latency_ps
+        self.nvswitch_latency_ps = nvswitch_latency_ps
+        self.nic_latency_ps = nic_latency_ps
+        self._servers = 0
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._kind)
+
+    def add_nodes(self, kind: str, count: int, *, prefix: str | None = None, names=None,
+                  server=-1, latency=None) -> np.ndarray:
+        """Add ``count`` nodes of ``kind``; returns their node ids (int64 array).
+
+        ``latency`` (per-hop processing) defaults to the switch latency for ``eps``, the
+        NVSwitch latency for ``nvswitch``, the NIC latency for ``gpu`` and 0 otherwise.
+        """
+        if kind not in NODE_KINDS:
+            raise SpecError(f"unknown node kind {kind!r} (known: {', '.join(NODE_KINDS)})")
+        count = int(count)
+        if count < 0:
+            raise SpecError(f"add_nodes({kind!r}): negative count {count}")
+        first = len(self._kind)
+        if names is None:
+            prefix = prefix or kind
+            names = [f"{prefix}{i}" for i in range(count)]
+        elif len(names) != count:
+            raise SpecError(f"add_nodes({kind!r}): {len(names)} names for {count} nodes")
+        if latency is None:
+            latency = {"eps": self.switch_latency_ps, "nvswitch": self.nvswitch_latency_ps,
+                       "gpu": self.nic_latency_ps}.get(kind, 0)
+        else:
+            latency = parse_time(latency)
+        self._kind.extend([kind] * count)
+        self._name.extend(names)
+        self._server.append(np.broadcast_to(np.asarray(server, dtype=np.int32), (count,)))
+        self._lat.append(np.full(count, latency, dtype=np.int64))
+        return np.arange(first, first + count, dtype=np.int64)
+
+    def add_servers(self, count: int, gpus_per_server: int = 8, *, nvlink: bool = True) -> np.ndarray:
+        """Add ``count`` servers: ``gpus_per_server`` GPUs each plus an NVSwitch joining them.
+
+        Returns GPU node ids shaped (count, gpus_per_server); GPU ids follow server order.
+        """
+        base = self._servers
+        self._servers += count
+        servers = np.repeat(np.arange(base, base + count, dtype=np.int32), gpus_per_server)
+        gpu_names = [f"srv{s}/gpu{g}" for s in range(base, base + count) for g in range(gpus_per_server)]
+        gpus = self.add_nodes("gpu", count * gpus_per_server, names=gpu_names, server=servers)
+        gpus = gpus.reshape(count, gpus_per_server)
+        if nvlink and gpus_per_server > 1:
+            nvs = self.add_nodes("nvswitch", count, names=[f"srv{s}/nvswitch" for s in range(base, base + count)],
+                                 server=np.arange(base, base + count, dtype=np.int32))
+            self.add_links(gpus.ravel(), np.repeat(nvs, gpus_per_server), rate=self.nvlink_bps,
+                           latency=self.nvlink_latency_ps, kind="nvlink")
+        return gpus
+
+    def add_links(self, src, dst, *, rate, latency=None, buffer=None, kind: str = "link") -> np.ndarray:
+        """Add full-duplex links between node id arrays ``src`` and ``dst`` (broadcast)."""
+        src = np.atleast_1d(np.asarray(src, dtype=np.int64))
+        dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
+        src, dst = np.broadcast_arrays(src, dst)
+        n = len(src)
+        rate_bps = parse_rate(rate) if not isinstance(rate, np.ndarray) else rate
+        lat = self.link_latency_ps if latency is None else (
+            parse_time(latency) if not isinstance(latency, np.ndarray) else latency)
+        buf = self.buffer_bytes if buffer is None else (
+            parse_size(buffer) if not isinstance(buffer, np.ndarray) else buffer)
+        first = sum(len(x[0]) for x in self._links)
+        self._links.append((src.copy(), dst.copy(), np.broadcast_to(rate_bps, (n,)),
+                            np.broadcast_to(lat, (n,)), np.broadcast_to(buf, (n,)), [kind] * n))
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def tables(self) -> tuple[NodeTable, LinkTable]:
+        nodes = NodeTable.build(
+            self._kind, self._name,
+            np.concatenate(self._server) if self._server else np.empty(0, np.int32),
+            np.concatenate(self._lat) if self._lat else np.empty(0, np.int64),
+        )
+        if self._links:
+            cols = list(zip(*self._links))
+            links = LinkTable.build(
+                np.concatenate(cols[0]), np.concatenate(cols[1]), np.concatenate(cols[2]),
+                np.concatenate(cols[3]), np.concatenate(cols[4]), sum(cols[5], []))
+        else:
+            links = LinkTable.build([], [], [], [], [], [])
+        return nodes, links
+
+
+class Topology:
+    """Base class of every fabric. Subclasses set their parameters in ``__init__`` (calling
+    ``super().__init__``) and implement ``build(net)``; everything else is inherited.
+
+    Parameters
+    ----------
+    gpus : int
+        Number of GPUs (one NIC each).
+    link : str or int
+        NIC and switch link rate B ("200Gbps" or bit/s).
+    gpus_per_server : int
+        GPUs per server, joined by an NVSwitch (default 8).
+    link_latency, switch_latency : str or int
+        Propagation per link (default 1 µs) and processing per packet-switch hop (0.8 µs).
+    buffer : str or int
+        Per-port buffer (default 1 MiB; see ``DEFAULTS``).
+    nvlink, nvlink_latency, nvswitch_latency, nic_latency : str or int
+        Scale-up domain and NIC parameters (defaults in ``DEFAULTS``).
+    """
+
+    #: short name used in result tables and presets
+    family = "topology"
+
+    def __init__(self, gpus: int, link="200Gbps", *, gpus_per_server: int = 8,
+                 link_latency=DEFAULTS["link_latency"], switch_latency=DEFAULTS["switch_latency"],
+                 buffer=DEFAULTS["buffer"], nvlink=DEFAULTS["nvlink"],
+                 nvlink_latency=DEFAULTS["nvlink_latency"], nvswitch_latency=DEFAULTS["nvswitch_latency"],
+                 nic_latency=DEFAULTS["nic_latency"]):
+        if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus <= 0:
+            raise SpecError(f"{type(self).__name__}: gpus must be a positive integer, got {gpus!r}")
+        if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, (int, np.integer)) \
+                or gpus_per_server <= 0:
+            raise SpecError(f"{type(self).__name__}: gpus_per_server must be a positive integer, "
+                            f"got {gpus_per_server!r}")
+        if gpus % gpus_per_server:
+            raise SpecError(f"{type(self).__name__}: gpus={gpus} is not a multiple of "
+                            f"gpus_per_server={gpus_per_server}")
+        self.gpus = int(gpus)
+        self.gpus_per_server = int(gpus_per_server)
+        self.link_bps = parse_rate(link)
+        self.link = link
+        self.link_latency_ps = parse_time(link_latency)
+        self.switch_latency_ps = parse_time(switch_latency)
+        self.buffer_bytes = parse_size(buffer, allow_zero=False)
+        self.nvlink_bps = parse_rate(nvlink)
+        self.nvlink_latency_ps = parse_time(nvlink_latency)
+        self.nvswitch_latency_ps = parse_time(nvswitch_latency)
+        self.nic_latency_ps = parse_time(nic_latency)
+        self._spec: NetworkSpec | None = None
+
+    @property
+    def servers(self) -> int:
+        return self.gpus // self.gpus_per_server
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.gpus}"
+
+    def build(self, net: TopologyBuilder) -> None:
+        """Add this fabric's nodes and links to ``net``. Subclasses implement this."""
+        raise NotImplementedError(f"{type(self).__name__} must implement build(net)")
+
+    def builder(self) -> TopologyBuilder:
+        return TopologyBuilder(
+            link_latency_ps=self.link_latency_ps, switch_latency_ps=self.switch_latency_ps,
+            buffer_bytes=self.buffer_bytes, nvlink_bps=self.nvlink_bps,
+            nvlink_latency_ps=self.nvlink_latency_ps, nvswitch_latency_ps=self.nvswitch_latency_ps,
+            nic_latency_ps=self.nic_latency_ps)
+
+    def tables(self) -> tuple[NodeTable, LinkTable]:
+        net = self.builder()
+        self.build(net)
+        return net.tables()
+
+    def nodes(self) -> NodeTable:
+        return self.to_spec().nodes
+
+    def links(self) -> LinkTable:
+        return self.to_spec().links
+
+    def to_spec(self) -> NetworkSpec:
+        """Build (once), validate and return the NetworkSpec; raises SpecError."""
+        if self._spec is None:
+            nodes, links = self.tables()
+            spec = NetworkSpec.from_tables(nodes, links, name=self.name)
+            if spec.num_gpus != self.gpus:
+                raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
+            self._spec = spec
+        return self._spec
+
+    def summary(self) -> dict:
+        """Node counts by kind, link counts by kind label."""
+        spec = self.to_spec()
+        kinds = spec.nodes.kind_names()
+        out = {f"nodes_{k}": int(np.sum(kinds == k)) for k in NODE_KINDS if np.any(kinds == k)}
+        labels, counts = np.unique(spec.links.kind.astype(str), return_counts=True)
+        out.update({f"links_{lab}": int(c) for lab, c in zip(labels, counts)})
+        return out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(gpus={self.gpus}, link={self.link!r})"

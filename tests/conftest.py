@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+import pytest
+
+import rfabric as rf
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/* from the current code (review the diff!)")
+
+
+@pytest.fixture
+def update_golden(request):
+    return request.config.getoption("--update-golden")
+
+
+def ser_ps(nbytes: int, rate_bps: int) -> int:
+    """Serialization time, rounded up to a whole picosecond (independent of the engine)."""
+    return -(-nbytes * 8 * 10**12 // rate_bps)
+
+
+def ideal_fct_ps(size: int, hops, *, mtu: int, header: int) -> int:
+    """Store-and-forward completion time of a lone message on an idle path.
+
+    ``hops`` is a list of (rate_bps, delay_ps) per link, where delay is the propagation plus
+    the processing latency of the node the link enters. Frames leave the NIC back to back;
+    at every hop a frame starts when it has arrived and the previous frame has left
+    (max-plus recursion), and the message ends when its last frame reaches the destination.
+    """
+    payload = mtu - header
+    n = max(1, math.ceil(size / payload))
+    sizes = [payload + header] * (n - 1) + [size - payload * (n - 1) + header]
+    free = [0] * len(hops)
+    arrival = 0
+    for s in sizes:
+        t = 0
+        for h, (rate, delay) in enumerate(hops):
+            start = max(t, free[h])
+            free[h] = start + ser_ps(s, rate)
+            t = free[h] + delay
+        arrival = t
+    return arrival
+
+
+def jain(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+@pytest.fixture(scope="session")
+def ft128():
+    return rf.topologies.FatTree(gpus=128, link="200Gbps", radix=16)
+
+
+def rows(table, **equal):
+    """Rows of an Arrow table whose columns equal the given values."""
+    import pyarrow as pa
+
+    mask = np.ones(len(table), dtype=bool)
+    for col, value in equal.items():
+        mask &= table[col].to_numpy(zero_copy_only=False) == value
+    return table.filter(pa.array(mask))
