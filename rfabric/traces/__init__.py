@@ -1,0 +1,29 @@
+"""Communication traces: the Arrow trace format, its reader/writer and the RL trace generator.
+
+``traces/README.md`` documents the schema. `read` and `write` handle Arrow IPC and Parquet
+files with strict checks (`rfabric.TraceError`); `generate_rl` synthesises the traffic of
+disaggregated RL post-training from a model (`MODELS` or a `ModelConfig`) and a placement.
+"""
+
+from __future__ import annotations
+
+from .generator import generate_rl
+from .io import read, write
+from .models import H800, MODELS, Hardware, ModelConfig
+from .schema import ALGORITHMS, KINDS, SCHEMA, SCHEMA_VERSION
+from .trace import Trace
+
+__all__ = [
+    "read",
+    "write",
+    "generate_rl",
+    "Trace",
+    "ModelConfig",
+    "MODELS",
+    "Hardware",
+    "H800",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "KINDS",
+    "ALGORITHMS",
+]

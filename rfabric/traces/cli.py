@@ -1,0 +1,213 @@
+"""``rfabric trace ...``: generate a synthetic RL trace, or summarise a trace file.
+
+`add_subcommand(subparsers)` registers the ``trace`` command on the main ``rfabric``
+parser; each leaf sets ``func`` (call ``args.func(args)``, it returns an exit code).
+`main(argv)` runs the command on its own (used by the tests). Argument parsing only:
+the work is done by `generate_rl`, `read` and `write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from ..errors import SpecError, TraceError
+from ..units import format_size, format_time
+from .generator import generate_rl
+from .io import read, write
+from .models import H800, MODELS, Hardware
+
+__all__ = ["add_subcommand", "main"]
+
+
+def _afd(text: str) -> dict[str, int]:
+    try:
+        m, n = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--gen-afd wants ATTN:FFN (e.g. 8:8), got {text!r}") from None
+    return {"attn": m, "ffn": n}
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``trace`` command (``generate``, ``info``/``show``) to ``subparsers``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``trace`` parser.
+    """
+    trace = subparsers.add_parser("trace", help="generate or inspect communication traces")
+    sub = trace.add_subparsers(dest="trace_command", metavar="{generate,info}", required=True)
+
+    g = sub.add_parser(
+        "generate",
+        help="generate a disaggregated-RL trace",
+        description="Generate a disaggregated RL post-training trace (see rfabric.traces.generate_rl).",
+    )
+    g.add_argument("--model", default="qwen2.5-14b", help=f"one of {', '.join(MODELS)} (default qwen2.5-14b)")
+    g.add_argument("--train-gpus", type=int, required=True, help="training GPUs (ranks 0..N-1)")
+    g.add_argument("--gen-gpus", type=int, required=True, help="generation GPUs (ranks after the train GPUs)")
+    for dim in ("tp", "pp", "dp", "cp", "ep"):
+        g.add_argument(f"--train-{dim}", type=int, default=None, help=f"training {dim.upper()} degree")
+    for dim in ("tp", "dp", "ep"):
+        g.add_argument(f"--gen-{dim}", type=int, default=None, help=f"generation {dim.upper()} degree")
+    g.add_argument(
+        "--gen-afd", type=_afd, default=None, metavar="ATTN:FFN", help="attention-FFN disaggregation"
+    )
+    g.add_argument("--iterations", type=int, default=1, help="RL iterations (default 1)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the response lengths (default 0)")
+    g.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync or one-step async RL")
+    g.add_argument("--global-batch", type=int, default=512, help="responses per iteration (default 512)")
+    g.add_argument("--prompt-len", type=int, default=512, help="prompt tokens (default 512)")
+    g.add_argument("--response-median", type=int, default=2048, help="median response tokens (default 2048)")
+    g.add_argument("--response-sigma", type=float, default=1.0, help="log-normal sigma (default 1.0)")
+    g.add_argument("--response-max", type=int, default=16384, help="response cap in tokens (default 16384)")
+    g.add_argument("--response-min", type=int, default=1, help="shortest response in tokens (default 1)")
+    g.add_argument("--micro-batch-tokens", type=int, default=None, help="tokens per training micro-batch")
+    g.add_argument("--optimizer-steps", type=int, default=1, help="optimizer steps per iteration (default 1)")
+    g.add_argument(
+        "--distributed-optimizer", action="store_true", help="reduce-scatter + all-gather gradients"
+    )
+    g.add_argument(
+        "--weight-sync", choices=("two_level", "flat"), default="two_level", help="weight sync scheme"
+    )
+    g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
+    g.add_argument(
+        "--decode-steps-per-op", type=int, default=64, help="decode steps per emitted op (default 64)"
+    )
+    g.add_argument(
+        "--decode-layers-per-op", type=int, default=None, help="layers per emitted decode op (default all)"
+    )
+    g.add_argument(
+        "--train-mfu", type=float, default=H800.train_mfu, help=f"training MFU (default {H800.train_mfu})"
+    )
+    g.add_argument(
+        "--gen-mfu", type=float, default=H800.gen_mfu, help=f"prefill/decode MFU (default {H800.gen_mfu})"
+    )
+    g.add_argument(
+        "--peak-tflops", type=float, default=H800.peak_flops / 1e12, help="dense BF16 peak, TFLOP/s"
+    )
+    g.add_argument("--hbm-tbps", type=float, default=H800.hbm_bytes_per_s / 1e12, help="HBM bandwidth, TB/s")
+    g.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="output file (.arrow/.feather/.ipc/.parquet)"
+    )
+    g.set_defaults(func=_generate)
+
+    for name in ("info", "show"):
+        i = sub.add_parser(name, help="print a summary of a trace file")
+        i.add_argument("path", help="trace file (.arrow/.feather/.ipc/.parquet)")
+        i.add_argument("--gpus", type=int, default=None, help="check ranks against this fabric size")
+        i.set_defaults(func=_info)
+    return trace
+
+
+def _generate(args: argparse.Namespace) -> int:
+    train = {d: getattr(args, f"train_{d}") for d in ("tp", "pp", "dp", "cp", "ep")}
+    gen = {d: getattr(args, f"gen_{d}") for d in ("tp", "dp", "ep")}
+    gen["afd"] = args.gen_afd
+    fields = {
+        "peak_flops": args.peak_tflops * 1e12,
+        "hbm_bytes_per_s": args.hbm_tbps * 1e12,
+        "train_mfu": args.train_mfu,
+        "gen_mfu": args.gen_mfu,
+    }
+    same = all(getattr(H800, k) == v for k, v in fields.items())
+    hw = H800 if same else Hardware(name="custom", **fields)
+    t0 = time.perf_counter()
+    trace = generate_rl(
+        args.model,
+        train_gpus=args.train_gpus,
+        gen_gpus=args.gen_gpus,
+        train={k: v for k, v in train.items() if v is not None},
+        gen={k: v for k, v in gen.items() if v is not None},
+        iterations=args.iterations,
+        seed=args.seed,
+        mode=args.mode,
+        global_batch=args.global_batch,
+        prompt_len=args.prompt_len,
+        response={
+            "median": args.response_median,
+            "sigma": args.response_sigma,
+            "max": args.response_max,
+            "min": args.response_min,
+        },
+        micro_batch_tokens=args.micro_batch_tokens,
+        optimizer_steps=args.optimizer_steps,
+        distributed_optimizer=args.distributed_optimizer,
+        weight_sync=args.weight_sync,
+        pod_gpus=args.pod_gpus,
+        decode_steps_per_op=args.decode_steps_per_op,
+        decode_layers_per_op=args.decode_layers_per_op,
+        hardware=hw,
+    )
+    path = write(trace, args.output)
+    print(
+        f"wrote {path}: {trace.num_ops} ops, {trace.gpus} GPUs, {trace.model} "
+        f"({path.stat().st_size} bytes, {time.perf_counter() - t0:.2f} s)"
+    )
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    trace = read(args.path, gpus=args.gpus)
+    meta = trace.metadata
+    print(f"{args.path}: {trace.num_ops} ops, {trace.gpus} GPUs, schema version {meta['schema_version']}")
+    if meta.get("model"):
+        print(f"model: {meta['model']}")
+    if meta.get("generator"):
+        print(f"generator: {meta['generator']}")
+    params = meta.get("parameters") or {}
+    if params:
+        brief = {
+            k: params[k]
+            for k in ("train", "gen", "mode", "iterations", "global_batch", "seed")
+            if k in params
+        }
+        if brief:
+            print("parameters: " + json.dumps(brief, sort_keys=True))
+    rows = trace.summary().to_pylist()
+    header = ("iter", "stage", "phase", "kind", "ops", "bytes (sum)", "compute (sum)", "max ranks")
+    table = [header] + [
+        (
+            str(r["iteration"]),
+            r["stage"],
+            r["phase"],
+            r["kind"],
+            str(r["ops"]),
+            format_size(r["size_bytes"]),
+            format_time(r["compute_ps"]),
+            str(r["max_ranks"]),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
+    for row in table:
+        print(
+            "  ".join(
+                cell.ljust(w) if c < 4 else cell.rjust(w)
+                for c, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``trace ...`` from an argument list (``argv`` excludes the program name).
+
+    Returns
+    -------
+    int
+        0 on success, 2 on a bad trace or configuration (message on stderr).
+    """
+    parser = argparse.ArgumentParser(prog="rfabric")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_subcommand(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (TraceError, SpecError) as exc:
+        print(f"rfabric: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,157 @@
+"""Reading and writing trace files: Arrow IPC (``.arrow``, ``.feather``, ``.ipc``) and Parquet.
+
+`read` streams the file's record batches through the strict checker of `schema` one
+batch at a time (IPC files are memory-mapped, so their columns stay zero-copy views of
+the file); `write` picks the format from the suffix and writes atomically through a
+temporary file. Nothing here knows how a trace is generated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from ..errors import TraceError
+from .schema import Checker, check_schema, decode_metadata
+from .trace import Trace
+
+__all__ = ["read", "write", "IPC_SUFFIXES", "PARQUET_SUFFIXES"]
+
+IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+#: Rows per record batch when streaming a Parquet file.
+_PARQUET_BATCH_ROWS = 1 << 16
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in IPC_SUFFIXES:
+        return "ipc"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    raise TraceError(
+        f"{path}: unknown trace suffix {path.suffix!r} (use {', '.join(IPC_SUFFIXES + PARQUET_SUFFIXES)})"
+    )
+
+
+def _ipc_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    source = pa.memory_map(str(path), "r")
+    try:
+        reader = ipc.open_file(source)
+        return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
+    except pa.ArrowInvalid:
+        pass
+    source.seek(0)
+    try:
+        stream = ipc.open_stream(source)
+    except pa.ArrowInvalid as exc:
+        raise TraceError(f"{path}: not an Arrow IPC file or stream ({exc})") from None
+    return stream.schema, iter(stream)
+
+
+def _parquet_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    try:
+        pf = pq.ParquetFile(str(path))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: not a Parquet file ({exc})") from None
+    return pf.schema_arrow, pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS)
+
+
+def read(path: str | os.PathLike, *, gpus: int | None = None) -> Trace:
+    """Read and strictly check a trace file.
+
+    The record batches are streamed: each is checked and converted to the canonical
+    types as it is read, so a large trace is never held twice in memory.
+
+    Parameters
+    ----------
+    path : str or path-like
+        ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file or stream) or ``.parquet``.
+    gpus : int, optional
+        Fabric size in GPUs: every rank must be in ``[0, gpus)``. Defaults to the file's
+        ``rfabric.gpus`` metadata (if present).
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    TraceError
+        If the file is unreadable or breaks any rule of ``traces/README.md``; the message
+        names the file, and for row-level problems the row, its op_id and the column.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file")
+    schema, batches = _ipc_batches(path) if fmt == "ipc" else _parquet_batches(path)
+    meta = decode_metadata(schema.metadata, str(path))
+    columns = check_schema(schema, str(path))
+    checker = Checker(str(path), gpus if gpus is not None else meta["gpus"])
+    try:
+        checked = [checker.check(b, columns) for b in batches]
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(f"{path}: row {checker.rows} onwards could not be read ({exc})") from None
+    checker.finish(checked)
+    return Trace._assemble(checked, columns, meta)
+
+
+def write(trace: Trace | pa.Table, path: str | os.PathLike, *, compression: str | None = "default") -> Path:
+    """Write a trace as Arrow IPC or Parquet, chosen by the suffix of ``path``.
+
+    The file is written to ``<path>.tmp`` and renamed, so readers never see half a file.
+
+    Parameters
+    ----------
+    trace : Trace or pyarrow.Table
+        A Table is checked first (as `Trace.from_table`).
+    path : str or path-like
+        ``.arrow`` / ``.feather`` / ``.ipc`` -> Arrow IPC file format (Feather v2);
+        ``.parquet`` -> Parquet.
+    compression : str or None
+        ``"default"``: none for IPC (keeps reads zero-copy from the memory map), zstd for
+        Parquet. Otherwise a codec name understood by pyarrow ("zstd", "lz4", ...), or
+        None for no compression.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Raises
+    ------
+    TraceError
+        On an unknown suffix or an invalid Table.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    if isinstance(trace, pa.Table):
+        trace = Trace.from_table(trace)
+    if not isinstance(trace, Trace):
+        raise TraceError(f"{path}: write() takes a Trace or a pyarrow.Table, not {type(trace).__name__}")
+    table = trace.table
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        if fmt == "ipc":
+            codec = None if compression == "default" else compression
+            options = ipc.IpcWriteOptions(compression=codec, unify_dictionaries=True)
+            with (
+                pa.OSFile(str(tmp), "wb") as sink,
+                ipc.new_file(sink, table.schema, options=options) as writer,
+            ):
+                writer.write_table(table)
+        else:
+            codec = "zstd" if compression == "default" else (compression or "none")
+            pq.write_table(table, str(tmp), compression=codec)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path

@@ -1,0 +1,343 @@
+"""Model architectures and accelerator parameters for the RL trace generator.
+
+`ModelConfig` holds the architecture numbers that set message sizes and compute: layers,
+hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, for
+mixture-of-experts models, experts, top-k and expert widths. `MODELS` holds the five
+models of table 3 of the OrchestrRL/RFabric paper with the numbers of their published
+Hugging Face ``config.json`` files. `Hardware` holds the roofline constants (H800 by
+default). This module only describes; sizes and times are computed in `generator`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+
+__all__ = ["ModelConfig", "MODELS", "Hardware", "H800", "get_model"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Decoder-only transformer architecture (SwiGLU MLP, grouped-query attention, RMSNorm).
+
+    Parameters
+    ----------
+    name : str
+        Model name (free text; used in trace metadata).
+    layers : int
+        Number of decoder layers.
+    hidden : int
+        Hidden size h (``hidden_size``).
+    heads : int
+        Query heads (``num_attention_heads``).
+    kv_heads : int
+        Key/value heads (``num_key_value_heads``).
+    ffn : int
+        Dense MLP intermediate size (``intermediate_size``); unused by a model whose every
+        layer is MoE.
+    vocab : int
+        Vocabulary size (``vocab_size``).
+    head_dim : int, optional
+        Per-head size; default ``hidden // heads``.
+    experts : int
+        Routed experts per MoE layer (0 for a dense model). Every layer is MoE when > 0.
+    top_k : int
+        Routed experts per token (``num_experts_per_tok``).
+    expert_ffn : int
+        Intermediate size of one routed expert (``moe_intermediate_size``).
+    shared_expert_ffn : int
+        Intermediate size of the always-active shared expert (0 if none), with a scalar
+        sigmoid gate (h parameters) as in Qwen2-MoE.
+    qkv_bias : bool
+        Biases on the q, k and v projections (Qwen2/2.5).
+    qk_norm : bool
+        RMSNorm on queries and keys per head (Qwen3).
+    tie_embeddings : bool
+        Output projection shares the input embedding.
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    head_dim: int | None = None
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int = 0
+    shared_expert_ffn: int = 0
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    tie_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "kv_heads", "vocab"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a positive integer, got {v!r}")
+        for f in ("ffn", "experts", "top_k", "expert_ffn", "shared_expert_ffn"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a non-negative integer, got {v!r}")
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: hidden {self.hidden} is not a multiple of heads "
+                    f"{self.heads}; give head_dim"
+                )
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        elif isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim < 1:
+            raise SpecError(
+                f"ModelConfig {self.name!r}: head_dim must be a positive integer, got {self.head_dim!r}"
+            )
+        if self.heads % self.kv_heads:
+            raise SpecError(
+                f"ModelConfig {self.name!r}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}"
+            )
+        if self.experts:
+            if not 1 <= self.top_k <= self.experts:
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: top_k must be in 1..experts={self.experts}, got {self.top_k}"
+                )
+            if self.expert_ffn < 1:
+                raise SpecError(f"ModelConfig {self.name!r}: an MoE model needs expert_ffn >= 1")
+        else:
+            if self.top_k or self.expert_ffn or self.shared_expert_ffn:
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: top_k/expert_ffn/shared_expert_ffn need experts > 0"
+                )
+            if self.ffn < 1:
+                raise SpecError(f"ModelConfig {self.name!r}: a dense model needs ffn >= 1")
+
+    # -- derived sizes (parameter counts, not bytes) ----------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        """True if every layer is a mixture-of-experts layer."""
+        return self.experts > 0
+
+    @property
+    def q_dim(self) -> int:
+        """Query width ``heads * head_dim``."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Key (or value) width ``kv_heads * head_dim``."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def attn_params(self) -> int:
+        """Attention parameters of one layer: q, k, v, o projections (+ qkv bias, qk-norm)."""
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        n = h * q + 2 * h * kv + q * h
+        if self.qkv_bias:
+            n += q + 2 * kv
+        if self.qk_norm:
+            n += 2 * self.head_dim
+        return n
+
+    @property
+    def norm_params(self) -> int:
+        """The two RMSNorm weight vectors of one layer (2h)."""
+        return 2 * self.hidden
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """Dense SwiGLU MLP of one layer: 3 h ffn (0 for an MoE model)."""
+        return 0 if self.is_moe else 3 * self.hidden * self.ffn
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert: 3 h expert_ffn."""
+        return 3 * self.hidden * self.expert_ffn
+
+    @property
+    def shared_params(self) -> int:
+        """Shared expert of one layer (3 h shared_ffn) plus its sigmoid gate (h); 0 if none."""
+        return 3 * self.hidden * self.shared_expert_ffn + self.hidden if self.shared_expert_ffn else 0
+
+    @property
+    def router_params(self) -> int:
+        """Router of one MoE layer: h * experts."""
+        return self.hidden * self.experts
+
+    @property
+    def layer_dense_params(self) -> int:
+        """Parameters of one layer that are not routed experts (replicated across EP ranks)."""
+        return (
+            self.attn_params
+            + self.norm_params
+            + self.dense_mlp_params
+            + self.shared_params
+            + self.router_params
+        )
+
+    @property
+    def layer_expert_params(self) -> int:
+        """Routed-expert parameters of one layer: experts * 3 h expert_ffn."""
+        return self.experts * self.expert_params
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding: vocab * h."""
+        return self.vocab * self.hidden
+
+    @property
+    def head_params(self) -> int:
+        """Final RMSNorm (h) plus the output projection (vocab * h, 0 if tied)."""
+        return self.hidden + (0 if self.tie_embeddings else self.vocab * self.hidden)
+
+    @property
+    def params(self) -> int:
+        """Total parameter count."""
+        return (
+            self.layers * (self.layer_dense_params + self.layer_expert_params)
+            + self.embedding_params
+            + self.head_params
+        )
+
+    @property
+    def active_params(self) -> int:
+        """Parameters touched by one token (top_k routed experts instead of all)."""
+        return (
+            self.layers * (self.layer_dense_params + self.top_k * self.expert_params)
+            + self.embedding_params
+            + self.head_params
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+
+#: Table 3 of the OrchestrRL/RFabric paper, with the numbers of each model's published
+#: Hugging Face ``config.json`` (Qwen organisation). Parameter totals (``.params``):
+#: 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9.
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        ModelConfig(
+            "qwen2.5-14b",
+            layers=48,
+            hidden=5120,
+            heads=40,
+            kv_heads=8,
+            ffn=13824,
+            vocab=152064,
+            qkv_bias=True,
+        ),
+        ModelConfig(
+            "qwen2.5-32b",
+            layers=64,
+            hidden=5120,
+            heads=40,
+            kv_heads=8,
+            ffn=27648,
+            vocab=152064,
+            qkv_bias=True,
+        ),
+        ModelConfig(
+            "qwen2.5-72b",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            ffn=29568,
+            vocab=152064,
+            qkv_bias=True,
+        ),
+        ModelConfig(
+            "qwen2-57b-a14b",
+            layers=28,
+            hidden=3584,
+            heads=28,
+            kv_heads=4,
+            ffn=18944,
+            vocab=151936,
+            experts=64,
+            top_k=8,
+            expert_ffn=2560,
+            shared_expert_ffn=20480,
+            qkv_bias=True,
+        ),
+        ModelConfig(
+            "qwen3-235b-a22b",
+            layers=94,
+            hidden=4096,
+            heads=64,
+            kv_heads=4,
+            ffn=12288,
+            vocab=151936,
+            head_dim=128,
+            experts=128,
+            top_k=8,
+            expert_ffn=1536,
+            qk_norm=True,
+        ),
+    )
+}
+
+
+def get_model(model: str | ModelConfig) -> ModelConfig:
+    """A ModelConfig from a name in `MODELS` (case-insensitive, ``_`` = ``-``) or a ModelConfig.
+
+    Raises
+    ------
+    SpecError
+        If the name is unknown.
+    """
+    if isinstance(model, ModelConfig):
+        return model
+    if isinstance(model, str):
+        key = model.strip().lower().replace("_", "-")
+        if key in MODELS:
+            return MODELS[key]
+        raise SpecError(f"unknown model {model!r}; known: {', '.join(MODELS)} (or pass a ModelConfig)")
+    raise SpecError(f"model must be a name or a ModelConfig, not {type(model).__name__}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Accelerator constants of the roofline compute model.
+
+    Parameters
+    ----------
+    name : str
+        Label for metadata.
+    peak_flops : float
+        Dense BF16 peak, FLOP/s.
+    hbm_bytes_per_s : float
+        HBM bandwidth, bytes/s.
+    train_mfu : float
+        Model FLOPs utilisation of training (fraction of ``peak_flops``).
+    gen_mfu : float
+        FLOPs utilisation of prefill and of the compute side of decode.
+    hbm_efficiency : float
+        Fraction of ``hbm_bytes_per_s`` that decode reaches.
+    """
+
+    name: str = "H800"
+    peak_flops: float = 989.5e12
+    hbm_bytes_per_s: float = 3.35e12
+    train_mfu: float = 0.40
+    gen_mfu: float = 0.40
+    hbm_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in ("peak_flops", "hbm_bytes_per_s"):
+            if not getattr(self, f) > 0:
+                raise SpecError(f"Hardware {self.name!r}: {f} must be positive")
+        for f in ("train_mfu", "gen_mfu", "hbm_efficiency"):
+            if not 0 < getattr(self, f) <= 1:
+                raise SpecError(f"Hardware {self.name!r}: {f} must be in (0, 1]")
+
+
+#: NVIDIA H800-80GB: 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
+#: table 1). MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
+#: (Dubey et al. 2024, table 4). Decode runs at the full HBM bandwidth (pure roofline).
+H800 = Hardware()

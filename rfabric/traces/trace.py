@@ -1,0 +1,343 @@
+"""`Trace`: a checked communication trace (a pyarrow Table plus its metadata).
+
+A Trace is immutable once built: every constructor runs the strict checks of `schema`,
+so code holding a Trace can rely on the invariants of ``traces/README.md`` (op_ids unique
+and ascending, deps earlier and existing, ranks unique per row, sizes non-negative). It
+knows nothing about files (see `io`) or about how traces are generated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import TraceError
+from .schema import (
+    ALGORITHMS,
+    KINDS,
+    OPTIONAL_COLUMNS,
+    SCHEMA,
+    Checker,
+    check_schema,
+    decode_metadata,
+    encode_metadata,
+)
+
+__all__ = ["Trace"]
+
+_log = logging.getLogger(__name__)
+
+
+class Trace:
+    """A communication trace: one row per collective op, with file-level metadata.
+
+    Build one with `Trace.from_table`, `Trace.from_columns`, `rfabric.traces.read` or
+    `rfabric.traces.generate_rl`; do not call the constructor with an unchecked table.
+
+    Attributes
+    ----------
+    table : pyarrow.Table
+        Canonical columns (see ``SCHEMA``), schema metadata included.
+    metadata : dict
+        ``schema_version`` (int), ``gpus`` (int or None), ``model`` (str or None),
+        ``generator`` (str or None), ``parameters`` (dict, JSON-serialisable).
+    """
+
+    __slots__ = ("_table", "_meta")
+
+    def __init__(self, table: pa.Table, metadata: dict[str, Any]):
+        self._table = table
+        self._meta = metadata
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_table(
+        cls,
+        table: pa.Table,
+        metadata: dict[str, Any] | None = None,
+        *,
+        gpus: int | None = None,
+        source: str = "<table>",
+    ) -> Trace:
+        """Check a pyarrow Table and wrap it.
+
+        Parameters
+        ----------
+        table : pyarrow.Table
+            Columns of ``SCHEMA`` (any order; dictionary columns may be plain strings).
+        metadata : dict, optional
+            Overrides the table's own ``rfabric.*`` schema metadata, key by key.
+        gpus : int, optional
+            Fabric size in GPUs for the rank-range check; defaults to ``metadata["gpus"]``.
+        source : str
+            Name used in error messages.
+
+        Raises
+        ------
+        TraceError
+            If the table breaks any rule of ``traces/README.md``.
+        """
+        meta = decode_metadata(table.schema.metadata, source)
+        for key, value in (metadata or {}).items():
+            if key not in meta:
+                raise TraceError(f"{source}: unknown metadata key {key!r} (known: {', '.join(meta)})")
+            meta[key] = value
+        meta = decode_metadata(encode_metadata(meta), source)  # re-validate overrides
+        columns = check_schema(table.schema, source)
+        checker = Checker(source, gpus if gpus is not None else meta["gpus"])
+        batches = [checker.check(b, columns) for b in table.to_batches()]
+        checker.finish(batches)
+        return cls._assemble(batches, columns, meta)
+
+    @classmethod
+    def _assemble(cls, batches: list[pa.RecordBatch], columns: list[str], meta: dict[str, Any]) -> Trace:
+        schema = pa.schema([_field(c) for c in columns], metadata=encode_metadata(meta))
+        if batches:
+            table = pa.Table.from_batches(
+                [b.cast(schema.remove_metadata()) for b in batches]
+            ).unify_dictionaries()
+            table = table.replace_schema_metadata(schema.metadata)
+        else:
+            table = schema.empty_table()
+        return cls(table, meta)
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        op_id: Sequence[int],
+        stage: Sequence[str],
+        phase: Sequence[str],
+        kind: Sequence[str],
+        ranks: Sequence[Sequence[int]],
+        size_bytes: Sequence[int],
+        deps: Sequence[Sequence[int]],
+        iteration: Sequence[int] | int = 0,
+        algorithm: Sequence[str] | str = "auto",
+        compute_ps: Sequence[int] | int = 0,
+        period: Sequence[int] | int = 0,
+        m2n_senders: Sequence[int] | None = None,
+        metadata: dict[str, Any] | None = None,
+        gpus: int | None = None,
+    ) -> Trace:
+        """Build a checked Trace from Python sequences or numpy arrays, one entry per op.
+
+        Scalars for ``iteration``, ``algorithm``, ``compute_ps`` and ``period`` apply to
+        every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
+        ``traces/README.md``), ``compute_ps`` in picoseconds.
+
+        Raises
+        ------
+        TraceError
+            If the columns break any rule of ``traces/README.md``.
+        """
+        n = len(op_id)
+
+        def full(value, typ):
+            if isinstance(value, (str, int, np.integer)):
+                return pa.array([value] * n, type=typ)
+            return pa.array(value, type=typ)
+
+        cols = {
+            "op_id": pa.array(op_id, type=pa.int64()),
+            "iteration": full(iteration, pa.int32()),
+            "stage": pa.array(stage, type=pa.string()),
+            "phase": pa.array(phase, type=pa.string()),
+            "kind": pa.array(kind, type=pa.string()),
+            "ranks": pa.array([list(map(int, r)) for r in ranks], type=pa.list_(pa.int32())),
+            "size_bytes": pa.array(size_bytes, type=pa.int64()),
+            "algorithm": full(algorithm, pa.string()),
+            "deps": pa.array([list(map(int, d)) for d in deps], type=pa.list_(pa.int64())),
+            "compute_ps": full(compute_ps, pa.int64()),
+            "period": full(period, pa.int32()),
+        }
+        if m2n_senders is not None:
+            cols["m2n_senders"] = pa.array(m2n_senders, type=pa.int32())
+        lengths = {k: len(v) for k, v in cols.items()}
+        if len(set(lengths.values())) > 1:
+            raise TraceError(f"<columns>: all rows: columns have different lengths {lengths}")
+        return cls.from_table(pa.table(cols), metadata, gpus=gpus, source="<columns>")
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def table(self) -> pa.Table:
+        """The canonical pyarrow Table (with ``rfabric.*`` schema metadata)."""
+        return self._table
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A copy of the metadata dict (schema_version, gpus, model, generator, parameters)."""
+        return dict(self._meta)
+
+    @property
+    def num_ops(self) -> int:
+        """Number of ops (rows)."""
+        return self._table.num_rows
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    @property
+    def gpus(self) -> int:
+        """GPU count: the metadata value, else one more than the largest rank (0 if empty)."""
+        if self._meta.get("gpus") is not None:
+            return int(self._meta["gpus"])
+        top = pc.max(pc.list_flatten(self._table.column("ranks"))).as_py()
+        return 0 if top is None else int(top) + 1
+
+    @property
+    def model(self) -> str | None:
+        """Model name from the metadata, if any."""
+        return self._meta.get("model")
+
+    def equals(self, other: Trace) -> bool:
+        """True if both traces have equal rows and equal metadata (chunking is ignored)."""
+        return (
+            isinstance(other, Trace)
+            and self._meta == other._meta
+            and _plain(self._table).equals(_plain(other._table))
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Trace({self.num_ops} ops, gpus={self._meta.get('gpus')}, model={self._meta.get('model')!r}, "
+            f"schema_version={self._meta.get('schema_version')})"
+        )
+
+    # -- engine view -----------------------------------------------------------------------
+    def arrays(self) -> dict[str, Any]:
+        """Struct-of-arrays view for the C++ collective executor.
+
+        Primitive columns are zero-copy views of the Arrow buffers when the table has one
+        chunk; otherwise they are concatenated (a copy, logged at DEBUG level).
+
+        Returns
+        -------
+        dict
+            ``op_id`` int64, ``iteration`` int32, ``stage``/``phase``/``kind``/``algorithm``
+            int32 codes with ``stage_names``/``phase_names``/``kind_names``/
+            ``algorithm_names`` (lists of str; ``kind_names`` is always ``KINDS`` and
+            ``algorithm_names`` always ``ALGORITHMS``, so their codes are stable),
+            ``ranks_offsets`` int64 (len num_ops + 1) and ``ranks`` int32 (CSR),
+            ``deps_offsets`` int64 and ``deps`` int64 (CSR), ``size_bytes`` int64 (bytes),
+            ``compute_ps`` int64 (ps), ``period`` int32, ``m2n_senders`` int32 (0 except
+            on m2n ops), ``gpus`` int.
+        """
+        t = self._table
+        out: dict[str, Any] = {}
+        for name in ("op_id", "iteration", "size_bytes", "compute_ps", "period"):
+            out[name] = _primitive(t.column(name), name)
+        if "m2n_senders" in t.schema.names:
+            out["m2n_senders"] = _primitive(t.column("m2n_senders"), "m2n_senders")
+        else:
+            out["m2n_senders"] = np.zeros(self.num_ops, dtype=np.int32)
+        for name in ("stage", "phase", "kind", "algorithm"):
+            codes, names = _dict_codes(t.column(name), name)
+            if name in ("kind", "algorithm"):
+                fixed = KINDS if name == "kind" else ALGORITHMS
+                lut = np.array([fixed.index(w) for w in names], dtype=np.int32)
+                codes = lut[codes] if len(lut) else codes
+                names = list(fixed)
+            out[name] = codes
+            out[f"{name}_names"] = names
+        out["ranks_offsets"], out["ranks"] = _csr(t.column("ranks"), np.int32)
+        out["deps_offsets"], out["deps"] = _csr(t.column("deps"), np.int64)
+        out["gpus"] = self.gpus
+        return out
+
+    def summary(self) -> pa.Table:
+        """Per (iteration, stage, phase, kind): op count, total bytes, total compute.
+
+        Returns
+        -------
+        pyarrow.Table
+            Columns ``iteration``, ``stage``, ``phase``, ``kind``, ``ops``, ``size_bytes``
+            (sum, bytes), ``compute_ps`` (sum, ps), ``max_ranks``.
+        """
+        t = self._table
+        n_ranks = pc.list_value_length(t.column("ranks"))
+        plain = pa.table(
+            {
+                "iteration": t.column("iteration"),
+                "stage": t.column("stage").cast(pa.string()),
+                "phase": t.column("phase").cast(pa.string()),
+                "kind": t.column("kind").cast(pa.string()),
+                "size_bytes": t.column("size_bytes"),
+                "compute_ps": t.column("compute_ps"),
+                "n_ranks": n_ranks,
+                "op_id": t.column("op_id"),
+            }
+        )
+        g = plain.group_by(["iteration", "stage", "phase", "kind"], use_threads=False).aggregate(
+            [
+                ("op_id", "count"),
+                ("size_bytes", "sum"),
+                ("compute_ps", "sum"),
+                ("n_ranks", "max"),
+                ("op_id", "min"),
+            ]
+        )
+        g = g.sort_by([("iteration", "ascending"), ("op_id_min", "ascending")])
+        return pa.table(
+            {
+                "iteration": g.column("iteration"),
+                "stage": g.column("stage"),
+                "phase": g.column("phase"),
+                "kind": g.column("kind"),
+                "ops": g.column("op_id_count"),
+                "size_bytes": g.column("size_bytes_sum"),
+                "compute_ps": g.column("compute_ps_sum"),
+                "max_ranks": g.column("n_ranks_max"),
+            }
+        )
+
+
+def _field(name: str) -> pa.Field:
+    return SCHEMA.field(name) if name in SCHEMA.names else OPTIONAL_COLUMNS.field(name)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """The table with dictionary columns decoded to strings and no metadata (for comparison)."""
+    cols = [c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    return pa.table(cols, names=table.schema.names)
+
+
+def _primitive(col: pa.ChunkedArray, name: str) -> np.ndarray:
+    if col.num_chunks == 1:
+        return col.chunk(0).to_numpy(zero_copy_only=True)
+    _log.debug("trace column %r has %d chunks: concatenating (copy)", name, col.num_chunks)
+    if col.num_chunks == 0:
+        return np.empty(0, dtype=col.type.to_pandas_dtype())
+    return col.combine_chunks().to_numpy(zero_copy_only=True)
+
+
+def _dict_codes(col: pa.ChunkedArray, name: str) -> tuple[np.ndarray, list[str]]:
+    if col.num_chunks == 0:
+        return np.empty(0, dtype=np.int32), []
+    names = col.chunk(0).dictionary.to_pylist()
+    if col.num_chunks > 1:
+        _log.debug("trace column %r has %d chunks: concatenating codes (copy)", name, col.num_chunks)
+    # Tables built here have unified dictionaries: every chunk shares chunk 0's dictionary.
+    parts = [c.indices.to_numpy(zero_copy_only=True) for c in col.chunks]
+    codes = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return codes, names
+
+
+def _csr(col: pa.ChunkedArray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    offs, vals, shift = [np.zeros(1, dtype=np.int64)], [], 0
+    for c in col.chunks:
+        off = c.offsets.to_numpy(zero_copy_only=True)
+        lo, hi = int(off[0]), int(off[-1])
+        vals.append(c.values.slice(lo, hi - lo).to_numpy(zero_copy_only=True))
+        offs.append(off[1:].astype(np.int64) - lo + shift)
+        shift += hi - lo
+    if len(vals) == 1:
+        return np.concatenate(offs), vals[0]
+    if col.num_chunks > 1:
+        _log.debug("trace list column has %d chunks: concatenating (copy)", col.num_chunks)
+    return np.concatenate(offs), (np.concatenate(vals) if vals else np.empty(0, dtype=dtype))
