@@ -15,11 +15,13 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["NODE_KINDS", "NodeTable", "LinkTable", "NetworkSpec"]
+__all__ = ["NODE_KINDS", "CIRCUIT_KINDS", "NodeTable", "LinkTable", "CircuitTable", "NetworkSpec"]
 
 #: Node kind names and their integer codes (the engine's NodeKind enum).
 NODE_KINDS: dict[str, int] = {"gpu": 0, "nvswitch": 1, "eps": 2, "ocs": 3, "patch_panel": 4}
 _KIND_NAMES = {v: k for k, v in NODE_KINDS.items()}
+#: Passive optical devices: their links are circuit ports, joined in pairs by circuits.
+CIRCUIT_KINDS = ("ocs", "patch_panel")
 
 
 def _col(values, dtype, name: str, n: int | None = None) -> np.ndarray:
@@ -111,18 +113,59 @@ class LinkTable:
 
 
 @dataclass(frozen=True)
+class CircuitTable:
+    """Optical circuits: circuit ``i`` joins links ``a[i]`` and ``b[i]`` inside device
+    ``ocs[i]`` (an ``ocs`` or ``patch_panel`` node that both links end at). Light passes
+    through, so a chain of circuits (ToR - OCS-Agg - OCS-Core - OCS-Agg - ToR) is one
+    end-to-end channel between the two electrical endpoints, with the summed propagation
+    delay and the slowest link's rate. Each (device, link) end takes part in at most one circuit.
+    """
+
+    ocs: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+    @classmethod
+    def build(cls, ocs, a, b) -> CircuitTable:
+        ocs = _col(ocs, np.int64, "ocs")
+        n = len(ocs)
+        return cls(ocs=ocs, a=_col(a, np.int64, "a", n), b=_col(b, np.int64, "b", n))
+
+    @classmethod
+    def empty(cls) -> CircuitTable:
+        return cls.build(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.ocs)
+
+
+@dataclass(frozen=True)
 class NetworkSpec:
-    """A validated network. Build with ``NetworkSpec.from_tables`` (or ``Topology.to_spec()``)."""
+    """A validated network. Build with ``NetworkSpec.from_tables`` (or ``Topology.to_spec()``).
+
+    ``circuits`` is the circuit plan in force at time 0 (empty without optical devices).
+    ``host_forwarding``: GPUs and NVSwitches may carry other GPUs' traffic between servers
+    (TopoOpt, MixNet); otherwise inter-server traffic goes NIC -> packet switches -> NIC.
+    ``pxn``: cross-rail traffic first crosses the NVSwitch to the GPU whose NIC sits on the
+    destination's rail (NCCL's PXN, rail-optimized fabrics).
+    """
 
     nodes: NodeTable
     links: LinkTable
     name: str = "network"
     gpu_nodes: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    circuits: CircuitTable = field(repr=False, default=None)  # type: ignore[assignment]
+    host_forwarding: bool = False
+    pxn: bool = False
 
     @classmethod
-    def from_tables(cls, nodes: NodeTable, links: LinkTable, name: str = "network") -> NetworkSpec:
+    def from_tables(cls, nodes: NodeTable, links: LinkTable, name: str = "network",
+                    circuits: CircuitTable | None = None, *, host_forwarding: bool = False,
+                    pxn: bool = False) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
-        spec = cls(nodes=nodes, links=links, name=name, gpu_nodes=gpu_nodes)
+        spec = cls(nodes=nodes, links=links, name=name, gpu_nodes=gpu_nodes,
+                   circuits=circuits if circuits is not None else CircuitTable.empty(),
+                   host_forwarding=bool(host_forwarding), pxn=bool(pxn))
         spec.validate()
         return spec
 
@@ -175,7 +218,7 @@ class NetworkSpec:
 
     def _validate_gpus(self) -> None:
         kind = self.nodes.kind
-        gpu, nvs, eps = NODE_KINDS["gpu"], NODE_KINDS["nvswitch"], NODE_KINDS["eps"]
+        gpu, nvs = NODE_KINDS["gpu"], NODE_KINDS["nvswitch"]
         src, dst = self.links.src, self.links.dst
         ends = np.concatenate([src, dst])
         peers = np.concatenate([dst, src])
@@ -191,12 +234,14 @@ class NetworkSpec:
             raise SpecError(f"{self.name}: gpu {self.node_label(g_node)} has {nvl_count[g_node]} NVLink links")
         for g_node in self.gpu_nodes[(nic_count[self.gpu_nodes] + nvl_count[self.gpu_nodes]) == 0][:1]:
             raise SpecError(f"{self.name}: gpu {self.node_label(g_node)} has no links")
+        allowed = [NODE_KINDS["eps"]] + [NODE_KINDS[k] for k in CIRCUIT_KINDS]
         nic_peers = peers[nic_mask]
-        wrong = nic_peers[kind[nic_peers] != eps]
-        if wrong.size:
-            g_node = ends[nic_mask][kind[nic_peers] != eps][0]
+        wrong = ~np.isin(kind[nic_peers], allowed)
+        if np.any(wrong):
+            g_node = ends[nic_mask][wrong][0]
             raise SpecError(f"{self.name}: gpu {self.node_label(g_node)}: its NIC connects to "
-                            f"{self.node_label(wrong[0])}, which is not a packet switch (eps)")
+                            f"{self.node_label(nic_peers[wrong][0])}; a NIC connects to a packet switch "
+                            f"(eps) or an optical device ({', '.join(CIRCUIT_KINDS)})")
         # NVSwitches join GPUs of one server only.
         nvl_ends, nvl_peers = ends[nvl_mask], peers[nvl_mask]
         srv = self.nodes.server
@@ -206,16 +251,99 @@ class NetworkSpec:
                 i = int(np.flatnonzero(mismatch)[0])
                 raise SpecError(f"{self.name}: {self.node_label(nvl_ends[i])} (server {srv[nvl_ends[i]]}) "
                                 f"links to {self.node_label(nvl_peers[i])} of server {srv[nvl_peers[i]]}")
-        self._validate_reachable(nic_mask, ends, peers)
+        self.validate_circuits(self.circuits)
+        self._validate_reachable()
 
-    def _validate_reachable(self, nic_mask, ends, peers) -> None:
-        """Every GPU with a NIC reaches every other one: NIC -> packet switches -> NIC.
+    def is_circuit_device(self, node) -> np.ndarray:
+        codes = [NODE_KINDS[k] for k in CIRCUIT_KINDS]
+        return np.isin(self.nodes.kind[node], codes)
 
-        GPUs of one server also reach each other over their NVSwitch; inter-server traffic
-        never transits a host or an NVSwitch, so only switch-switch links join switches here.
+    def validate_circuits(self, plan: CircuitTable, where: str = "circuit plan") -> None:
+        """Raise SpecError unless every circuit joins two distinct links of its optical
+        device and no (device, link) end is used twice."""
+        n_links = self.num_links
+        src, dst = self.links.src, self.links.dst
+        for col in ("a", "b"):
+            arr = getattr(plan, col)
+            bad = np.flatnonzero((arr < 0) | (arr >= n_links))
+            if bad.size:
+                raise SpecError(f"{self.name}: {where}: circuit {bad[0]}: link {col}={arr[bad[0]]} does not exist "
+                                f"(there are {n_links} links)")
+        bad = np.flatnonzero((plan.ocs < 0) | (plan.ocs >= self.num_nodes))
+        if bad.size:
+            raise SpecError(f"{self.name}: {where}: circuit {bad[0]}: device {plan.ocs[bad[0]]} is not a node")
+        if len(plan) and not np.all(self.is_circuit_device(plan.ocs)):
+            i = int(np.flatnonzero(~self.is_circuit_device(plan.ocs))[0])
+            raise SpecError(f"{self.name}: {where}: circuit {i}: {self.node_label(plan.ocs[i])} is not an "
+                            f"optical device ({', '.join(CIRCUIT_KINDS)})")
+        for col in ("a", "b"):
+            arr = getattr(plan, col)
+            touches = (src[arr] == plan.ocs) | (dst[arr] == plan.ocs)
+            if not np.all(touches):
+                i = int(np.flatnonzero(~touches)[0])
+                raise SpecError(f"{self.name}: {where}: circuit {i}: link {arr[i]} does not end at "
+                                f"{self.node_label(plan.ocs[i])}")
+        same = np.flatnonzero(plan.a == plan.b)
+        if same.size:
+            raise SpecError(f"{self.name}: {where}: circuit {same[0]} joins link {plan.a[same[0]]} to itself")
+        keys = np.concatenate([plan.ocs * n_links + plan.a, plan.ocs * n_links + plan.b])
+        uniq, counts = np.unique(keys, return_counts=True)
+        if np.any(counts > 1):
+            k = int(uniq[counts > 1][0])
+            raise SpecError(f"{self.name}: {where}: port of link {k % n_links} at "
+                            f"{self.node_label(k // n_links)} is used by two circuits")
+
+    def resolve_circuits(self, plan: CircuitTable | None = None) -> tuple[np.ndarray, np.ndarray, list]:
+        """End-to-end optical channels of a circuit plan.
+
+        Returns ``(u, v, chains)``: electrical endpoints u[i] <-> v[i] joined by the chain of
+        link rows ``chains[i]`` (u's link first). Chains that end at an unpaired port are dark
+        and left out.
+        """
+        plan = self.circuits if plan is None else plan
+        src, dst = self.links.src.tolist(), self.links.dst.tolist()
+        partner: dict[tuple[int, int], int] = {}
+        for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist()):
+            partner[(o, a)] = b
+            partner[(o, b)] = a
+        is_dev = self.is_circuit_device(np.arange(self.num_nodes))
+        u_out, v_out, chains, seen = [], [], [], set()
+        for link in range(self.num_links):
+            for start, dev in ((src[link], dst[link]), (dst[link], src[link])):
+                if is_dev[start] or not is_dev[dev]:
+                    continue
+                chain, cur, d = [link], link, dev
+                while True:
+                    nxt = partner.get((d, cur))
+                    if nxt is None or len(chain) > 64:
+                        chain = None
+                        break
+                    chain.append(nxt)
+                    far = dst[nxt] if src[nxt] == d else src[nxt]
+                    if not is_dev[far]:
+                        break
+                    cur, d = nxt, far
+                if chain is None:
+                    continue
+                end = dst[chain[-1]] if src[chain[-1]] == d else src[chain[-1]]
+                key = (min(chain[0], chain[-1]), max(chain[0], chain[-1]))
+                if key in seen:
+                    continue
+                seen.add(key)
+                u_out.append(start)
+                v_out.append(end)
+                chains.append(chain)
+        return np.array(u_out, dtype=np.int64), np.array(v_out, dtype=np.int64), chains
+
+    def _validate_reachable(self) -> None:
+        """Every GPU reaches every other one under the forwarding model and the initial plan.
+
+        Packet switches always forward; circuits act as links between their electrical
+        endpoints; GPUs and NVSwitches forward for other servers only with host_forwarding
+        (inter-server traffic otherwise goes NIC -> switches/circuits -> NIC).
         """
         kind = self.nodes.kind
-        eps = NODE_KINDS["eps"]
+        eps, gpu, nvs = NODE_KINDS["eps"], NODE_KINDS["gpu"], NODE_KINDS["nvswitch"]
         parent = np.arange(len(kind))
 
         def find(x: int) -> int:
@@ -226,23 +354,28 @@ class NetworkSpec:
                 parent[x], x = root, parent[x]
             return root
 
+        def union(a_arr, b_arr) -> None:
+            for a, b in zip(np.asarray(a_arr).tolist(), np.asarray(b_arr).tolist()):
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[ra] = rb
+
         src, dst = self.links.src, self.links.dst
-        sw = (kind[src] == eps) & (kind[dst] == eps)
-        for a, b in zip(src[sw].tolist(), dst[sw].tolist()):
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[ra] = rb
-        gpu_of_node = np.full(len(kind), -1)
-        gpu_of_node[self.gpu_nodes] = np.arange(self.num_gpus)
-        nic_gpu_nodes, attach = ends[nic_mask], peers[nic_mask]
-        if attach.size == 0:
-            return
-        roots = np.array([find(int(a)) for a in attach])
+        union(src[(kind[src] == eps) & (kind[dst] == eps)], dst[(kind[src] == eps) & (kind[dst] == eps)])
+        cu, cv, _ = self.resolve_circuits()
+        union(cu, cv)
+        gpu_nic = (kind[src] == gpu) & (kind[dst] == eps), (kind[dst] == gpu) & (kind[src] == eps)
+        union(src[gpu_nic[0]], dst[gpu_nic[0]])
+        union(dst[gpu_nic[1]], src[gpu_nic[1]])
+        if self.host_forwarding or self.pxn:
+            nvl = ((kind[src] == gpu) & (kind[dst] == nvs)) | ((kind[dst] == gpu) & (kind[src] == nvs))
+            union(src[nvl], dst[nvl])
+        roots = np.array([find(int(g)) for g in self.gpu_nodes])
         bad = np.flatnonzero(roots != roots[0])
         if bad.size:
-            g0, g1 = nic_gpu_nodes[0], nic_gpu_nodes[bad[0]]
-            raise SpecError(f"{self.name}: GPU {gpu_of_node[g1]} ({self.nodes.name[g1]}) cannot reach "
-                            f"GPU {gpu_of_node[g0]} ({self.nodes.name[g0]}): the switch network is disconnected")
+            g0, g1 = self.gpu_nodes[0], self.gpu_nodes[bad[0]]
+            raise SpecError(f"{self.name}: GPU {bad[0]} ({self.nodes.name[g1]}) cannot reach "
+                            f"GPU 0 ({self.nodes.name[g0]}): the network is disconnected")
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays the engine is built from (one crossing, copied into the engine)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, LinkTable, NetworkSpec, NodeTable
+from ..spec import NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
 from ..units import parse_rate, parse_size, parse_time
 
 __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
@@ -57,6 +57,7 @@ class TopologyBuilder:
         self._server: list[np.ndarray] = []
         self._lat: list[np.ndarray] = []
         self._links: list[tuple] = []
+        self._circuits: list[tuple] = []
         self.link_latency_ps = link_latency_ps
         self.switch_latency_ps = switch_latency_ps
         self.buffer_bytes = buffer_bytes
@@ -133,6 +134,20 @@ class TopologyBuilder:
                             np.broadcast_to(lat, (n,)), np.broadcast_to(buf, (n,)), [kind] * n))
         return np.arange(first, first + n, dtype=np.int64)
 
+    def add_circuits(self, ocs, a, b) -> None:
+        """Add circuits to the initial plan: inside device(s) ``ocs``, join link rows ``a`` and
+        ``b`` (both must end at that device). Arrays broadcast."""
+        ocs, a, b = np.broadcast_arrays(np.atleast_1d(np.asarray(ocs, dtype=np.int64)),
+                                        np.atleast_1d(np.asarray(a, dtype=np.int64)),
+                                        np.atleast_1d(np.asarray(b, dtype=np.int64)))
+        self._circuits.append((ocs.copy(), a.copy(), b.copy()))
+
+    def circuit_table(self) -> CircuitTable:
+        if not self._circuits:
+            return CircuitTable.empty()
+        cols = list(zip(*self._circuits))
+        return CircuitTable.build(np.concatenate(cols[0]), np.concatenate(cols[1]), np.concatenate(cols[2]))
+
     def tables(self) -> tuple[NodeTable, LinkTable]:
         nodes = NodeTable.build(
             self._kind, self._name,
@@ -171,6 +186,10 @@ class Topology:
 
     #: short name used in result tables and presets
     family = "topology"
+    #: GPUs and NVSwitches may forward other servers' traffic (TopoOpt, MixNet)
+    host_forwarding = False
+    #: cross-rail traffic crosses the NVSwitch to the NIC on the destination's rail (PXN)
+    pxn = False
 
     def __init__(self, gpus: int, link="200Gbps", *, gpus_per_server: int = 8,
                  link_latency=DEFAULTS["link_latency"], switch_latency=DEFAULTS["switch_latency"],
@@ -218,10 +237,12 @@ class Topology:
             nvlink_latency_ps=self.nvlink_latency_ps, nvswitch_latency_ps=self.nvswitch_latency_ps,
             nic_latency_ps=self.nic_latency_ps)
 
-    def tables(self) -> tuple[NodeTable, LinkTable]:
+    def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
+        """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
         net = self.builder()
         self.build(net)
-        return net.tables()
+        nodes, links = net.tables()
+        return nodes, links, net.circuit_table()
 
     def nodes(self) -> NodeTable:
         return self.to_spec().nodes
@@ -229,11 +250,16 @@ class Topology:
     def links(self) -> LinkTable:
         return self.to_spec().links
 
+    def circuits(self) -> CircuitTable:
+        """The circuit plan in force at time 0 (empty for all-electrical fabrics)."""
+        return self.to_spec().circuits
+
     def to_spec(self) -> NetworkSpec:
         """Build (once), validate and return the NetworkSpec; raises SpecError."""
         if self._spec is None:
-            nodes, links = self.tables()
-            spec = NetworkSpec.from_tables(nodes, links, name=self.name)
+            nodes, links, circuits = self.tables()
+            spec = NetworkSpec.from_tables(nodes, links, name=self.name, circuits=circuits,
+                                           host_forwarding=self.host_forwarding, pxn=self.pxn)
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
             self._spec = spec
