@@ -1,0 +1,27 @@
+import pytest
+
+from rfabric.cli import main
+
+
+def test_demo_prints_a_comparison_table(capsys):
+    assert main(["demo", "--gpus", "64", "--size", "256KiB"]) == 0
+    out = capsys.readouterr().out
+    assert "FT-OS 3:1" in out and "permutation" in out and "incast" in out and "makespan_us" in out
+
+
+def test_run_preset_writes_tables(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "res"
+    assert main(["run", "topologies/fat_tree_128_200g.toml", "--pattern", "incast", "--size", "1MB",
+                 "-o", str(out)]) == 0
+    table = pq.read_table(tmp_path / "res.flows.parquet")
+    assert table.num_rows == 16 and table["end_ps"].to_numpy().min() > 0
+    assert "flows 16/16 done" in capsys.readouterr().out
+
+
+def test_cli_errors_are_clean(capsys, tmp_path):
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    assert "no such topology file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "--size", "lots"])
