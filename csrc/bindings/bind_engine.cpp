@@ -103,7 +103,7 @@ void bind_engine(py::module_& m) {
            py::call_guard<py::gil_scoped_release>(),
            "Run events up to time `until` (ps) or `max_events` events; returns events processed.")
       .def_property_readonly("now", [](const Simulator& s) { return s.engine().now(); }, "Simulated time, ps.")
-      .def("peek", [](const Simulator& s) { return s.engine().peek(); }, "Time of the next event (ps), or int64 max.")
+      .def("peek", [](Simulator& s) { return s.engine().peek(); }, "Time of the next event (ps), or int64 max.")
       .def_property_readonly("events_processed", [](const Simulator& s) { return s.engine().events_processed(); })
       .def(
           "event_counts",

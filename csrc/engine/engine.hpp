@@ -44,7 +44,7 @@ class Engine {
 
   SimTime now() const { return now_; }
   /// Time of the next pending event, or kNever.
-  SimTime peek() const { return queue_.empty() ? kNever : queue_.top().time; }
+  SimTime peek() { return queue_.empty() ? kNever : queue_.top().time; }
   uint64_t events_processed() const { return events_; }
   size_t pending() const { return queue_.size(); }
   uint64_t seed() const { return seed_; }

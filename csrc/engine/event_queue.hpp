@@ -1,13 +1,14 @@
 // event_queue.hpp: the pending-event set, ordered by (time, seq).
 // seq is a per-engine counter, so equal-time events run in the order they were scheduled
-// and every run is bit-reproducible. Events are 24-byte PODs in one vector used as a 4-ary
-// min-heap: push and pop are O(log4 n) with no allocation once the vector has grown.
-// Cancellation is lazy: handlers recognise stale events from element state (generation or
-// deadline) and ignore them, so the heap is never searched.
+// and every run is bit-reproducible. Events are 24-byte PODs; the Engine uses a calendar
+// queue (EventQueue) with a 4-ary heap (HeapQueue) for the far future. No allocation per
+// event once buckets have grown. Cancellation is lazy: handlers recognise stale events from
+// element state (generation or deadline) and ignore them, so the queue is never searched.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <vector>
 
 #include "engine/time.hpp"
@@ -21,19 +22,20 @@ struct Event {
   uint32_t kind;    ///< handler index registered with the Engine
 };
 
-class EventQueue {
+/// 4-ary min-heap on (time, seq): O(log4 n) push and pop. Used for the
+/// calendar queue's far future, and kept as a reference implementation.
+class HeapQueue {
  public:
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
   const Event& top() const { return heap_.front(); }
-  void reserve(size_t n) { heap_.reserve(n); }
 
   void push(const Event& ev) {
     size_t i = heap_.size();
     heap_.push_back(ev);
     while (i > 0) {
       const size_t parent = (i - 1) >> 2;
-      if (!less(ev, heap_[parent])) break;
+      if (!before(ev, heap_[parent])) break;
       heap_[i] = heap_[parent];
       i = parent;
     }
@@ -53,8 +55,8 @@ class EventQueue {
         size_t best = c;
         const size_t end = c + 4 < n ? c + 4 : n;
         for (size_t k = c + 1; k < end; ++k)
-          if (less(heap_[k], heap_[best])) best = k;
-        if (!less(heap_[best], last)) break;
+          if (before(heap_[k], heap_[best])) best = k;
+        if (!before(heap_[best], last)) break;
         heap_[i] = heap_[best];
         i = best;
       }
@@ -63,11 +65,171 @@ class EventQueue {
     return out;
   }
 
- private:
-  static bool less(const Event& a, const Event& b) {
+  static bool before(const Event& a, const Event& b) {
     return a.time < b.time || (a.time == b.time && a.seq < b.seq);
   }
+
+ private:
   std::vector<Event> heap_;
+};
+
+/// Calendar queue: the pending-event set used by the Engine.
+///
+/// Time is cut into buckets of 2^kBucketBits ps; a wheel of kBuckets buckets covers the
+/// near future and a HeapQueue holds events beyond it. Each bucket is a singly linked list
+/// of pooled nodes kept sorted by (time, seq); events nearly always arrive in order within a
+/// bucket, so a push is an append at the tail, and a pop takes the head of the first
+/// non-empty bucket (found with a bitmap). Pop order is exactly (time, seq), as a heap's.
+/// Costs: push O(1) (O(k) for an out-of-order insert into a bucket of k events), pop O(1)
+/// plus the scan over empty buckets; no allocation once the node pool has grown. Packet
+/// simulations schedule almost everything a few microseconds ahead, where this beats a heap
+/// of tens of thousands of events (bench/README.md has the instruction counts).
+class EventQueue {
+ public:
+  static constexpr int kBucketBits = 10;               ///< 1.024 ns per bucket
+  static constexpr size_t kBuckets = size_t{1} << 17;  ///< horizon ~134 us
+
+  EventQueue() : head_(kBuckets, kNil), tail_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
+
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  void reserve(size_t n) { nodes_.reserve(n); }
+
+  /// The next event; the queue must not be empty.
+  const Event& top() {
+    prepare();
+    return nodes_[head_[cur_slot()]].ev;
+  }
+
+  void push(const Event& ev) {
+    ++size_;
+    const int64_t b = ev.time >> kBucketBits;
+    if (b >= cur_ + static_cast<int64_t>(kBuckets)) {
+      far_.push(ev);
+      return;
+    }
+    if (b < cur_) rebase(b);  // only after peeking past a run's end, then scheduling earlier
+    insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
+  }
+
+  Event pop() {
+    prepare();
+    const size_t slot = cur_slot();
+    const uint32_t n = head_[slot];
+    const Event out = nodes_[n].ev;
+    head_[slot] = nodes_[n].next;
+    if (head_[slot] == kNil) {
+      tail_[slot] = kNil;
+      bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+    }
+    nodes_[n].next = free_;
+    free_ = n;
+    --size_;
+    return out;
+  }
+
+ private:
+  static constexpr uint32_t kNil = 0xffffffffu;
+  struct Node {
+    Event ev;
+    uint32_t next;
+  };
+
+  size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
+
+  void insert(size_t slot, const Event& ev) {
+    uint32_t n;
+    if (free_ != kNil) {
+      n = free_;
+      free_ = nodes_[n].next;
+      nodes_[n].ev = ev;
+    } else {
+      n = static_cast<uint32_t>(nodes_.size());
+      nodes_.push_back(Node{ev, kNil});
+    }
+    const uint32_t t = tail_[slot];
+    if (t == kNil) {
+      nodes_[n].next = kNil;
+      head_[slot] = tail_[slot] = n;
+      bitmap_[slot >> 6] |= uint64_t{1} << (slot & 63);
+    } else if (!HeapQueue::before(ev, nodes_[t].ev)) {
+      nodes_[n].next = kNil;
+      nodes_[t].next = n;
+      tail_[slot] = n;
+    } else if (HeapQueue::before(ev, nodes_[head_[slot]].ev)) {
+      nodes_[n].next = head_[slot];
+      head_[slot] = n;
+    } else {
+      uint32_t p = head_[slot];
+      while (!HeapQueue::before(ev, nodes_[nodes_[p].next].ev)) p = nodes_[p].next;
+      nodes_[n].next = nodes_[p].next;
+      nodes_[p].next = n;
+    }
+  }
+
+  /// Make cur_ the first non-empty bucket.
+  void prepare() {
+    const size_t slot = cur_slot();
+    if (bitmap_[slot >> 6] & (uint64_t{1} << (slot & 63))) return;
+    advance();
+  }
+
+  /// Move cur_ to the next bucket holding events, pulling far events into the wheel.
+  void advance() {
+    const size_t slot = cur_slot();
+    size_t next = kBuckets;
+    size_t word = slot >> 6;
+    uint64_t bits = bitmap_[word] & (~uint64_t{0} << (slot & 63));
+    for (size_t scanned = 0; scanned <= kBuckets / 64; ++scanned) {
+      if (bits) {
+        const size_t found = (word << 6) + static_cast<size_t>(__builtin_ctzll(bits));
+        next = (found + kBuckets - slot) & (kBuckets - 1);
+        break;
+      }
+      word = (word + 1) & (kBuckets / 64 - 1);
+      bits = bitmap_[word];
+    }
+    int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
+    if (!far_.empty()) {
+      const int64_t fb = far_.top().time >> kBucketBits;
+      if (fb < target) target = fb;
+    }
+    cur_ = target;
+    while (!far_.empty() && (far_.top().time >> kBucketBits) < cur_ + static_cast<int64_t>(kBuckets)) {
+      const Event ev = far_.pop();
+      insert(static_cast<size_t>(ev.time >> kBucketBits) & (kBuckets - 1), ev);
+    }
+  }
+
+  /// An event before the wheel's window: rebuild the window from that bucket on.
+  void rebase(int64_t b) {
+    std::vector<Event> all;
+    for (size_t s = 0; s < kBuckets; ++s) {
+      for (uint32_t n = head_[s]; n != kNil; n = nodes_[n].next) all.push_back(nodes_[n].ev);
+      head_[s] = tail_[s] = kNil;
+    }
+    std::fill(bitmap_.begin(), bitmap_.end(), 0);
+    nodes_.clear();
+    free_ = kNil;
+    while (!far_.empty()) all.push_back(far_.pop());
+    cur_ = b;
+    for (const Event& e : all) {
+      const int64_t eb = e.time >> kBucketBits;
+      if (eb >= cur_ + static_cast<int64_t>(kBuckets)) {
+        far_.push(e);
+      } else {
+        insert(static_cast<size_t>(eb) & (kBuckets - 1), e);
+      }
+    }
+  }
+
+  std::vector<Node> nodes_;
+  uint32_t free_ = kNil;
+  std::vector<uint32_t> head_, tail_;
+  std::vector<uint64_t> bitmap_;
+  HeapQueue far_;
+  int64_t cur_ = 0;  ///< absolute index of the current bucket
+  size_t size_ = 0;
 };
 
 }  // namespace rfabric::engine
