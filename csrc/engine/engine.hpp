@@ -33,7 +33,7 @@ class Engine {
   }
 
   /// Schedule an event at absolute time `t` (never in the past).
-  void schedule(SimTime t, uint32_t target, uint32_t kind) {
+  RF_HOT void schedule(SimTime t, uint32_t target, uint32_t kind) {
     queue_.push(Event{t, seq_++, target, kind});
   }
 

@@ -13,6 +13,9 @@
 
 #include "engine/time.hpp"
 
+/// Force inlining of small functions on the per-event path.
+#define RF_HOT [[gnu::always_inline]] inline
+
 namespace rfabric::engine {
 
 struct Event {
@@ -65,8 +68,11 @@ class HeapQueue {
     return out;
   }
 
+  /// (time, seq) order as one 128-bit comparison (time >= 0, so unsigned order is right).
   static bool before(const Event& a, const Event& b) {
-    return a.time < b.time || (a.time == b.time && a.seq < b.seq);
+    const unsigned __int128 ka = (static_cast<unsigned __int128>(a.time) << 64) | a.seq;
+    const unsigned __int128 kb = (static_cast<unsigned __int128>(b.time) << 64) | b.seq;
+    return ka < kb;
   }
 
  private:
@@ -89,7 +95,7 @@ class EventQueue {
   static constexpr int kBucketBits = 10;               ///< 1.024 ns per bucket
   static constexpr size_t kBuckets = size_t{1} << 17;  ///< horizon ~134 us
 
-  EventQueue() : head_(kBuckets, kNil), tail_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
+  EventQueue() : head_(kBuckets, kNil), tail_(kBuckets, kNil), hint_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
@@ -101,7 +107,7 @@ class EventQueue {
     return nodes_[head_[cur_slot()]].ev;
   }
 
-  void push(const Event& ev) {
+  RF_HOT void push(const Event& ev) {
     ++size_;
     const int64_t b = ev.time >> kBucketBits;
     if (b >= cur_ + static_cast<int64_t>(kBuckets)) {
@@ -112,12 +118,13 @@ class EventQueue {
     insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
   }
 
-  Event pop() {
+  RF_HOT Event pop() {
     prepare();
     const size_t slot = cur_slot();
     const uint32_t n = head_[slot];
     const Event out = nodes_[n].ev;
     head_[slot] = nodes_[n].next;
+    if (n == hint_[slot]) hint_[slot] = kNil;
     if (head_[slot] == kNil) {
       tail_[slot] = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
@@ -137,7 +144,7 @@ class EventQueue {
 
   size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
 
-  void insert(size_t slot, const Event& ev) {
+  RF_HOT void insert(size_t slot, const Event& ev) {
     uint32_t n;
     if (free_ != kNil) {
       n = free_;
@@ -160,15 +167,19 @@ class EventQueue {
       nodes_[n].next = head_[slot];
       head_[slot] = n;
     } else {
-      uint32_t p = head_[slot];
+      // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
+      // out-of-order insert when it precedes ev, since such inserts come in rising runs.
+      uint32_t p = hint_[slot];
+      if (p == kNil || !HeapQueue::before(nodes_[p].ev, ev)) p = head_[slot];
       while (!HeapQueue::before(ev, nodes_[nodes_[p].next].ev)) p = nodes_[p].next;
       nodes_[n].next = nodes_[p].next;
       nodes_[p].next = n;
+      hint_[slot] = n;
     }
   }
 
   /// Make cur_ the first non-empty bucket.
-  void prepare() {
+  RF_HOT void prepare() {
     const size_t slot = cur_slot();
     if (bitmap_[slot >> 6] & (uint64_t{1} << (slot & 63))) return;
     advance();
@@ -206,7 +217,7 @@ class EventQueue {
     std::vector<Event> all;
     for (size_t s = 0; s < kBuckets; ++s) {
       for (uint32_t n = head_[s]; n != kNil; n = nodes_[n].next) all.push_back(nodes_[n].ev);
-      head_[s] = tail_[s] = kNil;
+      head_[s] = tail_[s] = hint_[s] = kNil;
     }
     std::fill(bitmap_.begin(), bitmap_.end(), 0);
     nodes_.clear();
@@ -225,7 +236,7 @@ class EventQueue {
 
   std::vector<Node> nodes_;
   uint32_t free_ = kNil;
-  std::vector<uint32_t> head_, tail_;
+  std::vector<uint32_t> head_, tail_, hint_;  ///< per bucket: first, last, last out-of-order insert
   std::vector<uint64_t> bitmap_;
   HeapQueue far_;
   int64_t cur_ = 0;  ///< absolute index of the current bucket

@@ -137,19 +137,19 @@ class Network final : public engine::Handler {
   enum Sub : uint32_t { kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kNumSub };
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu) const;
-  uint32_t route(uint32_t node, const Packet& p) const;
-  void enqueue(uint32_t port, uint32_t pkt);
+  RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
+  RF_HOT void enqueue(uint32_t port, uint32_t pkt);
   void try_transmit(uint32_t port);
-  void schedule_tx_done(uint32_t port);
-  void transmit(uint32_t port, uint32_t pkt);
+  RF_HOT void schedule_tx_done(uint32_t port);
+  RF_HOT void transmit(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
   void start_flows();
   void set_link_state(uint32_t link, bool up);
   void rebuild_routes();
-  uint32_t pop_queue(Port& port);
+  RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
   void drop(uint32_t pkt, uint64_t& reason);
-  void mark_ecn(Port& pt, Packet& p);
+  RF_HOT void mark_ecn(Port& pt, Packet& p);
 
   engine::Engine& eng_;
   EngineConfig cfg_;
