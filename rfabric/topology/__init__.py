@@ -17,11 +17,18 @@ from pathlib import Path
 from ..errors import SpecError
 from .base import DEFAULTS, Topology, TopologyBuilder
 from .fat_tree import FatTree
+from .hybrid import RFabric
+from .mixnet import MixNet
+from .rail_optimized import RailOptimized
+from .topoopt import TopoOpt
 
-__all__ = ["Topology", "TopologyBuilder", "FatTree", "FAMILIES", "register", "load", "DEFAULTS"]
+__all__ = ["Topology", "TopologyBuilder", "FatTree", "RailOptimized", "TopoOpt", "MixNet", "RFabric",
+           "FAMILIES", "register", "load", "DEFAULTS"]
 
 #: family name -> Topology subclass, for presets and sweeps
-FAMILIES: dict[str, type[Topology]] = {"fat_tree": FatTree}
+FAMILIES: dict[str, type[Topology]] = {
+    cls.family: cls for cls in (FatTree, RailOptimized, TopoOpt, MixNet, RFabric)
+}
 
 
 def register(cls: type[Topology]) -> type[Topology]:

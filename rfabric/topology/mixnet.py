@@ -1,0 +1,138 @@
+"""MixNet: per server, most NICs on a regional OCS and the rest on a non-blocking packet fabric."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SpecError
+from ._common import add_clos_tiers, check_int, check_radix, default_radix, ring_circuits, round_robin_offsets
+from .base import Topology, TopologyBuilder
+
+__all__ = ["MixNet"]
+
+#: Servers per region when not given: 16 (128 GPUs), see the class docstring.
+REGION_SERVERS = 16
+
+
+class MixNet(Topology):
+    """A regional-OCS + packet-switched hybrid (Liao et al., SIGCOMM'25; paper §7.2).
+
+    Structure
+    ---------
+    * Per server, GPUs ``0 .. ocs_nics-1`` have their NIC on the server's regional OCS and the
+      other ``gpus_per_server - ocs_nics`` GPUs on a non-blocking packet fabric for global
+      traffic (paper §7.2: 6 of 8 GPUs on a "local OCS", 2 on a non-blocking fat-tree).
+    * Regions: consecutive groups of ``region_servers`` servers, each sharing one OCS node
+      (``ocs{r}``, ``region_servers · ocs_nics`` ports, 96 by default) that the MoE all-to-all
+      of the region is meant to reconfigure.
+    * Packet fabric: the packet-switched NICs in server order fill radix-``k`` ToRs with
+      ``k/2`` ports down and ``k/2`` up (not rail-aligned, as in FatTree); above them a spine
+      tier (when at most ``k`` ToRs) or a fat-tree's aggregation and core tiers (more ToRs).
+      Aggregation and core switches are kept whole, so the fabric is non-blocking.
+    * GPUs and NVSwitches forward for other servers (``host_forwarding = True``): an OCS-side
+      GPU reaches the packet fabric over NVLink through a packet-side GPU of its server, and
+      OCS circuits carry traffic relayed by intermediate servers.
+
+    Initial circuit plan (before any controller): in each region of ``R`` servers, ring
+    permutations over the region's servers: ring ``m`` joins OCS NIC ``2m`` of server ``i``
+    to OCS NIC ``2m+1`` of server ``i + p_m (mod R)`` with offsets ``p_m = 1, 2, 3, ...``
+    (cycling over ``1..R/2``), so with 6 OCS NICs every server reaches the 6 distinct peers
+    ``i±1, i±2, i±3`` when ``R >= 7``. With an odd ``ocs_nics`` the last OCS NIC pairs
+    servers ``2x`` and ``2x+1`` (the last server of an odd region keeps it dark). A region of
+    one server has no circuits.
+
+    Parameters
+    ----------
+    gpus : int
+        GPUs (= NICs); a multiple of ``gpus_per_server``.
+    link : str or int
+        Rate of every NIC and switch link (default "200Gbps", paper §7.2).
+    ocs_nics : int, optional
+        NICs per server on the regional OCS (0 .. gpus_per_server-1). Default 6 of 8 (paper
+        §7.2), i.e. ``3/4 · gpus_per_server`` rounded down for other server sizes.
+    region_servers : int, optional
+        Servers per region; must divide the number of servers. Default: all servers when there
+        are at most 16, else ``gcd(servers, 16)``: 16 servers = 128 GPUs per region
+        (assumption: the paper gives no region size; 128 GPUs hold its largest expert-parallel
+        groups, EP = 16 at TP = 4 for Qwen2-57B-A14B in Appendix C, and a 96-port OCS is within
+        every commodity OCS radix of Table 2).
+    radix : int, optional
+        Packet-switch port count ``k`` (even). Default: FatTree's rule, the smallest power of
+        two that is at least ``2 · gpus_per_server`` and fits the packet-switched NICs.
+    **kwargs
+        Physical parameters of :class:`~rfabric.topology.base.Topology`.
+    """
+
+    family = "mixnet"
+    host_forwarding = True
+
+    def __init__(self, gpus: int, link="200Gbps", ocs_nics: int | None = None,
+                 region_servers: int | None = None, radix: int | None = None, **kwargs):
+        super().__init__(gpus, link, **kwargs)
+        g, s = self.gpus_per_server, self.servers
+        if ocs_nics is None:
+            ocs_nics = 3 * g // 4
+        if isinstance(ocs_nics, bool) or not isinstance(ocs_nics, (int, np.integer)) \
+                or not 0 <= ocs_nics <= g - 1:
+            raise SpecError(f"MixNet: ocs_nics must be an integer in 0..{g - 1} (gpus_per_server={g} "
+                            f"minus at least one packet-switched NIC), got {ocs_nics!r}")
+        self.ocs_nics = int(ocs_nics)
+        if region_servers is None:
+            region_servers = s if s <= REGION_SERVERS else int(np.gcd(s, REGION_SERVERS))
+        self.region_servers = check_int("MixNet", "region_servers", region_servers)
+        if s % self.region_servers:
+            raise SpecError(f"MixNet: region_servers={self.region_servers} does not divide the "
+                            f"{s} servers of gpus={self.gpus}")
+        if radix is None:
+            radix = default_radix("MixNet", g, self._capacity, self.eps_nics_total)
+        self.radix = check_radix("MixNet", radix)
+        if self._capacity(self.radix) < self.eps_nics_total:
+            raise SpecError(f"MixNet: the {self.eps_nics_total} packet-switched NICs exceed the capacity "
+                            f"of radix={self.radix} ({self._capacity(self.radix)} NICs)")
+
+    @staticmethod
+    def _capacity(k: int) -> int:
+        return k * (k // 2) ** 2
+
+    @property
+    def eps_nics(self) -> int:
+        """Packet-switched NICs per server."""
+        return self.gpus_per_server - self.ocs_nics
+
+    @property
+    def eps_nics_total(self) -> int:
+        return self.eps_nics * self.servers
+
+    @property
+    def regions(self) -> int:
+        return self.servers // self.region_servers
+
+    def build(self, net: TopologyBuilder) -> None:
+        s, o, r = self.servers, self.ocs_nics, self.region_servers
+        half = self.radix // 2
+        gpu = net.add_servers(s, self.gpus_per_server)
+
+        # packet-switched part
+        eps_gpu = gpu[:, o:].ravel()
+        n_tors = -(-len(eps_gpu) // half)
+        tor = net.add_nodes("eps", n_tors, prefix="tor")
+        net.add_links(eps_gpu, tor[np.arange(len(eps_gpu)) // half], rate=self.link_bps, kind="nic")
+        add_clos_tiers(net, tor, self.radix, self.link_bps)
+
+        if o == 0:
+            return
+        # regional OCSes; OCS NIC link of (server, j) is nic[server, j]
+        ocs = net.add_nodes("ocs", self.regions, prefix="ocs")
+        region_of_server = np.arange(s) // r
+        nic = net.add_links(gpu[:, :o].ravel(), np.repeat(ocs[region_of_server], o), rate=self.link_bps,
+                            kind="nic").reshape(s, o)
+        if r < 2:
+            return
+        offsets = round_robin_offsets(r, o // 2)
+        for reg in range(self.regions):
+            members = np.arange(reg * r, (reg + 1) * r)
+            for m, p in enumerate(offsets):
+                net.add_circuits(*ring_circuits(ocs[reg], nic[members, 2 * m], nic[members, 2 * m + 1], p))
+            if o % 2:
+                pairs = members[: r - r % 2].reshape(-1, 2)
+                net.add_circuits(ocs[reg], nic[pairs[:, 0], o - 1], nic[pairs[:, 1], o - 1])
