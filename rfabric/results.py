@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
-__all__ = ["Results", "FLOW_SCHEMA", "LINK_SCHEMA", "RUN_KEYS"]
+__all__ = ["Results", "FLOW_SCHEMA", "LINK_SCHEMA", "OP_SCHEMA", "STAGE_SCHEMA", "RUN_KEYS", "BUSBW_FACTOR"]
 
 FLOW_SCHEMA = pa.schema([
     ("flow_id", pa.int64()),          # row in the input flow set
@@ -47,6 +48,42 @@ LINK_SCHEMA = pa.schema([
     ("pfc_pauses", pa.int64()),         # PAUSE frames the receiving end sent back over this direction
 ])
 
+OP_SCHEMA = pa.schema([
+    ("op_id", pa.int64()),
+    ("iteration", pa.int32()),
+    ("stage", pa.string()),
+    ("phase", pa.string()),
+    ("kind", pa.string()),
+    ("algorithm", pa.string()),     # as written in the trace ("auto" is resolved by the engine)
+    ("size_bytes", pa.int64()),     # nccl-tests size convention (traces/README.md)
+    ("n_ranks", pa.int32()),
+    ("period", pa.int32()),
+    ("start_ps", pa.int64()),       # when its first flow was released (after deps + compute gap); -1 if never
+    ("end_ps", pa.int64()),         # when its last flow finished; -1 if it did not finish
+    ("time_ps", pa.int64()),        # end_ps - start_ps; -1 if it did not finish
+    ("algbw_GBps", pa.float64()),   # size_bytes / time, GB/s = 1e9 bytes/s (nccl-tests)
+    ("busbw_GBps", pa.float64()),   # algbw x BUSBW_FACTOR[kind](n) (nccl-tests)
+])
+
+STAGE_SCHEMA = pa.schema([
+    ("iteration", pa.int32()),
+    ("stage", pa.string()),
+    ("ops", pa.int64()),
+    ("start_ps", pa.int64()),       # first op start of the stage in that iteration
+    ("end_ps", pa.int64()),         # last op end; -1 if any op did not finish
+])
+
+#: nccl-tests bus-bandwidth factors, as functions of the rank count n
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "send": lambda n: 1.0,
+    "m2n": lambda n: 1.0,
+}
+
 #: keys always present in Results.run
 RUN_KEYS = ("backend", "transport", "events", "packets", "packet_hops", "drops", "ecn_marks", "pfc_pauses",
             "flows", "flows_done", "wall_s", "sim_ps", "makespan_ps", "seed", "events_per_s",
@@ -63,6 +100,10 @@ class Results:
         One row per flow (``FLOW_SCHEMA``).
     links : pyarrow.Table
         One row per link direction (``LINK_SCHEMA``).
+    ops : pyarrow.Table
+        One row per collective op of a trace workload (``OP_SCHEMA``); empty for plain flows.
+    stages : pyarrow.Table
+        Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     run : dict
         Run summary: ``backend``, ``transport``, ``events``, ``packets``, ``packet_hops``
         (packets leaving a link), ``drops``, ``ecn_marks``, ``pfc_pauses``, ``flows``,
@@ -73,6 +114,8 @@ class Results:
     flows: pa.Table
     links: pa.Table
     run: dict = field(default_factory=dict)
+    ops: pa.Table = field(default_factory=lambda: OP_SCHEMA.empty_table())
+    stages: pa.Table = field(default_factory=lambda: STAGE_SCHEMA.empty_table())
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -100,13 +143,58 @@ class Results:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
 
 
+def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
+    """ops and stages tables from a Trace and the engine's per-op start/end columns."""
+    t = trace.table
+    start = op_log["start_ps"]
+    end = op_log["end_ps"]
+    n_ranks = pa.compute.list_value_length(t.column("ranks")).to_numpy(zero_copy_only=False).astype(np.int32)
+    kind = t.column("kind").cast(pa.string()).to_numpy(zero_copy_only=False)
+    size = t.column("size_bytes").to_numpy()
+    done = (end >= 0) & (start >= 0)
+    time_ps = np.where(done, end - start, -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where(done & (time_ps > 0), size / np.maximum(time_ps, 1) * 1e12 / 1e9, np.nan)
+    factor = np.array([BUSBW_FACTOR[k](n) for k, n in zip(kind, n_ranks)], dtype=float)
+    ops = pa.table({
+        "op_id": t.column("op_id"),
+        "iteration": t.column("iteration"),
+        "stage": t.column("stage").cast(pa.string()),
+        "phase": t.column("phase").cast(pa.string()),
+        "kind": t.column("kind").cast(pa.string()),
+        "algorithm": t.column("algorithm").cast(pa.string()),
+        "size_bytes": t.column("size_bytes"),
+        "n_ranks": n_ranks,
+        "period": t.column("period"),
+        "start_ps": start,
+        "end_ps": end,
+        "time_ps": time_ps,
+        "algbw_GBps": algbw,
+        "busbw_GBps": algbw * factor,
+    }, schema=OP_SCHEMA)
+    grouped = pa.table({
+        "iteration": ops["iteration"], "stage": ops["stage"], "start_ps": ops["start_ps"],
+        "end_ps": np.where(done, end, np.iinfo(np.int64).max), "op_id": ops["op_id"],
+    }).group_by(["iteration", "stage"], use_threads=False).aggregate(
+        [("op_id", "count"), ("start_ps", "min"), ("end_ps", "max")])
+    stage_end = grouped["end_ps_max"].to_numpy()
+    stages = pa.table({
+        "iteration": grouped["iteration"],
+        "stage": grouped["stage"],
+        "ops": grouped["op_id_count"],
+        "start_ps": grouped["start_ps_min"],
+        "end_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, stage_end),
+    }, schema=STAGE_SCHEMA).sort_by([("iteration", "ascending"), ("start_ps", "ascending")])
+    return ops, stages
+
+
 def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
     n = len(log["src"])
     end = log["end_ps"]
     fct = np.where(end >= 0, end - log["start_ps"], -1)
     cols = {
         "flow_id": np.arange(n, dtype=np.int64),
-        "op_id": op_id if op_id is not None else np.full(n, -1, dtype=np.int64),
+        "op_id": op_id if op_id is not None else log.get("op_id", np.full(n, -1, dtype=np.int64)),
         "src": log["src"].astype(np.int32),
         "dst": log["dst"].astype(np.int32),
         "size_bytes": log["size_bytes"],

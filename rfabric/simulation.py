@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import SpecError
 from .flows import Flows
-from .results import Results, build_flow_table, build_link_table
+from .results import Results, build_flow_table, build_link_table, build_op_tables
 from .spec import NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
@@ -25,6 +25,7 @@ from .units import format_time, parse_rate, parse_size, parse_time
 __all__ = ["EngineConfig", "Simulation", "simulate", "TRANSPORT_DEFAULTS", "BACKENDS"]
 
 BACKENDS = ("packet",)
+ECMP_MODES = ("dmodk", "flow", "packet", "adaptive")
 
 #: Per-transport defaults for fields left as None in EngineConfig.
 #: ECN thresholds are queueing delays at each port's own rate, so one value fits every speed.
@@ -60,12 +61,25 @@ class EngineConfig:
     ecn_pmax : float, optional
         Marking probability at kmax.
     ecmp : str
-        ``"flow"`` (hash per flow; default) or ``"packet"`` (spray).
+        How a switch picks among equal-cost next hops (bench/README.md compares them):
+        ``"dmodk"`` (default): deterministic destination-based routing, as InfiniBand subnet
+        managers program fat-trees: at the h-th hop, next hop (dst / k^(h-1)) mod k of k. Ring
+        collectives run collision-free (~99% of the NICs' rate); each destination is reached
+        over one tree. ``"flow"``: hash of the flow (of its connection, for collectives), as
+        RoCE ECMP: hash collisions included (ring all-reduce drops to 20-50%). ``"packet"``:
+        random per-packet spraying. ``"adaptive"``: per packet, the port with the least queued
+        bytes (InfiniBand AR, Spectrum-X).
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
     dcqcn_* , dctcp_* :
         Transport parameters (see the field defaults and csrc/proto/*.cpp).
+    coll_channels : int
+        Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
+        carry under 64 KiB per rank). Each channel's ring leaves every server from a
+        different GPU, so inter-server hops use all NICs.
+    coll_chunk : size
+        Pipelining unit of tree and chain broadcast (default 512 KiB).
     """
 
     transport: str = "roce"
@@ -77,7 +91,7 @@ class EngineConfig:
     ecn_kmin: object = None
     ecn_kmax: object = None
     ecn_pmax: float | None = None
-    ecmp: str = "flow"
+    ecmp: str = "dmodk"
     # PFC XOFF per ingress port, as queueing time at the link's rate (like the ECN
     # thresholds): 5 us = 125 KB at 200 Gb/s. PFC is accounted per ingress, so a switch can
     # hold ports x XOFF of lossless backlog; 5 us x 64 ports x 200G = 8 MB, the order of a
@@ -102,6 +116,9 @@ class EngineConfig:
     dctcp_g: float = 1 / 16
     dctcp_init_cwnd_packets: int = 10
     dctcp_min_rto: object = "200us"
+    # Collective executor (trace workloads)
+    coll_channels: int = 8            # NCCL channels per ring collective (fewer for small messages)
+    coll_chunk: object = "512KiB"     # pipelining unit of tree / chain broadcast
 
     def to_engine(self) -> dict:
         """The config dict the engine takes: base units only, transport defaults resolved."""
@@ -109,8 +126,8 @@ class EngineConfig:
 
         if self.transport not in _engine.transports():
             raise SpecError(f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})")
-        if self.ecmp not in ("flow", "packet"):
-            raise SpecError(f"ecmp must be 'flow' or 'packet', got {self.ecmp!r}")
+        if self.ecmp not in ECMP_MODES:
+            raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
         d = TRANSPORT_DEFAULTS.get(self.transport, {})
@@ -130,6 +147,8 @@ class EngineConfig:
             "ecn_kmax_ps": kmax,
             "ecn_pmax": float(pmax),
             "ecmp_per_packet": self.ecmp == "packet",
+            "ecmp_adaptive": self.ecmp == "adaptive",
+            "ecmp_dmodk": self.ecmp == "dmodk",
             "pfc_xoff_ps": parse_time(self.pfc_xoff, allow_zero=False),
             "dcqcn_timer_ps": parse_time(self.dcqcn_timer, allow_zero=False),
             "dcqcn_byte_counter": parse_size(self.dcqcn_byte_counter, allow_zero=False),
@@ -141,6 +160,10 @@ class EngineConfig:
             "dctcp_init_cwnd_packets": int(self.dctcp_init_cwnd_packets),
             "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
         }
+        if isinstance(self.coll_channels, bool) or not isinstance(self.coll_channels, (int, np.integer)) \
+                or self.coll_channels < 1:
+            raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
+        parse_size(self.coll_chunk, allow_zero=False)
         if self.header_bytes is not None:
             out["header_bytes"] = parse_size(self.header_bytes)
         if self.lossless is not None:
@@ -179,13 +202,15 @@ class Simulation:
     Parameters
     ----------
     topology : Topology or NetworkSpec
-    flows : Flows
+    workload : Flows or rfabric.traces.Trace
+        Plain point-to-point flows, or a trace of collective ops replayed by the engine's
+        collective executor (ops start when their dependencies end plus their compute gap).
     config : EngineConfig, optional
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
 
-    def __init__(self, topology, flows: Flows, config: EngineConfig | None = None, **settings):
+    def __init__(self, topology, workload, config: EngineConfig | None = None, **settings):
         from . import _engine
 
         if "backend" in settings:
@@ -193,15 +218,29 @@ class Simulation:
             if backend not in BACKENDS:
                 raise SpecError(f"unknown backend {backend!r} (available: {', '.join(BACKENDS)}; "
                                 "the flow-level backend is not built yet)")
+        from .traces import Trace
+
         self.spec = _as_spec(topology)
-        if not isinstance(flows, Flows):
-            raise SpecError(f"flows must be rfabric.Flows, got {type(flows).__name__}")
-        flows.check_gpus(self.spec.num_gpus, self.spec.name)
-        self.flows = flows
         self.config = _make_config(config, settings)
-        self._engine = _engine.Engine(self.spec.arrays(), self.config.to_engine())
-        self._engine.add_flows(flows.src.astype(np.uint32), flows.dst.astype(np.uint32), flows.size_bytes,
-                               flows.start_ps)
+        engine_config = self.config.to_engine()
+        self.trace: Trace | None = None
+        self.flows: Flows | None = None
+        if isinstance(workload, Trace):
+            if workload.gpus is not None and workload.gpus > self.spec.num_gpus:
+                raise SpecError(f"the trace is for {workload.gpus} GPUs but {self.spec.name} has "
+                                f"{self.spec.num_gpus}")
+            self.trace = workload
+            self._engine = _engine.Engine(self.spec.arrays(), engine_config)
+            self._engine.load_workload(workload.arrays(), int(self.config.coll_channels),
+                                       parse_size(self.config.coll_chunk))
+        elif isinstance(workload, Flows):
+            workload.check_gpus(self.spec.num_gpus, self.spec.name)
+            self.flows = workload
+            self._engine = _engine.Engine(self.spec.arrays(), engine_config)
+            self._engine.add_flows(workload.src.astype(np.uint32), workload.dst.astype(np.uint32),
+                                   workload.size_bytes, workload.start_ps)
+        else:
+            raise SpecError(f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}")
         self.wall_s = 0.0
 
     @property
@@ -246,17 +285,18 @@ class Simulation:
         return self
 
     def _run_with_progress(self, limit: int) -> None:
-        total = len(self.flows)
+        total = len(self.flows) if self.flows is not None else self.trace.num_ops
+        unit = "flows" if self.flows is not None else "ops"
         chunk = 2_000_000
         t0 = time.perf_counter()
         while True:
             n = self._engine.run(limit, chunk)
             elapsed = time.perf_counter() - t0
             ev = self._engine.events_processed
-            done = self._engine.flows_done
+            done = self._engine.flows_done if self.flows is not None else self._engine.ops_done
             width = 30
             filled = int(width * done / total) if total else width
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] flows {done}/{total}  "
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {unit} {done}/{total}  "
                              f"sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
                              f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s ")
             sys.stderr.flush()
@@ -283,7 +323,7 @@ class Simulation:
             "ecn_marks": int(c["ecn_marks"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),
-            "flows": len(self.flows),
+            "flows": len(log["src"]),
             "flows_done": int(c["flows_done"]),
             "packets_delivered": int(c["packets_delivered"]),
             "lossless": bool(self._engine.lossless),
@@ -296,19 +336,28 @@ class Simulation:
             "packet_hops_per_s": c["packet_hops"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
-        return Results(flows=build_flow_table(log), links=build_link_table(
-            self._engine.port_stats(), self.spec, max(makespan, sim_ps if makespan < 0 else makespan)), run=run)
+        links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
+        res = Results(flows=build_flow_table(log), links=links, run=run)
+        if self.trace is not None:
+            res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
+            end = res.ops["end_ps"].to_numpy()
+            run["ops"] = len(end)
+            run["ops_done"] = int(np.sum(end >= 0))
+            run["makespan_ps"] = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        return res
 
 
-def simulate(topology, flows: Flows, *, transport: str = "roce", backend: str = "packet", seed: int = 1,
+def simulate(topology, workload, *, transport: str = "roce", backend: str = "packet", seed: int = 1,
              mtu_bytes=9216, progress: bool = False, until=None, config: EngineConfig | None = None,
              **settings) -> Results:
-    """Simulate ``flows`` on ``topology`` and return Results.
+    """Simulate ``workload`` on ``topology`` and return Results.
 
     Parameters
     ----------
     topology : Topology or NetworkSpec
-    flows : Flows
+    workload : Flows or rfabric.traces.Trace
+        Point-to-point flows, or a trace of collective ops (then ``Results.ops`` and
+        ``Results.stages`` are filled).
     transport : str
         ``"roce"`` (default) or ``"dctcp"``.
     backend : str
@@ -324,7 +373,7 @@ def simulate(topology, flows: Flows, *, transport: str = "roce", backend: str = 
     config : EngineConfig, optional
         Base configuration; ``settings`` override its fields.
     """
-    sim = Simulation(topology, flows, config, transport=transport, backend=backend, seed=seed,
+    sim = Simulation(topology, workload, config, transport=transport, backend=backend, seed=seed,
                      mtu_bytes=mtu_bytes, **settings)
     sim.run(until, progress=progress)
     return sim.results()

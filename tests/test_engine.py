@@ -20,8 +20,9 @@ def fat_tree_hops(n_links: int, rate: int, link_ps: int = US, switch_ps: int = 8
 @pytest.mark.parametrize("dst,links", [(8, 4), (64, 6), (1, 2)])
 def test_lone_flow_fct_is_exact(ft128, size, dst, links):
     # GPU 0 -> 8: other ToR in the same pod (4 links); -> 64: other pod (6 links);
-    # -> 1: same server, over NVLink (GPU -> NVSwitch -> GPU).
-    res = rf.simulate(ft128, rf.Flows([0], [dst], [size]))
+    # -> 1: same server, over NVLink (GPU -> NVSwitch -> GPU). The oracle is for one path,
+    # so hash-based ECMP; adaptive routing may do better by spreading frames (next test).
+    res = rf.simulate(ft128, rf.Flows([0], [dst], [size]), ecmp="flow")
     if links == 2:
         hops = [(1_600_000_000_000, 100_000 + 200_000), (1_600_000_000_000, 100_000)]
     else:
@@ -29,12 +30,22 @@ def test_lone_flow_fct_is_exact(ft128, size, dst, links):
     assert res.flows["fct_ps"][0].as_py() == ideal_fct_ps(size, hops, mtu=9216, header=62)
 
 
+@pytest.mark.parametrize("size", [9155, 1 << 20])
+def test_adaptive_routing_never_slower_than_one_path(ft128, size):
+    one_path = rf.simulate(ft128, rf.Flows([0], [64], [size]), ecmp="flow").flows["fct_ps"][0].as_py()
+    adaptive = rf.simulate(ft128, rf.Flows([0], [64], [size]), ecmp="adaptive").flows["fct_ps"][0].as_py()
+    assert adaptive <= one_path
+    # and never faster than the first hop allows: all frames serialized on the NIC + one path's latency
+    frames = -(-size // 9154)
+    assert adaptive >= (size + frames * 62) * 8 * 10**12 // 200_000_000_000
+
+
 def test_lone_flow_fct_other_mtu_and_rate():
     fab = rf.topologies.FatTree(gpus=16, link="400Gbps", link_latency="2us", switch_latency="0.5us")
-    res = rf.simulate(fab, rf.Flows([3], [12], [5_000_000]), mtu_bytes=4096, transport="dctcp")
+    res = rf.simulate(fab, rf.Flows([3], [12], [5_000_000]), mtu_bytes=4096, transport="dctcp", ecmp="flow")
     # dctcp: the window (10 packets initially) opens as ACKs return; ideal only if cwnd never
     # limits, so compare with roce, which sends at line rate from the first byte.
-    res_roce = rf.simulate(fab, rf.Flows([3], [12], [5_000_000]), mtu_bytes=4096)
+    res_roce = rf.simulate(fab, rf.Flows([3], [12], [5_000_000]), mtu_bytes=4096, ecmp="flow")
     hops = fat_tree_hops(4, 400_000_000_000, 2 * US, 500_000)
     assert res_roce.flows["fct_ps"][0].as_py() == ideal_fct_ps(5_000_000, hops, mtu=4096, header=62)
     assert res.flows["fct_ps"][0].as_py() > res_roce.flows["fct_ps"][0].as_py()
@@ -49,7 +60,7 @@ def test_zero_byte_flow_completes_at_start(ft128):
 
 def test_flows_start_at_their_start_time(ft128):
     starts = [0, 3 * US, 50 * US]
-    res = rf.simulate(ft128, rf.Flows([0, 1, 2], [64, 65, 66], 1 << 16, start_ps=starts))
+    res = rf.simulate(ft128, rf.Flows([0, 1, 2], [64, 65, 66], 1 << 16, start_ps=starts), ecmp="flow")
     ideal = ideal_fct_ps(1 << 16, fat_tree_hops(6, 200_000_000_000), mtu=9216, header=62)
     # disjoint GPUs, different ToR uplinks or not: at worst they share links; the first is alone
     assert res.flows["fct_ps"][0].as_py() >= ideal
@@ -80,13 +91,16 @@ def test_conservation(ft128, transport):
     assert nic_up["bytes"].to_numpy().sum() >= flows.size_bytes.sum()
 
 
+@pytest.mark.parametrize("ecmp,slack", [("flow", 1.05), ("dmodk", 1.5)])
 @pytest.mark.parametrize("size", [2_000_000, 16 << 20])
-def test_roce_incast_is_lossless_and_near_bottleneck_bound(ft128, size):
-    # (4 MiB messages finish inside DCQCN's over-reaction transient and take ~1.9x the
-    # bound: see bench/README.md; this test pins the short- and long-message regimes.)
+def test_roce_incast_is_lossless_and_near_bottleneck_bound(ft128, size, ecmp, slack):
+    # With flows hashed over paths, the transport keeps the bottleneck busy (within 5%).
+    # With D-mod-K every flow to GPU 0 shares one tree, PFC backlog builds along it and
+    # DCQCN, marked while it drains, overshoots: ~1.4x (bench/README.md). 4 MiB messages
+    # finish inside DCQCN's transient and are slower still; this pins both regimes.
     n = 16
     src = np.arange(8, 128, 7)[:n]  # 16 senders, none on GPU 0's server
-    res = rf.simulate(ft128, rf.Flows(src, np.zeros(n, int), size))
+    res = rf.simulate(ft128, rf.Flows(src, np.zeros(n, int), size), ecmp=ecmp)
     assert res.complete
     assert res.run["drops"] == 0
     payload = 9216 - 62
@@ -94,7 +108,7 @@ def test_roce_incast_is_lossless_and_near_bottleneck_bound(ft128, size):
     wire = n * (size + frames * 62)
     bound = wire * 8 * 10**12 // 200_000_000_000
     makespan = res.run["makespan_ps"]
-    assert bound < makespan < 1.05 * bound + 20 * US
+    assert bound < makespan < slack * bound + 20 * US
     # lossless: no switch ever held more than its buffer for one ingress, and PFC was exercised
     assert np.all(res.links["max_ingress_bytes"].to_numpy() <= res.links["buffer_bytes"].to_numpy())
     assert res.run["pfc_pauses"] > 0 or res.run["ecn_marks"] > 0
@@ -147,7 +161,7 @@ def test_ecmp_spreads_permutation_over_all_uplinks():
     fab = rf.topologies.FatTree(gpus=128, link="100Gbps", radix=16)
     perms = [rf.Flows.permutation(128, 64_000, seed=s) for s in range(16)]
     flows = rf.Flows(np.concatenate([p.src for p in perms]), np.concatenate([p.dst for p in perms]), 64_000)
-    res = rf.simulate(fab, flows)
+    res = rf.simulate(fab, flows, ecmp="flow")
     up = rows(res.links, kind="tor-agg", direction=0)
     assert len(up) == 128
     b = up["bytes"].to_numpy()
@@ -159,7 +173,7 @@ def test_ecmp_spreads_permutation_over_all_uplinks():
 def test_packet_spraying_beats_flow_hashing_on_permutation():
     fab = rf.topologies.FatTree(gpus=128, link="100Gbps", radix=16)
     flows = rf.Flows.permutation(128, 2_000_000, seed=1)
-    hashed = rf.simulate(fab, flows, mtu_bytes=4096)
+    hashed = rf.simulate(fab, flows, mtu_bytes=4096, ecmp="flow")
     sprayed = rf.simulate(fab, flows, mtu_bytes=4096, ecmp="packet")
     assert sprayed.run["makespan_ps"] < hashed.run["makespan_ps"]
 

@@ -52,6 +52,8 @@ EngineConfig config_from_dict(const py::dict& d) {
       else if (k == "ecn_kmax_ps") c.ecn_kmax_ps = v.cast<int64_t>();
       else if (k == "ecn_pmax") c.ecn_pmax = v.cast<double>();
       else if (k == "ecmp_per_packet") c.ecmp_per_packet = v.cast<bool>();
+      else if (k == "ecmp_adaptive") c.ecmp_adaptive = v.cast<bool>();
+      else if (k == "ecmp_dmodk") c.ecmp_dmodk = v.cast<bool>();
       else if (k == "pfc_xoff_ps") c.pfc_xoff_ps = v.cast<int64_t>();
       else if (k == "dcqcn_timer_ps") c.dcqcn_timer_ps = v.cast<int64_t>();
       else if (k == "dcqcn_byte_counter") c.dcqcn_byte_counter = v.cast<int64_t>();
@@ -93,6 +95,42 @@ void bind_engine(py::module_& m) {
           py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
           "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
       .def(
+          "load_workload",
+          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes) {
+            auto get = [&](const char* key) -> py::handle {
+              if (!a.contains(key)) throw SpecError(std::string("workload: missing array '") + key + "'");
+              return a[key];
+            };
+            coll::Workload w;
+            w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
+            w.kind = from_numpy<int32_t>(get("kind"), "kind");
+            w.algorithm = from_numpy<int32_t>(get("algorithm"), "algorithm");
+            w.m2n_senders = from_numpy<int32_t>(get("m2n_senders"), "m2n_senders");
+            w.ranks_offsets = from_numpy<int64_t>(get("ranks_offsets"), "ranks_offsets");
+            w.ranks = from_numpy<int32_t>(get("ranks"), "ranks");
+            w.deps_offsets = from_numpy<int64_t>(get("deps_offsets"), "deps_offsets");
+            w.deps = from_numpy<int64_t>(get("deps"), "deps");
+            w.size_bytes = from_numpy<int64_t>(get("size_bytes"), "size_bytes");
+            w.compute_ps = from_numpy<int64_t>(get("compute_ps"), "compute_ps");
+            coll::ExecutorConfig cfg;
+            cfg.channels = channels;
+            cfg.chunk_bytes = chunk_bytes;
+            s.load_workload(std::move(w), cfg);
+          },
+          py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
+          "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay.")
+      .def(
+          "op_log",
+          [](const Simulator& s) {
+            py::dict d;
+            const coll::Executor* x = s.executor();
+            if (x == nullptr) return d;
+            d["start_ps"] = to_numpy(std::vector<int64_t>(x->op_start()));
+            d["end_ps"] = to_numpy(std::vector<int64_t>(x->op_end()));
+            return d;
+          },
+          "Per-op start and end times (ps; -1 if not reached), in workload row order.")
+      .def(
           "set_link_state",
           [](Simulator& s, uint32_t link, SimTime time_ps, bool up) {
             s.network().schedule_link_state(link, time_ps, up);
@@ -112,6 +150,7 @@ void bind_engine(py::module_& m) {
       .def_property_readonly("pending", [](const Simulator& s) { return s.engine().pending(); })
       .def_property_readonly("idle", &Simulator::idle)
       .def_property_readonly("flows_done", [](const Simulator& s) { return s.network().counters().flows_done; })
+      .def_property_readonly("ops_done", [](const Simulator& s) { return s.executor() ? s.executor()->ops_done() : 0; })
       .def_property_readonly("num_gpus", [](const Simulator& s) { return s.network().num_gpus(); })
       .def_property_readonly("num_links", [](const Simulator& s) { return s.network().num_links(); })
       .def_property_readonly("lossless", [](const Simulator& s) { return s.network().lossless(); })
@@ -149,6 +188,7 @@ void bind_engine(py::module_& m) {
             d["sent_bytes"] = to_numpy(std::vector<int64_t>(f.sent_bytes));
             d["delivered_bytes"] = to_numpy(std::vector<int64_t>(f.delivered_bytes));
             d["retransmits"] = to_numpy(std::vector<uint32_t>(f.retransmits));
+            d["op_id"] = to_numpy(s.executor() ? s.executor()->flow_ops() : std::vector<int64_t>(f.src.size(), -1));
             return d;
           },
           "Per-flow columns (numpy arrays).")

@@ -188,40 +188,42 @@ uint32_t Network::first_port_for(uint32_t src, uint32_t dst) const {
   return gpu_nic_port_[src];
 }
 
+uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
+  const uint32_t i = static_cast<uint32_t>(flows_.size());
+  const uint32_t g = num_gpus();
+  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
+  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
+  RF_CHECK(start >= eng_.now(), "flow ", i, ": start_ps ", start, " is in the past");
+  const uint32_t fp = first_port_for(src, dst);
+  RF_CHECK(fp != kNone, "flow ", i, ": GPU ", src, " has no NIC to reach GPU ", dst);
+  if (fp == gpu_nic_port_[src] && gpu_attach_[src] != gpu_attach_[dst]) {
+    RF_CHECK(gpu_nic_port_[dst] != kNone &&
+                 routes_.distance(gpu_attach_[src], gpu_key_[dst]) != RoutingTable::kUnreachable,
+             "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
+  }
+  flows_.src.push_back(src);
+  flows_.dst.push_back(dst);
+  flows_.size_bytes.push_back(size);
+  flows_.start_ps.push_back(start);
+  flows_.end_ps.push_back(-1);
+  flows_.delivered_bytes.push_back(0);
+  flows_.sent_bytes.push_back(0);
+  flows_.retransmits.push_back(0);
+  flows_.nic_ready.push_back(kNever);
+  flows_.sent_notified.push_back(0);
+  flows_.first_port.push_back(fp);
+  flows_.hash.push_back(static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32));
+  return i;
+}
+
 void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                         const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
   RF_CHECK(flows_.size() == 0, "flows were already added");
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  const uint32_t g = num_gpus();
-  flows_.src = src;
-  flows_.dst = dst;
-  flows_.size_bytes = size;
-  flows_.start_ps = start;
-  flows_.end_ps.assign(f, -1);
-  flows_.delivered_bytes.assign(f, 0);
-  flows_.sent_bytes.assign(f, 0);
-  flows_.retransmits.assign(f, 0);
-  flows_.nic_ready.assign(f, kNever);
-  flows_.first_port.resize(f);
-  flows_.hash.resize(f);
-  for (size_t i = 0; i < f; ++i) {
-    RF_CHECK(src[i] < g, "flow ", i, ": src ", src[i], " is not a GPU (the fabric has ", g, ")");
-    RF_CHECK(dst[i] < g, "flow ", i, ": dst ", dst[i], " is not a GPU (the fabric has ", g, ")");
-    RF_CHECK(src[i] != dst[i], "flow ", i, ": src and dst are both GPU ", src[i]);
-    RF_CHECK(size[i] >= 0, "flow ", i, ": negative size_bytes ", size[i]);
-    RF_CHECK(start[i] >= eng_.now(), "flow ", i, ": start_ps ", start[i], " is in the past");
-    const uint32_t fp = first_port_for(src[i], dst[i]);
-    RF_CHECK(fp != kNone, "flow ", i, ": GPU ", src[i], " has no NIC to reach GPU ", dst[i]);
-    const uint32_t d = dst[i];
-    if (fp == gpu_nic_port_[src[i]] && gpu_attach_[src[i]] != gpu_attach_[d]) {
-      RF_CHECK(gpu_nic_port_[d] != kNone &&
-                   routes_.distance(gpu_attach_[src[i]], gpu_key_[d]) != RoutingTable::kUnreachable,
-               "flow ", i, ": GPU ", d, " is unreachable from GPU ", src[i]);
-    }
-    flows_.first_port[i] = fp;
-    flows_.hash[i] = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
-  }
+  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i]);
   transport_->prepare(static_cast<uint32_t>(f));
   start_order_.resize(f);
   std::iota(start_order_.begin(), start_order_.end(), 0u);
@@ -229,6 +231,22 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
                    [&](uint32_t a, uint32_t b) { return start[a] < start[b]; });
   next_start_ = 0;
   if (f > 0) eng_.schedule(start[start_order_[0]], 0, kind_base_ + kFlowStart);
+}
+
+uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
+  const uint32_t f = append_flow(src, dst, size, start_ps);
+  if (ecmp_key != 0) flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+  transport_->prepare(static_cast<uint32_t>(flows_.size()));
+  eng_.schedule(start_ps, f, kind_base_ + kStartOne);
+  return f;
+}
+
+void Network::start_one(uint32_t f) {
+  if (flows_.size_bytes[f] == 0) {
+    complete_flow(f);
+  } else {
+    transport_->start_flow(f);
+  }
 }
 
 void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
@@ -241,12 +259,7 @@ void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
 void Network::start_flows() {
   const SimTime now = eng_.now();
   while (next_start_ < start_order_.size() && flows_.start_ps[start_order_[next_start_]] <= now) {
-    const uint32_t f = start_order_[next_start_++];
-    if (flows_.size_bytes[f] == 0) {
-      complete_flow(f);
-      continue;
-    }
-    transport_->start_flow(f);
+    start_one(start_order_[next_start_++]);
   }
   if (next_start_ < start_order_.size())
     eng_.schedule(flows_.start_ps[start_order_[next_start_]], 0, kind_base_ + kFlowStart);
@@ -304,6 +317,10 @@ uint32_t Network::pull_nic(uint32_t port) {
     flows_.nic_ready[top.flow] = std::max(next, now);
     s.heap.push_back({flows_.nic_ready[top.flow], nic_seq_++, top.flow});
     std::push_heap(s.heap.begin(), s.heap.end(), later);
+  }
+  if (!flows_.sent_notified[top.flow] && flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow]) {
+    flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
+    if (observer_ != nullptr) observer_->on_flow_sent(top.flow);
   }
   return pkt;
 }
@@ -424,6 +441,28 @@ uint32_t Network::route(uint32_t node, const Packet& p) const {
   uint32_t count = 0;
   const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count);
   if (count <= 1) return count ? hops[0] : kNone;
+  if (cfg_.ecmp_dmodk) {
+    uint64_t digit = p.dst;
+    for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
+    return hops[digit % count];
+  }
+  if (cfg_.ecmp_adaptive) {
+    // least loaded eligible port: bytes queued plus the frame in service; ties by a
+    // per-packet rotation so equal ports share the load
+    const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{p.flow} << 32) ^ p.seq ^ node)) % count;
+    uint32_t best = hops[start];
+    Bytes best_load = ports_[best].queued_bytes + (ports_[best].busy_until > eng_.now() ? 1 : 0);
+    for (uint32_t k = 1; k < count; ++k) {
+      const uint32_t cand = hops[(start + k) % count];
+      const Bytes load = ports_[cand].queued_bytes + (ports_[cand].busy_until > eng_.now() ? 1 : 0) +
+                         (ports_[cand].paused ? (Bytes{1} << 40) : 0);
+      if (load < best_load) {
+        best = cand;
+        best_load = load;
+      }
+    }
+    return best;
+  }
   uint64_t h;
   if (cfg_.ecmp_per_packet) {
     h = engine::mix64(static_cast<uint64_t>(flows_.hash[p.flow]) << 32 ^ p.seq ^ (uint64_t{node} << 20));
@@ -504,6 +543,11 @@ void Network::send_packet(uint32_t pkt) {
 void Network::complete_flow(uint32_t flow) {
   flows_.end_ps[flow] = eng_.now();
   ++counters_.flows_done;
+  if (!flows_.sent_notified[flow]) {
+    flows_.sent_notified[flow] = 1;
+    if (observer_ != nullptr) observer_->on_flow_sent(flow);
+  }
+  if (observer_ != nullptr) observer_->on_flow_done(flow);
 }
 
 void Network::set_link_state(uint32_t link, bool up) {
@@ -565,6 +609,9 @@ void Network::on_event(const engine::Event& ev) {
     }
     case kFlowStart:
       start_flows();
+      break;
+    case kStartOne:
+      start_one(ev.target);
       break;
     case kLinkState: {
       const LinkChange& c = link_changes_[ev.target];

@@ -62,6 +62,7 @@ struct FlowTable {
   std::vector<uint32_t> hash;
   std::vector<uint32_t> retransmits;
   std::vector<SimTime> nic_ready;  ///< the flow's valid NIC slot; other heap entries are stale
+  std::vector<uint8_t> sent_notified;  ///< FlowObserver::on_flow_sent already told
   size_t size() const { return src.size(); }
 };
 
@@ -83,6 +84,15 @@ struct RunCounters {
   uint64_t flows_done = 0;
 };
 
+/// Told when a flow's last byte reaches its destination (the collective executor).
+class FlowObserver {
+ public:
+  virtual ~FlowObserver() = default;
+  virtual void on_flow_done(uint32_t flow) = 0;
+  /// The flow's last byte left its source NIC (the NIC may start the connection's next message).
+  virtual void on_flow_sent(uint32_t /*flow*/) {}
+};
+
 class Network final : public engine::Handler {
  public:
   using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
@@ -94,6 +104,14 @@ class Network final : public engine::Handler {
   /// Add flows (GPU ids, bytes, ps). Must be called before the first run.
   void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                  const std::vector<Bytes>& size, const std::vector<SimTime>& start);
+  /// Create one flow during a run; it starts at `start_ps` (>= now) through an event, so a
+  /// caller inside a transport callback never re-enters the transport. Returns its id.
+  /// `ecmp_key` (when not 0) replaces the flow's own ECMP hash: flows of one connection
+  /// (an RDMA QP reused across steps and ops) then keep one path, as on real NICs.
+  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0);
+  void set_observer(FlowObserver* observer) { observer_ = observer; }
+  /// Server of a GPU (from the spec), for locality-aware collectives.
+  int32_t gpu_server(uint32_t gpu) const { return nodes_[gpu_node_[gpu]].server; }
   /// Take a link down or up at absolute time t (>= now).
   void schedule_link_state(uint32_t link, SimTime t, bool up);
 
@@ -134,7 +152,7 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const;
 
  private:
-  enum Sub : uint32_t { kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kNumSub };
+  enum Sub : uint32_t { kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kStartOne, kNumSub };
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu) const;
   RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
@@ -144,6 +162,8 @@ class Network final : public engine::Handler {
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
   void start_flows();
+  void start_one(uint32_t flow);
+  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
   void set_link_state(uint32_t link, bool up);
   void rebuild_routes();
   RF_HOT uint32_t pop_queue(Port& port);
@@ -187,6 +207,7 @@ class Network final : public engine::Handler {
 
   PacketPool pool_;
   std::unique_ptr<Transport> transport_;
+  FlowObserver* observer_ = nullptr;
   RunCounters counters_;
 };
 

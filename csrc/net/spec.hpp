@@ -42,6 +42,12 @@ struct EngineConfig {
   SimTime ecn_kmax_ps = -1;
   double ecn_pmax = -1;
   bool ecmp_per_packet = false;  ///< spray packets instead of hashing flows
+  /// Adaptive routing: each packet takes the shortest-path port with the least queued
+  /// bytes (ties by hash), as InfiniBand AR / Spectrum-X do. Overrides ecmp_per_packet.
+  bool ecmp_adaptive = false;
+  /// D-mod-K: at the h-th hop, take next hop (dst / k^(h-1)) mod k of the k equal-cost ones,
+  /// so each destination is reached over one tree (InfiniBand's fat-tree routing).
+  bool ecmp_dmodk = false;
   /// PFC XOFF threshold per ingress as queueing time at the link's rate (lossless only);
   /// capped at buffer - headroom.
   SimTime pfc_xoff_ps = 5'000'000;

@@ -23,7 +23,8 @@ class Transport : public engine::Handler {
   virtual Bytes header_bytes() const = 0;
   /// Whether the fabric should run lossless (PFC) by default under this transport.
   virtual bool lossless() const = 0;
-  /// Called once after all flows are known (size per-flow state).
+  /// Flows 0..num_flows-1 exist (called again as flows are created during a run):
+  /// grow per-flow state, keeping what is there.
   virtual void prepare(uint32_t num_flows) = 0;
   /// The flow starts now; the transport calls Network::activate() when it may send.
   virtual void start_flow(uint32_t flow) = 0;

@@ -35,8 +35,8 @@ class Dctcp final : public net::Transport {
   bool lossless() const override { return false; }
 
   void prepare(uint32_t num_flows) override {
-    st_.assign(num_flows, State{});
-    rx_.assign(num_flows, Receiver{});
+    st_.resize(num_flows);
+    rx_.resize(num_flows);
   }
 
   void start_flow(uint32_t f) override {
@@ -84,21 +84,28 @@ class Dctcp final : public net::Transport {
       on_ack(p);
       return;
     }
-    const uint32_t f = p.flow;
-    Receiver& r = rx_[f];
+    // Copy what the ACK needs first: sending it may grow the packet pool (invalidating
+    // `p`), and completing the flow may let the executor create flows (growing rx_).
+    const uint32_t f = p.flow, seq = p.seq, src = p.src, dst = p.dst;
+    const uint8_t ecn = p.ecn;
+    const SimTime sent = p.sent_ps;
     auto& flows = net_.flows_mut();
-    if (!r.got[p.seq]) {
-      r.got[p.seq] = 1;
+    bool done = false;
+    Receiver& r = rx_[f];
+    if (!r.got[seq]) {
+      r.got[seq] = 1;
       flows.delivered_bytes[f] += p.payload_bytes;
       while (r.cum < r.got.size() && r.got[r.cum]) ++r.cum;
-      if (flows.delivered_bytes[f] == flows.size_bytes[f]) net_.complete_flow(f);
+      done = flows.delivered_bytes[f] == flows.size_bytes[f];
     }
-    const uint32_t ack = net_.send_control(f, p.dst, p.src, kAck);
+    const uint32_t cum = r.cum;
+    const uint32_t ack = net_.send_control(f, dst, src, kAck);
     Packet& a = net_.pool()[ack];
-    a.seq = r.cum;
-    a.aux = p.ecn;
-    a.hdr = static_cast<uint64_t>(p.sent_ps);
+    a.seq = cum;
+    a.aux = ecn;
+    a.hdr = static_cast<uint64_t>(sent);
     net_.send_packet(ack);
+    if (done) net_.complete_flow(f);
   }
 
   void on_event(const engine::Event& ev) override {

@@ -39,7 +39,7 @@ class Roce final : public net::Transport {
   Bytes header_bytes() const override { return 62; }  // Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4
   bool lossless() const override { return true; }
 
-  void prepare(uint32_t num_flows) override { st_.assign(num_flows, State{}); }
+  void prepare(uint32_t num_flows) override { st_.resize(num_flows); }
 
   void start_flow(uint32_t f) override {
     State& s = st_[f];

@@ -1,5 +1,6 @@
 #include "sim/simulator.hpp"
 
+#include "engine/check.hpp"
 #include "proto/registry.hpp"
 
 namespace rfabric::sim {
@@ -7,6 +8,12 @@ namespace rfabric::sim {
 Simulator::Simulator(const net::NetworkSpec& spec, const net::EngineConfig& cfg)
     : engine_(cfg.seed),
       network_(std::make_unique<net::Network>(engine_, spec, cfg, proto::find_transport(cfg.transport))) {}
+
+void Simulator::load_workload(coll::Workload w, coll::ExecutorConfig cfg) {
+  RF_CHECK(executor_ == nullptr, "a workload was already loaded");
+  RF_CHECK(network_->flows().size() == 0, "a workload cannot be combined with plain flows");
+  executor_ = std::make_unique<coll::Executor>(*network_, std::move(w), cfg);
+}
 
 uint64_t Simulator::run(engine::SimTime until, uint64_t max_events) {
   return engine_.run(until, max_events);

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "coll/executor.hpp"
 #include "engine/engine.hpp"
 #include "net/network.hpp"
 
@@ -18,6 +19,10 @@ class Simulator {
   net::Network& network() { return *network_; }
   const net::Network& network() const { return *network_; }
 
+  /// Replay a workload of collective ops (once, before running).
+  void load_workload(coll::Workload w, coll::ExecutorConfig cfg);
+  const coll::Executor* executor() const { return executor_.get(); }
+
   /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit).
   uint64_t run(engine::SimTime until, uint64_t max_events);
   /// True when no event is pending (every flow has finished or can make no progress).
@@ -26,6 +31,7 @@ class Simulator {
  private:
   engine::Engine engine_;
   std::unique_ptr<net::Network> network_;
+  std::unique_ptr<coll::Executor> executor_;  // after network_: destroyed first
 };
 
 }  // namespace rfabric::sim

@@ -1,0 +1,529 @@
+#include "coll/executor.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/check.hpp"
+
+namespace rfabric::coll {
+
+namespace {
+
+const char* const kKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                  "broadcast",  "send",       "m2n"};
+const char* const kAlgoNames[] = {"auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling"};
+
+Bytes ceil_div(Bytes a, Bytes b) { return b <= 0 ? 0 : (a + b - 1) / b; }
+bool power_of_two(size_t n) { return n >= 1 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+/// A step-by-step communication pattern inside an op. start() issues the first flows;
+/// on_flow() is told each finished flow (by the tag it was sent with) and issues what that
+/// unblocks; both return true once the program has nothing left to do.
+class Program {
+ public:
+  virtual ~Program() = default;
+  virtual bool start(Executor& x, uint32_t op, uint16_t id) = 0;
+  virtual bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) = 0;
+  /// The flow's last byte left the sender's NIC (the connection is free for the next one).
+  virtual void on_sent(Executor&, uint32_t, uint16_t, uint64_t) {}
+};
+
+namespace {
+
+uint64_t tag_of(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+uint32_t tag_hi(uint64_t t) { return static_cast<uint32_t>(t >> 32); }
+uint32_t tag_lo(uint64_t t) { return static_cast<uint32_t>(t); }
+
+/// Ring: in each of `steps` steps every rank passes a `chunk` of data to the next rank
+/// (steps = n-1 for all-gather / reduce-scatter, 2(n-1) for all-reduce). As in NCCL, a
+/// step's data moves in slices of at most `slice` bytes, posted in order on the connection
+/// (the next as soon as the previous has left the NIC), and a rank forwards slice j of step
+/// s+1 as soon as slice j of step s has arrived, so the ring runs as a pipeline.
+class Ring final : public Program {
+ public:
+  Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel)
+      : order_(std::move(order)), steps_(steps), channel_(channel),
+        sent_(order_.size(), 0), got_(order_.size(), 0), busy_(order_.size(), 0) {
+    const Bytes k = std::max<Bytes>(1, ceil_div(chunk, slice));
+    for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
+    if (chunk == 0) slices_.assign(1, 0);
+  }
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    if (order_.size() < 2 || steps_ == 0) return true;
+    for (uint32_t i = 0; i < order_.size(); ++i) try_send(x, op, id, i);
+    return false;
+  }
+  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t n = static_cast<uint32_t>(order_.size());
+    const uint32_t next = (tag_hi(tag) + 1) % n;
+    ++got_[next];
+    try_send(x, op, id, next);
+    return ++done_ == total();
+  }
+  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t i = tag_hi(tag);
+    busy_[i] = 0;
+    try_send(x, op, id, i);
+  }
+
+ private:
+  uint64_t per_rank() const { return static_cast<uint64_t>(steps_) * slices_.size(); }
+  uint64_t total() const { return per_rank() * order_.size(); }
+  /// Rank i sends its q-th slice (step q / K, slice q % K) once the previous one has left
+  /// and, after step 0, once it holds slice q - K (the same slice of the previous step).
+  void try_send(Executor& x, uint32_t op, uint16_t id, uint32_t i) {
+    const uint64_t q = sent_[i], k = slices_.size();
+    if (busy_[i] || q >= per_rank() || (q >= k && got_[i] < q - k + 1)) return;
+    busy_[i] = 1;
+    ++sent_[i];
+    const uint32_t n = static_cast<uint32_t>(order_.size());
+    x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)), channel_);
+  }
+  std::vector<uint32_t> order_;
+  uint32_t steps_, channel_;
+  std::vector<Bytes> slices_;
+  std::vector<uint64_t> sent_, got_;
+  std::vector<uint8_t> busy_;
+  uint64_t done_ = 0;
+};
+
+/// Mesh: independent flows, all started at once (direct all-to-all, M2N, send, ...).
+class Mesh final : public Program {
+ public:
+  struct Edge {
+    uint32_t src, dst;
+    Bytes size;
+  };
+  explicit Mesh(std::vector<Edge> edges) : edges_(std::move(edges)) {}
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    for (uint32_t i = 0; i < edges_.size(); ++i) x.send(op, id, edges_[i].src, edges_[i].dst, edges_[i].size, i);
+    return edges_.empty();
+  }
+  bool on_flow(Executor&, uint32_t, uint16_t, uint64_t) override { return ++done_ == edges_.size(); }
+
+ private:
+  std::vector<Edge> edges_;
+  size_t done_ = 0;
+};
+
+/// Pairwise exchange: rank i sends to rank i+k at step k = 1..n-1, one step at a time.
+class Pairwise final : public Program {
+ public:
+  Pairwise(std::vector<uint32_t> order, Bytes size) : order_(std::move(order)), size_(size) {}
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    const uint32_t n = static_cast<uint32_t>(order_.size());
+    if (n < 2) return true;
+    for (uint32_t i = 0; i < n; ++i) x.send(op, id, order_[i], order_[(i + 1) % n], size_, tag_of(i, 1));
+    return false;
+  }
+  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t n = static_cast<uint32_t>(order_.size());
+    const uint32_t i = tag_hi(tag), k = tag_lo(tag);
+    if (k + 1 < n) x.send(op, id, order_[i], order_[(i + k + 1) % n], size_, tag_of(i, k + 1));
+    return ++done_ == static_cast<uint64_t>(n) * (n - 1);
+  }
+
+ private:
+  std::vector<uint32_t> order_;
+  Bytes size_;
+  uint64_t done_ = 0;
+};
+
+/// Recursive halving / doubling: at step k rank p exchanges `bytes[k]` with p XOR mask[k];
+/// it moves to step k+1 once both its send and its receive of step k are done.
+class HalvingDoubling final : public Program {
+ public:
+  HalvingDoubling(std::vector<uint32_t> order, std::vector<uint32_t> masks, std::vector<Bytes> bytes)
+      : order_(std::move(order)), masks_(std::move(masks)), bytes_(std::move(bytes)),
+        step_(order_.size(), 0), sent_(order_.size(), 0), got_(order_.size(), 0) {}
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    if (order_.size() < 2 || masks_.empty()) return true;
+    for (uint32_t p = 0; p < order_.size(); ++p) issue(x, op, id, p);
+    return false;
+  }
+  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t p = tag_hi(tag), k = tag_lo(tag);
+    const uint32_t q = p ^ masks_[k];
+    sent_[p] |= uint64_t{1} << k;
+    got_[q] |= uint64_t{1} << k;
+    advance(x, op, id, p);
+    advance(x, op, id, q);
+    return finished_ == order_.size();
+  }
+
+ private:
+  void issue(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+    const uint32_t k = step_[p];
+    x.send(op, id, order_[p], order_[p ^ masks_[k]], bytes_[k], tag_of(p, k));
+  }
+  void advance(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+    const uint32_t k = step_[p];
+    if (k >= masks_.size()) return;
+    const uint64_t bit = uint64_t{1} << k;
+    if (!(sent_[p] & bit) || !(got_[p] & bit)) return;
+    if (++step_[p] == masks_.size()) {
+      ++finished_;
+    } else {
+      issue(x, op, id, p);
+    }
+  }
+  std::vector<uint32_t> order_, masks_;
+  std::vector<Bytes> bytes_;
+  std::vector<uint32_t> step_;
+  std::vector<uint64_t> sent_, got_;
+  size_t finished_ = 0;
+};
+
+/// Pipelined broadcast down a tree (a chain is a tree of fan-out 1): the message is cut into
+/// chunks; each edge carries them in order, forwarding chunk j once its parent has it.
+class Pipeline final : public Program {
+ public:
+  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+      : order_(std::move(order)), parent_(std::move(parent)), chunks_(std::move(chunks)),
+        received_(order_.size(), 0), next_(order_.size(), 0), busy_(order_.size(), 0),
+        children_(order_.size()) {
+    for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
+    received_[0] = static_cast<uint32_t>(chunks_.size());
+  }
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    if (order_.size() < 2 || chunks_.empty()) return true;
+    for (const uint32_t c : children_[0]) try_edge(x, op, id, c);
+    return false;
+  }
+  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t p = tag_hi(tag);
+    busy_[p] = 0;
+    ++next_[p];
+    received_[p] = next_[p];
+    try_edge(x, op, id, p);
+    for (const uint32_t c : children_[p]) try_edge(x, op, id, c);
+    return ++done_ == (order_.size() - 1) * chunks_.size();
+  }
+
+ private:
+  void try_edge(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+    const uint32_t j = next_[p];
+    if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
+    busy_[p] = 1;
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j));
+  }
+  std::vector<uint32_t> order_;
+  std::vector<int32_t> parent_;
+  std::vector<Bytes> chunks_;
+  std::vector<uint32_t> received_, next_;
+  std::vector<uint8_t> busy_;
+  std::vector<std::vector<uint32_t>> children_;
+  uint64_t done_ = 0;
+};
+
+/// Ranks grouped by server, each group in order of first appearance.
+std::vector<std::vector<uint32_t>> by_server(net::Network& net, const std::vector<uint32_t>& ranks) {
+  std::vector<std::vector<uint32_t>> groups;
+  std::vector<int32_t> keys;
+  for (const uint32_t r : ranks) {
+    const int32_t s = net.gpu_server(r);
+    auto it = std::find(keys.begin(), keys.end(), s);
+    if (it == keys.end() || s < 0) {
+      keys.push_back(s);
+      groups.push_back({r});
+    } else {
+      groups[static_cast<size_t>(it - keys.begin())].push_back(r);
+    }
+  }
+  return groups;
+}
+
+/// Ring order of channel c: servers in order, each server's GPUs rotated by c, so that the
+/// hop leaving a server uses a different GPU (NIC) in every channel, as NCCL's rings do.
+std::vector<uint32_t> channel_ring(const std::vector<std::vector<uint32_t>>& groups, int c) {
+  std::vector<uint32_t> order;
+  for (const auto& g : groups) {
+    const size_t m = g.size();
+    for (size_t i = 0; i < m; ++i) order.push_back(g[(i + static_cast<size_t>(c)) % m]);
+  }
+  return order;
+}
+
+}  // namespace
+
+Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
+    : net_(net), w_(std::move(w)), cfg_(cfg) {
+  const size_t n = w_.op_id.size();
+  RF_CHECK(w_.kind.size() == n && w_.algorithm.size() == n && w_.m2n_senders.size() == n &&
+               w_.size_bytes.size() == n && w_.compute_ps.size() == n && w_.ranks_offsets.size() == n + 1 &&
+               w_.deps_offsets.size() == n + 1,
+           "workload arrays have inconsistent lengths");
+  RF_CHECK(cfg_.channels >= 1, "coll_channels must be >= 1");
+  RF_CHECK(cfg_.chunk_bytes >= 1, "coll_chunk_bytes must be >= 1");
+  const uint32_t gpus = net_.num_gpus();
+  pending_.assign(n, 0);
+  std::vector<uint32_t> count(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t id = w_.op_id[i];
+    RF_CHECK(i == 0 || id > w_.op_id[i - 1], "op ", id, ": op_ids must be strictly ascending");
+    RF_CHECK(w_.kind[i] >= 0 && w_.kind[i] < kNumKinds, "op ", id, ": unknown kind code ", w_.kind[i]);
+    RF_CHECK(w_.algorithm[i] >= 0 && w_.algorithm[i] < kNumAlgos, "op ", id, ": unknown algorithm code ",
+             w_.algorithm[i]);
+    RF_CHECK(w_.size_bytes[i] >= 0, "op ", id, ": negative size_bytes");
+    RF_CHECK(w_.compute_ps[i] >= 0, "op ", id, ": negative compute_ps");
+    const int64_t r0 = w_.ranks_offsets[i], r1 = w_.ranks_offsets[i + 1];
+    RF_CHECK(r0 >= 0 && r1 >= r0 && r1 <= static_cast<int64_t>(w_.ranks.size()), "op ", id, ": bad ranks offsets");
+    const size_t nr = static_cast<size_t>(r1 - r0);
+    RF_CHECK(nr >= 1, "op ", id, ": no ranks");
+    for (int64_t k = r0; k < r1; ++k)
+      RF_CHECK(w_.ranks[k] >= 0 && static_cast<uint32_t>(w_.ranks[k]) < gpus, "op ", id, ": rank ", w_.ranks[k],
+               " is not a GPU of the fabric (it has ", gpus, ")");
+    const int32_t kind = w_.kind[i], algo = w_.algorithm[i];
+    RF_CHECK(kind != kSend || nr == 2, "op ", id, ": send needs exactly 2 ranks, has ", nr);
+    RF_CHECK(kind != kM2N || (w_.m2n_senders[i] >= 1 && static_cast<size_t>(w_.m2n_senders[i]) < nr), "op ", id,
+             ": m2n needs 1 <= m2n_senders < ranks");
+    const bool reduce_like = kind == kAllReduce || kind == kAllGather || kind == kReduceScatter;
+    const bool ok = algo == kAuto || (reduce_like && (algo == kRing || algo == kHierRing || algo == kHalvingDoubling ||
+                                                     (algo == kDirect && kind != kAllReduce))) ||
+                    (kind == kAllToAll && (algo == kDirect || algo == kRing)) ||
+                    (kind == kBroadcast && (algo == kTree || algo == kChain || algo == kDirect || algo == kRing)) ||
+                    ((kind == kSend || kind == kM2N) && (algo == kDirect || algo == kRing));
+    RF_CHECK(ok, "op ", id, ": algorithm '", kAlgoNames[algo], "' is not available for ", kKindNames[kind]);
+    RF_CHECK(algo != kHalvingDoubling || power_of_two(nr), "op ", id, ": halving_doubling needs a power-of-two",
+             " group, this one has ", nr, " ranks");
+    const int64_t d0 = w_.deps_offsets[i], d1 = w_.deps_offsets[i + 1];
+    RF_CHECK(d0 >= 0 && d1 >= d0 && d1 <= static_cast<int64_t>(w_.deps.size()), "op ", id, ": bad deps offsets");
+    for (int64_t k = d0; k < d1; ++k) {
+      auto it = std::lower_bound(w_.op_id.begin(), w_.op_id.begin() + static_cast<std::ptrdiff_t>(i), w_.deps[k]);
+      RF_CHECK(it != w_.op_id.begin() + static_cast<std::ptrdiff_t>(i) && *it == w_.deps[k], "op ", id,
+               ": depends on op ", w_.deps[k], " which does not exist before it");
+      w_.deps[k] = it - w_.op_id.begin();  // now an op index
+      ++count[static_cast<size_t>(w_.deps[k]) + 1];
+      ++pending_[i];
+    }
+  }
+  dependents_begin_.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] = dependents_begin_[i] + count[i + 1];
+  dependents_.resize(dependents_begin_[n]);
+  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for (int64_t k = w_.deps_offsets[i]; k < w_.deps_offsets[i + 1]; ++k)
+      dependents_[fill[static_cast<size_t>(w_.deps[k])]++] = static_cast<uint32_t>(i);
+
+  start_.assign(n, -1);
+  end_.assign(n, -1);
+  ready_.assign(n, net_.now());
+  runs_.resize(n);
+  kind_ = net_.engine().register_handler(this);
+  net_.set_observer(this);
+  for (size_t i = 0; i < n; ++i)
+    if (pending_[i] == 0) net_.engine().schedule(net_.now() + w_.compute_ps[i], static_cast<uint32_t>(i), kind_);
+}
+
+Executor::~Executor() { net_.set_observer(nullptr); }
+
+void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
+
+void Executor::send(uint32_t op, uint16_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
+                    uint32_t channel) {
+  // Connection identity: (src, dst, channel); channel 0 is the default connection.
+  const uint64_t key = (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
+  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key);
+  if (recs_.size() <= f) {
+    recs_.resize(f + 1);
+    has_rec_.resize(f + 1, 0);
+  }
+  recs_[f] = FlowRec{op, prog, tag};
+  has_rec_[f] = 1;
+}
+
+void Executor::on_flow_sent(uint32_t flow) {
+  if (flow >= has_rec_.size() || !has_rec_[flow]) return;
+  const FlowRec r = recs_[flow];
+  OpRun& run = runs_[r.op];
+  if (run.phase < run.phases.size()) run.phases[run.phase][r.prog]->on_sent(*this, r.op, r.prog, r.tag);
+}
+
+void Executor::on_flow_done(uint32_t flow) {
+  if (flow >= has_rec_.size() || !has_rec_[flow]) return;
+  const FlowRec r = recs_[flow];
+  OpRun& run = runs_[r.op];
+  if (run.phases[run.phase][r.prog]->on_flow(*this, r.op, r.prog, r.tag)) program_done(r.op);
+}
+
+void Executor::start_op(uint32_t op) {
+  start_[op] = net_.now();
+  plan(op, runs_[op]);
+  start_phase(op);
+}
+
+void Executor::start_phase(uint32_t op) {
+  OpRun& run = runs_[op];
+  while (run.phase < run.phases.size()) {
+    auto& progs = run.phases[run.phase];
+    run.live = progs.size();
+    size_t finished = 0;
+    for (size_t i = 0; i < progs.size(); ++i)
+      if (progs[i]->start(*this, op, static_cast<uint16_t>(i))) ++finished;
+    run.live -= finished;
+    if (run.live > 0) return;
+    ++run.phase;
+  }
+  finish_op(op);
+}
+
+void Executor::program_done(uint32_t op) {
+  OpRun& run = runs_[op];
+  if (--run.live > 0) return;
+  ++run.phase;
+  start_phase(op);
+}
+
+void Executor::finish_op(uint32_t op) {
+  const SimTime now = net_.now();
+  end_[op] = now;
+  ++ops_done_;
+  runs_[op] = OpRun{};
+  for (uint32_t k = dependents_begin_[op]; k < dependents_begin_[op + 1]; ++k) {
+    const uint32_t d = dependents_[k];
+    ready_[d] = std::max(ready_[d], now);
+    if (--pending_[d] == 0) net_.engine().schedule(ready_[d] + w_.compute_ps[d], d, kind_);
+  }
+}
+
+void Executor::plan(uint32_t op, OpRun& run) {
+  std::vector<uint32_t> ranks;
+  for (int64_t k = w_.ranks_offsets[op]; k < w_.ranks_offsets[op + 1]; ++k)
+    ranks.push_back(static_cast<uint32_t>(w_.ranks[k]));
+  const size_t n = ranks.size();
+  const Bytes size = w_.size_bytes[op];
+  const int32_t kind = w_.kind[op];
+  int32_t algo = w_.algorithm[op];
+  auto& phases = run.phases;
+  phases.clear();
+  phases.emplace_back();
+  if (size == 0 || n < 2) return;
+
+  auto rings = [&](const std::vector<uint32_t>& group_ranks, uint32_t steps, Bytes total, int max_channels,
+                   std::vector<std::unique_ptr<Program>>& out) {
+    const size_t m = group_ranks.size();
+    if (m < 2) return;
+    // NCCL uses fewer channels for small messages: at least 64 KiB per channel and rank.
+    const Bytes per = static_cast<Bytes>(m) * 64 * 1024;
+    const int c = static_cast<int>(std::clamp<Bytes>(total / std::max<Bytes>(per, 1), 1, max_channels));
+    const auto groups = by_server(net_, group_ranks);
+    const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
+    for (int ch = 0; ch < c; ++ch)
+      out.push_back(std::make_unique<Ring>(channel_ring(groups, ch), steps, chunk, cfg_.chunk_bytes,
+                                           static_cast<uint32_t>(ch) + 1));
+  };
+  auto mesh_all = [&](Bytes per_peer) {
+    std::vector<Mesh::Edge> edges;
+    for (const uint32_t a : ranks)
+      for (const uint32_t b : ranks)
+        if (a != b) edges.push_back({a, b, per_peer});
+    phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
+  };
+  const uint32_t n32 = static_cast<uint32_t>(n);
+  const Bytes per_rank = ceil_div(size, static_cast<Bytes>(n));
+
+  switch (kind) {
+    case kAllReduce:
+    case kAllGather:
+    case kReduceScatter: {
+      if (algo == kAuto) algo = kRing;
+      const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
+      if (algo == kHierRing) {
+        const auto groups = by_server(net_, ranks);
+        const size_t m = groups[0].size();
+        bool uniform = groups.size() >= 2 && m >= 2;
+        for (const auto& g : groups) uniform = uniform && g.size() == m;
+        if (uniform) {
+          // intra-server reduce-scatter, inter-server rings per local index, intra all-gather
+          const Bytes shard = ceil_div(size, static_cast<Bytes>(m));
+          const uint32_t s = static_cast<uint32_t>(groups.size()), m32 = static_cast<uint32_t>(m);
+          if (kind != kAllGather)
+            for (const auto& g : groups) rings(g, m32 - 1, size, 1, phases[0]);
+          phases.emplace_back();
+          for (size_t l = 0; l < m; ++l) {
+            std::vector<uint32_t> rail;
+            for (const auto& g : groups) rail.push_back(g[l]);
+            const uint32_t inter = kind == kAllReduce ? 2 * (s - 1) : s - 1;
+            rings(rail, inter, shard, cfg_.channels, phases.back());
+          }
+          if (kind != kReduceScatter) {
+            phases.emplace_back();
+            for (const auto& g : groups) rings(g, m32 - 1, size, 1, phases.back());
+          }
+          return;
+        }
+        algo = kRing;  // not one uniform group per server: a flat ring (documented)
+      }
+      if (algo == kRing) {
+        rings(ranks, steps, size, cfg_.channels, phases[0]);
+      } else if (algo == kHalvingDoubling) {
+        std::vector<uint32_t> masks;
+        std::vector<Bytes> bytes;
+        uint32_t levels = 0;
+        while ((size_t{1} << levels) < n) ++levels;
+        if (kind != kAllGather)
+          for (uint32_t k = 0; k < levels; ++k) {
+            masks.push_back(n32 >> (k + 1));
+            bytes.push_back(ceil_div(size, Bytes{1} << (k + 1)));
+          }
+        if (kind != kReduceScatter)
+          for (uint32_t k = 0; k < levels; ++k) {
+            masks.push_back(1u << k);
+            bytes.push_back(per_rank << k);
+          }
+        phases[0].push_back(std::make_unique<HalvingDoubling>(ranks, std::move(masks), std::move(bytes)));
+      } else {  // direct all-gather / reduce-scatter: every rank sends its shard to every other
+        mesh_all(per_rank);
+      }
+      return;
+    }
+    case kAllToAll:
+      if (algo == kRing) {
+        phases[0].push_back(std::make_unique<Pairwise>(ranks, per_rank));
+      } else {
+        mesh_all(per_rank);
+      }
+      return;
+    case kBroadcast: {
+      if (algo == kDirect) {
+        std::vector<Mesh::Edge> edges;
+        for (size_t i = 1; i < n; ++i) edges.push_back({ranks[0], ranks[i], size});
+        phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
+        return;
+      }
+      std::vector<int32_t> parent(n, -1);
+      for (size_t p = 1; p < n; ++p)
+        parent[p] = algo == kTree ? static_cast<int32_t>((p - 1) / 2) : static_cast<int32_t>(p - 1);
+      std::vector<Bytes> chunks;
+      const Bytes k = ceil_div(size, cfg_.chunk_bytes);
+      for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
+      phases[0].push_back(std::make_unique<Pipeline>(ranks, std::move(parent), std::move(chunks)));
+      return;
+    }
+    case kSend:
+      phases[0].push_back(std::make_unique<Mesh>(std::vector<Mesh::Edge>{{ranks[0], ranks[1], size}}));
+      return;
+    case kM2N: {
+      const size_t senders = static_cast<size_t>(w_.m2n_senders[op]);
+      const Bytes each = ceil_div(size, static_cast<Bytes>(n - senders));
+      std::vector<Mesh::Edge> edges;
+      for (size_t a = 0; a < senders; ++a)
+        for (size_t b = senders; b < n; ++b) edges.push_back({ranks[a], ranks[b], each});
+      phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+std::vector<int64_t> Executor::flow_ops() const {
+  std::vector<int64_t> out(net_.flows().size(), -1);
+  for (size_t f = 0; f < out.size() && f < has_rec_.size(); ++f)
+    if (has_rec_[f]) out[f] = w_.op_id[recs_[f].op];
+  return out;
+}
+
+}  // namespace rfabric::coll

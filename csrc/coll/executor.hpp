@@ -1,0 +1,103 @@
+// executor.hpp: runs a workload's DAG of collective ops inside the engine.
+// An op becomes ready when its dependencies have finished, starts compute_ps later, and
+// expands into flows step by step by its algorithm (rings, hierarchical rings, direct and
+// pairwise all-to-all, halving-doubling, tree and chain broadcast, send, M2N). Flows are
+// created lazily as earlier steps finish, so only the active steps exist at any time.
+// INVARIANT: an op never starts before max(end of its deps) + compute_ps, exactly.
+// Knows the network only through Network::create_flow and the flow-done callback.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "net/network.hpp"
+
+namespace rfabric::coll {
+
+using engine::SimTime;
+using net::Bytes;
+
+/// Op kinds and algorithms: codes match rfabric.traces.KINDS / ALGORITHMS.
+enum Kind : int32_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kM2N, kNumKinds };
+enum Algo : int32_t { kAuto, kRing, kHierRing, kDirect, kTree, kChain, kHalvingDoubling, kNumAlgos };
+
+/// The workload as struct-of-arrays (rfabric.traces.Trace.arrays()).
+struct Workload {
+  std::vector<int64_t> op_id;
+  std::vector<int32_t> kind, algorithm, m2n_senders;
+  std::vector<int64_t> ranks_offsets;  ///< CSR, num_ops + 1
+  std::vector<int32_t> ranks;
+  std::vector<int64_t> deps_offsets;   ///< CSR, num_ops + 1
+  std::vector<int64_t> deps;           ///< op_ids
+  std::vector<Bytes> size_bytes;
+  std::vector<SimTime> compute_ps;
+};
+
+struct ExecutorConfig {
+  int channels = 8;                 ///< NCCL channels per ring collective
+  Bytes chunk_bytes = 512 * 1024;   ///< pipelining unit: ring slices, tree/chain broadcast chunks
+};
+
+/// One step-by-step program inside an op (a ring, a mesh, a pipeline, ...).
+class Program;
+
+class Executor final : public engine::Handler, public net::FlowObserver {
+ public:
+  Executor(net::Network& net, Workload w, ExecutorConfig cfg);
+  ~Executor() override;
+
+  void on_event(const engine::Event& ev) override;
+  void on_flow_done(uint32_t flow) override;
+  void on_flow_sent(uint32_t flow) override;
+
+  // ---- used by programs ----
+  /// Start a flow now; `tag` comes back to the program in on_flow(tag). `channel` names the
+  /// connection (as NCCL's per-channel QPs): one (src, dst, channel) keeps one ECMP path.
+  void send(uint32_t op, uint16_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
+            uint32_t channel = 0);
+  net::Network& network() { return net_; }
+  const ExecutorConfig& config() const { return cfg_; }
+
+  // ---- results ----
+  size_t num_ops() const { return w_.op_id.size(); }
+  const std::vector<SimTime>& op_start() const { return start_; }
+  const std::vector<SimTime>& op_end() const { return end_; }
+  /// op index of every flow (flows not created by the executor: -1)
+  std::vector<int64_t> flow_ops() const;
+  size_t ops_done() const { return ops_done_; }
+
+ private:
+  struct FlowRec {
+    uint32_t op;
+    uint16_t prog;
+    uint64_t tag;
+  };
+  struct OpRun {
+    std::vector<std::vector<std::unique_ptr<Program>>> phases;
+    size_t phase = 0;
+    size_t live = 0;  ///< programs of the current phase not yet done
+  };
+
+  void start_op(uint32_t op);
+  void start_phase(uint32_t op);
+  void program_done(uint32_t op);
+  void finish_op(uint32_t op);
+  void plan(uint32_t op, OpRun& run);
+
+  net::Network& net_;
+  Workload w_;
+  ExecutorConfig cfg_;
+  uint32_t kind_ = 0;
+  std::vector<uint32_t> pending_;                       ///< unfinished deps per op
+  std::vector<uint32_t> dependents_begin_, dependents_; ///< reverse CSR (op indices)
+  std::vector<SimTime> start_, end_, ready_;
+  std::vector<OpRun> runs_;
+  std::vector<FlowRec> recs_;  ///< indexed by flow id
+  std::vector<uint8_t> has_rec_;
+  size_t ops_done_ = 0;
+};
+
+}  // namespace rfabric::coll
