@@ -7,6 +7,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 from __future__ import annotations
 
 from . import topology, traces, units
+from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
 from .results import Results
@@ -27,6 +28,7 @@ __all__ = [
     "SpecError",
     "Topology",
     "TraceError",
+    "collective",
     "simulate",
     "topologies",
     "topology",

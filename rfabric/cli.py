@@ -85,6 +85,34 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _ranks(text: str) -> list[int]:
+    """'0-15' or '0,8,16' or '0-7,16-23'."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        try:
+            lo, hi = int(a), int(b) if b else int(a)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad rank list {text!r} (examples: 0-15, 0,8,16)") from None
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def cmd_collective(args) -> int:
+    """nccl-tests-style table for one collective over a size range."""
+    from .collective import collective, format_table, size_range
+    from .topology import FatTree, load
+
+    fab = load(args.topology) if args.topology else FatTree(args.gpus, args.link)
+    table = collective(args.op, fab, sizes=size_range(args.min_bytes, args.max_bytes, args.factor),
+                       ranks=args.ranks, algorithm=args.algorithm, transport=args.transport, ecmp=args.ecmp)
+    ranks = args.ranks if args.ranks is not None else range(fab.gpus)
+    print(f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
+          f"transport {args.transport}, ecmp {args.ecmp}")
+    print(format_table(table))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .units import parse_size
 
@@ -110,6 +138,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--progress", action="store_true")
     r.add_argument("-o", "--output", help="write flows/links tables as OUTPUT.flows.parquet / .links.parquet")
     r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("collective", help="nccl-tests-style table of one collective over message sizes")
+    c.add_argument("--op", default="all_reduce",
+                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    c.add_argument("--algorithm", default="auto")
+    c.add_argument("--topology", help="topology preset (TOML); default a FatTree of --gpus")
+    c.add_argument("--gpus", type=int, default=16)
+    c.add_argument("--link", default="200Gbps")
+    c.add_argument("--ranks", type=_ranks, help="participating GPUs, e.g. 0-15 (default all)")
+    c.add_argument("-b", "--min-bytes", default="8MiB")
+    c.add_argument("-e", "--max-bytes", default="256MiB")
+    c.add_argument("-f", "--factor", type=int, default=2)
+    c.add_argument("--transport", default="roce")
+    c.add_argument("--ecmp", default="dmodk")
+    c.set_defaults(func=cmd_collective)
 
     try:
         from .traces.cli import add_subcommand

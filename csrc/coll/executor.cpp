@@ -177,7 +177,8 @@ class HalvingDoubling final : public Program {
 };
 
 /// Pipelined broadcast down a tree (a chain is a tree of fan-out 1): the message is cut into
-/// chunks; each edge carries them in order, forwarding chunk j once its parent has it.
+/// chunks; each edge carries them in order (the next posted when the previous has left the
+/// NIC), forwarding chunk j once its parent has received it.
 class Pipeline final : public Program {
  public:
   Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
@@ -194,12 +195,14 @@ class Pipeline final : public Program {
   }
   bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
-    busy_[p] = 0;
-    ++next_[p];
-    received_[p] = next_[p];
-    try_edge(x, op, id, p);
+    ++received_[p];  // chunks arrive in order on an edge
     for (const uint32_t c : children_[p]) try_edge(x, op, id, c);
     return ++done_ == (order_.size() - 1) * chunks_.size();
+  }
+  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t p = tag_hi(tag);
+    busy_[p] = 0;
+    try_edge(x, op, id, p);
   }
 
  private:
@@ -207,6 +210,7 @@ class Pipeline final : public Program {
     const uint32_t j = next_[p];
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
+    ++next_[p];
     x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j));
   }
   std::vector<uint32_t> order_;

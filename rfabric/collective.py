@@ -1,0 +1,100 @@
+"""nccl-tests-style collective benchmarks on a simulated fabric.
+
+``collective("all_reduce", fabric, sizes=...)`` runs one op per message size, each in its
+own simulation of an idle fabric, and returns the table nccl-tests prints: size, count,
+time, algbw and busbw (GB/s = 1e9 bytes/s, nccl-tests' bus-bandwidth factors), so the
+figures can be set beside ``all_reduce_perf`` output from a real cluster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import SpecError
+from .simulation import simulate
+from .units import parse_size
+
+__all__ = ["collective", "format_table", "size_range", "COLLECTIVE_SCHEMA"]
+
+COLLECTIVE_SCHEMA = pa.schema([
+    ("size_bytes", pa.int64()),     # nccl-tests "size" (traces/README.md convention)
+    ("count", pa.int64()),          # elements of `dtype_bytes` bytes
+    ("kind", pa.string()),
+    ("algorithm", pa.string()),
+    ("n_ranks", pa.int32()),
+    ("time_us", pa.float64()),
+    ("algbw_GBps", pa.float64()),
+    ("busbw_GBps", pa.float64()),
+])
+
+
+def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]:
+    """Message sizes from min to max, multiplying by ``factor`` (nccl-tests -b/-e/-f)."""
+    lo, hi = parse_size(min_bytes, allow_zero=False), parse_size(max_bytes, allow_zero=False)
+    if hi < lo:
+        raise SpecError(f"max size {hi} is below min size {lo}")
+    if not isinstance(factor, int) or factor < 2:
+        raise SpecError(f"factor must be an integer >= 2, got {factor!r}")
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def collective(kind: str, fabric, *, sizes=None, ranks=None, algorithm: str = "auto", dtype_bytes: int = 4,
+               **settings) -> pa.Table:
+    """Time one collective per message size on an idle fabric.
+
+    Parameters
+    ----------
+    kind : str
+        ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, ``broadcast``.
+    fabric : Topology or NetworkSpec
+    sizes : list of sizes, optional
+        Message sizes (nccl-tests ``size``); default ``size_range()`` (8 MiB .. 1 GiB).
+    ranks : list of int, optional
+        Participating GPUs (default: all of the fabric's). For broadcast the first is the root.
+    algorithm : str
+        As in traces (``auto``, ``ring``, ``hier_ring``, ``direct``, ``tree``, ``chain``,
+        ``halving_doubling``).
+    dtype_bytes : int
+        Element size for the ``count`` column (4: float32, as nccl-tests' default).
+    **settings
+        EngineConfig fields (``transport``, ``ecmp``, ``coll_channels``, ...).
+    """
+    from .simulation import _as_spec
+    from .traces import Trace
+
+    spec = _as_spec(fabric)
+    ranks = list(range(spec.num_gpus)) if ranks is None else [int(r) for r in ranks]
+    sizes = size_range() if sizes is None else [parse_size(s, allow_zero=False) for s in sizes]
+    rows = []
+    for size in sizes:
+        trace = Trace.from_columns(
+            op_id=[0], iteration=[0], stage=["bench"], phase=[kind], kind=[kind], ranks=[ranks],
+            size_bytes=[size], algorithm=[algorithm], deps=[[]], compute_ps=[0], period=[0],
+            gpus=spec.num_gpus)
+        res = simulate(spec, trace, **settings)
+        op = res.ops.to_pylist()[0]
+        if op["end_ps"] < 0:
+            raise SpecError(f"{kind} of {size} bytes did not finish (drops: {res.run['drops']})")
+        rows.append({
+            "size_bytes": size, "count": size // dtype_bytes, "kind": kind, "algorithm": algorithm,
+            "n_ranks": len(ranks), "time_us": op["time_ps"] / 1e6, "algbw_GBps": op["algbw_GBps"],
+            "busbw_GBps": op["busbw_GBps"],
+        })
+    return pa.Table.from_pylist(rows, schema=COLLECTIVE_SCHEMA)
+
+
+def format_table(table: pa.Table) -> str:
+    """The table as nccl-tests prints it."""
+    lines = [f"#{'size':>14} {'count':>13} {'type':>6}   {'time (us)':>10} {'algbw (GB/s)':>12} {'busbw (GB/s)':>12}"]
+    for r in table.to_pylist():
+        lines.append(f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_us']:>10.1f} "
+                     f"{r['algbw_GBps']:>12.2f} {r['busbw_GBps']:>12.2f}")
+    busbw = np.array(table["busbw_GBps"].to_pylist(), dtype=float)
+    if len(busbw):
+        lines.append(f"# Avg bus bandwidth    : {busbw.mean():.3f} GB/s")
+    return "\n".join(lines)

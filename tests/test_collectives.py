@@ -1,0 +1,226 @@
+"""Collective executor: bandwidth, analytical completion times, dependencies and bytes."""
+
+import numpy as np
+import pytest
+
+import rfabric as rf
+from rfabric.traces import Trace
+
+B = 25e9  # bytes/s: a 200 Gb/s NIC
+NIC_AGGREGATE = 8 * B / 1e9  # GB/s of an 8-GPU server
+L4 = 4 * 1.0 + 3 * 0.8  # us: GPU -> ToR -> agg -> ToR -> GPU (4 links, 3 switches)
+
+
+def wire(nbytes: int, mtu: int = 9216, header: int = 62) -> int:
+    """Bytes on the wire for a message, headers included."""
+    return nbytes + -(-nbytes // (mtu - header)) * header
+
+
+def op_trace(kind, ranks, size, algorithm="auto", **extra):
+    cols = dict(op_id=[0], iteration=[0], stage=["bench"], phase=["x"], kind=[kind], ranks=[list(ranks)],
+                size_bytes=[size], algorithm=[algorithm], deps=[[]], compute_ps=[0], period=[0])
+    cols.update(extra)
+    return Trace.from_columns(**cols)
+
+
+@pytest.fixture(scope="module")
+def ft16():
+    return rf.topologies.FatTree(gpus=16, radix=16)
+
+
+@pytest.fixture(scope="module")
+def ft64():
+    return rf.topologies.FatTree(gpus=64, radix=16)
+
+
+@pytest.mark.parametrize("gpus", [16, 64])
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_ring_collectives_reach_the_servers_nic_rate(gpus, kind):
+    # nccl-tests on real clusters: large-message ring busbw close to the server's NIC rate
+    fab = rf.topologies.FatTree(gpus=gpus, radix=16)
+    res = rf.simulate(fab, op_trace(kind, range(gpus), 256 << 20))
+    assert res.ops["busbw_GBps"][0].as_py() >= 0.85 * NIC_AGGREGATE
+    assert res.run["drops"] == 0
+
+
+NVL = 200e9  # bytes/s: NVLink per GPU, each way
+L_NVL = 0.1 + 0.2 + 0.1  # us: GPU -> NVSwitch -> GPU
+
+
+def test_halving_doubling_matches_analytical_time(ft64):
+    # 64 = 8 servers x 8 GPUs. Reduce-scatter halves the data with partners 32, 16, 8 apart
+    # (other servers: through each GPU's own NIC) then 4, 2, 1 (same server: NVLink);
+    # all-gather doubles it back in reverse. Each step waits for its send and receive.
+    size, n = 256 << 20, 64
+    res = rf.simulate(ft64, op_trace("all_reduce", range(n), size, "halving_doubling"))
+    steps = [(size >> (k + 1), 32 >> k) for k in range(6)] + [((size // n) << k, 1 << k) for k in range(6)]
+    analytic_us = sum(wire(b) / (B if dist >= 8 else NVL) * 1e6 + (L4 if dist >= 8 else L_NVL) for b, dist in steps)
+    assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
+
+
+def test_hierarchical_ring_matches_analytical_time(ft64):
+    # phase 1: reduce-scatter inside each server (NVLink); phase 2: all-reduce of size/8 among
+    # the 8 servers on each rail (each GPU's NIC); phase 3: all-gather inside each server
+    size, m, s = 256 << 20, 8, 8
+    res = rf.simulate(ft64, op_trace("all_reduce", range(64), size, "hier_ring"))
+    intra_us = 2 * (m - 1) / m * size / NVL * 1e6
+    inter_us = 2 * (s - 1) / s * wire(size // m) / B * 1e6
+    analytic_us = intra_us + inter_us
+    assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
+
+
+def test_hash_collisions_hurt_rings_and_dmodk_avoids_them(ft64):
+    trace = op_trace("all_reduce", range(64), 64 << 20)
+    dmodk = rf.simulate(ft64, trace).ops["busbw_GBps"][0].as_py()
+    hashed = rf.simulate(ft64, trace, ecmp="flow").ops["busbw_GBps"][0].as_py()
+    assert hashed < 0.8 * dmodk
+
+
+@pytest.mark.parametrize("size", [64 << 20, 256 << 20])
+def test_all_to_all_matches_analytical_time(ft16, size):
+    # each GPU's NIC carries its 8 shards of size/16 to the other server; NVLink, the 7 others
+    res = rf.simulate(ft16, op_trace("all_to_all", range(16), size, "direct"))
+    analytic_us = wire(size // 16) * 8 / B * 1e6 + L4
+    assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
+
+
+@pytest.mark.parametrize("algorithm", ["chain", "tree"])
+@pytest.mark.parametrize("size", [64 << 20, 256 << 20])
+def test_broadcast_matches_analytical_pipeline_time(ft64, algorithm, size):
+    ranks = list(range(0, 64, 8))  # one GPU per server: every edge crosses the fabric
+    res = rf.simulate(ft64, op_trace("broadcast", ranks, size, algorithm))
+    n, chunk = len(ranks), 512 * 1024
+    k = -(-size // chunk)
+    if algorithm == "chain":  # K chunks through n-1 edges in a pipeline
+        analytic_us = (wire(chunk) * (k + n - 2)) / B * 1e6 + (n - 1) * L4
+    else:  # binary tree: every inner node feeds two children from one NIC
+        depth = int(np.floor(np.log2(n)))
+        analytic_us = 2 * wire(chunk) * (k + depth - 1) / B * 1e6 + depth * L4
+    assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
+
+
+def test_dependencies_and_compute_gaps_are_exact(ft16):
+    # a diamond with gaps: 0 -> (1, 2) -> 3, plus an independent op 4 with a start gap
+    trace = Trace.from_columns(
+        op_id=[0, 1, 2, 3, 4], iteration=[0] * 5, stage=["train"] * 5, phase=["x"] * 5,
+        kind=["all_reduce", "send", "all_gather", "all_to_all", "broadcast"],
+        ranks=[list(range(8)), [0, 9], list(range(16)), list(range(8, 16)), [3, 12, 5]],
+        size_bytes=[4 << 20, 1 << 20, 8 << 20, 2 << 20, 3 << 20], algorithm=["auto"] * 5,
+        deps=[[], [0], [0], [1, 2], []], compute_ps=[7_000_000, 1_000_000, 123_456, 5_000_000, 2_000_000],
+        period=[0] * 5)
+    res = rf.simulate(ft16, trace)
+    ops = {r["op_id"]: r for r in res.ops.to_pylist()}
+    assert ops[0]["start_ps"] == 7_000_000
+    assert ops[4]["start_ps"] == 2_000_000
+    assert ops[1]["start_ps"] == ops[0]["end_ps"] + 1_000_000
+    assert ops[2]["start_ps"] == ops[0]["end_ps"] + 123_456
+    assert ops[3]["start_ps"] == max(ops[1]["end_ps"], ops[2]["end_ps"]) + 5_000_000
+    # and every flow of an op lies within the op
+    flows = res.flows.to_pylist()
+    for f in flows:
+        assert ops[f["op_id"]]["start_ps"] <= f["start_ps"] and f["end_ps"] <= ops[f["op_id"]]["end_ps"]
+    stages = res.stages.to_pylist()
+    assert stages == [{"iteration": 0, "stage": "train", "ops": 5, "start_ps": 2_000_000,
+                       "end_ps": max(o["end_ps"] for o in ops.values())}]
+
+
+def _sent_per_rank(res, ranks):
+    f = res.flows
+    src = f["src"].to_numpy()
+    size = f["size_bytes"].to_numpy()
+    return np.array([size[src == r].sum() for r in ranks])
+
+
+# bytes each rank sends, per nccl-tests' size convention (traces/README.md)
+@pytest.mark.parametrize("kind,algorithm,per_rank", [
+    ("all_reduce", "ring", lambda s, n: 2 * (n - 1) / n * s),
+    ("all_reduce", "halving_doubling", lambda s, n: 2 * (n - 1) / n * s),
+    ("all_gather", "ring", lambda s, n: (n - 1) / n * s),
+    ("all_gather", "halving_doubling", lambda s, n: (n - 1) / n * s),
+    ("all_gather", "direct", lambda s, n: (n - 1) / n * s),
+    ("reduce_scatter", "ring", lambda s, n: (n - 1) / n * s),
+    ("reduce_scatter", "halving_doubling", lambda s, n: (n - 1) / n * s),
+    ("all_to_all", "direct", lambda s, n: (n - 1) / n * s),
+    ("all_to_all", "ring", lambda s, n: (n - 1) / n * s),
+])
+def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_rank):
+    size, ranks = 16 << 20, list(range(16))
+    res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm))
+    sent = _sent_per_rank(res, ranks)
+    # exact up to rounding every chunk up to a whole byte
+    assert np.allclose(sent, per_rank(size, len(ranks)), rtol=1e-4)
+
+
+def test_hierarchical_ring_moves_intra_and_inter_server_bytes(ft16):
+    size = 16 << 20
+    res = rf.simulate(ft16, op_trace("all_reduce", range(16), size, "hier_ring"))
+    f = res.flows
+    src, dst, nbytes = (f[c].to_numpy() for c in ("src", "dst", "size_bytes"))
+    inter = (src // 8) != (dst // 8)
+    # inter-server: ring all-reduce of size/8 among 2 servers, per rail of 8: 2*(2-1)/2 * size/8 each
+    assert nbytes[inter].sum() == pytest.approx(16 * (size / 8), rel=1e-4)
+    # intra-server: reduce-scatter + all-gather of size over 8 GPUs on each server
+    assert nbytes[~inter].sum() == pytest.approx(16 * 2 * 7 / 8 * size, rel=1e-4)
+
+
+def test_broadcast_and_m2n_and_send_bytes(ft16):
+    size = 6 << 20
+    res = rf.simulate(ft16, op_trace("broadcast", [5, 0, 9, 14], size, "chain"))
+    got = {d: res.flows["size_bytes"].to_numpy()[res.flows["dst"].to_numpy() == d].sum() for d in (0, 9, 14)}
+    assert got == {0: size, 9: size, 14: size}
+    m2n = op_trace("m2n", [0, 1, 2, 8, 9], size, m2n_senders=[3])
+    res = rf.simulate(ft16, m2n)
+    assert np.array_equal(_sent_per_rank(res, [0, 1, 2, 8, 9]), [size, size, size, 0, 0])
+    res = rf.simulate(ft16, op_trace("send", [3, 12], size))
+    assert res.flows.num_rows == 1 and res.flows["size_bytes"][0].as_py() == size
+
+
+def test_executor_errors_name_the_op(ft16):
+    with pytest.raises(rf.SpecError, match="op 0: halving_doubling needs a power-of-two group, this one has 6"):
+        rf.simulate(ft16, op_trace("all_reduce", range(6), 1 << 20, "halving_doubling"))
+    with pytest.raises(rf.SpecError, match="op 0: algorithm 'tree' is not available for all_reduce"):
+        rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, "tree"))
+    with pytest.raises(rf.SpecError, match="the trace is for 64 GPUs but fat_tree-16 has 16"):
+        rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, metadata={"gpus": 64}))
+
+
+def test_zero_size_and_single_rank_ops_finish_at_their_start(ft16):
+    trace = Trace.from_columns(
+        op_id=[0, 1, 2], iteration=[0] * 3, stage=["x"] * 3, phase=["x"] * 3, kind=["all_reduce"] * 3,
+        ranks=[[0, 1], [4], [0, 9]], size_bytes=[0, 1 << 20, 1 << 20], algorithm=["auto"] * 3,
+        deps=[[], [0], [1]], compute_ps=[5, 6, 7], period=[0] * 3)
+    ops = rf.simulate(ft16, trace).ops.to_pylist()
+    assert [(o["start_ps"], o["end_ps"]) for o in ops[:2]] == [(5, 5), (11, 11)]
+    assert ops[2]["start_ps"] == 18 and ops[2]["end_ps"] > 18
+
+
+def test_generated_rl_iteration_replays_end_to_end():
+    # a small user-given model keeps this a unit test (a Qwen2.5-14B iteration on 64 GPUs
+    # moves ~300 GB: 650 M packet-hops, ~25 s)
+    tiny = rf.traces.ModelConfig(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000)
+    trace = rf.traces.generate_rl(model=tiny, train_gpus=32, gen_gpus=32, train=dict(tp=8, pp=2, dp=2),
+                                  gen=dict(tp=8), iterations=2, seed=3, global_batch=16, decode_steps_per_op=256)
+    fab = rf.topologies.FatTree(gpus=64, radix=16)
+    res = rf.simulate(fab, trace)
+    assert res.run["ops_done"] == trace.num_ops
+    stages = set(res.stages["stage"].to_pylist())
+    assert {"train", "gen", "weight_sync"} <= stages
+    ops = res.ops.to_pylist()
+    by_id = {o["op_id"]: o for o in ops}
+    deps = trace.table["deps"].to_pylist()
+    gaps = trace.table["compute_ps"].to_pylist()
+    for o, d, gap in zip(ops, deps, gaps):
+        ready = max((by_id[x]["end_ps"] for x in d), default=0)
+        assert o["start_ps"] == ready + gap
+
+
+def test_collective_table_and_command(ft16, capsys):
+    table = rf.collective("all_reduce", ft16, sizes=["1MiB", "64MiB"])
+    assert table.column_names[:3] == ["size_bytes", "count", "kind"]
+    busbw = table["busbw_GBps"].to_pylist()
+    assert busbw[1] > busbw[0] > 0
+    from rfabric.cli import main
+
+    assert main(["collective", "--gpus", "16", "-b", "1MiB", "-e", "4MiB", "--op", "all_gather"]) == 0
+    out = capsys.readouterr().out
+    assert "busbw (GB/s)" in out and "Avg bus bandwidth" in out and "1048576" in out
