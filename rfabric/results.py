@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-__all__ = ["Results", "FLOW_SCHEMA", "LINK_SCHEMA", "OP_SCHEMA", "STAGE_SCHEMA", "RUN_KEYS", "BUSBW_FACTOR"]
+__all__ = ["Results", "FLOW_SCHEMA", "LINK_SCHEMA", "OP_SCHEMA", "STAGE_SCHEMA", "CIRCUIT_SCHEMA", "RUN_KEYS",
+           "BUSBW_FACTOR"]
 
 FLOW_SCHEMA = pa.schema([
     ("flow_id", pa.int64()),          # row in the input flow set
@@ -73,6 +74,14 @@ STAGE_SCHEMA = pa.schema([
     ("end_ps", pa.int64()),         # last op end; -1 if any op did not finish
 ])
 
+CIRCUIT_SCHEMA = pa.schema([
+    ("time_ps", pa.int64()),     # when the plan was applied: removed circuits go dark
+    ("plan_id", pa.int64()),     # order in which plans were given to Simulation.apply_circuits
+    ("added", pa.int64()),       # circuits in the new plan and not in the old
+    ("removed", pa.int64()),     # circuits in the old plan and not in the new
+    ("dark_ps", pa.int64()),     # added circuits carry light from time_ps + dark_ps
+])
+
 #: nccl-tests bus-bandwidth factors, as functions of the rank count n
 BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -104,11 +113,15 @@ class Results:
         One row per collective op of a trace workload (``OP_SCHEMA``); empty for plain flows.
     stages : pyarrow.Table
         Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
+    circuits : pyarrow.Table
+        Every applied circuit change (``CIRCUIT_SCHEMA``).
     run : dict
         Run summary: ``backend``, ``transport``, ``events``, ``packets``, ``packet_hops``
         (packets leaving a link), ``drops``, ``ecn_marks``, ``pfc_pauses``, ``flows``,
         ``flows_done``, ``wall_s`` (engine wall time, s), ``sim_ps`` (engine clock at the
-        end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``.
+        end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``,
+        ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
+        never lift: a cyclic buffer dependency of the lossless fabric).
     """
 
     flows: pa.Table
@@ -116,6 +129,7 @@ class Results:
     run: dict = field(default_factory=dict)
     ops: pa.Table = field(default_factory=lambda: OP_SCHEMA.empty_table())
     stages: pa.Table = field(default_factory=lambda: STAGE_SCHEMA.empty_table())
+    circuits: pa.Table = field(default_factory=lambda: CIRCUIT_SCHEMA.empty_table())
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -137,6 +151,9 @@ class Results:
                          f"max {fct.max() / 1e6:.3f}")
         lines.append(f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
                      f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s")
+        if r.get("deadlock"):
+            lines.append(f"PFC DEADLOCK: {r['packets_in_flight']:,} frames wait on pauses that never lift; "
+                         "incomplete flows have end_ps = -1")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

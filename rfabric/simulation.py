@@ -17,7 +17,9 @@ import numpy as np
 
 from .errors import SpecError
 from .flows import Flows
-from .results import Results, build_flow_table, build_link_table, build_op_tables
+import pyarrow as pa
+
+from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
 from .spec import NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
@@ -79,7 +81,10 @@ class EngineConfig:
         carry under 64 KiB per rank). Each channel's ring leaves every server from a
         different GPU, so inter-server hops use all NICs.
     coll_chunk : size
-        Pipelining unit of tree and chain broadcast (default 512 KiB).
+        Pipelining unit of ring slices and tree / chain broadcast chunks (default 512 KiB).
+    t_ocs : time
+        Reconfiguration time of optical circuit switches (default 25 ms, paper §7.2): a new
+        circuit is dark this long after a plan is applied.
     """
 
     transport: str = "roce"
@@ -116,6 +121,9 @@ class EngineConfig:
     dctcp_g: float = 1 / 16
     dctcp_init_cwnd_packets: int = 10
     dctcp_min_rto: object = "200us"
+    # Optical circuit switches: how long changed circuits stay dark (paper: 25 ms; table 2
+    # spans 10 us .. 120 s across OCS technologies)
+    t_ocs: object = "25ms"
     # Collective executor (trace workloads)
     coll_channels: int = 8            # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"     # pipelining unit of tree / chain broadcast
@@ -159,6 +167,7 @@ class EngineConfig:
             "dctcp_g": float(self.dctcp_g),
             "dctcp_init_cwnd_packets": int(self.dctcp_init_cwnd_packets),
             "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
+            "t_ocs_ps": parse_time(self.t_ocs),
         }
         if isinstance(self.coll_channels, bool) or not isinstance(self.coll_channels, (int, np.integer)) \
                 or self.coll_channels < 1:
@@ -242,6 +251,8 @@ class Simulation:
         else:
             raise SpecError(f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}")
         self.wall_s = 0.0
+        self._plans = 0
+        self._failed_links: set[int] = set()
 
     @property
     def now(self) -> int:
@@ -259,15 +270,61 @@ class Simulation:
         return self._engine
 
     def set_link_state(self, link: int, at, up: bool) -> None:
-        """Take link row ``link`` down (``up=False``) or up at simulated time ``at``."""
+        """Take link row ``link`` down (``up=False``) or up at simulated time ``at``.
+
+        Routing avoids a down link from that instant; frames on it are lost (lossy) or
+        re-forwarded (lossless). A link that ends at an optical device is an OCS port: it is
+        masked from circuit plans applied afterwards.
+        """
         link = int(link)
         if not 0 <= link < self.spec.num_links:
             raise SpecError(f"link {link} does not exist ({self.spec.name} has {self.spec.num_links} links)")
         self._engine.set_link_state(link, parse_time(at), bool(up))
+        if up:
+            self._failed_links.discard(link)
+        else:
+            self._failed_links.add(link)
 
     def fail_link(self, link: int, at=0) -> None:
-        """Take link row ``link`` down at time ``at`` (both directions)."""
+        """Take link row ``link`` down at time ``at`` (both directions). Find rows with
+        ``spec.nic_link(gpu)``, ``spec.link_between(a, b)`` or ``spec.links_of(node)``."""
         self.set_link_state(link, at, False)
+
+    def fail_nic(self, gpu: int, at=0) -> None:
+        """Fail GPU ``gpu``'s NIC link at ``at``: its traffic then crosses the NVSwitch to
+        another GPU of the server and leaves (and arrives) through that GPU's NIC."""
+        self.fail_link(self.spec.nic_link(gpu), at)
+
+    def apply_circuits(self, plan, at, t_ocs=None) -> int:
+        """Switch to circuit plan ``plan`` (a CircuitTable) at simulated time ``at``.
+
+        Circuits in the current plan but not in ``plan`` go dark at ``at``; circuits new in
+        ``plan`` carry light from ``at + t_ocs`` (default: the config's ``t_ocs``); circuits in
+        both keep carrying traffic throughout (non-blocking reconfiguration, paper §5.4).
+        Frames on a circuit when it goes dark are lost on a lossy fabric and held back and
+        re-forwarded by the sender on a lossless one. Returns the plan id.
+        """
+        from .spec import CircuitTable
+
+        if not isinstance(plan, CircuitTable):
+            raise SpecError(f"plan must be a CircuitTable, got {type(plan).__name__}")
+        self.spec.validate_circuits(plan, where="apply_circuits")
+        masked = sorted(self._failed_links & set(plan.a.tolist()) | self._failed_links & set(plan.b.tolist()))
+        if masked:
+            raise SpecError(f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked}; "
+                            "failed ports are masked from later plans")
+        dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs)
+        self._engine.schedule_plan(parse_time(at), plan.ocs.astype(np.uint32), plan.a.astype(np.uint32),
+                                   plan.b.astype(np.uint32), dark)
+        self._plans += 1
+        return self._plans - 1
+
+    def current_circuits(self):
+        """The circuits in place now (lit or dark) as a CircuitTable."""
+        from .spec import CircuitTable
+
+        flat = self._engine.current_circuits().reshape(-1, 3).astype(np.int64)
+        return CircuitTable.build(flat[:, 0], flat[:, 1], flat[:, 2])
 
     def delivered_bytes(self) -> np.ndarray:
         """Payload bytes delivered so far, per flow."""
@@ -321,6 +378,10 @@ class Simulation:
             "no_route_drops": int(c["no_route_drops"]),
             "link_down_drops": int(c["link_down_drops"]),
             "ecn_marks": int(c["ecn_marks"]),
+            "circuit_drops": int(c["circuit_drops"]),
+            "circuit_reroutes": int(c["circuit_reroutes"]),
+            "held": int(c["held"]),
+            "packets_held": int(c["packets_held"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),
             "flows": len(log["src"]),
@@ -336,8 +397,14 @@ class Simulation:
             "packet_hops_per_s": c["packet_hops"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
+        # Nothing left to happen, yet frames sit in queues: every one of them waits on a PAUSE
+        # that will never be lifted (a cyclic buffer dependency of a lossless fabric).
+        run["deadlock"] = bool(self._engine.idle and c["packets_in_flight"] > 0 and self._engine.lossless)
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=build_flow_table(log), links=links, run=run)
+        circuit_log = self._engine.circuit_log()
+        res.circuits = pa.table({k: np.asarray(v, dtype=np.int64) for k, v in circuit_log.items()},
+                                schema=CIRCUIT_SCHEMA)
         if self.trace is not None:
             res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
             end = res.ops["end_ps"].to_numpy()
@@ -349,7 +416,7 @@ class Simulation:
 
 def simulate(topology, workload, *, transport: str = "roce", backend: str = "packet", seed: int = 1,
              mtu_bytes=9216, progress: bool = False, until=None, config: EngineConfig | None = None,
-             **settings) -> Results:
+             failures=(), **settings) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
 
     Parameters
@@ -372,8 +439,17 @@ def simulate(topology, workload, *, transport: str = "roce", backend: str = "pac
         Stop at this simulated time instead of running to completion.
     config : EngineConfig, optional
         Base configuration; ``settings`` override its fields.
+    failures : iterable of (link, time)
+        Failure schedule: link rows that go down at the given times (see
+        ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
     """
     sim = Simulation(topology, workload, config, transport=transport, backend=backend, seed=seed,
                      mtu_bytes=mtu_bytes, **settings)
+    for item in failures:
+        try:
+            link, at = item
+        except (TypeError, ValueError):
+            raise SpecError(f"failures: expected (link, time) pairs, got {item!r}") from None
+        sim.fail_link(link, at)
     sim.run(until, progress=progress)
     return sim.results()

@@ -181,6 +181,43 @@ class NetworkSpec:
     def num_links(self) -> int:
         return len(self.links)
 
+    def node_id(self, node) -> int:
+        """Node row of a name or id (raises SpecError naming the unknown node)."""
+        if isinstance(node, (int, np.integer)) and not isinstance(node, bool):
+            if not 0 <= int(node) < self.num_nodes:
+                raise SpecError(f"{self.name}: node {node} does not exist (there are {self.num_nodes})")
+            return int(node)
+        hits = np.flatnonzero(self.nodes.name == node)
+        if hits.size == 0:
+            raise SpecError(f"{self.name}: no node named {node!r}")
+        return int(hits[0])
+
+    def links_of(self, node) -> np.ndarray:
+        """Link rows that end at ``node`` (a name or id)."""
+        n = self.node_id(node)
+        return np.flatnonzero((self.links.src == n) | (self.links.dst == n))
+
+    def link_between(self, a, b) -> int:
+        """The link row joining nodes ``a`` and ``b`` (names or ids); the first if several."""
+        na, nb = self.node_id(a), self.node_id(b)
+        hits = np.flatnonzero(((self.links.src == na) & (self.links.dst == nb)) |
+                              ((self.links.src == nb) & (self.links.dst == na)))
+        if hits.size == 0:
+            raise SpecError(f"{self.name}: no link between {self.node_label(na)} and {self.node_label(nb)}")
+        return int(hits[0])
+
+    def nic_link(self, gpu: int) -> int:
+        """The link row of GPU ``gpu``'s NIC (GPU id, not node row)."""
+        if not 0 <= int(gpu) < self.num_gpus:
+            raise SpecError(f"{self.name}: GPU {gpu} does not exist (it has {self.num_gpus})")
+        node = self.gpu_nodes[int(gpu)]
+        nvs = NODE_KINDS["nvswitch"]
+        for link in self.links_of(node):
+            other = self.links.dst[link] if self.links.src[link] == node else self.links.src[link]
+            if self.nodes.kind[other] != nvs:
+                return int(link)
+        raise SpecError(f"{self.name}: GPU {gpu} has no NIC link")
+
     def node_label(self, node: int) -> str:
         return f"node {node} ({self.nodes.name[node]})"
 
@@ -388,4 +425,9 @@ class NetworkSpec:
             "link_rate_bps": self.links.rate_bps,
             "link_latency_ps": self.links.latency_ps,
             "link_buffer_bytes": self.links.buffer_bytes,
+            "circuit_ocs": self.circuits.ocs.astype(np.uint32),
+            "circuit_a": self.circuits.a.astype(np.uint32),
+            "circuit_b": self.circuits.b.astype(np.uint32),
+            "host_forwarding": self.host_forwarding,
+            "pxn": self.pxn,
         }

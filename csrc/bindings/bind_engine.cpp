@@ -33,6 +33,13 @@ NetworkSpec spec_from_dict(const py::dict& d) {
   s.link_rate_bps = from_numpy<int64_t>(get("link_rate_bps"), "link_rate_bps");
   s.link_latency_ps = from_numpy<int64_t>(get("link_latency_ps"), "link_latency_ps");
   s.link_buffer_bytes = from_numpy<int64_t>(get("link_buffer_bytes"), "link_buffer_bytes");
+  if (d.contains("circuit_ocs")) {
+    s.circuit_ocs = from_numpy<uint32_t>(d["circuit_ocs"], "circuit_ocs");
+    s.circuit_a = from_numpy<uint32_t>(get("circuit_a"), "circuit_a");
+    s.circuit_b = from_numpy<uint32_t>(get("circuit_b"), "circuit_b");
+  }
+  if (d.contains("host_forwarding")) s.host_forwarding = d["host_forwarding"].cast<bool>();
+  if (d.contains("pxn")) s.pxn = d["pxn"].cast<bool>();
   return s;
 }
 
@@ -54,6 +61,7 @@ EngineConfig config_from_dict(const py::dict& d) {
       else if (k == "ecmp_per_packet") c.ecmp_per_packet = v.cast<bool>();
       else if (k == "ecmp_adaptive") c.ecmp_adaptive = v.cast<bool>();
       else if (k == "ecmp_dmodk") c.ecmp_dmodk = v.cast<bool>();
+      else if (k == "t_ocs_ps") c.t_ocs_ps = v.cast<int64_t>();
       else if (k == "pfc_xoff_ps") c.pfc_xoff_ps = v.cast<int64_t>();
       else if (k == "dcqcn_timer_ps") c.dcqcn_timer_ps = v.cast<int64_t>();
       else if (k == "dcqcn_byte_counter") c.dcqcn_byte_counter = v.cast<int64_t>();
@@ -94,6 +102,40 @@ void bind_engine(py::module_& m) {
           },
           py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
           "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
+      .def(
+          "schedule_plan",
+          [](Simulator& s, SimTime at_ps, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
+            s.network().schedule_plan(at_ps, from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
+                                      from_numpy<uint32_t>(b, "b"), dark_ps);
+          },
+          py::arg("at_ps"), py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
+          "Replace the circuit plan at at_ps; new circuits are dark for dark_ps.")
+      .def(
+          "circuit_log",
+          [](const Simulator& s) {
+            const auto& log = s.network().circuit_log();
+            std::vector<int64_t> t, dark;
+            std::vector<uint32_t> plan, added, removed;
+            for (const auto& c : log) {
+              t.push_back(c.time_ps);
+              plan.push_back(c.plan_id);
+              added.push_back(c.added);
+              removed.push_back(c.removed);
+              dark.push_back(c.dark_ps);
+            }
+            py::dict d;
+            d["time_ps"] = to_numpy(std::move(t));
+            d["plan_id"] = to_numpy(std::move(plan));
+            d["added"] = to_numpy(std::move(added));
+            d["removed"] = to_numpy(std::move(removed));
+            d["dark_ps"] = to_numpy(std::move(dark));
+            return d;
+          },
+          "Applied circuit changes: time, plan id, circuits added and removed, dark time.")
+      .def(
+          "current_circuits",
+          [](const Simulator& s) { return to_numpy(s.network().current_circuits()); },
+          "Circuits in place now as a flat array of (device, link a, link b) triples.")
       .def(
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes) {
@@ -168,10 +210,14 @@ void bind_engine(py::module_& m) {
             d["drops"] = c.drops;
             d["no_route_drops"] = c.no_route_drops;
             d["link_down_drops"] = c.link_down_drops;
+            d["circuit_drops"] = c.circuit_drops;
+            d["circuit_reroutes"] = c.circuit_reroutes;
             d["ecn_marks"] = c.ecn_marks;
             d["pfc_pauses"] = c.pauses;
             d["flows_done"] = c.flows_done;
             d["packets_in_flight"] = s.network().packets_in_flight();
+            d["packets_held"] = s.network().packets_held();
+            d["held"] = c.held;
             return d;
           },
           "Run-wide counters.")

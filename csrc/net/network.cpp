@@ -61,6 +61,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       Port& p = ports_[id];
       p.node = dir ? b : a;
       p.peer = dir ? a : b;
+      p.wire_peer = p.peer;
       p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
       p.link = static_cast<uint32_t>(l);
       p.rate_bps = spec.link_rate_bps[l];
@@ -92,10 +93,23 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     routing_in_.port_peer[p] = ports_[p].peer;
     routing_in_.port_reverse[p] = ports_[p].reverse;
   }
+  host_forwarding_ = spec.host_forwarding;
+  pxn_ = spec.pxn;
+  auto optical_node = [&](uint32_t v) {
+    return nodes_[v].kind == NodeKind::Ocs || nodes_[v].kind == NodeKind::PatchPanel;
+  };
+  for (Port& p : ports_) {
+    p.inert = optical_node(p.node);
+    p.optical = !p.inert && optical_node(p.wire_peer);
+  }
   routing_in_.transit.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) routing_in_.transit[i] = nodes_[i].kind == NodeKind::Eps;
+  for (size_t i = 0; i < n; ++i) {
+    const NodeKind k = nodes_[i].kind;
+    routing_in_.transit[i] =
+        k == NodeKind::Eps || (host_forwarding_ && (k == NodeKind::Gpu || k == NodeKind::NvSwitch));
+  }
 
-  // GPUs: one NIC link (to anything but an NVSwitch) and at most one NVLink.
+  // GPUs: one NIC link (to a packet switch or an optical device) and at most one NVLink.
   const size_t g = gpu_node_.size();
   gpu_nic_port_.assign(g, kNone);
   gpu_nvl_port_.assign(g, kNone);
@@ -104,38 +118,50 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   gpu_nvs_.assign(g, kNone);
   gpu_nvs_in_.assign(g, kNone);
   gpu_key_.assign(g, kNone);
+  gpu_local_.assign(g, 0);
   std::vector<uint32_t> key_of_node(n, kNone);
   for (uint32_t gpu = 0; gpu < g; ++gpu) {
     const Node& nd = nodes_[gpu_node_[gpu]];
     for (uint32_t a = nd.port_begin; a < nd.port_end; ++a) {
       const uint32_t p = routing_in_.adj_ports[a];
-      const uint32_t peer = ports_[p].peer;
+      const uint32_t peer = ports_[p].wire_peer;
       if (nodes_[peer].kind == NodeKind::NvSwitch) {
         RF_CHECK(gpu_nvl_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
                  ") has more than one NVLink link");
         gpu_nvl_port_[gpu] = p;
         gpu_nvs_[gpu] = peer;
         gpu_nvs_in_[gpu] = ports_[p].reverse;
-      } else {
-        RF_CHECK(gpu_nic_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
-                 ") has more than one NIC link; rfabric models one NIC per GPU");
-        RF_CHECK(nodes_[peer].kind == NodeKind::Eps, "gpu ", gpu, " (node ", gpu_node_[gpu],
-                 "): its NIC must connect to a packet switch (eps), not node ", peer);
-        gpu_nic_port_[gpu] = p;
+        continue;
+      }
+      RF_CHECK(gpu_nic_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
+               ") has more than one NIC link; rfabric models one NIC per GPU");
+      RF_CHECK(nodes_[peer].kind == NodeKind::Eps || (optical_node(peer) && host_forwarding_), "gpu ", gpu,
+               " (node ", gpu_node_[gpu], "): its NIC connects to node ", peer,
+               "; a NIC connects to a packet switch, or to an optical device in a host-forwarding fabric");
+      gpu_nic_port_[gpu] = p;
+      if (nodes_[peer].kind == NodeKind::Eps) {
         gpu_attach_[gpu] = peer;
         gpu_attach_in_[gpu] = ports_[p].reverse;
-        if (key_of_node[peer] == kNone) {
-          key_of_node[peer] = static_cast<uint32_t>(routing_in_.keys.size());
-          routing_in_.keys.push_back(peer);
-        }
-        gpu_key_[gpu] = key_of_node[peer];
       }
     }
     RF_CHECK(gpu_nic_port_[gpu] != kNone || gpu_nvl_port_[gpu] != kNone, "gpu ", gpu,
              " (node ", gpu_node_[gpu], ") has no links");
+    // routing keys: the GPU itself when hosts forward, else the switch its NIC attaches to
+    const uint32_t key_node = host_forwarding_ ? gpu_node_[gpu] : gpu_attach_[gpu];
+    if (key_node != kNone) {
+      if (key_of_node[key_node] == kNone) {
+        key_of_node[key_node] = static_cast<uint32_t>(routing_in_.keys.size());
+        routing_in_.keys.push_back(key_node);
+      }
+      gpu_key_[gpu] = key_of_node[key_node];
+    }
+    if (nd.server >= 0) {
+      if (server_gpus_.size() <= static_cast<size_t>(nd.server)) server_gpus_.resize(nd.server + 1);
+      gpu_local_[gpu] = static_cast<uint32_t>(server_gpus_[nd.server].size());
+      server_gpus_[nd.server].push_back(gpu);
+    }
   }
-  rebuild_routes();
-
+  build_circuits(spec);
   // one NIC scheduler per GPU egress port
   for (uint32_t gpu = 0; gpu < g; ++gpu) {
     for (const uint32_t p : {gpu_nic_port_[gpu], gpu_nvl_port_[gpu]}) {
@@ -157,35 +183,75 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   RF_CHECK(cfg_.ecn_kmin_ps >= 0 && cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ECN thresholds: need 0 <= kmin <= kmax");
   RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
   ecn_pmax_ = cfg_.ecn_pmax;
-  for (Port& p : ports_) {
-    // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
-    p.ecn_kmin = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-    p.ecn_kmax = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-    if (lossless_) {
-      // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
-      // flight, the wire in both directions, the peer's latency and one frame in service at
-      // each end.
-      const SimTime reaction = 2 * p.prop_ps + nodes_[p.peer].latency_ps;
-      const Bytes headroom = static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
-      const Bytes xoff = std::max<Bytes>(
-          mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
-      p.xoff = std::min(xoff, p.buffer_bytes - headroom);
-      RF_CHECK(p.xoff >= mtu_ || nodes_[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
-               p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
-               " B at this rate and latency; raise buffer_bytes or run lossy");
-      p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
-    }
-  }
+  for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
+  built_ = true;
+  rebuild_routes();
+}
+
+void Network::set_thresholds(uint32_t port) {
+  Port& p = ports_[port];
+  // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
+  p.ecn_kmin = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  p.ecn_kmax = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  if (!lossless_ || p.inert) return;
+  // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
+  // flight, the wire in both directions, the peer's latency and one frame in service at
+  // each end.
+  const SimTime reaction = 2 * p.prop_ps + nodes_[p.peer].latency_ps;
+  const Bytes headroom =
+      static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
+  const Bytes xoff = std::max<Bytes>(
+      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
+  p.xoff = std::min(xoff, p.buffer_bytes - headroom);
+  RF_CHECK(p.xoff >= mtu_ || nodes_[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ", p.buffer_bytes,
+           " B leaves no room for PFC headroom of ", headroom, " B at this rate and latency; raise buffer_bytes or",
+           " run lossy");
+  p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
 }
 
 void Network::rebuild_routes() {
-  for (uint32_t p = 0; p < ports_.size(); ++p) routing_in_.port_up[p] = ports_[p].up;
+  for (uint32_t p = 0; p < ports_.size(); ++p) {
+    routing_in_.port_up[p] = ports_[p].up && !ports_[p].inert;
+    routing_in_.port_peer[p] = ports_[p].peer;
+    routing_in_.port_reverse[p] = ports_[p].reverse;
+  }
   routes_.build(routing_in_);
 }
 
-uint32_t Network::first_port_for(uint32_t src, uint32_t dst) const {
-  if (gpu_nvl_port_[src] != kNone && gpu_nvs_[src] == gpu_nvs_[dst]) return gpu_nvl_port_[src];
-  return gpu_nic_port_[src];
+bool Network::nic_usable(uint32_t gpu) const {
+  const uint32_t p = gpu_nic_port_[gpu];
+  return p != kNone && ports_[p].up;
+}
+
+uint32_t Network::relay_gpu(uint32_t server, uint32_t dst) const {
+  // The GPU of `server` whose NIC should carry traffic to `dst`: with PXN the one on dst's
+  // rail (same position in its server), else (a failed NIC) the next one with a working NIC.
+  const auto& gpus = server_gpus_[server];
+  const uint32_t m = static_cast<uint32_t>(gpus.size());
+  const uint32_t start = gpu_local_[dst] % m;
+  for (uint32_t k = 0; k < m; ++k) {
+    const uint32_t g = gpus[(start + k) % m];
+    if (nic_usable(g)) return g;
+  }
+  return kNone;
+}
+
+uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) const {
+  const bool same_server = gpu_nvl_port_[src] != kNone && gpu_nvs_[src] == gpu_nvs_[dst];
+  if (same_server) return gpu_nvl_port_[src];
+  if (host_forwarding_) {
+    uint32_t count = 0;
+    const uint32_t* hops = routes_.next_hops(gpu_node_[src], gpu_key_[dst], &count);
+    if (count == 0) return kNone;
+    return hops[((static_cast<uint64_t>(hash) & 0xffffffffULL) * count) >> 32];
+  }
+  const bool own_nic = nic_usable(src);
+  if (own_nic && !pxn_) return gpu_nic_port_[src];
+  if (gpu_nvl_port_[src] == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
+  const int32_t server = nodes_[gpu_node_[src]].server;
+  const uint32_t relay = server >= 0 ? relay_gpu(static_cast<uint32_t>(server), dst) : kNone;
+  if (relay == src || relay == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
+  return gpu_nvl_port_[src];  // over NVLink to the relay's NIC (PXN, or a failed NIC)
 }
 
 uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
@@ -196,13 +262,9 @@ uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
   RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
   RF_CHECK(start >= eng_.now(), "flow ", i, ": start_ps ", start, " is in the past");
-  const uint32_t fp = first_port_for(src, dst);
-  RF_CHECK(fp != kNone, "flow ", i, ": GPU ", src, " has no NIC to reach GPU ", dst);
-  if (fp == gpu_nic_port_[src] && gpu_attach_[src] != gpu_attach_[dst]) {
-    RF_CHECK(gpu_nic_port_[dst] != kNone &&
-                 routes_.distance(gpu_attach_[src], gpu_key_[dst]) != RoutingTable::kUnreachable,
-             "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  }
+  const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
+  const uint32_t fp = first_port_for(src, dst, hash);
+  RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
   flows_.src.push_back(src);
   flows_.dst.push_back(dst);
   flows_.size_bytes.push_back(size);
@@ -214,7 +276,7 @@ uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   flows_.nic_ready.push_back(kNever);
   flows_.sent_notified.push_back(0);
   flows_.first_port.push_back(fp);
-  flows_.hash.push_back(static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32));
+  flows_.hash.push_back(hash);
   return i;
 }
 
@@ -235,7 +297,10 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
 
 uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
   const uint32_t f = append_flow(src, dst, size, start_ps);
-  if (ecmp_key != 0) flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+  if (ecmp_key != 0) {
+    flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+    if (host_forwarding_) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
+  }
   transport_->prepare(static_cast<uint32_t>(flows_.size()));
   eng_.schedule(start_ps, f, kind_base_ + kStartOne);
   return f;
@@ -285,7 +350,8 @@ uint32_t Network::pull_nic(uint32_t port) {
   };
   const SimTime now = eng_.now();
   // Skip slots superseded by a later activate() of the same flow.
-  while (!s.heap.empty() && s.heap.front().ready != flows_.nic_ready[s.heap.front().flow]) {
+  while (!s.heap.empty() && (s.heap.front().ready != flows_.nic_ready[s.heap.front().flow] ||
+                             flows_.first_port[s.heap.front().flow] != port)) {
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
     s.heap.pop_back();
   }
@@ -376,6 +442,7 @@ void Network::transmit(uint32_t port, uint32_t pkt) {
   }
   const SimTime ser = serialization_time(p.size_bytes, pt.rate_bps);
   p.port = port;
+  p.chan_gen = pt.gen;
   pt.busy_until = now + ser;
   pt.busy_ps += ser;
   pt.tx_bytes += p.size_bytes;
@@ -401,6 +468,10 @@ void Network::mark_ecn(Port& pt, Packet& p) {
     ++counters_.ecn_marks;
   }
 }
+
+uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
+void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
+uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
   ++reason;
@@ -434,24 +505,49 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
 }
 
 uint32_t Network::route(uint32_t node, const Packet& p) const {
-  const uint32_t d = p.dst;
-  if (node == gpu_attach_[d]) return gpu_attach_in_[d];
-  if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];
-  if (gpu_key_[d] == kNone) return kNone;
+  return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow);
+}
+
+uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t seq, uint32_t hops_so_far,
+                             uint32_t flow) const {
+  if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
+  if (!host_forwarding_) {
+    if (node == gpu_attach_[d] && ports_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
+    const Node& nd = nodes_[node];
+    if (nd.kind == NodeKind::NvSwitch) {
+      // a PXN or failed-NIC relay: on to the server's GPU whose NIC carries dst's traffic
+      const uint32_t relay = relay_gpu(static_cast<uint32_t>(nd.server), d);
+      return relay == kNone ? kNone : gpu_nvs_in_[relay];
+    }
+    if (nd.gpu >= 0) {  // a relay GPU: out of its NIC (or back into the server)
+      const uint32_t g = static_cast<uint32_t>(nd.gpu);
+      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g)) return gpu_nvl_port_[g];
+      return gpu_nic_port_[g];
+    }
+    if (gpu_key_[d] == kNone) return kNone;
+    if (!nic_usable(d)) {
+      // dst's NIC is down: deliver to a GPU of its server with a working NIC, then NVLink
+      const uint32_t relay = relay_gpu(static_cast<uint32_t>(nodes_[gpu_node_[d]].server), d);
+      if (relay == kNone) return kNone;
+      if (node == gpu_attach_[relay]) return gpu_attach_in_[relay];
+      d = relay;
+    }
+  }
   uint32_t count = 0;
   const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count);
   if (count <= 1) return count ? hops[0] : kNone;
   if (cfg_.ecmp_dmodk) {
-    uint64_t digit = p.dst;
-    for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
+    uint64_t digit = d;
+    for (uint32_t h = 1; h < hops_so_far; ++h) digit /= count;
     return hops[digit % count];
   }
   if (cfg_.ecmp_adaptive) {
     // least loaded eligible port: bytes queued plus the frame in service; ties by a
     // per-packet rotation so equal ports share the load
-    const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{p.flow} << 32) ^ p.seq ^ node)) % count;
+    const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node)) % count;
     uint32_t best = hops[start];
-    Bytes best_load = ports_[best].queued_bytes + (ports_[best].busy_until > eng_.now() ? 1 : 0);
+    Bytes best_load = ports_[best].queued_bytes + (ports_[best].busy_until > eng_.now() ? 1 : 0) +
+                      (ports_[best].paused ? (Bytes{1} << 40) : 0);
     for (uint32_t k = 1; k < count; ++k) {
       const uint32_t cand = hops[(start + k) % count];
       const Bytes load = ports_[cand].queued_bytes + (ports_[cand].busy_until > eng_.now() ? 1 : 0) +
@@ -465,9 +561,9 @@ uint32_t Network::route(uint32_t node, const Packet& p) const {
   }
   uint64_t h;
   if (cfg_.ecmp_per_packet) {
-    h = engine::mix64(static_cast<uint64_t>(flows_.hash[p.flow]) << 32 ^ p.seq ^ (uint64_t{node} << 20));
+    h = engine::mix64(static_cast<uint64_t>(hash) << 32 ^ seq ^ (uint64_t{node} << 20));
   } else {
-    h = engine::mix64((static_cast<uint64_t>(flows_.hash[p.flow]) << 32) | node);
+    h = engine::mix64((static_cast<uint64_t>(hash) << 32) | node);
   }
   return hops[((h & 0xffffffffULL) * count) >> 32];
 }
@@ -477,34 +573,56 @@ void Network::arrive(uint32_t pkt) {
   Port& in = ports_[p.port];
   ++counters_.packet_hops;
   ++p.hops;
-  if (!in.up) {
-    drop(pkt, counters_.link_down_drops);
+  if (p.chan_gen != in.gen) {
+    // The channel changed while the frame was on it: a failed link or a circuit gone dark.
+    if (!lossless_ || in.inert) {
+      drop(pkt, in.optical ? counters_.circuit_drops : counters_.link_down_drops);
+      return;
+    }
+    // Lossless: held back at the sender and re-forwarded along the current tables.
+    ++counters_.circuit_reroutes;
+    const uint32_t back = in.node;
+    p.port = kNone;  // it left the sender's ingress accounting when it was sent
+    --p.hops;
+    const uint32_t out = nodes_[back].gpu >= 0 && static_cast<uint32_t>(nodes_[back].gpu) == p.src
+                             ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
+                             : route(back, p);
+    if (out == kNone || !ports_[out].up) {
+      hold(back, pkt);  // no way on yet: wait at the sender for the next change
+      return;
+    }
+    enqueue(out, pkt);
     return;
   }
   const uint32_t node = in.peer;
   const Node& nd = nodes_[node];
-  if (nd.gpu >= 0) {
-    if (static_cast<uint32_t>(nd.gpu) == p.dst) {
-      ++counters_.packets_delivered;
-      transport_->receive(p);
-      pool_.release(pkt);
-    } else {
-      drop(pkt, counters_.no_route_drops);
-    }
+  if (nd.gpu >= 0 && static_cast<uint32_t>(nd.gpu) == p.dst) {
+    ++counters_.packets_delivered;
+    transport_->receive(p);
+    pool_.release(pkt);
     return;
   }
   const uint32_t out = route(node, p);
-  if (out == kNone) {
-    drop(pkt, counters_.no_route_drops);
-    return;
+  if (out == kNone || out == in.reverse) {
+    if (!lossless_) {
+      drop(pkt, counters_.no_route_drops);
+      return;
+    }
   }
   in.ingress_bytes += p.size_bytes;
   if (in.ingress_bytes > in.max_ingress_bytes) in.max_ingress_bytes = in.ingress_bytes;
-  if (lossless_ && !in.pause_sent && in.ingress_bytes > in.xoff) {
+  // PFC is a packet switch's: relaying GPUs and NVSwitches (PXN, host forwarding) stage
+  // frames in GPU memory under the collective library's own credits and never PAUSE, so no
+  // buffer dependency cycle runs through a server.
+  if (lossless_ && !in.pause_sent && in.ingress_bytes > in.xoff && nd.kind == NodeKind::Eps) {
     in.pause_sent = true;
     ++in.pauses;
     ++counters_.pauses;
     eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kPause);
+  }
+  if (out == kNone || out == in.reverse) {
+    hold(node, pkt);  // lossless and no route now: wait here for the topology to change
+    return;
   }
   enqueue(out, pkt);
 }
@@ -524,6 +642,7 @@ uint32_t Network::send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_
   p.ecn = 0;
   p.hops = 0;
   p.aux = 0;
+  p.chan_gen = 0;
   p.hdr = 0;
   p.sent_ps = eng_.now();
   ++counters_.packets;
@@ -532,7 +651,7 @@ uint32_t Network::send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_
 
 void Network::send_packet(uint32_t pkt) {
   const Packet& p = pool_[pkt];
-  const uint32_t port = first_port_for(p.src, p.dst);
+  const uint32_t port = first_port_for(p.src, p.dst, flows_.hash[p.flow]);
   if (port == kNone) {
     drop(pkt, counters_.no_route_drops);
     return;
@@ -552,35 +671,9 @@ void Network::complete_flow(uint32_t flow) {
 
 void Network::set_link_state(uint32_t link, bool up) {
   const uint32_t a = 2 * link, b = 2 * link + 1;
-  if (ports_[a].up == up) return;
-  for (const uint32_t p : {a, b}) {
-    ports_[p].up = up;
-    if (!up) ports_[p].paused = false;
-  }
-  rebuild_routes();
-  if (up) {
-    try_transmit(a);
-    try_transmit(b);
-    return;
-  }
-  // Frames queued behind a dead port: lossy fabrics drop them, lossless ones re-forward
-  // them from the same node along the rebuilt tables.
-  for (const uint32_t port : {a, b}) {
-    Port& pt = ports_[port];
-    while (pt.head != kNone) {
-      const uint32_t pkt = pop_queue(pt);
-      const uint32_t node = pt.node;
-      const uint32_t out = nodes_[node].gpu >= 0 ? kNone : route(node, pool_[pkt]);
-      if (!lossless_ || out == kNone) {
-        Packet& p = pool_[pkt];
-        if (p.port != kNone) ports_[p.port].ingress_bytes -= p.size_bytes;
-        ++pt.drops;
-        drop(pkt, counters_.link_down_drops);
-      } else {
-        enqueue(out, pkt);
-      }
-    }
-  }
+  if (ports_[a].link_up == up) return;
+  ports_[a].link_up = ports_[b].link_up = up;
+  topology_changed();
 }
 
 void Network::on_event(const engine::Event& ev) {
@@ -618,6 +711,12 @@ void Network::on_event(const engine::Event& ev) {
       set_link_state(c.link, c.up);
       break;
     }
+    case kPlan:
+      apply_plan(ev.target);
+      break;
+    case kLight:
+      light(ev.target);
+      break;
     default:
       break;
   }
@@ -626,27 +725,16 @@ void Network::on_event(const engine::Event& ev) {
 std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const {
   RF_CHECK(src < num_gpus() && dst < num_gpus() && src != dst, "trace_path: bad GPU pair ", src, ", ", dst);
   std::vector<uint32_t> path;
-  uint32_t port = first_port_for(src, dst);
+  uint32_t port = first_port_for(src, dst, flow_hash);
+  uint32_t hops = 0;
   while (port != kNone && path.size() < 64) {
     path.push_back(port);
+    ++hops;
     const uint32_t node = ports_[port].peer;
-    if (nodes_[node].gpu >= 0) break;
-    if (node == gpu_attach_[dst]) {
-      port = gpu_attach_in_[dst];
-      continue;
-    }
-    if (node == gpu_nvs_[dst]) {
-      port = gpu_nvs_in_[dst];
-      continue;
-    }
-    uint32_t count = 0;
-    const uint32_t* hops = routes_.next_hops(node, gpu_key_[dst], &count);
-    if (count == 0) {
-      port = kNone;
-      break;
-    }
-    const uint64_t h = engine::mix64((static_cast<uint64_t>(flow_hash) << 32) | node);
-    port = hops[((h & 0xffffffffULL) * count) >> 32];
+    if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
+    const uint32_t next = route_with(node, dst, flow_hash, 0, hops, 0);
+    if (next == kNone || next == ports_[port].reverse) break;
+    port = next;
   }
   return path;
 }

@@ -22,8 +22,11 @@
 namespace rfabric::net {
 
 struct Port {
-  // wiring (static)
+  // wiring. For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate
+  // are those of the end-to-end channel its circuit chain forms, re-resolved on changes.
   uint32_t node = 0, peer = 0, reverse = 0, link = 0;
+  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  uint32_t gen = 0;        ///< bumped whenever the channel changes or goes dark
   BitsPerSec rate_bps = 0;
   SimTime prop_ps = 0;   ///< propagation delay of the wire
   SimTime delay_ps = 0;  ///< tx end -> arrival event: propagation + latency of the peer node
@@ -37,6 +40,9 @@ struct Port {
   SimTime busy_until = 0;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   bool up = true, paused = false, pause_sent = false;
+  bool link_up = true;  ///< the link itself (failures); `up` also needs a lit circuit chain
+  bool optical = false; ///< wire_peer is an optical device (OCS or patch panel)
+  bool inert = false;   ///< owned by an optical device: never transmits
   /// Time of the one valid pending TxDone event, or -1. Events at other times are stale.
   SimTime tx_event_at = -1;
   // counters
@@ -81,7 +87,18 @@ struct RunCounters {
   uint64_t packets = 0, packets_delivered = 0, packet_hops = 0, drops = 0, ecn_marks = 0, pauses = 0;
   uint64_t overflow_drops = 0;
   uint64_t no_route_drops = 0, link_down_drops = 0;
+  uint64_t circuit_drops = 0;      ///< lost on a circuit that went dark (lossy)
+  uint64_t circuit_reroutes = 0;   ///< held back from a dark circuit and re-forwarded (lossless)
+  uint64_t held = 0;               ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
+};
+
+/// One applied circuit change (the res.circuits table).
+struct CircuitChange {
+  SimTime time_ps;
+  uint32_t plan_id;
+  uint32_t added, removed;
+  SimTime dark_ps;
 };
 
 /// Told when a flow's last byte reaches its destination (the collective executor).
@@ -114,6 +131,13 @@ class Network final : public engine::Handler {
   int32_t gpu_server(uint32_t gpu) const { return nodes_[gpu_node_[gpu]].server; }
   /// Take a link down or up at absolute time t (>= now).
   void schedule_link_state(uint32_t link, SimTime t, bool up);
+  /// Replace the circuit plan at time t (>= now): circuits not in the new plan go dark at t,
+  /// new ones light up at t + dark_ps; circuits in both keep carrying traffic.
+  void schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                     SimTime dark_ps);
+  const std::vector<CircuitChange>& circuit_log() const { return circuit_log_; }
+  /// Current circuits as (device, link a, link b) triples, lit or not.
+  std::vector<uint32_t> current_circuits() const;
 
   void on_event(const engine::Event& ev) override;
 
@@ -145,6 +169,7 @@ class Network final : public engine::Handler {
   uint32_t num_links() const { return static_cast<uint32_t>(link_ports_.size() / 2); }
   uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
   size_t packets_in_flight() const { return pool_.live(); }
+  size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
   const Transport& transport() const { return *transport_; }
   /// Ports a packet from GPU src to GPU dst crosses on the current tables, following the
@@ -152,10 +177,31 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const;
 
  private:
-  enum Sub : uint32_t { kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kStartOne, kNumSub };
+  enum Sub : uint32_t {
+    kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kStartOne, kPlan, kLight, kNumSub
+  };
 
-  uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu) const;
+  uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
   RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
+  uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow) const;
+  uint32_t relay_gpu(uint32_t server_of_node, uint32_t dst) const;
+  bool nic_usable(uint32_t gpu) const;
+  // topology changes (circuits.cpp)
+  void build_circuits(const NetworkSpec& spec);
+  void resolve_channel(uint32_t port);
+  void topology_changed();
+  void evacuate(uint32_t port);
+  void rehome_flows();
+  void apply_plan(uint32_t index);
+  void light(uint32_t index);
+  uint32_t port_into(uint32_t link, uint32_t node) const;
+  // out-of-line versions of the inlined hot-path functions, for cold code in other files
+  uint32_t route_cold(uint32_t node, const Packet& p) const;
+  void enqueue_cold(uint32_t port, uint32_t pkt);
+  uint32_t pop_queue_cold(Port& pt);
+  struct Plan;
+  void check_plan(const Plan& plan) const;
+  void set_circuits(const Plan& plan, SimTime lit_at);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
   void try_transmit(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port);
@@ -166,6 +212,7 @@ class Network final : public engine::Handler {
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
   void set_link_state(uint32_t link, bool up);
   void rebuild_routes();
+  void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
   void drop(uint32_t pkt, uint64_t& reason);
@@ -190,6 +237,30 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
   std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
   std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
+  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
+  std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
+  bool host_forwarding_ = false, pxn_ = false;
+  // circuits: for a port entering an optical device, the port leaving it along the partner
+  // link (kNone: no circuit); lit_at_ is when that circuit carries light
+  std::vector<uint32_t> circuit_next_;
+  std::vector<SimTime> lit_at_;
+  std::vector<uint32_t> optical_ports_;  ///< electrical ports facing optical devices
+  struct Plan {
+    std::vector<uint32_t> ocs, a, b;
+    SimTime dark_ps;
+  };
+  std::vector<Plan> plans_;
+  std::vector<SimTime> link_prop_;     ///< per link, as built (ports hold channel values)
+  std::vector<BitsPerSec> link_rate_;
+  bool built_ = false;
+  std::vector<CircuitChange> circuit_log_;
+  /// Lossless: frames a node could not route (e.g. while a circuit is dark), FIFO per node
+  /// through Packet::next; they keep their ingress (PFC) accounting and are re-forwarded
+  /// when the topology next changes.
+  std::vector<uint32_t> held_head_, held_tail_;
+  size_t held_now_ = 0;
+  void hold(uint32_t node, uint32_t pkt, bool fresh = true);
+  void release_held();
   RoutingInput routing_in_;
   RoutingTable routes_;
   std::vector<NicScheduler> nics_;

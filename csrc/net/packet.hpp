@@ -26,6 +26,7 @@ struct Packet {
   uint8_t ecn;       ///< congestion-experienced mark
   uint8_t hops;
   uint32_t aux;      ///< protocol-defined
+  uint32_t chan_gen; ///< generation of the channel it is on, when it was sent (dark-circuit check)
   uint64_t hdr;      ///< protocol-defined
   engine::SimTime sent_ps;  ///< when the source put it on its first wire
 };

@@ -28,6 +28,11 @@ struct NetworkSpec {
   std::vector<BitsPerSec> link_rate_bps;
   std::vector<SimTime> link_latency_ps;  ///< propagation delay
   std::vector<Bytes> link_buffer_bytes;  ///< per-port buffer at each end
+  // initial circuit plan: circuit i joins links circuit_a[i], circuit_b[i] inside optical
+  // device circuit_ocs[i]
+  std::vector<uint32_t> circuit_ocs, circuit_a, circuit_b;
+  bool host_forwarding = false;  ///< GPUs/NVSwitches forward other servers' traffic
+  bool pxn = false;              ///< cross-rail traffic relays over NVLink to the right rail
 };
 
 /// Engine configuration: one value, mirrored by rfabric.simulation.EngineConfig.
@@ -48,6 +53,8 @@ struct EngineConfig {
   /// D-mod-K: at the h-th hop, take next hop (dst / k^(h-1)) mod k of the k equal-cost ones,
   /// so each destination is reached over one tree (InfiniBand's fat-tree routing).
   bool ecmp_dmodk = false;
+  /// Optical circuit reconfiguration time: changed circuits are dark this long.
+  SimTime t_ocs_ps = 25'000'000'000;
   /// PFC XOFF threshold per ingress as queueing time at the link's rate (lossless only);
   /// capped at buffer - headroom.
   SimTime pfc_xoff_ps = 5'000'000;

@@ -1,6 +1,7 @@
 // dctcp.cpp: DCTCP (Alizadeh et al., SIGCOMM 2010) over lossy drop-tail queues.
-// Window-based sender with slow start, congestion avoidance, NewReno-style fast retransmit
-// on three duplicate ACKs and go-back-N on retransmission timeout; the receiver ACKs every
+// Window-based sender with slow start, congestion avoidance, fast retransmit on three
+// duplicate ACKs (then go-back-N from the first hole on a partial ACK, repairing a loss
+// burst in about one round trip as SACK stacks do) and go-back-N on retransmission timeout; the receiver ACKs every
 // data packet cumulatively and echoes its ECN mark. Once per window of data the sender
 // updates alpha = (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was
 // marked, cuts cwnd by alpha/2. A flow completes when its last byte reaches the receiver.
@@ -108,6 +109,14 @@ class Dctcp final : public net::Transport {
     if (done) net_.complete_flow(f);
   }
 
+  /// Window-limited rate estimate: cwnd x MSS per smoothed RTT (before the first RTT
+  /// sample: -1).
+  double flow_rate_bps(uint32_t f) const override {
+    const State& s = st_[f];
+    if (s.srtt <= 0) return -1;
+    return s.cwnd * static_cast<double>(net_.payload_per_packet()) * 8.0 * 1e12 / static_cast<double>(s.srtt);
+  }
+
   void on_event(const engine::Event& ev) override {
     const uint32_t f = ev.target;
     State& s = st_[f];
@@ -195,7 +204,11 @@ class Dctcp final : public net::Transport {
           s.recovering = false;
           s.cwnd = s.ssthresh;
         } else {
-          s.retransmit = true;  // partial ACK: the next hole
+          // Partial ACK: the loss was a burst. Resend from the first hole on (go-back-N in
+          // the window), as SACK-based stacks repair a burst in about one round trip;
+          // NewReno's one hole per round trip would take hundreds of RTTs after a dark
+          // circuit or a failed link.
+          s.snd_nxt = s.snd_una;
         }
       } else if (s.cwnd < s.ssthresh) {
         s.cwnd += newly;

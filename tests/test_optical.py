@@ -1,0 +1,211 @@
+"""Optical circuits in the engine, the six fabrics under simulation, and failures."""
+
+import numpy as np
+import pytest
+from conftest import rows
+
+import rfabric as rf
+from rfabric.spec import CircuitTable
+
+US = 1_000_000
+FABRICS = {
+    "FT": lambda g: rf.topologies.FatTree(g),
+    "FT-OS": lambda g: rf.topologies.FatTree(g, oversubscription=3),
+    "RO": lambda g: rf.topologies.RailOptimized(g),
+    "TopoOpt": lambda g: rf.topologies.TopoOpt(g),
+    "MixNet": lambda g: rf.topologies.MixNet(g),
+    "RFabric": lambda g: rf.topologies.RFabric(g),
+}
+
+
+class TwoToRs(rf.Topology):
+    """Two ToRs, one GPU each, joined through one OCS by up to `ports` parallel circuits."""
+
+    family = "two_tors_test"
+
+    def __init__(self, ports=2, **kw):
+        super().__init__(gpus=2, link="200Gbps", gpus_per_server=1, **kw)
+        self.ports = ports
+
+    def build(self, net):
+        gpu = net.add_servers(2, 1)
+        tor = net.add_nodes("eps", 2, prefix="tor")
+        ocs = net.add_nodes("ocs", 1, prefix="ocs")
+        net.add_links(gpu.ravel(), tor, rate=self.link_bps, kind="nic")          # links 0, 1
+        self.up0 = net.add_links(tor[0], np.repeat(ocs, self.ports), rate=self.link_bps, kind="tor-ocs")
+        self.up1 = net.add_links(tor[1], np.repeat(ocs, self.ports), rate=self.link_bps, kind="tor-ocs")
+        self.ocs = int(ocs[0])
+        net.add_circuits(self.ocs, self.up0[0], self.up1[0])  # circuit 0 lit at time 0
+
+    def plan(self, *pairs):
+        return CircuitTable.build([self.ocs] * len(pairs), [self.up0[i] for i, _ in pairs],
+                                  [self.up1[j] for _, j in pairs])
+
+
+def test_a_circuit_chain_is_one_channel_with_summed_latency():
+    fab = TwoToRs()
+    fab.to_spec()
+    res = rf.simulate(fab, rf.Flows([0], [1], [9154]), ecmp="flow")
+    # GPU -> ToR -> (ToR-OCS + OCS-ToR: one channel, no OCS queue or latency) -> ToR -> GPU
+    ser = 9216 * 40
+    expected = 3 * ser + (1 + 2 + 1) * US + 2 * 800_000
+    assert res.flows["fct_ps"][0].as_py() == expected
+
+
+@pytest.mark.parametrize("dark", [10 * US, 100 * US, 1000 * US])
+@pytest.mark.parametrize("transport", ["roce", "dctcp"])
+def test_a_circuit_change_slows_a_transfer_by_the_dark_time(transport, dark):
+    fab = TwoToRs()
+    size = 20_000_000
+    base = rf.simulate(fab, rf.Flows([0], [1], [size]), transport=transport).flows["fct_ps"][0].as_py()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [size]), transport=transport)
+    sim.apply_circuits(fab.plan((1, 1)), at=200 * US, t_ocs=dark)  # move the circuit to other ports
+    sim.run()
+    res = sim.results()
+    slowed = res.flows["fct_ps"][0].as_py() - base
+    if transport == "roce":
+        # lossless: frames wait at the ToR, PFC stops the NIC; the flow resumes when light returns
+        assert dark <= slowed <= dark + 5 * US
+    else:
+        # lossy: what was on the circuit is lost and found again by a retransmission timeout
+        # (200 us minimum, backed off once if the first one fires while still dark)
+        assert dark <= slowed <= dark + (200 + 400) * US
+    assert res.circuits.to_pylist() == [{"time_ps": 200 * US, "plan_id": 0, "added": 1, "removed": 1,
+                                         "dark_ps": dark}]
+    if transport == "dctcp":
+        assert res.run["circuit_drops"] > 0 and res.run["circuit_reroutes"] == 0  # lossy: frames lost
+    else:
+        assert res.run["drops"] == 0 and res.run["circuit_reroutes"] > 0         # lossless: held back
+        assert res.run["held"] > 0 and res.run["packets_held"] == 0
+
+
+def test_no_packet_crosses_a_dark_circuit_and_unchanged_circuits_keep_working():
+    fab = TwoToRs(ports=3)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([0, 0], [1, 1], [40_000_000, 40_000_000]), ecmp="packet")
+    sim.apply_circuits(fab.plan((0, 0), (1, 1)), at=0)                   # two circuits from t=0+dark
+    sim.run("1ms")
+    sim.apply_circuits(fab.plan((0, 0), (2, 2)), at="1ms", t_ocs="200us")  # (1,1) -> (2,2); (0,0) stays
+    ports = lambda: {int(r["link_id"]): r["bytes"] for r in rows(sim.results().links, direction=0).to_pylist()}
+    sim.run("1.001ms")
+    before = ports()
+    sim.run("1.199ms")
+    during = ports()
+    sim.run()
+    after = ports()
+    moved, kept, new = int(fab.up0[1]), int(fab.up0[0]), int(fab.up0[2])
+    assert during[moved] == before[moved]          # dark: nothing enters the removed circuit
+    assert during[new] == before[new] == 0         # still dark: the added circuit carries nothing yet
+    assert during[kept] > before[kept]             # the unchanged circuit keeps carrying traffic
+    assert after[new] > 0                          # and the new one after it lights up
+    assert sim.results().complete
+    assert spec.links.kind[moved] == "tor-ocs"
+
+
+def test_failed_ocs_port_carries_nothing_and_is_masked_from_later_plans():
+    fab = TwoToRs(ports=2)
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [40_000_000]), transport="dctcp", ecmp="packet")
+    sim.apply_circuits(fab.plan((0, 0), (1, 1)), at=0, t_ocs=0)
+    failed = int(fab.up0[1])
+    sim.fail_link(failed, at="300us")
+    sim.run("301us")
+    frozen = rows(sim.results().links, link_id=failed)["bytes"].to_numpy().copy()
+    sim.run()
+    res = sim.results()
+    assert np.array_equal(rows(res.links, link_id=failed)["bytes"].to_numpy(), frozen)
+    assert res.complete
+    with pytest.raises(rf.SpecError, match=r"uses failed OCS port\(s\) on link\(s\) \[" + str(failed)):
+        sim.apply_circuits(fab.plan((1, 1)), at=sim.now)
+
+
+def test_nic_failure_falls_back_to_another_nic_over_nvlink():
+    fab = rf.topologies.FatTree(gpus=16)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([3, 10], [9, 3], [4 << 20, 4 << 20]))
+    sim.fail_nic(3, at=0)
+    sim.run()
+    res = sim.results()
+    assert res.complete and res.run["drops"] == 0
+    nic = rows(res.links, link_id=spec.nic_link(3))
+    assert nic["bytes"].to_numpy().sum() <= 9216  # at most the frame already sent at t = 0
+    nvl = rows(res.links, link_id=spec.link_between("srv0/gpu3", "srv0/nvswitch"))
+    assert np.all(nvl["bytes"].to_numpy() >= 4 << 20)  # both directions relay over NVLink
+
+
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_every_gpu_pair_is_reachable_over_loop_free_paths(name):
+    fab = FABRICS[name](128)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [1]))
+    eng = sim.engine
+    gpu_of_node = {int(n): g for g, n in enumerate(spec.gpu_nodes)}
+    stats = eng.port_stats()
+    port_dst = stats["dst"]
+    for src in range(0, 128, 3):
+        for dst in range(128):
+            if src == dst:
+                continue
+            path = eng.trace_path(src, dst, (src * 131 + dst) & 0xffffffff)
+            nodes = [int(port_dst[p]) for p in path]
+            assert gpu_of_node.get(nodes[-1]) == dst, (name, src, dst, nodes)
+            assert len(set(nodes)) == len(nodes), (name, src, dst, nodes)  # loop-free
+
+
+@pytest.mark.parametrize("name", list(FABRICS))
+def test_each_fabric_completes_a_permutation(name):
+    res = rf.simulate(FABRICS[name](128), rf.Flows.permutation(128, 1 << 20, seed=2))
+    assert res.complete and res.run["drops"] == 0 and not res.run["deadlock"]
+
+
+def test_oversubscribed_fat_tree_is_at_least_twice_as_slow_across_tors():
+    shift = rf.Flows(np.arange(128), (np.arange(128) + 64) % 128, 4 << 20)  # every flow crosses pods
+    ft = rf.simulate(rf.topologies.FatTree(128, radix=16), shift).run["makespan_ps"]
+    os3 = rf.simulate(rf.topologies.FatTree(128, radix=16, oversubscription=3), shift).run["makespan_ps"]
+    assert os3 >= 2 * ft
+
+
+def test_pxn_relays_cross_rail_traffic_over_nvlink():
+    spec_on = rf.topologies.RailOptimized(128).to_spec()
+    spec_off = rf.topologies.RailOptimized(128, pxn=False).to_spec()
+    flows = rf.Flows([0], [8 + 5], [1 << 20])  # GPU 0 (rail 0) -> server 1, GPU 5 (rail 5)
+    on = rf.simulate(spec_on, flows)
+    off = rf.simulate(spec_off, flows)
+    nvl = spec_on.link_between("srv0/gpu0", "srv0/nvswitch")
+    assert rows(on.links, link_id=nvl, direction=0)["bytes"][0].as_py() > 1 << 20
+    assert rows(off.links, link_id=nvl, direction=0)["bytes"][0].as_py() == 0
+    assert rows(on.links, link_id=spec_on.nic_link(5), direction=0)["bytes"][0].as_py() > 1 << 20
+
+
+def test_host_forwarding_crosses_an_intermediate_server():
+    fab = rf.topologies.TopoOpt(128)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [1]))
+    # find a server pair with no direct circuit: its path must transit another server's GPUs
+    u, v, _ = spec.resolve_circuits()
+    srv = spec.nodes.server
+    direct = {(int(srv[a]), int(srv[b])) for a, b in zip(u, v)} | {(int(srv[b]), int(srv[a])) for a, b in zip(u, v)}
+    far = next(s for s in range(1, 16) if (0, s) not in direct)
+    path = sim.engine.trace_path(0, far * 8, 7)
+    servers = {int(srv[n]) for n in sim.engine.port_stats()["dst"][path]}
+    assert len(servers - {0, far}) >= 1
+
+
+def test_rfabric_intra_tor_traffic_stays_on_the_eps():
+    fab = rf.topologies.RFabric(128)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [1]))
+    # GPU 0 and GPU 8 are rail 0 of servers 0 and 1: same rail-aligned ToR
+    path = sim.engine.trace_path(0, 8, 0)
+    kinds = spec.nodes.kind_names()[sim.engine.port_stats()["dst"][path]]
+    assert list(kinds) == ["eps", "gpu"]
+
+
+def test_deadlock_is_reported_not_hidden():
+    # RFabric's default plan routes some ToR pairs over other ToRs; under PFC a heavy
+    # permutation at 1024 GPUs closes a cyclic buffer dependency. The run must say so.
+    fab = rf.topologies.RFabric(1024)
+    res = rf.simulate(fab, rf.Flows.permutation(1024, 4 << 20, seed=1))
+    assert res.run["deadlock"] and not res.complete
+    assert "PFC DEADLOCK" in res.summary()
+    lossy = rf.simulate(fab, rf.Flows.permutation(1024, 4 << 20, seed=1), transport="dctcp")
+    assert lossy.complete and not lossy.run["deadlock"]
