@@ -7,6 +7,7 @@ def test_demo_prints_a_comparison_table(capsys):
     assert main(["demo", "--gpus", "64", "--size", "256KiB"]) == 0
     out = capsys.readouterr().out
     assert "FT-OS 3:1" in out and "permutation" in out and "incast" in out and "makespan_us" in out
+    assert all(name in out for name in ("RO", "TopoOpt", "MixNet", "RFabric"))
 
 
 def test_run_preset_writes_tables(tmp_path, capsys):
