@@ -148,6 +148,8 @@ class NetworkSpec:
     (TopoOpt, MixNet); otherwise inter-server traffic goes NIC -> packet switches -> NIC.
     ``pxn``: cross-rail traffic first crosses the NVSwitch to the GPU whose NIC sits on the
     destination's rail (NCCL's PXN, rail-optimized fabrics).
+    ``deadlock_free``: packet switches route up*/down* (climb toward a root, then descend)
+    instead of shortest paths, so lossless (PFC) traffic cannot deadlock on circuit meshes.
     """
 
     nodes: NodeTable
@@ -157,15 +159,16 @@ class NetworkSpec:
     circuits: CircuitTable = field(repr=False, default=None)  # type: ignore[assignment]
     host_forwarding: bool = False
     pxn: bool = False
+    deadlock_free: bool = False
 
     @classmethod
     def from_tables(cls, nodes: NodeTable, links: LinkTable, name: str = "network",
                     circuits: CircuitTable | None = None, *, host_forwarding: bool = False,
-                    pxn: bool = False) -> NetworkSpec:
+                    pxn: bool = False, deadlock_free: bool = False) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
         spec = cls(nodes=nodes, links=links, name=name, gpu_nodes=gpu_nodes,
                    circuits=circuits if circuits is not None else CircuitTable.empty(),
-                   host_forwarding=bool(host_forwarding), pxn=bool(pxn))
+                   host_forwarding=bool(host_forwarding), pxn=bool(pxn), deadlock_free=bool(deadlock_free))
         spec.validate()
         return spec
 
@@ -430,4 +433,5 @@ class NetworkSpec:
             "circuit_b": self.circuits.b.astype(np.uint32),
             "host_forwarding": self.host_forwarding,
             "pxn": self.pxn,
+            "deadlock_free": self.deadlock_free,
         }

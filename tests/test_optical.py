@@ -200,12 +200,34 @@ def test_rfabric_intra_tor_traffic_stays_on_the_eps():
     assert list(kinds) == ["eps", "gpu"]
 
 
-def test_deadlock_is_reported_not_hidden():
-    # RFabric's default plan routes some ToR pairs over other ToRs; under PFC a heavy
-    # permutation at 1024 GPUs closes a cyclic buffer dependency. The run must say so.
-    fab = rf.topologies.RFabric(1024)
-    res = rf.simulate(fab, rf.Flows.permutation(1024, 4 << 20, seed=1))
+class ShortestPathRFabric(rf.topologies.RFabric):
+    """RFabric routed over plain shortest paths among its ToRs."""
+
+    deadlock_free = False
+
+
+def test_shortest_paths_over_circuit_rings_deadlock_and_the_run_says_so():
+    # RFabric's default plan relays ToR to ToR over circuit rings; shortest paths there
+    # close a cyclic buffer dependency under PFC in a heavy 1024-GPU permutation.
+    flows = rf.Flows.permutation(1024, 4 << 20, seed=1)
+    res = rf.simulate(ShortestPathRFabric(1024), flows)
     assert res.run["deadlock"] and not res.complete
     assert "PFC DEADLOCK" in res.summary()
-    lossy = rf.simulate(fab, rf.Flows.permutation(1024, 4 << 20, seed=1), transport="dctcp")
-    assert lossy.complete and not lossy.run["deadlock"]
+    # the same traffic: lossy completes; up*/down* routing (RFabric's default) completes lossless
+    assert rf.simulate(ShortestPathRFabric(1024), flows, transport="dctcp").complete
+    safe = rf.simulate(rf.topologies.RFabric(1024), flows)
+    assert safe.complete and not safe.run["deadlock"] and safe.run["drops"] == 0
+
+
+def test_up_down_routes_reach_every_rfabric_pair_loop_free():
+    fab = rf.topologies.RFabric(1024)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [1]))
+    port_dst = sim.engine.port_stats()["dst"]
+    gpu_of_node = {int(n): g for g, n in enumerate(spec.gpu_nodes)}
+    rng = np.random.default_rng(5)
+    for src, dst in rng.integers(0, 1024, size=(3000, 2)):
+        if src == dst:
+            continue
+        nodes = [int(port_dst[p]) for p in sim.engine.trace_path(int(src), int(dst), int(src * 7 + dst))]
+        assert gpu_of_node.get(nodes[-1]) == dst and len(set(nodes)) == len(nodes)

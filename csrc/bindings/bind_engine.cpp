@@ -40,6 +40,7 @@ NetworkSpec spec_from_dict(const py::dict& d) {
   }
   if (d.contains("host_forwarding")) s.host_forwarding = d["host_forwarding"].cast<bool>();
   if (d.contains("pxn")) s.pxn = d["pxn"].cast<bool>();
+  if (d.contains("deadlock_free")) s.deadlock_free = d["deadlock_free"].cast<bool>();
   return s;
 }
 

@@ -95,6 +95,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   }
   host_forwarding_ = spec.host_forwarding;
   pxn_ = spec.pxn;
+  routing_in_.updown = spec.deadlock_free;
   auto optical_node = [&](uint32_t v) {
     return nodes_[v].kind == NodeKind::Ocs || nodes_[v].kind == NodeKind::PatchPanel;
   };
@@ -505,11 +506,12 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
 }
 
 uint32_t Network::route(uint32_t node, const Packet& p) const {
-  return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow);
+  const bool descending = routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
+  return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending);
 }
 
 uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t seq, uint32_t hops_so_far,
-                             uint32_t flow) const {
+                             uint32_t flow, bool descending) const {
   if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
   if (!host_forwarding_) {
     if (node == gpu_attach_[d] && ports_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
@@ -534,7 +536,7 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
     }
   }
   uint32_t count = 0;
-  const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count);
+  const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
   if (count <= 1) return count ? hops[0] : kNone;
   if (cfg_.ecmp_dmodk) {
     uint64_t digit = d;
@@ -732,7 +734,8 @@ std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t f
     ++hops;
     const uint32_t node = ports_[port].peer;
     if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
-    const uint32_t next = route_with(node, dst, flow_hash, 0, hops, 0);
+    const bool descending = routing_in_.updown && routes_.descends(ports_[port].node, node);
+    const uint32_t next = route_with(node, dst, flow_hash, 0, hops, 0, descending);
     if (next == kNone || next == ports_[port].reverse) break;
     port = next;
   }

@@ -183,7 +183,8 @@ class Network final : public engine::Handler {
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
   RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
-  uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow) const;
+  uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow,
+                      bool descending = false) const;
   uint32_t relay_gpu(uint32_t server_of_node, uint32_t dst) const;
   bool nic_usable(uint32_t gpu) const;
   // topology changes (circuits.cpp)

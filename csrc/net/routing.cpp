@@ -5,6 +5,11 @@
 namespace rfabric::net {
 
 void RoutingTable::build(const RoutingInput& in) {
+  if (in.updown) {
+    build_updown(in);
+    return;
+  }
+  phases_ = 1;
   const uint32_t n = in.num_nodes;
   num_keys_ = static_cast<uint32_t>(in.keys.size());
   const size_t cells = static_cast<size_t>(n) * num_keys_;
@@ -49,6 +54,114 @@ void RoutingTable::build(const RoutingInput& in) {
         }
       }
       count_[cell] = c;
+    }
+  }
+}
+
+void RoutingTable::build_updown(const RoutingInput& in) {
+  const uint32_t n = in.num_nodes;
+  num_keys_ = static_cast<uint32_t>(in.keys.size());
+  phases_ = 2;
+  const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
+  begin_.assign(cells, 0);
+  count_.assign(cells, 0);
+  dist_.assign(static_cast<size_t>(n) * num_keys_, kUnreachable);
+  ports_.clear();
+
+  // Order: BFS over transit nodes from the best-connected one (ties: lowest id); rank =
+  // position in BFS order, so every up hop strictly lowers the rank.
+  auto live = [&](uint32_t p) { return in.port_up[p] != 0; };
+  uint32_t root = kUnreachable, best = 0;
+  for (uint32_t v = 0; v < n; ++v) {
+    if (!in.transit[v]) continue;
+    uint32_t deg = 0;
+    for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a)
+      deg += live(in.adj_ports[a]) && in.transit[in.port_peer[in.adj_ports[a]]];
+    if (root == kUnreachable || deg > best) root = v, best = deg;
+  }
+  rank_.assign(n, kUnreachable);
+  uint32_t next_rank = 0;
+  std::vector<uint32_t> frontier, next;
+  for (uint32_t start = root; start != kUnreachable;) {  // every component gets an order
+    rank_[start] = next_rank++;
+    frontier.assign(1, start);
+    while (!frontier.empty()) {
+      next.clear();
+      for (const uint32_t v : frontier)
+        for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
+          const uint32_t p = in.adj_ports[a], w = in.port_peer[p];
+          if (!live(p) || !in.transit[w] || rank_[w] != kUnreachable) continue;
+          rank_[w] = next_rank++;
+          next.push_back(w);
+        }
+      frontier.swap(next);
+    }
+    start = kUnreachable;
+    for (uint32_t v = 0; v < n; ++v)
+      if (in.transit[v] && rank_[v] == kUnreachable) {
+        start = v;
+        break;
+      }
+  }
+  // transit nodes by rank, lowest first
+  std::vector<uint32_t> by_rank;
+  for (uint32_t v = 0; v < n; ++v)
+    if (rank_[v] != kUnreachable) by_rank.push_back(v);
+  std::sort(by_rank.begin(), by_rank.end(), [&](uint32_t a, uint32_t b) { return rank_[a] < rank_[b]; });
+
+  std::vector<uint32_t> down(n), up(n);
+  auto hop_ok = [&](uint32_t p, uint32_t key) {
+    const uint32_t m = in.port_peer[p];
+    return live(p) && (in.transit[m] || m == key);
+  };
+  for (uint32_t k = 0; k < num_keys_; ++k) {
+    const uint32_t key = in.keys[k];
+    std::fill(down.begin(), down.end(), kUnreachable);
+    std::fill(up.begin(), up.end(), kUnreachable);
+    down[key] = up[key] = 0;
+    // Descending-only distances: a down hop v -> m has rank[m] > rank[v], so process by
+    // decreasing rank; the key (if not transit) is reached from its neighbours directly.
+    for (auto it = by_rank.rbegin(); it != by_rank.rend(); ++it) {
+      const uint32_t v = *it;
+      if (v == key) continue;
+      for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
+        const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
+        if (!hop_ok(p, key) || down[m] == kUnreachable) continue;
+        if (rank_[m] != kUnreachable && !descends(v, m)) continue;  // only unranked leaves are exempt
+        down[v] = std::min(down[v], down[m] + 1);
+      }
+    }
+    // Climbing allowed: an up hop lowers the rank, so process by increasing rank.
+    for (const uint32_t v : by_rank) {
+      if (v == key) continue;
+      uint32_t d = down[v];
+      for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
+        const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
+        if (!hop_ok(p, key) || rank_[m] == kUnreachable || descends(v, m) || up[m] == kUnreachable) continue;
+        d = std::min(d, up[m] + 1);
+      }
+      up[v] = d;
+    }
+    for (uint32_t v = 0; v < n; ++v) {
+      dist_[static_cast<size_t>(v) * num_keys_ + k] = up[v];
+      for (uint32_t phase = 0; phase < 2; ++phase) {
+        const size_t cell = (static_cast<size_t>(v) * num_keys_ + k) * 2 + phase;
+        begin_[cell] = static_cast<uint32_t>(ports_.size());
+        const uint32_t target = phase ? down[v] : up[v];
+        if (target == kUnreachable || target == 0 || rank_[v] == kUnreachable) continue;
+        uint16_t c = 0;
+        for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
+          const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
+          if (!hop_ok(p, key)) continue;
+          const bool dn = rank_[m] == kUnreachable || descends(v, m);
+          const uint32_t via = dn ? down[m] : (phase ? kUnreachable : up[m]);
+          if (via != kUnreachable && via + 1 == target) {
+            ports_.push_back(p);
+            ++c;
+          }
+        }
+        count_[cell] = c;
+      }
     }
   }
 }

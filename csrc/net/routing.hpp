@@ -19,17 +19,26 @@ struct RoutingInput {
   std::vector<uint32_t> port_reverse;   ///< port -> port of the opposite direction
   std::vector<uint8_t> port_up;
   std::vector<uint32_t> keys;           ///< key index -> node id
+  /// Up*/down* routing: order transit nodes by BFS distance from a root and allow only
+  /// paths that climb toward it, then descend. No cyclic buffer dependency can form, so
+  /// PFC cannot deadlock; paths may be longer than shortest.
+  bool updown = false;
 };
 
 class RoutingTable {
  public:
   void build(const RoutingInput& in);
   uint32_t num_keys() const { return num_keys_; }
-  /// Next-hop ports from `node` toward key `key`: [first, first + count).
-  const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count) const {
-    const size_t i = static_cast<size_t>(node) * num_keys_ + key;
+  /// Next-hop ports from `node` toward key `key`: [first, first + count). `descending`
+  /// (up*/down* tables only): the packet came down a hop and may only keep descending.
+  const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false) const {
+    const size_t i = (static_cast<size_t>(node) * num_keys_ + key) * phases_ + (descending && phases_ == 2);
     *count = count_[i];
     return ports_.data() + begin_[i];
+  }
+  /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
+  bool descends(uint32_t from, uint32_t to) const {
+    return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable && rank_[to] > rank_[from];
   }
   /// Hop count from `node` to key `key` (kUnreachable if none).
   uint32_t distance(uint32_t node, uint32_t key) const {
@@ -38,7 +47,10 @@ class RoutingTable {
   static constexpr uint32_t kUnreachable = 0xffffffffu;
 
  private:
+  void build_updown(const RoutingInput& in);
   uint32_t num_keys_ = 0;
+  uint32_t phases_ = 1;
+  std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
   std::vector<uint32_t> begin_;
   std::vector<uint16_t> count_;
   std::vector<uint32_t> dist_;

@@ -33,6 +33,7 @@ struct NetworkSpec {
   std::vector<uint32_t> circuit_ocs, circuit_a, circuit_b;
   bool host_forwarding = false;  ///< GPUs/NVSwitches forward other servers' traffic
   bool pxn = false;              ///< cross-rail traffic relays over NVLink to the right rail
+  bool deadlock_free = false;    ///< up*/down* routing among switches (circuit meshes under PFC)
 };
 
 /// Engine configuration: one value, mirrored by rfabric.simulation.EngineConfig.

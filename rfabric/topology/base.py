@@ -190,6 +190,8 @@ class Topology:
     host_forwarding = False
     #: cross-rail traffic crosses the NVSwitch to the NIC on the destination's rail (PXN)
     pxn = False
+    #: route packet switches up*/down* so PFC cannot deadlock (meshes of circuits between switches)
+    deadlock_free = False
 
     def __init__(self, gpus: int, link="200Gbps", *, gpus_per_server: int = 8,
                  link_latency=DEFAULTS["link_latency"], switch_latency=DEFAULTS["switch_latency"],
@@ -259,7 +261,8 @@ class Topology:
         if self._spec is None:
             nodes, links, circuits = self.tables()
             spec = NetworkSpec.from_tables(nodes, links, name=self.name, circuits=circuits,
-                                           host_forwarding=self.host_forwarding, pxn=self.pxn)
+                                           host_forwarding=self.host_forwarding, pxn=self.pxn,
+                                           deadlock_free=self.deadlock_free)
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
             self._spec = spec

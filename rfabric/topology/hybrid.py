@@ -103,6 +103,9 @@ class RFabric(Topology):
 
     family = "rfabric"
     pxn = True
+    # ToRs relay over circuit rings and meshes: shortest paths there can close cyclic buffer
+    # dependencies under PFC (a 1024-GPU permutation deadlocks), so route up*/down*.
+    deadlock_free = True
 
     def __init__(self, gpus: int, link="200Gbps", radix: int | None = None, tor_uplinks: int | None = None,
                  pod_servers: int | None = None, core_ports: int | None = None, ocs_agg: int | None = None,
