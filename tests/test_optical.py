@@ -231,3 +231,31 @@ def test_up_down_routes_reach_every_rfabric_pair_loop_free():
             continue
         nodes = [int(port_dst[p]) for p in sim.engine.trace_path(int(src), int(dst), int(src * 7 + dst))]
         assert gpu_of_node.get(nodes[-1]) == dst and len(set(nodes)) == len(nodes)
+
+
+def test_mixnet_circuits_follow_the_regions_demand():
+    servers = 16
+    demand = np.zeros((servers, servers))
+    demand[0, 5] = 8e9   # server 0 -> 5 dominates region 0
+    demand[3, 9] = 1e9
+    ring = rf.topologies.MixNet(128)
+    plan = ring.plan_for_demand(demand)
+    spec = ring.to_spec()
+    srv = spec.nodes.server
+    u, v, _ = spec.resolve_circuits(plan)
+    pairs = sorted((min(srv[a], srv[b]), max(srv[a], srv[b])) for a, b in zip(u, v))
+    # greedy by demand per circuit: 0-5 takes all six OCS NICs, 3-9 the next six
+    assert pairs.count((0, 5)) == 6 and pairs.count((3, 9)) == 6 and len(pairs) == 12
+    flows = rf.Flows(np.arange(0, 6), np.arange(40, 46), 8 << 20)  # server 0 -> server 5
+    t_ring = rf.simulate(ring, flows).run["makespan_ps"]
+    t_demand = rf.simulate(rf.topologies.MixNet(128, demand=demand), flows).run["makespan_ps"]
+    assert t_demand * 2.5 < t_ring
+    # and a controller-style switch to that plan during the run works on both transports
+    for transport in ("roce", "dctcp"):
+        sim = rf.Simulation(ring, flows, transport=transport)
+        sim.apply_circuits(plan, at=0, t_ocs="10us")
+        sim.run()
+        res = sim.results()
+        assert res.complete and res.run["makespan_ps"] < t_ring
+    with pytest.raises(rf.SpecError, match="demand must be a 16 x 16 server matrix"):
+        ring.plan_for_demand(np.zeros((4, 4)))

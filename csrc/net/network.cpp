@@ -604,12 +604,12 @@ void Network::arrive(uint32_t pkt) {
     pool_.release(pkt);
     return;
   }
+  // (After a change of tables a frame may be sent back the way it came: that is its new
+  // path, not a loop, since one consistent table set has none.)
   const uint32_t out = route(node, p);
-  if (out == kNone || out == in.reverse) {
-    if (!lossless_) {
-      drop(pkt, counters_.no_route_drops);
-      return;
-    }
+  if (out == kNone && !lossless_) {
+    drop(pkt, counters_.no_route_drops);
+    return;
   }
   in.ingress_bytes += p.size_bytes;
   if (in.ingress_bytes > in.max_ingress_bytes) in.max_ingress_bytes = in.ingress_bytes;
@@ -622,7 +622,7 @@ void Network::arrive(uint32_t pkt) {
     ++counters_.pauses;
     eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kPause);
   }
-  if (out == kNone || out == in.reverse) {
+  if (out == kNone) {
     hold(node, pkt);  // lossless and no route now: wait here for the topology to change
     return;
   }

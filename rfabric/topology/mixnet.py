@@ -33,7 +33,14 @@ class MixNet(Topology):
       GPU reaches the packet fabric over NVLink through a packet-side GPU of its server, and
       OCS circuits carry traffic relayed by intermediate servers.
 
-    Initial circuit plan (before any controller): in each region of ``R`` servers, ring
+    Demand-following circuits: ``MixNet(..., demand=D)`` starts from, and
+    ``plan_for_demand(D)`` returns, the plan that follows a server x server traffic matrix
+    ``D`` (bytes; e.g. the MoE all-to-all of a period): in each region, circuits go one at a
+    time to the server pair with the most demand per circuit it already has (the greedy
+    bottleneck-pair allocation of MixNet's topology manager), while both servers have a free
+    OCS NIC; pairs with no demand get none, and unused NICs stay dark.
+
+    Initial circuit plan without ``demand`` (before any controller): in each region of ``R`` servers, ring
     permutations over the region's servers: ring ``m`` joins OCS NIC ``2m`` of server ``i``
     to OCS NIC ``2m+1`` of server ``i + p_m (mod R)`` with offsets ``p_m = 1, 2, 3, ...``
     (cycling over ``1..R/2``), so with 6 OCS NICs every server reaches the 6 distinct peers
@@ -59,6 +66,8 @@ class MixNet(Topology):
     radix : int, optional
         Packet-switch port count ``k`` (even). Default: FatTree's rule, the smallest power of
         two that is at least ``2 · gpus_per_server`` and fits the packet-switched NICs.
+    demand : array (servers, servers), optional
+        Traffic matrix in bytes; the initial circuits follow it (see above).
     **kwargs
         Physical parameters of :class:`~rfabric.topology.base.Topology`.
     """
@@ -67,8 +76,9 @@ class MixNet(Topology):
     host_forwarding = True
 
     def __init__(self, gpus: int, link="200Gbps", ocs_nics: int | None = None,
-                 region_servers: int | None = None, radix: int | None = None, **kwargs):
+                 region_servers: int | None = None, radix: int | None = None, demand=None, **kwargs):
         super().__init__(gpus, link, **kwargs)
+        self.demand = None if demand is None else self._check_demand(demand)
         g, s = self.gpus_per_server, self.servers
         if ocs_nics is None:
             ocs_nics = 3 * g // 4
@@ -89,6 +99,52 @@ class MixNet(Topology):
         if self._capacity(self.radix) < self.eps_nics_total:
             raise SpecError(f"MixNet: the {self.eps_nics_total} packet-switched NICs exceed the capacity "
                             f"of radix={self.radix} ({self._capacity(self.radix)} NICs)")
+
+    def _check_demand(self, demand) -> np.ndarray:
+        d = np.asarray(demand, dtype=float)
+        s = self.servers
+        if d.shape != (s, s):
+            raise SpecError(f"MixNet: demand must be a {s} x {s} server matrix, got shape {d.shape}")
+        if not np.all(np.isfinite(d)) or np.any(d < 0):
+            raise SpecError("MixNet: demand must hold finite, non-negative byte counts")
+        return d
+
+    def _greedy_pairs(self, demand: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """(server a, NIC index at a, server b, NIC index at b) for every circuit, per region."""
+        r, o = self.region_servers, self.ocs_nics
+        out = []
+        for reg in range(self.regions):
+            members = np.arange(reg * r, (reg + 1) * r)
+            w = demand[np.ix_(members, members)]
+            w = w + w.T
+            np.fill_diagonal(w, 0)
+            free = np.full(r, o)
+            have = np.zeros((r, r))
+            while True:
+                score = np.where((free[:, None] > 0) & (free[None, :] > 0) & (w > 0), w / (have + 1), -1.0)
+                score = np.triu(score, 1) + np.tril(np.full((r, r), -1.0))
+                i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+                if score[i, j] <= 0:
+                    break
+                out.append((int(members[i]), int(o - free[i]), int(members[j]), int(o - free[j])))
+                free[i] -= 1
+                free[j] -= 1
+                have[i, j] += 1
+        return out
+
+    def plan_for_demand(self, demand):
+        """The circuit plan (a CircuitTable) that follows server x server traffic ``demand``."""
+        from ..spec import CircuitTable
+
+        d = self._check_demand(demand)
+        self.to_spec()  # records the OCS nodes and NIC links
+        pairs = self._greedy_pairs(d)
+        if not pairs:
+            return CircuitTable.empty()
+        a_srv, a_nic, b_srv, b_nic = (np.array(col) for col in zip(*pairs))
+        region = a_srv // self.region_servers
+        return CircuitTable.build(self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic],
+                                  self._ocs_nic_links[b_srv, b_nic])
 
     @staticmethod
     def _capacity(k: int) -> int:
@@ -126,7 +182,12 @@ class MixNet(Topology):
         region_of_server = np.arange(s) // r
         nic = net.add_links(gpu[:, :o].ravel(), np.repeat(ocs[region_of_server], o), rate=self.link_bps,
                             kind="nic").reshape(s, o)
+        self._ocs_nodes, self._ocs_nic_links = ocs, nic
         if r < 2:
+            return
+        if self.demand is not None:
+            for a, ia, b, ib in self._greedy_pairs(self.demand):
+                net.add_circuits(ocs[a // r], nic[a, ia], nic[b, ib])
             return
         offsets = round_robin_offsets(r, o // 2)
         for reg in range(self.regions):
