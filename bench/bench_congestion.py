@@ -56,14 +56,18 @@ SETTINGS = {
 
 
 def main() -> None:
-    print(f"{'setting':32s} {'incast 2MB':>10} {'4MiB':>6} {'16MiB':>6}   {'perm FT us':>10} {'FT-OS us':>9} "
-          f"{'ratio':>5}   {'Jain':>5} {'util':>5}")
+    print(
+        f"{'setting':32s} {'incast 2MB':>10} {'4MiB':>6} {'16MiB':>6}   {'perm FT us':>10} {'FT-OS us':>9} "
+        f"{'ratio':>5}   {'Jain':>5} {'util':>5}"
+    )
     for name, kw in SETTINGS.items():
         i2, i4, i16 = (incast(kw, s) for s in (2_000_000, 4 << 20, 16 << 20))
         ft, os3 = permutation(kw, 1), permutation(kw, 3)
         j, u = fairness(kw)
-        print(f"{name:32s} {i2:10.2f} {i4:6.2f} {i16:6.2f}   {ft:10.0f} {os3:9.0f} {os3 / ft:5.2f}   {j:5.3f} {u:5.3f}",
-              flush=True)
+        print(
+            f"{name:32s} {i2:10.2f} {i4:6.2f} {i16:6.2f}   {ft:10.0f} {os3:9.0f} {os3 / ft:5.2f}   {j:5.3f} {u:5.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,10 @@ def main(argv=None) -> int:
     ap.add_argument("--transport", default="roce")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    print(f"{'gpus':>6} {'engine s (median)':>18} {'total s':>8} {'events':>12} {'packet-hops':>12} "
-          f"{'Mev/s':>7} {'Mhops/s':>8} {'makespan us':>12} {'flows':>7}")
+    print(
+        f"{'gpus':>6} {'engine s (median)':>18} {'total s':>8} {'events':>12} {'packet-hops':>12} "
+        f"{'Mev/s':>7} {'Mhops/s':>8} {'makespan us':>12} {'flows':>7}"
+    )
     for gpus in args.gpus:
         walls, totals = [], []
         for _ in range(args.reps):
@@ -48,11 +50,15 @@ def main(argv=None) -> int:
             totals.append(total)
         r = res.run
         w = statistics.median(walls)
-        print(f"{gpus:>6} {w:>18.3f} {statistics.median(totals):>8.3f} {r['events']:>12,} {r['packet_hops']:>12,} "
-              f"{r['events'] / w / 1e6:>7.2f} {r['packet_hops'] / w / 1e6:>8.2f} {r['makespan_ps'] / 1e6:>12.1f} "
-              f"{r['flows_done']:>4}/{r['flows']}")
-        print(f"       engine wall s over {args.reps} runs: {', '.join(f'{x:.3f}' for x in walls)}; "
-              f"drops {r['drops']}, pfc pauses {r['pfc_pauses']}, ecn marks {r['ecn_marks']}")
+        print(
+            f"{gpus:>6} {w:>18.3f} {statistics.median(totals):>8.3f} {r['events']:>12,} {r['packet_hops']:>12,} "
+            f"{r['events'] / w / 1e6:>7.2f} {r['packet_hops'] / w / 1e6:>8.2f} {r['makespan_ps'] / 1e6:>12.1f} "
+            f"{r['flows_done']:>4}/{r['flows']}"
+        )
+        print(
+            f"       engine wall s over {args.reps} runs: {', '.join(f'{x:.3f}' for x in walls)}; "
+            f"drops {r['drops']}, pfc pauses {r['pfc_pauses']}, ecn marks {r['ecn_marks']}"
+        )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {rss:.0f} MiB")
     return 0

@@ -1,6 +1,6 @@
 """One permutation run (for callgrind / hyperfine): prints the run counters as JSON.
 
-    valgrind --tool=callgrind --toggle-collect='*Engine::run*' python bench/one_run.py 1024
+valgrind --tool=callgrind --toggle-collect='*Engine::run*' python bench/one_run.py 1024
 """
 
 import json

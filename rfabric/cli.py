@@ -30,12 +30,16 @@ def _flows(pattern: str, gpus: int, size: int, seed: int, fan_in: int):
 
 
 def _table(rows: list[dict], cols: list[tuple[str, str]]) -> str:
-    widths = [max(len(title), *(len(fmt.format(r[key])) for r in rows)) for (key, fmt), title in
-              zip([(k, f) for k, f in cols], [c[0] for c in cols])]
-    head = "  ".join(title.rjust(w) for (title, _), w in zip(cols, widths))
+    widths = [
+        max(len(title), *(len(fmt.format(r[key])) for r in rows))
+        for (key, fmt), title in zip([(k, f) for k, f in cols], [c[0] for c in cols], strict=True)
+    ]
+    head = "  ".join(title.rjust(w) for (title, _), w in zip(cols, widths, strict=True))
     lines = [head, "  ".join("-" * w for w in widths)]
     for r in rows:
-        lines.append("  ".join(fmt.format(r[key]).rjust(w) for (key, fmt), w in zip(cols, widths)))
+        lines.append(
+            "  ".join(fmt.format(r[key]).rjust(w) for (key, fmt), w in zip(cols, widths, strict=True))
+        )
     return "\n".join(lines)
 
 
@@ -44,9 +48,14 @@ def cmd_demo(args) -> int:
     from . import simulate
     from .topology import FatTree, MixNet, RailOptimized, RFabric, TopoOpt
 
-    fabrics = [("FT", FatTree(args.gpus, args.link)), ("FT-OS 3:1", FatTree(args.gpus, args.link, oversubscription=3)),
-               ("RO", RailOptimized(args.gpus, args.link)), ("TopoOpt", TopoOpt(args.gpus, args.link)),
-               ("MixNet", MixNet(args.gpus, args.link)), ("RFabric", RFabric(args.gpus, args.link))]
+    fabrics = [
+        ("FT", FatTree(args.gpus, args.link)),
+        ("FT-OS 3:1", FatTree(args.gpus, args.link, oversubscription=3)),
+        ("RO", RailOptimized(args.gpus, args.link)),
+        ("TopoOpt", TopoOpt(args.gpus, args.link)),
+        ("MixNet", MixNet(args.gpus, args.link)),
+        ("RFabric", RFabric(args.gpus, args.link)),
+    ]
     rows = []
     for pattern in ("permutation", "incast"):
         flows = _flows(pattern, args.gpus, args.size, args.seed, fan_in=16)
@@ -55,18 +64,41 @@ def cmd_demo(args) -> int:
             fct = res.fct_ps
             kinds = fab.to_spec().nodes.kind
             done = fct[fct >= 0]
-            rows.append({
-                "fabric": label, "pattern": pattern, "flows": len(flows),
-                "makespan_us": res.run["makespan_ps"] / 1e6 if res.complete else float("nan"),
-                "p50_us": float(np.median(done)) / 1e6, "p99_us": float(np.percentile(done, 99)) / 1e6,
-                "eps": int(np.sum(kinds == 2)), "ocs": int(np.sum(kinds >= 3)),
-                "events": res.run["events"], "wall_s": res.run["wall_s"],
-            })
-    print(f"rfabric demo: {args.gpus} GPUs, {args.link} links, {args.size:,} B messages, "
-          f"transport {args.transport}, seed {args.seed}\n")
-    print(_table(rows, [("fabric", "{}"), ("pattern", "{}"), ("flows", "{:,}"), ("makespan_us", "{:.1f}"),
-                        ("p50_us", "{:.1f}"), ("p99_us", "{:.1f}"), ("eps", "{}"), ("ocs", "{}"),
-                        ("events", "{:,}"), ("wall_s", "{:.3f}")]))
+            rows.append(
+                {
+                    "fabric": label,
+                    "pattern": pattern,
+                    "flows": len(flows),
+                    "makespan_us": res.run["makespan_ps"] / 1e6 if res.complete else float("nan"),
+                    "p50_us": float(np.median(done)) / 1e6,
+                    "p99_us": float(np.percentile(done, 99)) / 1e6,
+                    "eps": int(np.sum(kinds == 2)),
+                    "ocs": int(np.sum(kinds >= 3)),
+                    "events": res.run["events"],
+                    "wall_s": res.run["wall_s"],
+                }
+            )
+    print(
+        f"rfabric demo: {args.gpus} GPUs, {args.link} links, {args.size:,} B messages, "
+        f"transport {args.transport}, seed {args.seed}\n"
+    )
+    print(
+        _table(
+            rows,
+            [
+                ("fabric", "{}"),
+                ("pattern", "{}"),
+                ("flows", "{:,}"),
+                ("makespan_us", "{:.1f}"),
+                ("p50_us", "{:.1f}"),
+                ("p99_us", "{:.1f}"),
+                ("eps", "{}"),
+                ("ocs", "{}"),
+                ("events", "{:,}"),
+                ("wall_s", "{:.3f}"),
+            ],
+        )
+    )
     return 0
 
 
@@ -77,7 +109,9 @@ def cmd_run(args) -> int:
 
     fab = load(args.topology)
     flows = _flows(args.pattern, fab.gpus, args.size, args.seed, args.fan_in)
-    res = simulate(fab, flows, transport=args.transport, seed=args.seed, mtu_bytes=args.mtu, progress=args.progress)
+    res = simulate(
+        fab, flows, transport=args.transport, seed=args.seed, mtu_bytes=args.mtu, progress=args.progress
+    )
     print(f"{fab.name}: {args.pattern}, {len(flows):,} flows of {args.size:,} B")
     print(res.summary())
     if args.output:
@@ -109,11 +143,20 @@ def cmd_collective(args) -> int:
     from .topology import FatTree, load
 
     fab = load(args.topology) if args.topology else FatTree(args.gpus, args.link)
-    table = collective(args.op, fab, sizes=size_range(args.min_bytes, args.max_bytes, args.factor),
-                       ranks=args.ranks, algorithm=args.algorithm, transport=args.transport, ecmp=args.ecmp)
+    table = collective(
+        args.op,
+        fab,
+        sizes=size_range(args.min_bytes, args.max_bytes, args.factor),
+        ranks=args.ranks,
+        algorithm=args.algorithm,
+        transport=args.transport,
+        ecmp=args.ecmp,
+    )
     ranks = args.ranks if args.ranks is not None else range(fab.gpus)
-    print(f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
-          f"transport {args.transport}, ecmp {args.ecmp}")
+    print(
+        f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
+        f"transport {args.transport}, ecmp {args.ecmp}"
+    )
     print(format_table(table))
     return 0
 
@@ -145,8 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("collective", help="nccl-tests-style table of one collective over message sizes")
-    c.add_argument("--op", default="all_reduce",
-                   choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"])
+    c.add_argument(
+        "--op",
+        default="all_reduce",
+        choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
+    )
     c.add_argument("--algorithm", default="auto")
     c.add_argument("--topology", help="topology preset (TOML); default a FatTree of --gpus")
     c.add_argument("--gpus", type=int, default=16)

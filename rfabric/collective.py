@@ -17,16 +17,18 @@ from .units import parse_size
 
 __all__ = ["collective", "format_table", "size_range", "COLLECTIVE_SCHEMA"]
 
-COLLECTIVE_SCHEMA = pa.schema([
-    ("size_bytes", pa.int64()),     # nccl-tests "size" (traces/README.md convention)
-    ("count", pa.int64()),          # elements of `dtype_bytes` bytes
-    ("kind", pa.string()),
-    ("algorithm", pa.string()),
-    ("n_ranks", pa.int32()),
-    ("time_us", pa.float64()),
-    ("algbw_GBps", pa.float64()),
-    ("busbw_GBps", pa.float64()),
-])
+COLLECTIVE_SCHEMA = pa.schema(
+    [
+        ("size_bytes", pa.int64()),  # nccl-tests "size" (traces/README.md convention)
+        ("count", pa.int64()),  # elements of `dtype_bytes` bytes
+        ("kind", pa.string()),
+        ("algorithm", pa.string()),
+        ("n_ranks", pa.int32()),
+        ("time_us", pa.float64()),
+        ("algbw_GBps", pa.float64()),
+        ("busbw_GBps", pa.float64()),
+    ]
+)
 
 
 def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]:
@@ -43,8 +45,9 @@ def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]
     return out
 
 
-def collective(kind: str, fabric, *, sizes=None, ranks=None, algorithm: str = "auto", dtype_bytes: int = 4,
-               **settings) -> pa.Table:
+def collective(
+    kind: str, fabric, *, sizes=None, ranks=None, algorithm: str = "auto", dtype_bytes: int = 4, **settings
+) -> pa.Table:
     """Time one collective per message size on an idle fabric.
 
     Parameters
@@ -73,27 +76,48 @@ def collective(kind: str, fabric, *, sizes=None, ranks=None, algorithm: str = "a
     rows = []
     for size in sizes:
         trace = Trace.from_columns(
-            op_id=[0], iteration=[0], stage=["bench"], phase=[kind], kind=[kind], ranks=[ranks],
-            size_bytes=[size], algorithm=[algorithm], deps=[[]], compute_ps=[0], period=[0],
-            gpus=spec.num_gpus)
+            op_id=[0],
+            iteration=[0],
+            stage=["bench"],
+            phase=[kind],
+            kind=[kind],
+            ranks=[ranks],
+            size_bytes=[size],
+            algorithm=[algorithm],
+            deps=[[]],
+            compute_ps=[0],
+            period=[0],
+            gpus=spec.num_gpus,
+        )
         res = simulate(spec, trace, **settings)
         op = res.ops.to_pylist()[0]
         if op["end_ps"] < 0:
             raise SpecError(f"{kind} of {size} bytes did not finish (drops: {res.run['drops']})")
-        rows.append({
-            "size_bytes": size, "count": size // dtype_bytes, "kind": kind, "algorithm": algorithm,
-            "n_ranks": len(ranks), "time_us": op["time_ps"] / 1e6, "algbw_GBps": op["algbw_GBps"],
-            "busbw_GBps": op["busbw_GBps"],
-        })
+        rows.append(
+            {
+                "size_bytes": size,
+                "count": size // dtype_bytes,
+                "kind": kind,
+                "algorithm": algorithm,
+                "n_ranks": len(ranks),
+                "time_us": op["time_ps"] / 1e6,
+                "algbw_GBps": op["algbw_GBps"],
+                "busbw_GBps": op["busbw_GBps"],
+            }
+        )
     return pa.Table.from_pylist(rows, schema=COLLECTIVE_SCHEMA)
 
 
 def format_table(table: pa.Table) -> str:
     """The table as nccl-tests prints it."""
-    lines = [f"#{'size':>14} {'count':>13} {'type':>6}   {'time (us)':>10} {'algbw (GB/s)':>12} {'busbw (GB/s)':>12}"]
+    lines = [
+        f"#{'size':>14} {'count':>13} {'type':>6}   {'time (us)':>10} {'algbw (GB/s)':>12} {'busbw (GB/s)':>12}"
+    ]
     for r in table.to_pylist():
-        lines.append(f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_us']:>10.1f} "
-                     f"{r['algbw_GBps']:>12.2f} {r['busbw_GBps']:>12.2f}")
+        lines.append(
+            f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_us']:>10.1f} "
+            f"{r['algbw_GBps']:>12.2f} {r['busbw_GBps']:>12.2f}"
+        )
     busbw = np.array(table["busbw_GBps"].to_pylist(), dtype=float)
     if len(busbw):
         lines.append(f"# Avg bus bandwidth    : {busbw.mean():.3f} GB/s")

@@ -21,7 +21,11 @@ def _int_col(values, name: str, n: int | None) -> np.ndarray:
     if arr.ndim != 1:
         raise SpecError(f"Flows: '{name}' must be 1-d, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        if (
+            np.issubdtype(arr.dtype, np.floating)
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+        ):
             arr = arr.astype(np.int64)
         else:
             raise SpecError(f"Flows: '{name}' must hold integers, got dtype {arr.dtype}")
@@ -75,11 +79,15 @@ class Flows:
         for name, arr in (("src", self.src), ("dst", self.dst)):
             bad = np.flatnonzero(arr >= num_gpus)
             if bad.size:
-                raise SpecError(f"Flows: flow {bad[0]}: {name} {arr[bad[0]]} is not a GPU of {where or 'the fabric'} "
-                                f"(it has GPUs 0..{num_gpus - 1})")
+                raise SpecError(
+                    f"Flows: flow {bad[0]}: {name} {arr[bad[0]]} is not a GPU of {where or 'the fabric'} "
+                    f"(it has GPUs 0..{num_gpus - 1})"
+                )
 
     @classmethod
-    def permutation(cls, gpus: int, size_bytes, *, seed: int = 0, start_ps=0, derangement: bool = True) -> Flows:
+    def permutation(
+        cls, gpus: int, size_bytes, *, seed: int = 0, start_ps=0, derangement: bool = True
+    ) -> Flows:
         """Random permutation traffic: every GPU sends ``size_bytes`` to a distinct GPU
         (a derangement: nobody sends to itself). Deterministic in ``seed``."""
         rng = np.random.default_rng(seed)

@@ -12,75 +12,93 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-__all__ = ["Results", "FLOW_SCHEMA", "LINK_SCHEMA", "OP_SCHEMA", "STAGE_SCHEMA", "CIRCUIT_SCHEMA", "RUN_KEYS",
-           "BUSBW_FACTOR"]
+__all__ = [
+    "Results",
+    "FLOW_SCHEMA",
+    "LINK_SCHEMA",
+    "OP_SCHEMA",
+    "STAGE_SCHEMA",
+    "CIRCUIT_SCHEMA",
+    "RUN_KEYS",
+    "BUSBW_FACTOR",
+]
 
-FLOW_SCHEMA = pa.schema([
-    ("flow_id", pa.int64()),          # row in the input flow set
-    ("op_id", pa.int64()),            # collective op the flow belongs to; -1 for plain flows
-    ("src", pa.int32()),              # source GPU id
-    ("dst", pa.int32()),              # destination GPU id
-    ("size_bytes", pa.int64()),       # message bytes (payload, headers excluded)
-    ("start_ps", pa.int64()),         # when the flow was released to its NIC
-    ("end_ps", pa.int64()),           # when its last byte reached dst; -1 if it did not finish
-    ("fct_ps", pa.int64()),           # end_ps - start_ps; -1 if it did not finish
-    ("delivered_bytes", pa.int64()),  # payload bytes received by dst
-    ("retransmits", pa.int64()),      # data packets sent more than once
-])
+FLOW_SCHEMA = pa.schema(
+    [
+        ("flow_id", pa.int64()),  # row in the input flow set
+        ("op_id", pa.int64()),  # collective op the flow belongs to; -1 for plain flows
+        ("src", pa.int32()),  # source GPU id
+        ("dst", pa.int32()),  # destination GPU id
+        ("size_bytes", pa.int64()),  # message bytes (payload, headers excluded)
+        ("start_ps", pa.int64()),  # when the flow was released to its NIC
+        ("end_ps", pa.int64()),  # when its last byte reached dst; -1 if it did not finish
+        ("fct_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
+        ("delivered_bytes", pa.int64()),  # payload bytes received by dst
+        ("retransmits", pa.int64()),  # data packets sent more than once
+    ]
+)
 
-LINK_SCHEMA = pa.schema([
-    ("link_id", pa.int64()),            # row of the topology's link table
-    ("direction", pa.int8()),           # 0: link src -> dst, 1: dst -> src
-    ("kind", pa.string()),              # the link's kind label (nic, nvlink, tor-agg, ...)
-    ("src", pa.int64()),                # sending node
-    ("dst", pa.int64()),                # receiving node
-    ("src_name", pa.string()),
-    ("dst_name", pa.string()),
-    ("rate_bps", pa.int64()),
-    ("bytes", pa.int64()),              # bytes put on the wire, headers included
-    ("packets", pa.int64()),
-    ("busy_ps", pa.int64()),            # time spent serializing
-    ("utilization", pa.float64()),      # busy_ps / run sim_ps
-    ("max_queue_bytes", pa.int64()),    # largest egress queue seen (excludes the frame in service)
-    ("max_ingress_bytes", pa.int64()),  # largest PFC ingress occupancy at the receiving switch
-    ("buffer_bytes", pa.int64()),       # per-port buffer
-    ("drops", pa.int64()),
-    ("ecn_marks", pa.int64()),
-    ("pfc_pauses", pa.int64()),         # PAUSE frames the receiving end sent back over this direction
-])
+LINK_SCHEMA = pa.schema(
+    [
+        ("link_id", pa.int64()),  # row of the topology's link table
+        ("direction", pa.int8()),  # 0: link src -> dst, 1: dst -> src
+        ("kind", pa.string()),  # the link's kind label (nic, nvlink, tor-agg, ...)
+        ("src", pa.int64()),  # sending node
+        ("dst", pa.int64()),  # receiving node
+        ("src_name", pa.string()),
+        ("dst_name", pa.string()),
+        ("rate_bps", pa.int64()),
+        ("bytes", pa.int64()),  # bytes put on the wire, headers included
+        ("packets", pa.int64()),
+        ("busy_ps", pa.int64()),  # time spent serializing
+        ("utilization", pa.float64()),  # busy_ps / run sim_ps
+        ("max_queue_bytes", pa.int64()),  # largest egress queue seen (excludes the frame in service)
+        ("max_ingress_bytes", pa.int64()),  # largest PFC ingress occupancy at the receiving switch
+        ("buffer_bytes", pa.int64()),  # per-port buffer
+        ("drops", pa.int64()),
+        ("ecn_marks", pa.int64()),
+        ("pfc_pauses", pa.int64()),  # PAUSE frames the receiving end sent back over this direction
+    ]
+)
 
-OP_SCHEMA = pa.schema([
-    ("op_id", pa.int64()),
-    ("iteration", pa.int32()),
-    ("stage", pa.string()),
-    ("phase", pa.string()),
-    ("kind", pa.string()),
-    ("algorithm", pa.string()),     # as written in the trace ("auto" is resolved by the engine)
-    ("size_bytes", pa.int64()),     # nccl-tests size convention (traces/README.md)
-    ("n_ranks", pa.int32()),
-    ("period", pa.int32()),
-    ("start_ps", pa.int64()),       # when its first flow was released (after deps + compute gap); -1 if never
-    ("end_ps", pa.int64()),         # when its last flow finished; -1 if it did not finish
-    ("time_ps", pa.int64()),        # end_ps - start_ps; -1 if it did not finish
-    ("algbw_GBps", pa.float64()),   # size_bytes / time, GB/s = 1e9 bytes/s (nccl-tests)
-    ("busbw_GBps", pa.float64()),   # algbw x BUSBW_FACTOR[kind](n) (nccl-tests)
-])
+OP_SCHEMA = pa.schema(
+    [
+        ("op_id", pa.int64()),
+        ("iteration", pa.int32()),
+        ("stage", pa.string()),
+        ("phase", pa.string()),
+        ("kind", pa.string()),
+        ("algorithm", pa.string()),  # as written in the trace ("auto" is resolved by the engine)
+        ("size_bytes", pa.int64()),  # nccl-tests size convention (traces/README.md)
+        ("n_ranks", pa.int32()),
+        ("period", pa.int32()),
+        ("start_ps", pa.int64()),  # when its first flow was released (after deps + compute gap); -1 if never
+        ("end_ps", pa.int64()),  # when its last flow finished; -1 if it did not finish
+        ("time_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
+        ("algbw_GBps", pa.float64()),  # size_bytes / time, GB/s = 1e9 bytes/s (nccl-tests)
+        ("busbw_GBps", pa.float64()),  # algbw x BUSBW_FACTOR[kind](n) (nccl-tests)
+    ]
+)
 
-STAGE_SCHEMA = pa.schema([
-    ("iteration", pa.int32()),
-    ("stage", pa.string()),
-    ("ops", pa.int64()),
-    ("start_ps", pa.int64()),       # first op start of the stage in that iteration
-    ("end_ps", pa.int64()),         # last op end; -1 if any op did not finish
-])
+STAGE_SCHEMA = pa.schema(
+    [
+        ("iteration", pa.int32()),
+        ("stage", pa.string()),
+        ("ops", pa.int64()),
+        ("start_ps", pa.int64()),  # first op start of the stage in that iteration
+        ("end_ps", pa.int64()),  # last op end; -1 if any op did not finish
+    ]
+)
 
-CIRCUIT_SCHEMA = pa.schema([
-    ("time_ps", pa.int64()),     # when the plan was applied: removed circuits go dark
-    ("plan_id", pa.int64()),     # order in which plans were given to Simulation.apply_circuits
-    ("added", pa.int64()),       # circuits in the new plan and not in the old
-    ("removed", pa.int64()),     # circuits in the old plan and not in the new
-    ("dark_ps", pa.int64()),     # added circuits carry light from time_ps + dark_ps
-])
+CIRCUIT_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # when the plan was applied: removed circuits go dark
+        ("plan_id", pa.int64()),  # order in which plans were given to Simulation.apply_circuits
+        ("added", pa.int64()),  # circuits in the new plan and not in the old
+        ("removed", pa.int64()),  # circuits in the old plan and not in the new
+        ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
+    ]
+)
 
 #: nccl-tests bus-bandwidth factors, as functions of the rank count n
 BUSBW_FACTOR = {
@@ -94,9 +112,24 @@ BUSBW_FACTOR = {
 }
 
 #: keys always present in Results.run
-RUN_KEYS = ("backend", "transport", "events", "packets", "packet_hops", "drops", "ecn_marks", "pfc_pauses",
-            "flows", "flows_done", "wall_s", "sim_ps", "makespan_ps", "seed", "events_per_s",
-            "packet_hops_per_s")
+RUN_KEYS = (
+    "backend",
+    "transport",
+    "events",
+    "packets",
+    "packet_hops",
+    "drops",
+    "ecn_marks",
+    "pfc_pauses",
+    "flows",
+    "flows_done",
+    "wall_s",
+    "sim_ps",
+    "makespan_ps",
+    "seed",
+    "events_per_s",
+    "packet_hops_per_s",
+)
 
 
 @dataclass
@@ -147,13 +180,19 @@ class Results:
             f"flows {r['flows_done']}/{r['flows']} done, makespan {r['makespan_ps'] / 1e6:.3f} us",
         ]
         if fct.size:
-            lines.append(f"FCT us: median {np.median(fct) / 1e6:.3f}, p99 {np.percentile(fct, 99) / 1e6:.3f}, "
-                         f"max {fct.max() / 1e6:.3f}")
-        lines.append(f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
-                     f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s")
+            lines.append(
+                f"FCT us: median {np.median(fct) / 1e6:.3f}, p99 {np.percentile(fct, 99) / 1e6:.3f}, "
+                f"max {fct.max() / 1e6:.3f}"
+            )
+        lines.append(
+            f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
+            f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s"
+        )
         if r.get("deadlock"):
-            lines.append(f"PFC DEADLOCK: {r['packets_in_flight']:,} frames wait on pauses that never lift; "
-                         "incomplete flows have end_ps = -1")
+            lines.append(
+                f"PFC DEADLOCK: {r['packets_in_flight']:,} frames wait on pauses that never lift; "
+                "incomplete flows have end_ps = -1"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -172,36 +211,50 @@ def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
     time_ps = np.where(done, end - start, -1)
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(done & (time_ps > 0), size / np.maximum(time_ps, 1) * 1e12 / 1e9, np.nan)
-    factor = np.array([BUSBW_FACTOR[k](n) for k, n in zip(kind, n_ranks)], dtype=float)
-    ops = pa.table({
-        "op_id": t.column("op_id"),
-        "iteration": t.column("iteration"),
-        "stage": t.column("stage").cast(pa.string()),
-        "phase": t.column("phase").cast(pa.string()),
-        "kind": t.column("kind").cast(pa.string()),
-        "algorithm": t.column("algorithm").cast(pa.string()),
-        "size_bytes": t.column("size_bytes"),
-        "n_ranks": n_ranks,
-        "period": t.column("period"),
-        "start_ps": start,
-        "end_ps": end,
-        "time_ps": time_ps,
-        "algbw_GBps": algbw,
-        "busbw_GBps": algbw * factor,
-    }, schema=OP_SCHEMA)
-    grouped = pa.table({
-        "iteration": ops["iteration"], "stage": ops["stage"], "start_ps": ops["start_ps"],
-        "end_ps": np.where(done, end, np.iinfo(np.int64).max), "op_id": ops["op_id"],
-    }).group_by(["iteration", "stage"], use_threads=False).aggregate(
-        [("op_id", "count"), ("start_ps", "min"), ("end_ps", "max")])
+    factor = np.array([BUSBW_FACTOR[k](n) for k, n in zip(kind, n_ranks, strict=True)], dtype=float)
+    ops = pa.table(
+        {
+            "op_id": t.column("op_id"),
+            "iteration": t.column("iteration"),
+            "stage": t.column("stage").cast(pa.string()),
+            "phase": t.column("phase").cast(pa.string()),
+            "kind": t.column("kind").cast(pa.string()),
+            "algorithm": t.column("algorithm").cast(pa.string()),
+            "size_bytes": t.column("size_bytes"),
+            "n_ranks": n_ranks,
+            "period": t.column("period"),
+            "start_ps": start,
+            "end_ps": end,
+            "time_ps": time_ps,
+            "algbw_GBps": algbw,
+            "busbw_GBps": algbw * factor,
+        },
+        schema=OP_SCHEMA,
+    )
+    grouped = (
+        pa.table(
+            {
+                "iteration": ops["iteration"],
+                "stage": ops["stage"],
+                "start_ps": ops["start_ps"],
+                "end_ps": np.where(done, end, np.iinfo(np.int64).max),
+                "op_id": ops["op_id"],
+            }
+        )
+        .group_by(["iteration", "stage"], use_threads=False)
+        .aggregate([("op_id", "count"), ("start_ps", "min"), ("end_ps", "max")])
+    )
     stage_end = grouped["end_ps_max"].to_numpy()
-    stages = pa.table({
-        "iteration": grouped["iteration"],
-        "stage": grouped["stage"],
-        "ops": grouped["op_id_count"],
-        "start_ps": grouped["start_ps_min"],
-        "end_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, stage_end),
-    }, schema=STAGE_SCHEMA).sort_by([("iteration", "ascending"), ("start_ps", "ascending")])
+    stages = pa.table(
+        {
+            "iteration": grouped["iteration"],
+            "stage": grouped["stage"],
+            "ops": grouped["op_id_count"],
+            "start_ps": grouped["start_ps_min"],
+            "end_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, stage_end),
+        },
+        schema=STAGE_SCHEMA,
+    ).sort_by([("iteration", "ascending"), ("start_ps", "ascending")])
     return ops, stages
 
 

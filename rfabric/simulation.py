@@ -14,11 +14,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from .errors import SpecError
 from .flows import Flows
-import pyarrow as pa
-
 from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
 from .spec import NetworkSpec
 from .topology.base import Topology
@@ -125,15 +124,17 @@ class EngineConfig:
     # spans 10 us .. 120 s across OCS technologies)
     t_ocs: object = "25ms"
     # Collective executor (trace workloads)
-    coll_channels: int = 8            # NCCL channels per ring collective (fewer for small messages)
-    coll_chunk: object = "512KiB"     # pipelining unit of tree / chain broadcast
+    coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
+    coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
 
     def to_engine(self) -> dict:
         """The config dict the engine takes: base units only, transport defaults resolved."""
         from . import _engine
 
         if self.transport not in _engine.transports():
-            raise SpecError(f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})")
+            raise SpecError(
+                f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})"
+            )
         if self.ecmp not in ECMP_MODES:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
@@ -169,8 +170,11 @@ class EngineConfig:
             "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
             "t_ocs_ps": parse_time(self.t_ocs),
         }
-        if isinstance(self.coll_channels, bool) or not isinstance(self.coll_channels, (int, np.integer)) \
-                or self.coll_channels < 1:
+        if (
+            isinstance(self.coll_channels, bool)
+            or not isinstance(self.coll_channels, (int, np.integer))
+            or self.coll_channels < 1
+        ):
             raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
         parse_size(self.coll_chunk, allow_zero=False)
         if self.header_bytes is not None:
@@ -225,8 +229,10 @@ class Simulation:
         if "backend" in settings:
             backend = settings.pop("backend")
             if backend not in BACKENDS:
-                raise SpecError(f"unknown backend {backend!r} (available: {', '.join(BACKENDS)}; "
-                                "the flow-level backend is not built yet)")
+                raise SpecError(
+                    f"unknown backend {backend!r} (available: {', '.join(BACKENDS)}; "
+                    "the flow-level backend is not built yet)"
+                )
         from .traces import Trace
 
         self.spec = _as_spec(topology)
@@ -236,20 +242,28 @@ class Simulation:
         self.flows: Flows | None = None
         if isinstance(workload, Trace):
             if workload.gpus is not None and workload.gpus > self.spec.num_gpus:
-                raise SpecError(f"the trace is for {workload.gpus} GPUs but {self.spec.name} has "
-                                f"{self.spec.num_gpus}")
+                raise SpecError(
+                    f"the trace is for {workload.gpus} GPUs but {self.spec.name} has {self.spec.num_gpus}"
+                )
             self.trace = workload
             self._engine = _engine.Engine(self.spec.arrays(), engine_config)
-            self._engine.load_workload(workload.arrays(), int(self.config.coll_channels),
-                                       parse_size(self.config.coll_chunk))
+            self._engine.load_workload(
+                workload.arrays(), int(self.config.coll_channels), parse_size(self.config.coll_chunk)
+            )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
             self.flows = workload
             self._engine = _engine.Engine(self.spec.arrays(), engine_config)
-            self._engine.add_flows(workload.src.astype(np.uint32), workload.dst.astype(np.uint32),
-                                   workload.size_bytes, workload.start_ps)
+            self._engine.add_flows(
+                workload.src.astype(np.uint32),
+                workload.dst.astype(np.uint32),
+                workload.size_bytes,
+                workload.start_ps,
+            )
         else:
-            raise SpecError(f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}")
+            raise SpecError(
+                f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}"
+            )
         self.wall_s = 0.0
         self._plans = 0
         self._failed_links: set[int] = set()
@@ -311,11 +325,18 @@ class Simulation:
         self.spec.validate_circuits(plan, where="apply_circuits")
         masked = sorted(self._failed_links & set(plan.a.tolist()) | self._failed_links & set(plan.b.tolist()))
         if masked:
-            raise SpecError(f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked}; "
-                            "failed ports are masked from later plans")
+            raise SpecError(
+                f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked}; "
+                "failed ports are masked from later plans"
+            )
         dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs)
-        self._engine.schedule_plan(parse_time(at), plan.ocs.astype(np.uint32), plan.a.astype(np.uint32),
-                                   plan.b.astype(np.uint32), dark)
+        self._engine.schedule_plan(
+            parse_time(at),
+            plan.ocs.astype(np.uint32),
+            plan.a.astype(np.uint32),
+            plan.b.astype(np.uint32),
+            dark,
+        )
         self._plans += 1
         return self._plans - 1
 
@@ -353,9 +374,11 @@ class Simulation:
             done = self._engine.flows_done if self.flows is not None else self._engine.ops_done
             width = 30
             filled = int(width * done / total) if total else width
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {unit} {done}/{total}  "
-                             f"sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
-                             f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s ")
+            sys.stderr.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {unit} {done}/{total}  "
+                f"sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
+                f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s "
+            )
             sys.stderr.flush()
             if n < chunk or self._engine.idle or self._engine.now >= limit:
                 break
@@ -403,8 +426,9 @@ class Simulation:
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=build_flow_table(log), links=links, run=run)
         circuit_log = self._engine.circuit_log()
-        res.circuits = pa.table({k: np.asarray(v, dtype=np.int64) for k, v in circuit_log.items()},
-                                schema=CIRCUIT_SCHEMA)
+        res.circuits = pa.table(
+            {k: np.asarray(v, dtype=np.int64) for k, v in circuit_log.items()}, schema=CIRCUIT_SCHEMA
+        )
         if self.trace is not None:
             res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
             end = res.ops["end_ps"].to_numpy()
@@ -414,9 +438,20 @@ class Simulation:
         return res
 
 
-def simulate(topology, workload, *, transport: str = "roce", backend: str = "packet", seed: int = 1,
-             mtu_bytes=9216, progress: bool = False, until=None, config: EngineConfig | None = None,
-             failures=(), **settings) -> Results:
+def simulate(
+    topology,
+    workload,
+    *,
+    transport: str = "roce",
+    backend: str = "packet",
+    seed: int = 1,
+    mtu_bytes=9216,
+    progress: bool = False,
+    until=None,
+    config: EngineConfig | None = None,
+    failures=(),
+    **settings,
+) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
 
     Parameters
@@ -443,8 +478,16 @@ def simulate(topology, workload, *, transport: str = "roce", backend: str = "pac
         Failure schedule: link rows that go down at the given times (see
         ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
     """
-    sim = Simulation(topology, workload, config, transport=transport, backend=backend, seed=seed,
-                     mtu_bytes=mtu_bytes, **settings)
+    sim = Simulation(
+        topology,
+        workload,
+        config,
+        transport=transport,
+        backend=backend,
+        seed=seed,
+        mtu_bytes=mtu_bytes,
+        **settings,
+    )
     for item in failures:
         try:
             link, at = item

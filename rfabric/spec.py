@@ -37,7 +37,11 @@ def _col(values, dtype, name: str, n: int | None = None) -> np.ndarray:
         raise SpecError(f"column '{name}': has {len(arr)} rows, expected {n}")
     if np.issubdtype(np.dtype(dtype), np.integer):
         if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.bool_)):
-            if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            if (
+                np.issubdtype(arr.dtype, np.floating)
+                and np.all(np.isfinite(arr))
+                and np.all(arr == np.round(arr))
+            ):
                 arr = arr.astype(np.int64)
             else:
                 raise SpecError(f"column '{name}': expected integers, got {arr.dtype}")
@@ -60,8 +64,10 @@ class NodeTable:
         for i, k in enumerate(kind):
             code = NODE_KINDS.get(k)
             if code is None:
-                raise SpecError(f"node {i} ({name[i] if i < len(name) else '?'}): unknown kind {k!r} "
-                                f"(known: {', '.join(NODE_KINDS)})")
+                raise SpecError(
+                    f"node {i} ({name[i] if i < len(name) else '?'}): unknown kind {k!r} "
+                    f"(known: {', '.join(NODE_KINDS)})"
+                )
             codes[i] = code
         return cls(
             kind=codes,
@@ -162,13 +168,28 @@ class NetworkSpec:
     deadlock_free: bool = False
 
     @classmethod
-    def from_tables(cls, nodes: NodeTable, links: LinkTable, name: str = "network",
-                    circuits: CircuitTable | None = None, *, host_forwarding: bool = False,
-                    pxn: bool = False, deadlock_free: bool = False) -> NetworkSpec:
+    def from_tables(
+        cls,
+        nodes: NodeTable,
+        links: LinkTable,
+        name: str = "network",
+        circuits: CircuitTable | None = None,
+        *,
+        host_forwarding: bool = False,
+        pxn: bool = False,
+        deadlock_free: bool = False,
+    ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
-        spec = cls(nodes=nodes, links=links, name=name, gpu_nodes=gpu_nodes,
-                   circuits=circuits if circuits is not None else CircuitTable.empty(),
-                   host_forwarding=bool(host_forwarding), pxn=bool(pxn), deadlock_free=bool(deadlock_free))
+        spec = cls(
+            nodes=nodes,
+            links=links,
+            name=name,
+            gpu_nodes=gpu_nodes,
+            circuits=circuits if circuits is not None else CircuitTable.empty(),
+            host_forwarding=bool(host_forwarding),
+            pxn=bool(pxn),
+            deadlock_free=bool(deadlock_free),
+        )
         spec.validate()
         return spec
 
@@ -203,8 +224,10 @@ class NetworkSpec:
     def link_between(self, a, b) -> int:
         """The link row joining nodes ``a`` and ``b`` (names or ids); the first if several."""
         na, nb = self.node_id(a), self.node_id(b)
-        hits = np.flatnonzero(((self.links.src == na) & (self.links.dst == nb)) |
-                              ((self.links.src == nb) & (self.links.dst == na)))
+        hits = np.flatnonzero(
+            ((self.links.src == na) & (self.links.dst == nb))
+            | ((self.links.src == nb) & (self.links.dst == na))
+        )
         if hits.size == 0:
             raise SpecError(f"{self.name}: no link between {self.node_label(na)} and {self.node_label(nb)}")
         return int(hits[0])
@@ -244,16 +267,22 @@ class NetworkSpec:
             arr = getattr(links, col)
             bad = np.flatnonzero((arr < 0) | (arr >= n))
             if bad.size:
-                raise SpecError(f"{self.name}: link {bad[0]}: {col} {arr[bad[0]]} is not a node (there are {n})")
+                raise SpecError(
+                    f"{self.name}: link {bad[0]}: {col} {arr[bad[0]]} is not a node (there are {n})"
+                )
         bad = np.flatnonzero(links.src == links.dst)
         if bad.size:
-            raise SpecError(f"{self.name}: link {bad[0]} connects {self.node_label(links.src[bad[0]])} to itself")
+            raise SpecError(
+                f"{self.name}: link {bad[0]} connects {self.node_label(links.src[bad[0]])} to itself"
+            )
         for col, allow_zero in (("rate_bps", False), ("latency_ps", True), ("buffer_bytes", False)):
             arr = getattr(links, col)
             bad = np.flatnonzero(arr < 0 if allow_zero else arr <= 0)
             if bad.size:
-                raise SpecError(f"{self.name}: link {bad[0]}: {col} must be "
-                                f"{'non-negative' if allow_zero else 'positive'}, got {arr[bad[0]]}")
+                raise SpecError(
+                    f"{self.name}: link {bad[0]}: {col} must be "
+                    f"{'non-negative' if allow_zero else 'positive'}, got {arr[bad[0]]}"
+                )
         self._validate_gpus()
 
     def _validate_gpus(self) -> None:
@@ -268,10 +297,14 @@ class NetworkSpec:
         nic_count = np.bincount(ends[nic_mask], minlength=len(kind))
         nvl_count = np.bincount(ends[nvl_mask], minlength=len(kind))
         for g_node in self.gpu_nodes[(nic_count[self.gpu_nodes] > 1)][:1]:
-            raise SpecError(f"{self.name}: gpu {self.node_label(g_node)} has {nic_count[g_node]} NIC links; "
-                            "rfabric models one NIC per GPU")
+            raise SpecError(
+                f"{self.name}: gpu {self.node_label(g_node)} has {nic_count[g_node]} NIC links; "
+                "rfabric models one NIC per GPU"
+            )
         for g_node in self.gpu_nodes[(nvl_count[self.gpu_nodes] > 1)][:1]:
-            raise SpecError(f"{self.name}: gpu {self.node_label(g_node)} has {nvl_count[g_node]} NVLink links")
+            raise SpecError(
+                f"{self.name}: gpu {self.node_label(g_node)} has {nvl_count[g_node]} NVLink links"
+            )
         for g_node in self.gpu_nodes[(nic_count[self.gpu_nodes] + nvl_count[self.gpu_nodes]) == 0][:1]:
             raise SpecError(f"{self.name}: gpu {self.node_label(g_node)} has no links")
         allowed = [NODE_KINDS["eps"]] + [NODE_KINDS[k] for k in CIRCUIT_KINDS]
@@ -279,9 +312,11 @@ class NetworkSpec:
         wrong = ~np.isin(kind[nic_peers], allowed)
         if np.any(wrong):
             g_node = ends[nic_mask][wrong][0]
-            raise SpecError(f"{self.name}: gpu {self.node_label(g_node)}: its NIC connects to "
-                            f"{self.node_label(nic_peers[wrong][0])}; a NIC connects to a packet switch "
-                            f"(eps) or an optical device ({', '.join(CIRCUIT_KINDS)})")
+            raise SpecError(
+                f"{self.name}: gpu {self.node_label(g_node)}: its NIC connects to "
+                f"{self.node_label(nic_peers[wrong][0])}; a NIC connects to a packet switch "
+                f"(eps) or an optical device ({', '.join(CIRCUIT_KINDS)})"
+            )
         # NVSwitches join GPUs of one server only.
         nvl_ends, nvl_peers = ends[nvl_mask], peers[nvl_mask]
         srv = self.nodes.server
@@ -289,8 +324,10 @@ class NetworkSpec:
             mismatch = srv[nvl_ends] != srv[nvl_peers]
             if np.any(mismatch):
                 i = int(np.flatnonzero(mismatch)[0])
-                raise SpecError(f"{self.name}: {self.node_label(nvl_ends[i])} (server {srv[nvl_ends[i]]}) "
-                                f"links to {self.node_label(nvl_peers[i])} of server {srv[nvl_peers[i]]}")
+                raise SpecError(
+                    f"{self.name}: {self.node_label(nvl_ends[i])} (server {srv[nvl_ends[i]]}) "
+                    f"links to {self.node_label(nvl_peers[i])} of server {srv[nvl_peers[i]]}"
+                )
         self.validate_circuits(self.circuits)
         self._validate_reachable()
 
@@ -307,22 +344,30 @@ class NetworkSpec:
             arr = getattr(plan, col)
             bad = np.flatnonzero((arr < 0) | (arr >= n_links))
             if bad.size:
-                raise SpecError(f"{self.name}: {where}: circuit {bad[0]}: link {col}={arr[bad[0]]} does not exist "
-                                f"(there are {n_links} links)")
+                raise SpecError(
+                    f"{self.name}: {where}: circuit {bad[0]}: link {col}={arr[bad[0]]} does not exist "
+                    f"(there are {n_links} links)"
+                )
         bad = np.flatnonzero((plan.ocs < 0) | (plan.ocs >= self.num_nodes))
         if bad.size:
-            raise SpecError(f"{self.name}: {where}: circuit {bad[0]}: device {plan.ocs[bad[0]]} is not a node")
+            raise SpecError(
+                f"{self.name}: {where}: circuit {bad[0]}: device {plan.ocs[bad[0]]} is not a node"
+            )
         if len(plan) and not np.all(self.is_circuit_device(plan.ocs)):
             i = int(np.flatnonzero(~self.is_circuit_device(plan.ocs))[0])
-            raise SpecError(f"{self.name}: {where}: circuit {i}: {self.node_label(plan.ocs[i])} is not an "
-                            f"optical device ({', '.join(CIRCUIT_KINDS)})")
+            raise SpecError(
+                f"{self.name}: {where}: circuit {i}: {self.node_label(plan.ocs[i])} is not an "
+                f"optical device ({', '.join(CIRCUIT_KINDS)})"
+            )
         for col in ("a", "b"):
             arr = getattr(plan, col)
             touches = (src[arr] == plan.ocs) | (dst[arr] == plan.ocs)
             if not np.all(touches):
                 i = int(np.flatnonzero(~touches)[0])
-                raise SpecError(f"{self.name}: {where}: circuit {i}: link {arr[i]} does not end at "
-                                f"{self.node_label(plan.ocs[i])}")
+                raise SpecError(
+                    f"{self.name}: {where}: circuit {i}: link {arr[i]} does not end at "
+                    f"{self.node_label(plan.ocs[i])}"
+                )
         same = np.flatnonzero(plan.a == plan.b)
         if same.size:
             raise SpecError(f"{self.name}: {where}: circuit {same[0]} joins link {plan.a[same[0]]} to itself")
@@ -330,8 +375,10 @@ class NetworkSpec:
         uniq, counts = np.unique(keys, return_counts=True)
         if np.any(counts > 1):
             k = int(uniq[counts > 1][0])
-            raise SpecError(f"{self.name}: {where}: port of link {k % n_links} at "
-                            f"{self.node_label(k // n_links)} is used by two circuits")
+            raise SpecError(
+                f"{self.name}: {where}: port of link {k % n_links} at "
+                f"{self.node_label(k // n_links)} is used by two circuits"
+            )
 
     def resolve_circuits(self, plan: CircuitTable | None = None) -> tuple[np.ndarray, np.ndarray, list]:
         """End-to-end optical channels of a circuit plan.
@@ -343,7 +390,7 @@ class NetworkSpec:
         plan = self.circuits if plan is None else plan
         src, dst = self.links.src.tolist(), self.links.dst.tolist()
         partner: dict[tuple[int, int], int] = {}
-        for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist()):
+        for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True):
             partner[(o, a)] = b
             partner[(o, b)] = a
         is_dev = self.is_circuit_device(np.arange(self.num_nodes))
@@ -395,7 +442,7 @@ class NetworkSpec:
             return root
 
         def union(a_arr, b_arr) -> None:
-            for a, b in zip(np.asarray(a_arr).tolist(), np.asarray(b_arr).tolist()):
+            for a, b in zip(np.asarray(a_arr).tolist(), np.asarray(b_arr).tolist(), strict=True):
                 ra, rb = find(a), find(b)
                 if ra != rb:
                     parent[ra] = rb
@@ -414,8 +461,10 @@ class NetworkSpec:
         bad = np.flatnonzero(roots != roots[0])
         if bad.size:
             g0, g1 = self.gpu_nodes[0], self.gpu_nodes[bad[0]]
-            raise SpecError(f"{self.name}: GPU {bad[0]} ({self.nodes.name[g1]}) cannot reach "
-                            f"GPU 0 ({self.nodes.name[g0]}): the network is disconnected")
+            raise SpecError(
+                f"{self.name}: GPU {bad[0]} ({self.nodes.name[g1]}) cannot reach "
+                f"GPU 0 ({self.nodes.name[g0]}): the network is disconnected"
+            )
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays the engine is built from (one crossing, copied into the engine)."""

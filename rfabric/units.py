@@ -63,7 +63,11 @@ def _parse(value: object, regex: re.Pattern, scale, what: str, allow_zero: bool)
     return out
 
 
-_EXAMPLES = {"time": "'1us', '25ms', 800000", "size": "'4MiB', '9216B', 1024", "rate": "'200Gbps', '400Gbit/s'"}
+_EXAMPLES = {
+    "time": "'1us', '25ms', 800000",
+    "size": "'4MiB', '9216B', 1024",
+    "rate": "'200Gbps', '400Gbit/s'",
+}
 
 
 def parse_time(value: object, *, allow_zero: bool = True) -> int:

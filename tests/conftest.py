@@ -7,8 +7,12 @@ import rfabric as rf
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/* from the current code (review the diff!)")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/* from the current code (review the diff!)",
+    )
 
 
 @pytest.fixture

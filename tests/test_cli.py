@@ -14,8 +14,21 @@ def test_run_preset_writes_tables(tmp_path, capsys):
     import pyarrow.parquet as pq
 
     out = tmp_path / "res"
-    assert main(["run", "topologies/fat_tree_128_200g.toml", "--pattern", "incast", "--size", "1MB",
-                 "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "topologies/fat_tree_128_200g.toml",
+                "--pattern",
+                "incast",
+                "--size",
+                "1MB",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = pq.read_table(tmp_path / "res.flows.parquet")
     assert table.num_rows == 16 and table["end_ps"].to_numpy().min() > 0
     assert "flows 16/16 done" in capsys.readouterr().out

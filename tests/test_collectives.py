@@ -17,8 +17,19 @@ def wire(nbytes: int, mtu: int = 9216, header: int = 62) -> int:
 
 
 def op_trace(kind, ranks, size, algorithm="auto", **extra):
-    cols = dict(op_id=[0], iteration=[0], stage=["bench"], phase=["x"], kind=[kind], ranks=[list(ranks)],
-                size_bytes=[size], algorithm=[algorithm], deps=[[]], compute_ps=[0], period=[0])
+    cols = dict(
+        op_id=[0],
+        iteration=[0],
+        stage=["bench"],
+        phase=["x"],
+        kind=[kind],
+        ranks=[list(ranks)],
+        size_bytes=[size],
+        algorithm=[algorithm],
+        deps=[[]],
+        compute_ps=[0],
+        period=[0],
+    )
     cols.update(extra)
     return Trace.from_columns(**cols)
 
@@ -54,7 +65,9 @@ def test_halving_doubling_matches_analytical_time(ft64):
     size, n = 256 << 20, 64
     res = rf.simulate(ft64, op_trace("all_reduce", range(n), size, "halving_doubling"))
     steps = [(size >> (k + 1), 32 >> k) for k in range(6)] + [((size // n) << k, 1 << k) for k in range(6)]
-    analytic_us = sum(wire(b) / (B if dist >= 8 else NVL) * 1e6 + (L4 if dist >= 8 else L_NVL) for b, dist in steps)
+    analytic_us = sum(
+        wire(b) / (B if dist >= 8 else NVL) * 1e6 + (L4 if dist >= 8 else L_NVL) for b, dist in steps
+    )
     assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
 
 
@@ -102,12 +115,18 @@ def test_broadcast_matches_analytical_pipeline_time(ft64, algorithm, size):
 def test_dependencies_and_compute_gaps_are_exact(ft16):
     # a diamond with gaps: 0 -> (1, 2) -> 3, plus an independent op 4 with a start gap
     trace = Trace.from_columns(
-        op_id=[0, 1, 2, 3, 4], iteration=[0] * 5, stage=["train"] * 5, phase=["x"] * 5,
+        op_id=[0, 1, 2, 3, 4],
+        iteration=[0] * 5,
+        stage=["train"] * 5,
+        phase=["x"] * 5,
         kind=["all_reduce", "send", "all_gather", "all_to_all", "broadcast"],
         ranks=[list(range(8)), [0, 9], list(range(16)), list(range(8, 16)), [3, 12, 5]],
-        size_bytes=[4 << 20, 1 << 20, 8 << 20, 2 << 20, 3 << 20], algorithm=["auto"] * 5,
-        deps=[[], [0], [0], [1, 2], []], compute_ps=[7_000_000, 1_000_000, 123_456, 5_000_000, 2_000_000],
-        period=[0] * 5)
+        size_bytes=[4 << 20, 1 << 20, 8 << 20, 2 << 20, 3 << 20],
+        algorithm=["auto"] * 5,
+        deps=[[], [0], [0], [1, 2], []],
+        compute_ps=[7_000_000, 1_000_000, 123_456, 5_000_000, 2_000_000],
+        period=[0] * 5,
+    )
     res = rf.simulate(ft16, trace)
     ops = {r["op_id"]: r for r in res.ops.to_pylist()}
     assert ops[0]["start_ps"] == 7_000_000
@@ -120,8 +139,15 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
     for f in flows:
         assert ops[f["op_id"]]["start_ps"] <= f["start_ps"] and f["end_ps"] <= ops[f["op_id"]]["end_ps"]
     stages = res.stages.to_pylist()
-    assert stages == [{"iteration": 0, "stage": "train", "ops": 5, "start_ps": 2_000_000,
-                       "end_ps": max(o["end_ps"] for o in ops.values())}]
+    assert stages == [
+        {
+            "iteration": 0,
+            "stage": "train",
+            "ops": 5,
+            "start_ps": 2_000_000,
+            "end_ps": max(o["end_ps"] for o in ops.values()),
+        }
+    ]
 
 
 def _sent_per_rank(res, ranks):
@@ -132,17 +158,20 @@ def _sent_per_rank(res, ranks):
 
 
 # bytes each rank sends, per nccl-tests' size convention (traces/README.md)
-@pytest.mark.parametrize("kind,algorithm,per_rank", [
-    ("all_reduce", "ring", lambda s, n: 2 * (n - 1) / n * s),
-    ("all_reduce", "halving_doubling", lambda s, n: 2 * (n - 1) / n * s),
-    ("all_gather", "ring", lambda s, n: (n - 1) / n * s),
-    ("all_gather", "halving_doubling", lambda s, n: (n - 1) / n * s),
-    ("all_gather", "direct", lambda s, n: (n - 1) / n * s),
-    ("reduce_scatter", "ring", lambda s, n: (n - 1) / n * s),
-    ("reduce_scatter", "halving_doubling", lambda s, n: (n - 1) / n * s),
-    ("all_to_all", "direct", lambda s, n: (n - 1) / n * s),
-    ("all_to_all", "ring", lambda s, n: (n - 1) / n * s),
-])
+@pytest.mark.parametrize(
+    "kind,algorithm,per_rank",
+    [
+        ("all_reduce", "ring", lambda s, n: 2 * (n - 1) / n * s),
+        ("all_reduce", "halving_doubling", lambda s, n: 2 * (n - 1) / n * s),
+        ("all_gather", "ring", lambda s, n: (n - 1) / n * s),
+        ("all_gather", "halving_doubling", lambda s, n: (n - 1) / n * s),
+        ("all_gather", "direct", lambda s, n: (n - 1) / n * s),
+        ("reduce_scatter", "ring", lambda s, n: (n - 1) / n * s),
+        ("reduce_scatter", "halving_doubling", lambda s, n: (n - 1) / n * s),
+        ("all_to_all", "direct", lambda s, n: (n - 1) / n * s),
+        ("all_to_all", "ring", lambda s, n: (n - 1) / n * s),
+    ],
+)
 def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_rank):
     size, ranks = 16 << 20, list(range(16))
     res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm))
@@ -176,7 +205,9 @@ def test_broadcast_and_m2n_and_send_bytes(ft16):
 
 
 def test_executor_errors_name_the_op(ft16):
-    with pytest.raises(rf.SpecError, match="op 0: halving_doubling needs a power-of-two group, this one has 6"):
+    with pytest.raises(
+        rf.SpecError, match="op 0: halving_doubling needs a power-of-two group, this one has 6"
+    ):
         rf.simulate(ft16, op_trace("all_reduce", range(6), 1 << 20, "halving_doubling"))
     with pytest.raises(rf.SpecError, match="op 0: algorithm 'tree' is not available for all_reduce"):
         rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, "tree"))
@@ -186,9 +217,18 @@ def test_executor_errors_name_the_op(ft16):
 
 def test_zero_size_and_single_rank_ops_finish_at_their_start(ft16):
     trace = Trace.from_columns(
-        op_id=[0, 1, 2], iteration=[0] * 3, stage=["x"] * 3, phase=["x"] * 3, kind=["all_reduce"] * 3,
-        ranks=[[0, 1], [4], [0, 9]], size_bytes=[0, 1 << 20, 1 << 20], algorithm=["auto"] * 3,
-        deps=[[], [0], [1]], compute_ps=[5, 6, 7], period=[0] * 3)
+        op_id=[0, 1, 2],
+        iteration=[0] * 3,
+        stage=["x"] * 3,
+        phase=["x"] * 3,
+        kind=["all_reduce"] * 3,
+        ranks=[[0, 1], [4], [0, 9]],
+        size_bytes=[0, 1 << 20, 1 << 20],
+        algorithm=["auto"] * 3,
+        deps=[[], [0], [1]],
+        compute_ps=[5, 6, 7],
+        period=[0] * 3,
+    )
     ops = rf.simulate(ft16, trace).ops.to_pylist()
     assert [(o["start_ps"], o["end_ps"]) for o in ops[:2]] == [(5, 5), (11, 11)]
     assert ops[2]["start_ps"] == 18 and ops[2]["end_ps"] > 18
@@ -197,9 +237,20 @@ def test_zero_size_and_single_rank_ops_finish_at_their_start(ft16):
 def test_generated_rl_iteration_replays_end_to_end():
     # a small user-given model keeps this a unit test (a Qwen2.5-14B iteration on 64 GPUs
     # moves ~300 GB: 650 M packet-hops, ~25 s)
-    tiny = rf.traces.ModelConfig(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000)
-    trace = rf.traces.generate_rl(model=tiny, train_gpus=32, gen_gpus=32, train=dict(tp=8, pp=2, dp=2),
-                                  gen=dict(tp=8), iterations=2, seed=3, global_batch=16, decode_steps_per_op=256)
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
+    )
+    trace = rf.traces.generate_rl(
+        model=tiny,
+        train_gpus=32,
+        gen_gpus=32,
+        train=dict(tp=8, pp=2, dp=2),
+        gen=dict(tp=8),
+        iterations=2,
+        seed=3,
+        global_batch=16,
+        decode_steps_per_op=256,
+    )
     fab = rf.topologies.FatTree(gpus=64, radix=16)
     res = rf.simulate(fab, trace)
     assert res.run["ops_done"] == trace.num_ops
@@ -209,7 +260,7 @@ def test_generated_rl_iteration_replays_end_to_end():
     by_id = {o["op_id"]: o for o in ops}
     deps = trace.table["deps"].to_pylist()
     gaps = trace.table["compute_ps"].to_pylist()
-    for o, d, gap in zip(ops, deps, gaps):
+    for o, d, gap in zip(ops, deps, gaps, strict=True):
         ready = max((by_id[x]["end_ps"] for x in d), default=0)
         assert o["start_ps"] == ready + gap
 

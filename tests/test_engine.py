@@ -179,9 +179,14 @@ def test_packet_spraying_beats_flow_hashing_on_permutation():
 
 
 def _run_summary(res):
-    return (res.flows.to_pydict(), {k: v for k, v in res.run.items() if k not in ("wall_s", "events_per_s",
-                                                                                  "packet_hops_per_s",
-                                                                                  "peak_rss_bytes")})
+    return (
+        res.flows.to_pydict(),
+        {
+            k: v
+            for k, v in res.run.items()
+            if k not in ("wall_s", "events_per_s", "packet_hops_per_s", "peak_rss_bytes")
+        },
+    )
 
 
 def test_same_seed_same_results_and_seed_matters():

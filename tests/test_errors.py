@@ -1,6 +1,5 @@
 """Bad input raises rf.SpecError (a ValueError) naming the offending value; nothing aborts."""
 
-import numpy as np
 import pytest
 
 import rfabric as rf
@@ -20,8 +19,12 @@ def fab():
 
 
 def test_gpu_that_does_not_exist(fab):
-    raises(r"flow 1: dst 99 is not a GPU of fat_tree-16 \(it has GPUs 0..15\)", rf.simulate, fab,
-           rf.Flows([0, 1], [2, 99], 100))
+    raises(
+        r"flow 1: dst 99 is not a GPU of fat_tree-16 \(it has GPUs 0..15\)",
+        rf.simulate,
+        fab,
+        rf.Flows([0, 1], [2, 99], 100),
+    )
     raises(r"flow 0: src 16 is not a GPU", rf.simulate, fab, rf.Flows([16], [0], 100))
 
 
@@ -49,10 +52,20 @@ def test_bad_fat_tree_parameters():
 
 def _tables(nodes_override=None, links_override=None):
     # 2 GPUs on 2 servers, each NIC to its own switch, switches joined: a valid network
-    nodes = dict(kind=["gpu", "gpu", "eps", "eps"], name=["g0", "g1", "s0", "s1"], server=[0, 1, -1, -1],
-                 latency_ps=[0, 0, 800_000, 800_000])
-    links = dict(src=[0, 1, 2], dst=[2, 3, 3], rate_bps=200 * 10**9, latency_ps=10**6, buffer_bytes=1 << 20,
-                 kind=["nic", "nic", "sw"])
+    nodes = dict(
+        kind=["gpu", "gpu", "eps", "eps"],
+        name=["g0", "g1", "s0", "s1"],
+        server=[0, 1, -1, -1],
+        latency_ps=[0, 0, 800_000, 800_000],
+    )
+    links = dict(
+        src=[0, 1, 2],
+        dst=[2, 3, 3],
+        rate_bps=200 * 10**9,
+        latency_ps=10**6,
+        buffer_bytes=1 << 20,
+        kind=["nic", "nic", "sw"],
+    )
     nodes.update(nodes_override or {})
     links.update(links_override or {})
     return NodeTable.build(**nodes), LinkTable.build(**links)
@@ -67,23 +80,28 @@ def test_valid_hand_built_spec_simulates():
 N, L = "nodes", "links"
 
 
-@pytest.mark.parametrize("table,override,match", [
-    (L, dict(dst=[2, 3, 7]), r"link 2: dst 7 is not a node \(there are 4\)"),
-    (L, dict(dst=[2, 3, 2]), r"link 2 connects node 2 \(s0\) to itself"),
-    (L, dict(rate_bps=[1, 0, 1]), r"link 1: rate_bps must be positive, got 0"),
-    (L, dict(latency_ps=[-1, 0, 0]), r"link 0: latency_ps must be non-negative, got -1"),
-    (N, dict(name=["g0", "g0", "s0", "s1"]), r"node name 'g0' is used twice"),
-    (L, dict(src=[0, 1, 0], dst=[2, 3, 3]), r"gpu node 0 \(g0\) has 2 NIC links"),
-    (L, dict(src=[0, 1], dst=[2, 3], kind=["nic", "nic"]), r"GPU 1 \(g1\) cannot reach GPU 0 \(g0\)"),
-])
+@pytest.mark.parametrize(
+    "table,override,match",
+    [
+        (L, dict(dst=[2, 3, 7]), r"link 2: dst 7 is not a node \(there are 4\)"),
+        (L, dict(dst=[2, 3, 2]), r"link 2 connects node 2 \(s0\) to itself"),
+        (L, dict(rate_bps=[1, 0, 1]), r"link 1: rate_bps must be positive, got 0"),
+        (L, dict(latency_ps=[-1, 0, 0]), r"link 0: latency_ps must be non-negative, got -1"),
+        (N, dict(name=["g0", "g0", "s0", "s1"]), r"node name 'g0' is used twice"),
+        (L, dict(src=[0, 1, 0], dst=[2, 3, 3]), r"gpu node 0 \(g0\) has 2 NIC links"),
+        (L, dict(src=[0, 1], dst=[2, 3], kind=["nic", "nic"]), r"GPU 1 \(g1\) cannot reach GPU 0 \(g0\)"),
+    ],
+)
 def test_inconsistent_topology_tables(table, override, match):
     nodes, links = _tables(**{f"{table}_override": override})
     raises(match, NetworkSpec.from_tables, nodes, links, name="tiny")
 
 
 def test_nvswitch_joining_two_servers():
-    nodes, links = _tables(dict(kind=["gpu", "gpu", "nvswitch", "eps"], server=[0, 1, 0, -1]),
-                           dict(src=[0, 1, 0, 1], dst=[2, 2, 3, 3], kind=["nvlink", "nvlink", "nic", "nic"]))
+    nodes, links = _tables(
+        dict(kind=["gpu", "gpu", "nvswitch", "eps"], server=[0, 1, 0, -1]),
+        dict(src=[0, 1, 0, 1], dst=[2, 2, 3, 3], kind=["nvlink", "nvlink", "nic", "nic"]),
+    )
     match = r"node 1 \(g1\) \(server 1\) links to node 2 \(s0\) of server 0"
     raises(match, NetworkSpec.from_tables, nodes, links, name="tiny")
 
@@ -103,8 +121,12 @@ def test_bad_engine_settings(fab):
     raises(r"unknown engine setting\(s\): mtu", rf.simulate, fab, flows, mtu=1500)
     raises(r"unknown backend 'flow'", rf.simulate, fab, flows, backend="flow")
     raises(r"mtu_bytes 100 is outside \[256, 65536\]", rf.simulate, fab, flows, mtu_bytes=100)
-    raises(r"ecn_kmax \(1us\) is below ecn_kmin \(2us\)", rf.simulate, fab, flows, ecn_kmin="2us", ecn_kmax="1us")
-    raises(r"header_bytes 9216 must be smaller than mtu_bytes 9216", rf.simulate, fab, flows, header_bytes=9216)
+    raises(
+        r"ecn_kmax \(1us\) is below ecn_kmin \(2us\)", rf.simulate, fab, flows, ecn_kmin="2us", ecn_kmax="1us"
+    )
+    raises(
+        r"header_bytes 9216 must be smaller than mtu_bytes 9216", rf.simulate, fab, flows, header_bytes=9216
+    )
     raises(r"seed must be a non-negative integer", rf.simulate, fab, flows, seed=-1)
     raises(r"expected a Topology or NetworkSpec, got str", rf.simulate, "fat_tree", flows)
 
@@ -132,7 +154,7 @@ def test_presets_and_loader_errors(tmp_path):
     raises(r"field 'family' is 'torus'", rf.topologies.load, bad)
     bad.write_text('family = "fat_tree"\n[params]\ngpus = 20\n')
     raises(r"bad.toml: FatTree: gpus=20 is not a multiple", rf.topologies.load, bad)
-    bad.write_text('family = = 3')
+    bad.write_text("family = = 3")
     raises(r"not valid TOML", rf.topologies.load, bad)
 
 

@@ -64,11 +64,13 @@ def snapshot(fab) -> str:
     kinds = spec.nodes.kind_names()
     labels = spec.links.kind.astype(str)
     deg = np.bincount(np.concatenate([spec.links.src, spec.links.dst]), minlength=spec.num_nodes)
-    out = [f"# {spec.name}: structure snapshot (regenerate: pytest --update-golden)",
-           f"class: {type(fab).__name__}",
-           f"host_forwarding: {spec.host_forwarding}",
-           f"pxn: {spec.pxn}",
-           "nodes:"]
+    out = [
+        f"# {spec.name}: structure snapshot (regenerate: pytest --update-golden)",
+        f"class: {type(fab).__name__}",
+        f"host_forwarding: {spec.host_forwarding}",
+        f"pxn: {spec.pxn}",
+        "nodes:",
+    ]
     present = [k for k in NODE_KINDS if np.any(kinds == k)]
     out += [f"  {k}: {int(np.sum(kinds == k))}" for k in present]
     out.append("links:")
@@ -194,8 +196,9 @@ def test_each_gpu_has_one_nic_and_circuit_ports_are_used_once(fab):
 def test_circuit_port_reuse_is_rejected():
     fab = T.TopoOpt(gpus=32)
     nodes, links, circ = fab.tables()
-    bad = rf.spec.CircuitTable.build(np.append(circ.ocs, circ.ocs[0]), np.append(circ.a, circ.a[0]),
-                                     np.append(circ.b, circ.b[1]))
+    bad = rf.spec.CircuitTable.build(
+        np.append(circ.ocs, circ.ocs[0]), np.append(circ.a, circ.a[0]), np.append(circ.b, circ.b[1])
+    )
     with pytest.raises(rf.SpecError, match="used by two circuits"):
         rf.NetworkSpec.from_tables(nodes, links, circuits=bad, host_forwarding=True)
 
@@ -345,8 +348,11 @@ def test_rfabric_structure_and_default_plan():
     u, v, chains = spec.resolve_circuits()
     assert np.all(kind[u] == "eps") and np.all(kind[v] == "eps")
     assert all(names[a].split(".r")[1] == names[b].split(".r")[1] for a, b in zip(u, v, strict=True))
-    inter = Counter(tuple(sorted((names[a].split("/")[0], names[b].split("/")[0])))
-                    for a, b, c in zip(u, v, chains, strict=True) if len(c) == 4)
+    inter = Counter(
+        tuple(sorted((names[a].split("/")[0], names[b].split("/")[0])))
+        for a, b, c in zip(u, v, chains, strict=True)
+        if len(c) == 4
+    )
     assert len(inter) == 28 and min(inter.values()) >= 9 and max(inter.values()) <= 10
     assert sum(len(c) == 2 for c in chains) == 8 * 32  # intra-PoD ToR-ToR channels
 

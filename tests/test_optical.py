@@ -31,15 +31,16 @@ class TwoToRs(rf.Topology):
         gpu = net.add_servers(2, 1)
         tor = net.add_nodes("eps", 2, prefix="tor")
         ocs = net.add_nodes("ocs", 1, prefix="ocs")
-        net.add_links(gpu.ravel(), tor, rate=self.link_bps, kind="nic")          # links 0, 1
+        net.add_links(gpu.ravel(), tor, rate=self.link_bps, kind="nic")  # links 0, 1
         self.up0 = net.add_links(tor[0], np.repeat(ocs, self.ports), rate=self.link_bps, kind="tor-ocs")
         self.up1 = net.add_links(tor[1], np.repeat(ocs, self.ports), rate=self.link_bps, kind="tor-ocs")
         self.ocs = int(ocs[0])
         net.add_circuits(self.ocs, self.up0[0], self.up1[0])  # circuit 0 lit at time 0
 
     def plan(self, *pairs):
-        return CircuitTable.build([self.ocs] * len(pairs), [self.up0[i] for i, _ in pairs],
-                                  [self.up1[j] for _, j in pairs])
+        return CircuitTable.build(
+            [self.ocs] * len(pairs), [self.up0[i] for i, _ in pairs], [self.up1[j] for _, j in pairs]
+        )
 
 
 def test_a_circuit_chain_is_one_channel_with_summed_latency():
@@ -70,12 +71,13 @@ def test_a_circuit_change_slows_a_transfer_by_the_dark_time(transport, dark):
         # lossy: what was on the circuit is lost and found again by a retransmission timeout
         # (200 us minimum, backed off once if the first one fires while still dark)
         assert dark <= slowed <= dark + (200 + 400) * US
-    assert res.circuits.to_pylist() == [{"time_ps": 200 * US, "plan_id": 0, "added": 1, "removed": 1,
-                                         "dark_ps": dark}]
+    assert res.circuits.to_pylist() == [
+        {"time_ps": 200 * US, "plan_id": 0, "added": 1, "removed": 1, "dark_ps": dark}
+    ]
     if transport == "dctcp":
         assert res.run["circuit_drops"] > 0 and res.run["circuit_reroutes"] == 0  # lossy: frames lost
     else:
-        assert res.run["drops"] == 0 and res.run["circuit_reroutes"] > 0         # lossless: held back
+        assert res.run["drops"] == 0 and res.run["circuit_reroutes"] > 0  # lossless: held back
         assert res.run["held"] > 0 and res.run["packets_held"] == 0
 
 
@@ -83,10 +85,13 @@ def test_no_packet_crosses_a_dark_circuit_and_unchanged_circuits_keep_working():
     fab = TwoToRs(ports=3)
     spec = fab.to_spec()
     sim = rf.Simulation(fab, rf.Flows([0, 0], [1, 1], [40_000_000, 40_000_000]), ecmp="packet")
-    sim.apply_circuits(fab.plan((0, 0), (1, 1)), at=0)                   # two circuits from t=0+dark
+    sim.apply_circuits(fab.plan((0, 0), (1, 1)), at=0)  # two circuits from t=0+dark
     sim.run("1ms")
     sim.apply_circuits(fab.plan((0, 0), (2, 2)), at="1ms", t_ocs="200us")  # (1,1) -> (2,2); (0,0) stays
-    ports = lambda: {int(r["link_id"]): r["bytes"] for r in rows(sim.results().links, direction=0).to_pylist()}
+
+    def ports():
+        return {int(r["link_id"]): r["bytes"] for r in rows(sim.results().links, direction=0).to_pylist()}
+
     sim.run("1.001ms")
     before = ports()
     sim.run("1.199ms")
@@ -94,10 +99,10 @@ def test_no_packet_crosses_a_dark_circuit_and_unchanged_circuits_keep_working():
     sim.run()
     after = ports()
     moved, kept, new = int(fab.up0[1]), int(fab.up0[0]), int(fab.up0[2])
-    assert during[moved] == before[moved]          # dark: nothing enters the removed circuit
-    assert during[new] == before[new] == 0         # still dark: the added circuit carries nothing yet
-    assert during[kept] > before[kept]             # the unchanged circuit keeps carrying traffic
-    assert after[new] > 0                          # and the new one after it lights up
+    assert during[moved] == before[moved]  # dark: nothing enters the removed circuit
+    assert during[new] == before[new] == 0  # still dark: the added circuit carries nothing yet
+    assert during[kept] > before[kept]  # the unchanged circuit keeps carrying traffic
+    assert after[new] > 0  # and the new one after it lights up
     assert sim.results().complete
     assert spec.links.kind[moved] == "tor-ocs"
 
@@ -145,7 +150,7 @@ def test_every_gpu_pair_is_reachable_over_loop_free_paths(name):
         for dst in range(128):
             if src == dst:
                 continue
-            path = eng.trace_path(src, dst, (src * 131 + dst) & 0xffffffff)
+            path = eng.trace_path(src, dst, (src * 131 + dst) & 0xFFFFFFFF)
             nodes = [int(port_dst[p]) for p in path]
             assert gpu_of_node.get(nodes[-1]) == dst, (name, src, dst, nodes)
             assert len(set(nodes)) == len(nodes), (name, src, dst, nodes)  # loop-free
@@ -183,7 +188,9 @@ def test_host_forwarding_crosses_an_intermediate_server():
     # find a server pair with no direct circuit: its path must transit another server's GPUs
     u, v, _ = spec.resolve_circuits()
     srv = spec.nodes.server
-    direct = {(int(srv[a]), int(srv[b])) for a, b in zip(u, v)} | {(int(srv[b]), int(srv[a])) for a, b in zip(u, v)}
+    direct = {(int(srv[a]), int(srv[b])) for a, b in zip(u, v, strict=True)} | {
+        (int(srv[b]), int(srv[a])) for a, b in zip(u, v, strict=True)
+    }
     far = next(s for s in range(1, 16) if (0, s) not in direct)
     path = sim.engine.trace_path(0, far * 8, 7)
     servers = {int(srv[n]) for n in sim.engine.port_stats()["dst"][path]}
@@ -236,14 +243,14 @@ def test_up_down_routes_reach_every_rfabric_pair_loop_free():
 def test_mixnet_circuits_follow_the_regions_demand():
     servers = 16
     demand = np.zeros((servers, servers))
-    demand[0, 5] = 8e9   # server 0 -> 5 dominates region 0
+    demand[0, 5] = 8e9  # server 0 -> 5 dominates region 0
     demand[3, 9] = 1e9
     ring = rf.topologies.MixNet(128)
     plan = ring.plan_for_demand(demand)
     spec = ring.to_spec()
     srv = spec.nodes.server
     u, v, _ = spec.resolve_circuits(plan)
-    pairs = sorted((min(srv[a], srv[b]), max(srv[a], srv[b])) for a, b in zip(u, v))
+    pairs = sorted((min(srv[a], srv[b]), max(srv[a], srv[b])) for a, b in zip(u, v, strict=True))
     # greedy by demand per circuit: 0-5 takes all six OCS NICs, 3-9 the next six
     assert pairs.count((0, 5)) == 6 and pairs.count((3, 9)) == 6 and len(pairs) == 12
     flows = rf.Flows(np.arange(0, 6), np.arange(40, 46), 8 << 20)  # server 0 -> server 5

@@ -53,7 +53,10 @@ def test_nics_fill_tors_in_gpu_order():
     spec = fab.to_spec()
     nic = spec.links.kind == "nic"
     gpu_of_node = {int(n): g for g, n in enumerate(spec.gpu_nodes)}
-    tor_of_gpu = {gpu_of_node[int(a)]: spec.nodes.name[b] for a, b in zip(spec.links.src[nic], spec.links.dst[nic])}
+    tor_of_gpu = {
+        gpu_of_node[int(a)]: spec.nodes.name[b]
+        for a, b in zip(spec.links.src[nic], spec.links.dst[nic], strict=True)
+    }
     assert [tor_of_gpu[g] for g in range(8)] == ["tor0"] * 4 + ["tor1"] * 4
 
 

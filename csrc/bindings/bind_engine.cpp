@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <type_traits>
 
 #include "bindings/ndarray.hpp"
 #include "proto/registry.hpp"
@@ -50,32 +51,58 @@ EngineConfig config_from_dict(const py::dict& d) {
     const std::string k = py::str(item.first);
     const py::handle v = item.second;
     try {
-      if (k == "seed") c.seed = v.cast<uint64_t>();
-      else if (k == "transport") c.transport = v.cast<std::string>();
-      else if (k == "mtu_bytes") c.mtu_bytes = v.cast<int64_t>();
-      else if (k == "header_bytes") c.header_bytes = v.cast<int64_t>();
-      else if (k == "control_bytes") c.control_bytes = v.cast<int64_t>();
-      else if (k == "lossless") c.lossless = v.cast<int>();
-      else if (k == "ecn_kmin_ps") c.ecn_kmin_ps = v.cast<int64_t>();
-      else if (k == "ecn_kmax_ps") c.ecn_kmax_ps = v.cast<int64_t>();
-      else if (k == "ecn_pmax") c.ecn_pmax = v.cast<double>();
-      else if (k == "ecmp_per_packet") c.ecmp_per_packet = v.cast<bool>();
-      else if (k == "ecmp_adaptive") c.ecmp_adaptive = v.cast<bool>();
-      else if (k == "ecmp_dmodk") c.ecmp_dmodk = v.cast<bool>();
-      else if (k == "t_ocs_ps") c.t_ocs_ps = v.cast<int64_t>();
-      else if (k == "pfc_xoff_ps") c.pfc_xoff_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_timer_ps") c.dcqcn_timer_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_byte_counter") c.dcqcn_byte_counter = v.cast<int64_t>();
-      else if (k == "dcqcn_g") c.dcqcn_g = v.cast<double>();
-      else if (k == "dcqcn_rai_bps") c.dcqcn_rai_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_rhai_bps") c.dcqcn_rhai_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_min_rate_bps") c.dcqcn_min_rate_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_cnp_interval_ps") c.dcqcn_cnp_interval_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_f") c.dcqcn_f = v.cast<int>();
-      else if (k == "dctcp_g") c.dctcp_g = v.cast<double>();
-      else if (k == "dctcp_init_cwnd_packets") c.dctcp_init_cwnd_packets = v.cast<int>();
-      else if (k == "dctcp_min_rto_ps") c.dctcp_min_rto_ps = v.cast<int64_t>();
-      else throw SpecError("engine config: unknown field '" + k + "'");
+      if (k == "seed")
+        c.seed = v.cast<uint64_t>();
+      else if (k == "transport")
+        c.transport = v.cast<std::string>();
+      else if (k == "mtu_bytes")
+        c.mtu_bytes = v.cast<int64_t>();
+      else if (k == "header_bytes")
+        c.header_bytes = v.cast<int64_t>();
+      else if (k == "control_bytes")
+        c.control_bytes = v.cast<int64_t>();
+      else if (k == "lossless")
+        c.lossless = v.cast<int>();
+      else if (k == "ecn_kmin_ps")
+        c.ecn_kmin_ps = v.cast<int64_t>();
+      else if (k == "ecn_kmax_ps")
+        c.ecn_kmax_ps = v.cast<int64_t>();
+      else if (k == "ecn_pmax")
+        c.ecn_pmax = v.cast<double>();
+      else if (k == "ecmp_per_packet")
+        c.ecmp_per_packet = v.cast<bool>();
+      else if (k == "ecmp_adaptive")
+        c.ecmp_adaptive = v.cast<bool>();
+      else if (k == "ecmp_dmodk")
+        c.ecmp_dmodk = v.cast<bool>();
+      else if (k == "t_ocs_ps")
+        c.t_ocs_ps = v.cast<int64_t>();
+      else if (k == "pfc_xoff_ps")
+        c.pfc_xoff_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_timer_ps")
+        c.dcqcn_timer_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_byte_counter")
+        c.dcqcn_byte_counter = v.cast<int64_t>();
+      else if (k == "dcqcn_g")
+        c.dcqcn_g = v.cast<double>();
+      else if (k == "dcqcn_rai_bps")
+        c.dcqcn_rai_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_rhai_bps")
+        c.dcqcn_rhai_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_min_rate_bps")
+        c.dcqcn_min_rate_bps = v.cast<int64_t>();
+      else if (k == "dcqcn_cnp_interval_ps")
+        c.dcqcn_cnp_interval_ps = v.cast<int64_t>();
+      else if (k == "dcqcn_f")
+        c.dcqcn_f = v.cast<int>();
+      else if (k == "dctcp_g")
+        c.dctcp_g = v.cast<double>();
+      else if (k == "dctcp_init_cwnd_packets")
+        c.dctcp_init_cwnd_packets = v.cast<int>();
+      else if (k == "dctcp_min_rto_ps")
+        c.dctcp_min_rto_ps = v.cast<int64_t>();
+      else
+        throw SpecError("engine config: unknown field '" + k + "'");
     } catch (const py::cast_error&) {
       throw SpecError("engine config: field '" + k + "' has the wrong type");
     }
@@ -115,27 +142,18 @@ void bind_engine(py::module_& m) {
           "circuit_log",
           [](const Simulator& s) {
             const auto& log = s.network().circuit_log();
-            std::vector<int64_t> t, dark;
-            std::vector<uint32_t> plan, added, removed;
-            for (const auto& c : log) {
-              t.push_back(c.time_ps);
-              plan.push_back(c.plan_id);
-              added.push_back(c.added);
-              removed.push_back(c.removed);
-              dark.push_back(c.dark_ps);
-            }
+            const size_t n = log.size();
             py::dict d;
-            d["time_ps"] = to_numpy(std::move(t));
-            d["plan_id"] = to_numpy(std::move(plan));
-            d["added"] = to_numpy(std::move(added));
-            d["removed"] = to_numpy(std::move(removed));
-            d["dark_ps"] = to_numpy(std::move(dark));
+            d["time_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].time_ps; });
+            d["plan_id"] = column<uint32_t>(n, [&](size_t i) { return log[i].plan_id; });
+            d["added"] = column<uint32_t>(n, [&](size_t i) { return log[i].added; });
+            d["removed"] = column<uint32_t>(n, [&](size_t i) { return log[i].removed; });
+            d["dark_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].dark_ps; });
             return d;
           },
           "Applied circuit changes: time, plan id, circuits added and removed, dark time.")
       .def(
-          "current_circuits",
-          [](const Simulator& s) { return to_numpy(s.network().current_circuits()); },
+          "current_circuits", [](const Simulator& s) { return to_numpy(s.network().current_circuits()); },
           "Circuits in place now as a flat array of (device, link a, link b) triples.")
       .def(
           "load_workload",
@@ -183,17 +201,23 @@ void bind_engine(py::module_& m) {
       .def("run", &Simulator::run, py::arg("until") = engine::kNever, py::arg("max_events") = 0,
            py::call_guard<py::gil_scoped_release>(),
            "Run events up to time `until` (ps) or `max_events` events; returns events processed.")
-      .def_property_readonly("now", [](const Simulator& s) { return s.engine().now(); }, "Simulated time, ps.")
-      .def("peek", [](Simulator& s) { return s.engine().peek(); }, "Time of the next event (ps), or int64 max.")
-      .def_property_readonly("events_processed", [](const Simulator& s) { return s.engine().events_processed(); })
+      .def_property_readonly(
+          "now", [](const Simulator& s) { return s.engine().now(); }, "Simulated time, ps.")
+      .def(
+          "peek", [](Simulator& s) { return s.engine().peek(); },
+          "Time of the next event (ps), or int64 max.")
+      .def_property_readonly("events_processed",
+                             [](const Simulator& s) { return s.engine().events_processed(); })
       .def(
           "event_counts",
           [](const Simulator& s) { return to_numpy(std::vector<uint64_t>(s.engine().kind_counts())); },
           "Events processed per kind id (network kinds first, then each transport's timers).")
       .def_property_readonly("pending", [](const Simulator& s) { return s.engine().pending(); })
       .def_property_readonly("idle", &Simulator::idle)
-      .def_property_readonly("flows_done", [](const Simulator& s) { return s.network().counters().flows_done; })
-      .def_property_readonly("ops_done", [](const Simulator& s) { return s.executor() ? s.executor()->ops_done() : 0; })
+      .def_property_readonly("flows_done",
+                             [](const Simulator& s) { return s.network().counters().flows_done; })
+      .def_property_readonly("ops_done",
+                             [](const Simulator& s) { return s.executor() ? s.executor()->ops_done() : 0; })
       .def_property_readonly("num_gpus", [](const Simulator& s) { return s.network().num_gpus(); })
       .def_property_readonly("num_links", [](const Simulator& s) { return s.network().num_links(); })
       .def_property_readonly("lossless", [](const Simulator& s) { return s.network().lossless(); })
@@ -235,20 +259,24 @@ void bind_engine(py::module_& m) {
             d["sent_bytes"] = to_numpy(std::vector<int64_t>(f.sent_bytes));
             d["delivered_bytes"] = to_numpy(std::vector<int64_t>(f.delivered_bytes));
             d["retransmits"] = to_numpy(std::vector<uint32_t>(f.retransmits));
-            d["op_id"] = to_numpy(s.executor() ? s.executor()->flow_ops() : std::vector<int64_t>(f.src.size(), -1));
+            d["op_id"] =
+                to_numpy(s.executor() ? s.executor()->flow_ops() : std::vector<int64_t>(f.src.size(), -1));
             return d;
           },
           "Per-flow columns (numpy arrays).")
       .def(
           "delivered_bytes",
-          [](const Simulator& s) { return to_numpy(std::vector<int64_t>(s.network().flows().delivered_bytes)); },
+          [](const Simulator& s) {
+            return to_numpy(std::vector<int64_t>(s.network().flows().delivered_bytes));
+          },
           "Bytes delivered so far per flow (for sampling between run() epochs).")
       .def(
           "flow_rates",
           [](const Simulator& s) {
             const auto& net = s.network();
             std::vector<double> r(net.flows().size());
-            for (size_t i = 0; i < r.size(); ++i) r[i] = net.transport().flow_rate_bps(static_cast<uint32_t>(i));
+            for (size_t i = 0; i < r.size(); ++i)
+              r[i] = net.transport().flow_rate_bps(static_cast<uint32_t>(i));
             return to_numpy(std::move(r));
           },
           "Current sending rate per flow, bit/s (rate-based transports; -1 otherwise).")
@@ -257,46 +285,27 @@ void bind_engine(py::module_& m) {
           [](const Simulator& s) {
             const auto& ports = s.network().ports();
             const size_t n = ports.size();
-            std::vector<uint32_t> node(n), peer(n), link(n);
-            std::vector<int64_t> tx_bytes(n), tx_packets(n), busy_ps(n), max_q(n), max_in(n), drops(n),
-                marks(n), pauses(n), queued(n), buffer(n), rate(n);
-            for (size_t i = 0; i < n; ++i) {
-              const auto& p = ports[i];
-              node[i] = p.node;
-              peer[i] = p.peer;
-              link[i] = p.link;
-              tx_bytes[i] = p.tx_bytes;
-              tx_packets[i] = p.tx_packets;
-              busy_ps[i] = p.busy_ps;
-              max_q[i] = p.max_queue_bytes;
-              max_in[i] = p.max_ingress_bytes;
-              drops[i] = p.drops;
-              marks[i] = p.ecn_marks;
-              pauses[i] = p.pauses;
-              queued[i] = p.queued_bytes;
-              buffer[i] = p.buffer_bytes;
-              rate[i] = p.rate_bps;
-            }
+            auto col = [&](auto member) {
+              using T = std::decay_t<decltype(ports[0].*member)>;
+              using Out = std::conditional_t<std::is_same_v<T, uint32_t>, uint32_t, int64_t>;
+              return column<Out>(n, [&](size_t i) { return ports[i].*member; });
+            };
             py::dict d;
-            d["port_id"] = to_numpy(std::vector<uint32_t>([n] {
-              std::vector<uint32_t> v(n);
-              for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint32_t>(i);
-              return v;
-            }()));
-            d["link_id"] = to_numpy(std::move(link));
-            d["src"] = to_numpy(std::move(node));
-            d["dst"] = to_numpy(std::move(peer));
-            d["rate_bps"] = to_numpy(std::move(rate));
-            d["buffer_bytes"] = to_numpy(std::move(buffer));
-            d["tx_bytes"] = to_numpy(std::move(tx_bytes));
-            d["tx_packets"] = to_numpy(std::move(tx_packets));
-            d["busy_ps"] = to_numpy(std::move(busy_ps));
-            d["max_queue_bytes"] = to_numpy(std::move(max_q));
-            d["max_ingress_bytes"] = to_numpy(std::move(max_in));
-            d["queued_bytes"] = to_numpy(std::move(queued));
-            d["drops"] = to_numpy(std::move(drops));
-            d["ecn_marks"] = to_numpy(std::move(marks));
-            d["pfc_pauses_sent"] = to_numpy(std::move(pauses));
+            d["port_id"] = column<uint32_t>(n, [](size_t i) { return i; });
+            d["link_id"] = col(&net::Port::link);
+            d["src"] = col(&net::Port::node);
+            d["dst"] = col(&net::Port::peer);
+            d["rate_bps"] = col(&net::Port::rate_bps);
+            d["buffer_bytes"] = col(&net::Port::buffer_bytes);
+            d["tx_bytes"] = col(&net::Port::tx_bytes);
+            d["tx_packets"] = col(&net::Port::tx_packets);
+            d["busy_ps"] = col(&net::Port::busy_ps);
+            d["max_queue_bytes"] = col(&net::Port::max_queue_bytes);
+            d["max_ingress_bytes"] = col(&net::Port::max_ingress_bytes);
+            d["queued_bytes"] = col(&net::Port::queued_bytes);
+            d["drops"] = col(&net::Port::drops);
+            d["ecn_marks"] = col(&net::Port::ecn_marks);
+            d["pfc_pauses_sent"] = col(&net::Port::pauses);
             return d;
           },
           "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.")

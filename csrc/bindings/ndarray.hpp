@@ -22,6 +22,14 @@ py::array_t<T> to_numpy(std::vector<T>&& v) {
   return py::array_t<T>({heap->size()}, {sizeof(T)}, heap->data(), owner);
 }
 
+/// A result column of n values computed by f(i), as a numpy array.
+template <class T, class F>
+py::array_t<T> column(size_t n, F f) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<T>(f(i));
+  return to_numpy(std::move(v));
+}
+
 template <class T>
 std::vector<T> from_numpy(const py::handle& obj, const char* name) {
   py::array_t<T, py::array::c_style | py::array::forcecast> a;

@@ -9,8 +9,8 @@ namespace rfabric::coll {
 
 namespace {
 
-const char* const kKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                  "broadcast",  "send",       "m2n"};
+const char* const kKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                                  "send",       "m2n"};
 const char* const kAlgoNames[] = {"auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling"};
 
 Bytes ceil_div(Bytes a, Bytes b) { return b <= 0 ? 0 : (a + b - 1) / b; }
@@ -44,8 +44,12 @@ uint32_t tag_lo(uint64_t t) { return static_cast<uint32_t>(t); }
 class Ring final : public Program {
  public:
   Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel)
-      : order_(std::move(order)), steps_(steps), channel_(channel),
-        sent_(order_.size(), 0), got_(order_.size(), 0), busy_(order_.size(), 0) {
+      : order_(std::move(order)),
+        steps_(steps),
+        channel_(channel),
+        sent_(order_.size(), 0),
+        got_(order_.size(), 0),
+        busy_(order_.size(), 0) {
     const Bytes k = std::max<Bytes>(1, ceil_div(chunk, slice));
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
@@ -79,7 +83,8 @@ class Ring final : public Program {
     busy_[i] = 1;
     ++sent_[i];
     const uint32_t n = static_cast<uint32_t>(order_.size());
-    x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)), channel_);
+    x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
+           channel_);
   }
   std::vector<uint32_t> order_;
   uint32_t steps_, channel_;
@@ -98,7 +103,8 @@ class Mesh final : public Program {
   };
   explicit Mesh(std::vector<Edge> edges) : edges_(std::move(edges)) {}
   bool start(Executor& x, uint32_t op, uint16_t id) override {
-    for (uint32_t i = 0; i < edges_.size(); ++i) x.send(op, id, edges_[i].src, edges_[i].dst, edges_[i].size, i);
+    for (uint32_t i = 0; i < edges_.size(); ++i)
+      x.send(op, id, edges_[i].src, edges_[i].dst, edges_[i].size, i);
     return edges_.empty();
   }
   bool on_flow(Executor&, uint32_t, uint16_t, uint64_t) override { return ++done_ == edges_.size(); }
@@ -136,8 +142,12 @@ class Pairwise final : public Program {
 class HalvingDoubling final : public Program {
  public:
   HalvingDoubling(std::vector<uint32_t> order, std::vector<uint32_t> masks, std::vector<Bytes> bytes)
-      : order_(std::move(order)), masks_(std::move(masks)), bytes_(std::move(bytes)),
-        step_(order_.size(), 0), sent_(order_.size(), 0), got_(order_.size(), 0) {}
+      : order_(std::move(order)),
+        masks_(std::move(masks)),
+        bytes_(std::move(bytes)),
+        step_(order_.size(), 0),
+        sent_(order_.size(), 0),
+        got_(order_.size(), 0) {}
   bool start(Executor& x, uint32_t op, uint16_t id) override {
     if (order_.size() < 2 || masks_.empty()) return true;
     for (uint32_t p = 0; p < order_.size(); ++p) issue(x, op, id, p);
@@ -182,8 +192,12 @@ class HalvingDoubling final : public Program {
 class Pipeline final : public Program {
  public:
   Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
-      : order_(std::move(order)), parent_(std::move(parent)), chunks_(std::move(chunks)),
-        received_(order_.size(), 0), next_(order_.size(), 0), busy_(order_.size(), 0),
+      : order_(std::move(order)),
+        parent_(std::move(parent)),
+        chunks_(std::move(chunks)),
+        received_(order_.size(), 0),
+        next_(order_.size(), 0),
+        busy_(order_.size(), 0),
         children_(order_.size()) {
     for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
     received_[0] = static_cast<uint32_t>(chunks_.size());
@@ -273,29 +287,34 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
     RF_CHECK(w_.size_bytes[i] >= 0, "op ", id, ": negative size_bytes");
     RF_CHECK(w_.compute_ps[i] >= 0, "op ", id, ": negative compute_ps");
     const int64_t r0 = w_.ranks_offsets[i], r1 = w_.ranks_offsets[i + 1];
-    RF_CHECK(r0 >= 0 && r1 >= r0 && r1 <= static_cast<int64_t>(w_.ranks.size()), "op ", id, ": bad ranks offsets");
+    RF_CHECK(r0 >= 0 && r1 >= r0 && r1 <= static_cast<int64_t>(w_.ranks.size()), "op ", id,
+             ": bad ranks offsets");
     const size_t nr = static_cast<size_t>(r1 - r0);
     RF_CHECK(nr >= 1, "op ", id, ": no ranks");
     for (int64_t k = r0; k < r1; ++k)
-      RF_CHECK(w_.ranks[k] >= 0 && static_cast<uint32_t>(w_.ranks[k]) < gpus, "op ", id, ": rank ", w_.ranks[k],
-               " is not a GPU of the fabric (it has ", gpus, ")");
+      RF_CHECK(w_.ranks[k] >= 0 && static_cast<uint32_t>(w_.ranks[k]) < gpus, "op ", id, ": rank ",
+               w_.ranks[k], " is not a GPU of the fabric (it has ", gpus, ")");
     const int32_t kind = w_.kind[i], algo = w_.algorithm[i];
     RF_CHECK(kind != kSend || nr == 2, "op ", id, ": send needs exactly 2 ranks, has ", nr);
-    RF_CHECK(kind != kM2N || (w_.m2n_senders[i] >= 1 && static_cast<size_t>(w_.m2n_senders[i]) < nr), "op ", id,
-             ": m2n needs 1 <= m2n_senders < ranks");
+    RF_CHECK(kind != kM2N || (w_.m2n_senders[i] >= 1 && static_cast<size_t>(w_.m2n_senders[i]) < nr), "op ",
+             id, ": m2n needs 1 <= m2n_senders < ranks");
     const bool reduce_like = kind == kAllReduce || kind == kAllGather || kind == kReduceScatter;
-    const bool ok = algo == kAuto || (reduce_like && (algo == kRing || algo == kHierRing || algo == kHalvingDoubling ||
-                                                     (algo == kDirect && kind != kAllReduce))) ||
-                    (kind == kAllToAll && (algo == kDirect || algo == kRing)) ||
-                    (kind == kBroadcast && (algo == kTree || algo == kChain || algo == kDirect || algo == kRing)) ||
-                    ((kind == kSend || kind == kM2N) && (algo == kDirect || algo == kRing));
+    const bool ok =
+        algo == kAuto ||
+        (reduce_like && (algo == kRing || algo == kHierRing || algo == kHalvingDoubling ||
+                         (algo == kDirect && kind != kAllReduce))) ||
+        (kind == kAllToAll && (algo == kDirect || algo == kRing)) ||
+        (kind == kBroadcast && (algo == kTree || algo == kChain || algo == kDirect || algo == kRing)) ||
+        ((kind == kSend || kind == kM2N) && (algo == kDirect || algo == kRing));
     RF_CHECK(ok, "op ", id, ": algorithm '", kAlgoNames[algo], "' is not available for ", kKindNames[kind]);
-    RF_CHECK(algo != kHalvingDoubling || power_of_two(nr), "op ", id, ": halving_doubling needs a power-of-two",
-             " group, this one has ", nr, " ranks");
+    RF_CHECK(algo != kHalvingDoubling || power_of_two(nr), "op ", id,
+             ": halving_doubling needs a power-of-two", " group, this one has ", nr, " ranks");
     const int64_t d0 = w_.deps_offsets[i], d1 = w_.deps_offsets[i + 1];
-    RF_CHECK(d0 >= 0 && d1 >= d0 && d1 <= static_cast<int64_t>(w_.deps.size()), "op ", id, ": bad deps offsets");
+    RF_CHECK(d0 >= 0 && d1 >= d0 && d1 <= static_cast<int64_t>(w_.deps.size()), "op ", id,
+             ": bad deps offsets");
     for (int64_t k = d0; k < d1; ++k) {
-      auto it = std::lower_bound(w_.op_id.begin(), w_.op_id.begin() + static_cast<std::ptrdiff_t>(i), w_.deps[k]);
+      auto it =
+          std::lower_bound(w_.op_id.begin(), w_.op_id.begin() + static_cast<std::ptrdiff_t>(i), w_.deps[k]);
       RF_CHECK(it != w_.op_id.begin() + static_cast<std::ptrdiff_t>(i) && *it == w_.deps[k], "op ", id,
                ": depends on op ", w_.deps[k], " which does not exist before it");
       w_.deps[k] = it - w_.op_id.begin();  // now an op index
@@ -318,7 +337,8 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
   kind_ = net_.engine().register_handler(this);
   net_.set_observer(this);
   for (size_t i = 0; i < n; ++i)
-    if (pending_[i] == 0) net_.engine().schedule(net_.now() + w_.compute_ps[i], static_cast<uint32_t>(i), kind_);
+    if (pending_[i] == 0)
+      net_.engine().schedule(net_.now() + w_.compute_ps[i], static_cast<uint32_t>(i), kind_);
 }
 
 Executor::~Executor() { net_.set_observer(nullptr); }
@@ -328,7 +348,8 @@ void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 void Executor::send(uint32_t op, uint16_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
                     uint32_t channel) {
   // Connection identity: (src, dst, channel); channel 0 is the default connection.
-  const uint64_t key = (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
+  const uint64_t key =
+      (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
   const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key);
   if (recs_.size() <= f) {
     recs_.resize(f + 1);

@@ -30,15 +30,15 @@ struct Workload {
   std::vector<int32_t> kind, algorithm, m2n_senders;
   std::vector<int64_t> ranks_offsets;  ///< CSR, num_ops + 1
   std::vector<int32_t> ranks;
-  std::vector<int64_t> deps_offsets;   ///< CSR, num_ops + 1
-  std::vector<int64_t> deps;           ///< op_ids
+  std::vector<int64_t> deps_offsets;  ///< CSR, num_ops + 1
+  std::vector<int64_t> deps;          ///< op_ids
   std::vector<Bytes> size_bytes;
   std::vector<SimTime> compute_ps;
 };
 
 struct ExecutorConfig {
-  int channels = 8;                 ///< NCCL channels per ring collective
-  Bytes chunk_bytes = 512 * 1024;   ///< pipelining unit: ring slices, tree/chain broadcast chunks
+  int channels = 8;                ///< NCCL channels per ring collective
+  Bytes chunk_bytes = 512 * 1024;  ///< pipelining unit: ring slices, tree/chain broadcast chunks
 };
 
 /// One step-by-step program inside an op (a ring, a mesh, a pipeline, ...).
@@ -91,8 +91,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   Workload w_;
   ExecutorConfig cfg_;
   uint32_t kind_ = 0;
-  std::vector<uint32_t> pending_;                       ///< unfinished deps per op
-  std::vector<uint32_t> dependents_begin_, dependents_; ///< reverse CSR (op indices)
+  std::vector<uint32_t> pending_;                        ///< unfinished deps per op
+  std::vector<uint32_t> dependents_begin_, dependents_;  ///< reverse CSR (op indices)
   std::vector<SimTime> start_, end_, ready_;
   std::vector<OpRun> runs_;
   std::vector<FlowRec> recs_;  ///< indexed by flow id

@@ -33,14 +33,14 @@ std::string concat(const Args&... args) {
 }  // namespace rfabric
 
 /// Throw rfabric::SpecError with a streamed message when `cond` is false.
-#define RF_CHECK(cond, ...)                                           \
-  do {                                                                \
+#define RF_CHECK(cond, ...)                                                          \
+  do {                                                                               \
     if (!(cond)) throw ::rfabric::SpecError(::rfabric::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #ifdef RFABRIC_DEBUG
-#define RF_DCHECK(cond)                                                                   \
-  do {                                                                                    \
+#define RF_DCHECK(cond)                                                                      \
+  do {                                                                                       \
     if (!(cond)) throw ::rfabric::InternalError("invariant failed: " #cond " at " __FILE__); \
   } while (0)
 #else

@@ -13,8 +13,8 @@ uint64_t Engine::run(SimTime until, uint64_t max_events) {
     handlers_[ev.kind]->on_event(ev);
   }
   events_ += done;
-  const bool stopped_early = max_events != 0 && done >= max_events && !queue_.empty() &&
-                             queue_.top().time <= until;
+  const bool stopped_early =
+      max_events != 0 && done >= max_events && !queue_.empty() && queue_.top().time <= until;
   if (!stopped_early && until != kNever && now_ < until) now_ = until;
   return done;
 }

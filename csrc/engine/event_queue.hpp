@@ -6,9 +6,9 @@
 // element state (generation or deadline) and ignore them, so the queue is never searched.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <vector>
 
 #include "engine/time.hpp"
@@ -95,7 +95,8 @@ class EventQueue {
   static constexpr int kBucketBits = 10;               ///< 1.024 ns per bucket
   static constexpr size_t kBuckets = size_t{1} << 17;  ///< horizon ~134 us
 
-  EventQueue() : head_(kBuckets, kNil), tail_(kBuckets, kNil), hint_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
+  EventQueue()
+      : head_(kBuckets, kNil), tail_(kBuckets, kNil), hint_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }

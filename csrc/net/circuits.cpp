@@ -201,8 +201,8 @@ void Network::rehome_flows() {
   }
 }
 
-void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                            SimTime dark_ps) {
+void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
+                            std::vector<uint32_t> b, SimTime dark_ps) {
   RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
   RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
   Plan plan{std::move(ocs), std::move(a), std::move(b), dark_ps};

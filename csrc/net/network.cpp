@@ -19,15 +19,15 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   const size_t m = spec.link_src.size();
   RF_CHECK(spec.node_server.size() == n && spec.node_latency_ps.size() == n,
            "node arrays have different lengths");
-  RF_CHECK(spec.link_dst.size() == m && spec.link_rate_bps.size() == m &&
-               spec.link_latency_ps.size() == m && spec.link_buffer_bytes.size() == m,
+  RF_CHECK(spec.link_dst.size() == m && spec.link_rate_bps.size() == m && spec.link_latency_ps.size() == m &&
+               spec.link_buffer_bytes.size() == m,
            "link arrays have different lengths");
   RF_CHECK(n < kNone && 2 * m < kNone, "network too large");
   RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
            " is outside [256, 65536]");
   RF_CHECK(cfg.pfc_xoff_ps > 0, "pfc_xoff_ps must be positive");
-  RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ",
-           cfg.control_bytes, " must be in (0, mtu_bytes]");
+  RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ", cfg.control_bytes,
+           " must be in (0, mtu_bytes]");
 
   nodes_.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -54,8 +54,8 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     RF_CHECK(a != b, "link ", l, ": connects node ", a, " to itself");
     RF_CHECK(spec.link_rate_bps[l] > 0, "link ", l, ": rate must be positive");
     RF_CHECK(spec.link_latency_ps[l] >= 0, "link ", l, ": negative latency");
-    RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ",
-             spec.link_buffer_bytes[l], " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
+    RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
+             " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
     for (int dir = 0; dir < 2; ++dir) {
       const uint32_t id = static_cast<uint32_t>(2 * l + dir);
       Port& p = ports_[id];
@@ -145,8 +145,8 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
         gpu_attach_in_[gpu] = ports_[p].reverse;
       }
     }
-    RF_CHECK(gpu_nic_port_[gpu] != kNone || gpu_nvl_port_[gpu] != kNone, "gpu ", gpu,
-             " (node ", gpu_node_[gpu], ") has no links");
+    RF_CHECK(gpu_nic_port_[gpu] != kNone || gpu_nvl_port_[gpu] != kNone, "gpu ", gpu, " (node ",
+             gpu_node_[gpu], ") has no links");
     // routing keys: the GPU itself when hosts forward, else the switch its NIC attaches to
     const uint32_t key_node = host_forwarding_ ? gpu_node_[gpu] : gpu_attach_[gpu];
     if (key_node != kNone) {
@@ -181,7 +181,8 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   mtu_ = cfg_.mtu_bytes;
   lossless_ = cfg_.lossless >= 0 ? cfg_.lossless != 0 : transport_->lossless();
-  RF_CHECK(cfg_.ecn_kmin_ps >= 0 && cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ECN thresholds: need 0 <= kmin <= kmax");
+  RF_CHECK(cfg_.ecn_kmin_ps >= 0 && cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps,
+           "ECN thresholds: need 0 <= kmin <= kmax");
   RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
   ecn_pmax_ = cfg_.ecn_pmax;
   for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
@@ -192,8 +193,10 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
 void Network::set_thresholds(uint32_t port) {
   Port& p = ports_[port];
   // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
-  p.ecn_kmin = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-  p.ecn_kmax = static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  p.ecn_kmin =
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  p.ecn_kmax =
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
   if (!lossless_ || p.inert) return;
   // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
   // flight, the wire in both directions, the peer's latency and one frame in service at
@@ -204,9 +207,9 @@ void Network::set_thresholds(uint32_t port) {
   const Bytes xoff = std::max<Bytes>(
       mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
   p.xoff = std::min(xoff, p.buffer_bytes - headroom);
-  RF_CHECK(p.xoff >= mtu_ || nodes_[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ", p.buffer_bytes,
-           " B leaves no room for PFC headroom of ", headroom, " B at this rate and latency; raise buffer_bytes or",
-           " run lossy");
+  RF_CHECK(p.xoff >= mtu_ || nodes_[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
+           p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
+           " B at this rate and latency; raise buffer_bytes or", " run lossy");
   p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
 }
 
@@ -459,8 +462,8 @@ void Network::mark_ecn(Port& pt, Packet& p) {
   if (q <= pt.ecn_kmin || p.ecn) return;
   bool mark = q >= pt.ecn_kmax;
   if (!mark) {
-    const double prob = ecn_pmax_ * static_cast<double>(q - pt.ecn_kmin) /
-                        static_cast<double>(pt.ecn_kmax - pt.ecn_kmin);
+    const double prob =
+        ecn_pmax_ * static_cast<double>(q - pt.ecn_kmin) / static_cast<double>(pt.ecn_kmax - pt.ecn_kmin);
     mark = rng_.uniform() < prob;
   }
   if (mark) {
@@ -506,7 +509,8 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
 }
 
 uint32_t Network::route(uint32_t node, const Packet& p) const {
-  const bool descending = routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
+  const bool descending =
+      routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
   return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending);
 }
 

@@ -2,9 +2,9 @@
 // (table forwarding, ECMP, PFC), hosts (NIC scheduling across flows) and flows.
 //
 // A port is the sending end of one direction of a link. INVARIANT: a port has at most one
-// valid pending TxDone event (at tx_event_at == busy_until; older ones are stale and skipped); a packet on a wire
-// has exactly one pending Arrive event, at tx end + propagation + the next node's latency.
-// The network knows transports only through the Transport interface.
+// valid pending TxDone event (at tx_event_at == busy_until; older ones are stale and skipped); a packet on a
+// wire has exactly one pending Arrive event, at tx end + propagation + the next node's latency. The network
+// knows transports only through the Transport interface.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,9 @@ struct Port {
   SimTime busy_until = 0;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   bool up = true, paused = false, pause_sent = false;
-  bool link_up = true;  ///< the link itself (failures); `up` also needs a lit circuit chain
-  bool optical = false; ///< wire_peer is an optical device (OCS or patch panel)
-  bool inert = false;   ///< owned by an optical device: never transmits
+  bool link_up = true;   ///< the link itself (failures); `up` also needs a lit circuit chain
+  bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
+  bool inert = false;    ///< owned by an optical device: never transmits
   /// Time of the one valid pending TxDone event, or -1. Events at other times are stale.
   SimTime tx_event_at = -1;
   // counters
@@ -67,7 +67,7 @@ struct FlowTable {
   std::vector<uint32_t> first_port;
   std::vector<uint32_t> hash;
   std::vector<uint32_t> retransmits;
-  std::vector<SimTime> nic_ready;  ///< the flow's valid NIC slot; other heap entries are stale
+  std::vector<SimTime> nic_ready;      ///< the flow's valid NIC slot; other heap entries are stale
   std::vector<uint8_t> sent_notified;  ///< FlowObserver::on_flow_sent already told
   size_t size() const { return src.size(); }
 };
@@ -87,9 +87,9 @@ struct RunCounters {
   uint64_t packets = 0, packets_delivered = 0, packet_hops = 0, drops = 0, ecn_marks = 0, pauses = 0;
   uint64_t overflow_drops = 0;
   uint64_t no_route_drops = 0, link_down_drops = 0;
-  uint64_t circuit_drops = 0;      ///< lost on a circuit that went dark (lossy)
-  uint64_t circuit_reroutes = 0;   ///< held back from a dark circuit and re-forwarded (lossless)
-  uint64_t held = 0;               ///< frames ever held at a node for lack of a route (lossless)
+  uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
+  uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
+  uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
 };
 
@@ -178,7 +178,17 @@ class Network final : public engine::Handler {
 
  private:
   enum Sub : uint32_t {
-    kArrive, kTxDone, kPause, kResume, kWake, kFlowStart, kLinkState, kStartOne, kPlan, kLight, kNumSub
+    kArrive,
+    kTxDone,
+    kPause,
+    kResume,
+    kWake,
+    kFlowStart,
+    kLinkState,
+    kStartOne,
+    kPlan,
+    kLight,
+    kNumSub
   };
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
@@ -229,16 +239,16 @@ class Network final : public engine::Handler {
 
   std::vector<Node> nodes_;
   std::vector<Port> ports_;
-  std::vector<uint32_t> link_ports_;  ///< link l -> ports 2l (src->dst) and 2l+1 (dst->src)
-  std::vector<uint32_t> gpu_node_;    ///< GPU id -> node
-  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
-  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
-  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
-  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
-  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
-  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
-  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
-  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
+  std::vector<uint32_t> link_ports_;                ///< link l -> ports 2l (src->dst) and 2l+1 (dst->src)
+  std::vector<uint32_t> gpu_node_;                  ///< GPU id -> node
+  std::vector<uint32_t> gpu_nic_port_;              ///< GPU id -> its NIC's egress port (kNone if none)
+  std::vector<uint32_t> gpu_nvl_port_;              ///< GPU id -> its NVLink egress port (kNone if none)
+  std::vector<uint32_t> gpu_attach_;                ///< GPU id -> node its NIC connects to
+  std::vector<uint32_t> gpu_attach_in_;             ///< GPU id -> port from that node to the GPU
+  std::vector<uint32_t> gpu_nvs_in_;                ///< GPU id -> port from its NVSwitch to the GPU
+  std::vector<uint32_t> gpu_nvs_;                   ///< GPU id -> its NVSwitch node (kNone if none)
+  std::vector<uint32_t> gpu_key_;                   ///< GPU id -> routing key
+  std::vector<uint32_t> gpu_local_;                 ///< GPU id -> position among its server's GPUs
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner
@@ -251,7 +261,7 @@ class Network final : public engine::Handler {
     SimTime dark_ps;
   };
   std::vector<Plan> plans_;
-  std::vector<SimTime> link_prop_;     ///< per link, as built (ports hold channel values)
+  std::vector<SimTime> link_prop_;  ///< per link, as built (ports hold channel values)
   std::vector<BitsPerSec> link_rate_;
   bool built_ = false;
   std::vector<CircuitChange> circuit_log_;

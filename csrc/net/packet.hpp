@@ -13,21 +13,21 @@ namespace rfabric::net {
 inline constexpr uint32_t kNone = 0xffffffffu;
 
 struct Packet {
-  uint32_t next;     ///< intrusive FIFO / free-list link
+  uint32_t next;  ///< intrusive FIFO / free-list link
   uint32_t flow;
-  uint32_t src;      ///< source GPU id
-  uint32_t dst;      ///< destination GPU id
+  uint32_t src;            ///< source GPU id
+  uint32_t dst;            ///< destination GPU id
   uint32_t size_bytes;     ///< bytes on the wire, headers included
   uint32_t payload_bytes;  ///< message bytes carried
-  uint32_t port;     ///< channel the packet is on or arrived through
-  uint32_t seq;      ///< protocol-defined sequence number
-  uint8_t proto;     ///< index of the owning transport
-  uint8_t type;      ///< protocol-defined packet type
-  uint8_t ecn;       ///< congestion-experienced mark
+  uint32_t port;           ///< channel the packet is on or arrived through
+  uint32_t seq;            ///< protocol-defined sequence number
+  uint8_t proto;           ///< index of the owning transport
+  uint8_t type;            ///< protocol-defined packet type
+  uint8_t ecn;             ///< congestion-experienced mark
   uint8_t hops;
-  uint32_t aux;      ///< protocol-defined
-  uint32_t chan_gen; ///< generation of the channel it is on, when it was sent (dark-circuit check)
-  uint64_t hdr;      ///< protocol-defined
+  uint32_t aux;             ///< protocol-defined
+  uint32_t chan_gen;        ///< generation of the channel it is on, when it was sent (dark-circuit check)
+  uint64_t hdr;             ///< protocol-defined
   engine::SimTime sent_ps;  ///< when the source put it on its first wire
 };
 

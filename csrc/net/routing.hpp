@@ -12,13 +12,13 @@ namespace rfabric::net {
 
 struct RoutingInput {
   uint32_t num_nodes;
-  std::vector<uint8_t> transit;         ///< node may forward packets for others
-  std::vector<uint32_t> adj_begin;      ///< node -> first entry in adj_ports (CSR)
-  std::vector<uint32_t> adj_ports;      ///< egress ports of each node
-  std::vector<uint32_t> port_peer;      ///< port -> node at the other end
-  std::vector<uint32_t> port_reverse;   ///< port -> port of the opposite direction
+  std::vector<uint8_t> transit;        ///< node may forward packets for others
+  std::vector<uint32_t> adj_begin;     ///< node -> first entry in adj_ports (CSR)
+  std::vector<uint32_t> adj_ports;     ///< egress ports of each node
+  std::vector<uint32_t> port_peer;     ///< port -> node at the other end
+  std::vector<uint32_t> port_reverse;  ///< port -> port of the opposite direction
   std::vector<uint8_t> port_up;
-  std::vector<uint32_t> keys;           ///< key index -> node id
+  std::vector<uint32_t> keys;  ///< key index -> node id
   /// Up*/down* routing: order transit nodes by BFS distance from a root and allow only
   /// paths that climb toward it, then descend. No cyclic buffer dependency can form, so
   /// PFC cannot deadlock; paths may be longer than shortest.
@@ -38,7 +38,8 @@ class RoutingTable {
   }
   /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
   bool descends(uint32_t from, uint32_t to) const {
-    return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable && rank_[to] > rank_[from];
+    return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable &&
+           rank_[to] > rank_[from];
   }
   /// Hop count from `node` to key `key` (kUnreachable if none).
   uint32_t distance(uint32_t node, uint32_t key) const {

@@ -40,11 +40,11 @@ struct NetworkSpec {
 struct EngineConfig {
   uint64_t seed = 1;
   std::string transport = "roce";
-  Bytes mtu_bytes = 9216;       ///< frame size including headers
-  Bytes header_bytes = -1;      ///< -1: the transport's own header size
-  Bytes control_bytes = 64;     ///< ACK / CNP / pause frame size
-  int lossless = -1;            ///< -1: the transport's choice; 0 lossy drop-tail; 1 PFC
-  SimTime ecn_kmin_ps = -1;     ///< ECN thresholds as queueing delay at the port's rate
+  Bytes mtu_bytes = 9216;    ///< frame size including headers
+  Bytes header_bytes = -1;   ///< -1: the transport's own header size
+  Bytes control_bytes = 64;  ///< ACK / CNP / pause frame size
+  int lossless = -1;         ///< -1: the transport's choice; 0 lossy drop-tail; 1 PFC
+  SimTime ecn_kmin_ps = -1;  ///< ECN thresholds as queueing delay at the port's rate
   SimTime ecn_kmax_ps = -1;
   double ecn_pmax = -1;
   bool ecmp_per_packet = false;  ///< spray packets instead of hashing flows
@@ -60,18 +60,18 @@ struct EngineConfig {
   /// capped at buffer - headroom.
   SimTime pfc_xoff_ps = 5'000'000;
   // DCQCN (roce)
-  SimTime dcqcn_timer_ps = 55'000'000;       ///< rate-increase and alpha timer period
+  SimTime dcqcn_timer_ps = 55'000'000;  ///< rate-increase and alpha timer period
   Bytes dcqcn_byte_counter = 32 * 1024;
   double dcqcn_g = 1.0 / 256;
-  BitsPerSec dcqcn_rai_bps = 5'000'000;      ///< additive increase step
-  BitsPerSec dcqcn_rhai_bps = 50'000'000;    ///< hyper increase step
+  BitsPerSec dcqcn_rai_bps = 5'000'000;    ///< additive increase step
+  BitsPerSec dcqcn_rhai_bps = 50'000'000;  ///< hyper increase step
   BitsPerSec dcqcn_min_rate_bps = 100'000'000;
   SimTime dcqcn_cnp_interval_ps = 50'000'000;
-  int dcqcn_f = 5;                           ///< fast-recovery steps
+  int dcqcn_f = 5;  ///< fast-recovery steps
   // DCTCP
   double dctcp_g = 1.0 / 16;
   int dctcp_init_cwnd_packets = 10;
-  SimTime dctcp_min_rto_ps = 200'000'000;    ///< 200 us
+  SimTime dctcp_min_rto_ps = 200'000'000;  ///< 200 us
 };
 
 }  // namespace rfabric::net

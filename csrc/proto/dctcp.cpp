@@ -1,10 +1,10 @@
 // dctcp.cpp: DCTCP (Alizadeh et al., SIGCOMM 2010) over lossy drop-tail queues.
 // Window-based sender with slow start, congestion avoidance, fast retransmit on three
 // duplicate ACKs (then go-back-N from the first hole on a partial ACK, repairing a loss
-// burst in about one round trip as SACK stacks do) and go-back-N on retransmission timeout; the receiver ACKs every
-// data packet cumulatively and echoes its ECN mark. Once per window of data the sender
-// updates alpha = (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was
-// marked, cuts cwnd by alpha/2. A flow completes when its last byte reaches the receiver.
+// burst in about one round trip as SACK stacks do) and go-back-N on retransmission timeout; the receiver ACKs
+// every data packet cumulatively and echoes its ECN mark. Once per window of data the sender updates alpha =
+// (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was marked, cuts cwnd by alpha/2. A
+// flow completes when its last byte reaches the receiver.
 #include <algorithm>
 #include <memory>
 #include <vector>

@@ -15,8 +15,6 @@ void Simulator::load_workload(coll::Workload w, coll::ExecutorConfig cfg) {
   executor_ = std::make_unique<coll::Executor>(*network_, std::move(w), cfg);
 }
 
-uint64_t Simulator::run(engine::SimTime until, uint64_t max_events) {
-  return engine_.run(until, max_events);
-}
+uint64_t Simulator::run(engine::SimTime until, uint64_t max_events) { return engine_.run(until, max_events); }
 
 }  // namespace rfabric::sim

@@ -22,8 +22,19 @@ from .mixnet import MixNet
 from .rail_optimized import RailOptimized
 from .topoopt import TopoOpt
 
-__all__ = ["Topology", "TopologyBuilder", "FatTree", "RailOptimized", "TopoOpt", "MixNet", "RFabric",
-           "FAMILIES", "register", "load", "DEFAULTS"]
+__all__ = [
+    "Topology",
+    "TopologyBuilder",
+    "FatTree",
+    "RailOptimized",
+    "TopoOpt",
+    "MixNet",
+    "RFabric",
+    "FAMILIES",
+    "register",
+    "load",
+    "DEFAULTS",
+]
 
 #: family name -> Topology subclass, for presets and sweeps
 FAMILIES: dict[str, type[Topology]] = {
@@ -51,7 +62,9 @@ def load(path) -> Topology:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None
     family = doc.get("family")
     if family not in FAMILIES:
-        raise SpecError(f"{path}: field 'family' is {family!r}; known families: {', '.join(sorted(FAMILIES))}")
+        raise SpecError(
+            f"{path}: field 'family' is {family!r}; known families: {', '.join(sorted(FAMILIES))}"
+        )
     params = doc.get("params", {})
     if not isinstance(params, dict):
         raise SpecError(f"{path}: [params] must be a table")
@@ -59,8 +72,10 @@ def load(path) -> Topology:
     accepted = _accepted_params(cls)
     unknown = sorted(set(params) - accepted)
     if unknown:
-        raise SpecError(f"{path}: unknown parameter(s) {', '.join(unknown)} for family {family!r} "
-                        f"(accepted: {', '.join(sorted(accepted))})")
+        raise SpecError(
+            f"{path}: unknown parameter(s) {', '.join(unknown)} for family {family!r} "
+            f"(accepted: {', '.join(sorted(accepted))})"
+        )
     try:
         return cls(**params)
     except SpecError as exc:
@@ -75,6 +90,9 @@ def _accepted_params(cls: type) -> set[str]:
         if klass is object or "__init__" not in vars(klass):
             continue
         sig = inspect.signature(klass.__init__)
-        names |= {p.name for p in sig.parameters.values()
-                  if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        names |= {
+            p.name
+            for p in sig.parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        }
     return names

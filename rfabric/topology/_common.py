@@ -12,8 +12,16 @@ import numpy as np
 from ..errors import SpecError
 from .base import TopologyBuilder
 
-__all__ = ["check_int", "check_bool", "check_radix", "default_radix", "round_robin_offsets",
-           "totient_offsets", "ring_circuits", "add_clos_tiers"]
+__all__ = [
+    "check_int",
+    "check_bool",
+    "check_radix",
+    "default_radix",
+    "round_robin_offsets",
+    "totient_offsets",
+    "ring_circuits",
+    "add_clos_tiers",
+]
 
 
 def check_int(owner: str, name: str, value, minimum: int = 1) -> int:
@@ -89,12 +97,16 @@ def ring_circuits(device, out_links, in_links, offset: int):
     out_links = np.asarray(out_links, dtype=np.int64)
     in_links = np.asarray(in_links, dtype=np.int64)
     n = len(out_links)
-    return (np.broadcast_to(np.asarray(device, dtype=np.int64), (n,)), out_links,
-            in_links[(np.arange(n) + offset) % n])
+    return (
+        np.broadcast_to(np.asarray(device, dtype=np.int64), (n,)),
+        out_links,
+        in_links[(np.arange(n) + offset) % n],
+    )
 
 
-def add_clos_tiers(net: TopologyBuilder, tors: np.ndarray, radix: int, rate_bps: int,
-                   pod_of_tor: np.ndarray | None = None) -> None:
+def add_clos_tiers(
+    net: TopologyBuilder, tors: np.ndarray, radix: int, rate_bps: int, pod_of_tor: np.ndarray | None = None
+) -> None:
     """Non-blocking tiers above ``tors``, each of which has ``radix/2`` uplinks.
 
     * one ToR: nothing above it;
@@ -120,12 +132,22 @@ def add_clos_tiers(net: TopologyBuilder, tors: np.ndarray, radix: int, rate_bps:
     pods = int(pod_of_tor.max()) + 1
     sizes = np.bincount(pod_of_tor, minlength=pods)
     if pods > radix or sizes.max() > half:
-        raise SpecError(f"radix={radix}: {pods} pods of up to {sizes.max()} ToRs do not fit a 3-tier Clos "
-                        f"(at most {radix} pods of {half} ToRs)")
+        raise SpecError(
+            f"radix={radix}: {pods} pods of up to {sizes.max()} ToRs do not fit a 3-tier Clos "
+            f"(at most {radix} pods of {half} ToRs)"
+        )
     agg = net.add_nodes("eps", pods * half, names=[f"agg{p}.{a}" for p in range(pods) for a in range(half)])
     core = net.add_nodes("eps", half * half, names=[f"core{a}.{c}" for a in range(half) for c in range(half)])
-    net.add_links(np.repeat(tors, half), agg[(pod_of_tor[:, None] * half + np.arange(half)).ravel()],
-                  rate=rate_bps, kind="tor-agg")
+    net.add_links(
+        np.repeat(tors, half),
+        agg[(pod_of_tor[:, None] * half + np.arange(half)).ravel()],
+        rate=rate_bps,
+        kind="tor-agg",
+    )
     plane = np.arange(pods * half) % half
-    net.add_links(np.repeat(agg, half), core[(plane[:, None] * half + np.arange(half)).ravel()],
-                  rate=rate_bps, kind="agg-core")
+    net.add_links(
+        np.repeat(agg, half),
+        core[(plane[:, None] * half + np.arange(half)).ravel()],
+        rate=rate_bps,
+        kind="agg-core",
+    )

@@ -32,8 +32,8 @@ __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
 #: Physical defaults shared by every fabric (DESIGN §2; paper §7.2).
 DEFAULTS = {
     "gpus_per_server": 8,
-    "link": "200Gbps",          # NIC and switch link rate B
-    "link_latency": "1us",      # propagation per link
+    "link": "200Gbps",  # NIC and switch link rate B
+    "link_latency": "1us",  # propagation per link
     "switch_latency": "0.8us",  # per-hop processing in a packet switch
     # Per-port buffer: 1 MiB, an even split of a 64 MiB shared buffer over 64 ports, the
     # order of magnitude of 25.6-51.2 Tb/s datacenter switch ASICs. Under PFC it is the
@@ -41,8 +41,8 @@ DEFAULTS = {
     "buffer": "1MiB",
     # NVLink: 400 GB/s bidirectional per GPU = 200 GB/s = 1.6 Tb/s each way (paper §7.2).
     "nvlink": "1600Gbps",
-    "nvlink_latency": "0.1us",   # assumption: NVLink wire + SerDes
-    "nvswitch_latency": "0.2us", # assumption: NVSwitch port-to-port
+    "nvlink_latency": "0.1us",  # assumption: NVLink wire + SerDes
+    "nvswitch_latency": "0.2us",  # assumption: NVSwitch port-to-port
     "nic_latency": "0us",
 }
 
@@ -50,8 +50,17 @@ DEFAULTS = {
 class TopologyBuilder:
     """Collects node and link rows; every ``add_*`` call is vectorised over numpy arrays."""
 
-    def __init__(self, *, link_latency_ps: int, switch_latency_ps: int, buffer_bytes: int,
-                 nvlink_bps: int, nvlink_latency_ps: int, nvswitch_latency_ps: int, nic_latency_ps: int):
+    def __init__(
+        self,
+        *,
+        link_latency_ps: int,
+        switch_latency_ps: int,
+        buffer_bytes: int,
+        nvlink_bps: int,
+        nvlink_latency_ps: int,
+        nvswitch_latency_ps: int,
+        nic_latency_ps: int,
+    ):
         self._kind: list[str] = []
         self._name: list[str] = []
         self._server: list[np.ndarray] = []
@@ -71,8 +80,9 @@ class TopologyBuilder:
     def num_nodes(self) -> int:
         return len(self._kind)
 
-    def add_nodes(self, kind: str, count: int, *, prefix: str | None = None, names=None,
-                  server=-1, latency=None) -> np.ndarray:
+    def add_nodes(
+        self, kind: str, count: int, *, prefix: str | None = None, names=None, server=-1, latency=None
+    ) -> np.ndarray:
         """Add ``count`` nodes of ``kind``; returns their node ids (int64 array).
 
         ``latency`` (per-hop processing) defaults to the switch latency for ``eps``, the
@@ -90,8 +100,11 @@ class TopologyBuilder:
         elif len(names) != count:
             raise SpecError(f"add_nodes({kind!r}): {len(names)} names for {count} nodes")
         if latency is None:
-            latency = {"eps": self.switch_latency_ps, "nvswitch": self.nvswitch_latency_ps,
-                       "gpu": self.nic_latency_ps}.get(kind, 0)
+            latency = {
+                "eps": self.switch_latency_ps,
+                "nvswitch": self.nvswitch_latency_ps,
+                "gpu": self.nic_latency_ps,
+            }.get(kind, 0)
         else:
             latency = parse_time(latency)
         self._kind.extend([kind] * count)
@@ -112,10 +125,19 @@ class TopologyBuilder:
         gpus = self.add_nodes("gpu", count * gpus_per_server, names=gpu_names, server=servers)
         gpus = gpus.reshape(count, gpus_per_server)
         if nvlink and gpus_per_server > 1:
-            nvs = self.add_nodes("nvswitch", count, names=[f"srv{s}/nvswitch" for s in range(base, base + count)],
-                                 server=np.arange(base, base + count, dtype=np.int32))
-            self.add_links(gpus.ravel(), np.repeat(nvs, gpus_per_server), rate=self.nvlink_bps,
-                           latency=self.nvlink_latency_ps, kind="nvlink")
+            nvs = self.add_nodes(
+                "nvswitch",
+                count,
+                names=[f"srv{s}/nvswitch" for s in range(base, base + count)],
+                server=np.arange(base, base + count, dtype=np.int32),
+            )
+            self.add_links(
+                gpus.ravel(),
+                np.repeat(nvs, gpus_per_server),
+                rate=self.nvlink_bps,
+                latency=self.nvlink_latency_ps,
+                kind="nvlink",
+            )
         return gpus
 
     def add_links(self, src, dst, *, rate, latency=None, buffer=None, kind: str = "link") -> np.ndarray:
@@ -125,40 +147,62 @@ class TopologyBuilder:
         src, dst = np.broadcast_arrays(src, dst)
         n = len(src)
         rate_bps = parse_rate(rate) if not isinstance(rate, np.ndarray) else rate
-        lat = self.link_latency_ps if latency is None else (
-            parse_time(latency) if not isinstance(latency, np.ndarray) else latency)
-        buf = self.buffer_bytes if buffer is None else (
-            parse_size(buffer) if not isinstance(buffer, np.ndarray) else buffer)
+        lat = (
+            self.link_latency_ps
+            if latency is None
+            else (parse_time(latency) if not isinstance(latency, np.ndarray) else latency)
+        )
+        buf = (
+            self.buffer_bytes
+            if buffer is None
+            else (parse_size(buffer) if not isinstance(buffer, np.ndarray) else buffer)
+        )
         first = sum(len(x[0]) for x in self._links)
-        self._links.append((src.copy(), dst.copy(), np.broadcast_to(rate_bps, (n,)),
-                            np.broadcast_to(lat, (n,)), np.broadcast_to(buf, (n,)), [kind] * n))
+        self._links.append(
+            (
+                src.copy(),
+                dst.copy(),
+                np.broadcast_to(rate_bps, (n,)),
+                np.broadcast_to(lat, (n,)),
+                np.broadcast_to(buf, (n,)),
+                [kind] * n,
+            )
+        )
         return np.arange(first, first + n, dtype=np.int64)
 
     def add_circuits(self, ocs, a, b) -> None:
         """Add circuits to the initial plan: inside device(s) ``ocs``, join link rows ``a`` and
         ``b`` (both must end at that device). Arrays broadcast."""
-        ocs, a, b = np.broadcast_arrays(np.atleast_1d(np.asarray(ocs, dtype=np.int64)),
-                                        np.atleast_1d(np.asarray(a, dtype=np.int64)),
-                                        np.atleast_1d(np.asarray(b, dtype=np.int64)))
+        ocs, a, b = np.broadcast_arrays(
+            np.atleast_1d(np.asarray(ocs, dtype=np.int64)),
+            np.atleast_1d(np.asarray(a, dtype=np.int64)),
+            np.atleast_1d(np.asarray(b, dtype=np.int64)),
+        )
         self._circuits.append((ocs.copy(), a.copy(), b.copy()))
 
     def circuit_table(self) -> CircuitTable:
         if not self._circuits:
             return CircuitTable.empty()
-        cols = list(zip(*self._circuits))
+        cols = list(zip(*self._circuits, strict=True))
         return CircuitTable.build(np.concatenate(cols[0]), np.concatenate(cols[1]), np.concatenate(cols[2]))
 
     def tables(self) -> tuple[NodeTable, LinkTable]:
         nodes = NodeTable.build(
-            self._kind, self._name,
+            self._kind,
+            self._name,
             np.concatenate(self._server) if self._server else np.empty(0, np.int32),
             np.concatenate(self._lat) if self._lat else np.empty(0, np.int64),
         )
         if self._links:
-            cols = list(zip(*self._links))
+            cols = list(zip(*self._links, strict=True))
             links = LinkTable.build(
-                np.concatenate(cols[0]), np.concatenate(cols[1]), np.concatenate(cols[2]),
-                np.concatenate(cols[3]), np.concatenate(cols[4]), sum(cols[5], []))
+                np.concatenate(cols[0]),
+                np.concatenate(cols[1]),
+                np.concatenate(cols[2]),
+                np.concatenate(cols[3]),
+                np.concatenate(cols[4]),
+                sum(cols[5], []),
+            )
         else:
             links = LinkTable.build([], [], [], [], [], [])
         return nodes, links
@@ -193,20 +237,34 @@ class Topology:
     #: route packet switches up*/down* so PFC cannot deadlock (meshes of circuits between switches)
     deadlock_free = False
 
-    def __init__(self, gpus: int, link="200Gbps", *, gpus_per_server: int = 8,
-                 link_latency=DEFAULTS["link_latency"], switch_latency=DEFAULTS["switch_latency"],
-                 buffer=DEFAULTS["buffer"], nvlink=DEFAULTS["nvlink"],
-                 nvlink_latency=DEFAULTS["nvlink_latency"], nvswitch_latency=DEFAULTS["nvswitch_latency"],
-                 nic_latency=DEFAULTS["nic_latency"]):
+    def __init__(
+        self,
+        gpus: int,
+        link="200Gbps",
+        *,
+        gpus_per_server: int = 8,
+        link_latency=DEFAULTS["link_latency"],
+        switch_latency=DEFAULTS["switch_latency"],
+        buffer=DEFAULTS["buffer"],
+        nvlink=DEFAULTS["nvlink"],
+        nvlink_latency=DEFAULTS["nvlink_latency"],
+        nvswitch_latency=DEFAULTS["nvswitch_latency"],
+        nic_latency=DEFAULTS["nic_latency"],
+    ):
         if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus <= 0:
             raise SpecError(f"{type(self).__name__}: gpus must be a positive integer, got {gpus!r}")
-        if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, (int, np.integer)) \
-                or gpus_per_server <= 0:
-            raise SpecError(f"{type(self).__name__}: gpus_per_server must be a positive integer, "
-                            f"got {gpus_per_server!r}")
+        if (
+            isinstance(gpus_per_server, bool)
+            or not isinstance(gpus_per_server, (int, np.integer))
+            or gpus_per_server <= 0
+        ):
+            raise SpecError(
+                f"{type(self).__name__}: gpus_per_server must be a positive integer, got {gpus_per_server!r}"
+            )
         if gpus % gpus_per_server:
-            raise SpecError(f"{type(self).__name__}: gpus={gpus} is not a multiple of "
-                            f"gpus_per_server={gpus_per_server}")
+            raise SpecError(
+                f"{type(self).__name__}: gpus={gpus} is not a multiple of gpus_per_server={gpus_per_server}"
+            )
         self.gpus = int(gpus)
         self.gpus_per_server = int(gpus_per_server)
         self.link_bps = parse_rate(link)
@@ -234,10 +292,14 @@ class Topology:
 
     def builder(self) -> TopologyBuilder:
         return TopologyBuilder(
-            link_latency_ps=self.link_latency_ps, switch_latency_ps=self.switch_latency_ps,
-            buffer_bytes=self.buffer_bytes, nvlink_bps=self.nvlink_bps,
-            nvlink_latency_ps=self.nvlink_latency_ps, nvswitch_latency_ps=self.nvswitch_latency_ps,
-            nic_latency_ps=self.nic_latency_ps)
+            link_latency_ps=self.link_latency_ps,
+            switch_latency_ps=self.switch_latency_ps,
+            buffer_bytes=self.buffer_bytes,
+            nvlink_bps=self.nvlink_bps,
+            nvlink_latency_ps=self.nvlink_latency_ps,
+            nvswitch_latency_ps=self.nvswitch_latency_ps,
+            nic_latency_ps=self.nic_latency_ps,
+        )
 
     def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
         """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
@@ -260,9 +322,15 @@ class Topology:
         """Build (once), validate and return the NetworkSpec; raises SpecError."""
         if self._spec is None:
             nodes, links, circuits = self.tables()
-            spec = NetworkSpec.from_tables(nodes, links, name=self.name, circuits=circuits,
-                                           host_forwarding=self.host_forwarding, pxn=self.pxn,
-                                           deadlock_free=self.deadlock_free)
+            spec = NetworkSpec.from_tables(
+                nodes,
+                links,
+                name=self.name,
+                circuits=circuits,
+                host_forwarding=self.host_forwarding,
+                pxn=self.pxn,
+                deadlock_free=self.deadlock_free,
+            )
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
             self._spec = spec
@@ -274,7 +342,7 @@ class Topology:
         kinds = spec.nodes.kind_names()
         out = {f"nodes_{k}": int(np.sum(kinds == k)) for k in NODE_KINDS if np.any(kinds == k)}
         labels, counts = np.unique(spec.links.kind.astype(str), return_counts=True)
-        out.update({f"links_{lab}": int(c) for lab, c in zip(labels, counts)})
+        out.update({f"links_{lab}": int(c) for lab, c in zip(labels, counts, strict=True)})
         return out
 
     def __repr__(self) -> str:

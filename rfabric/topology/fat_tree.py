@@ -47,8 +47,9 @@ class FatTree(Topology):
 
     family = "fat_tree"
 
-    def __init__(self, gpus: int, link="200Gbps", oversubscription: int = 1, radix: int | None = None,
-                 **kwargs):
+    def __init__(
+        self, gpus: int, link="200Gbps", oversubscription: int = 1, radix: int | None = None, **kwargs
+    ):
         super().__init__(gpus, link, **kwargs)
         r = oversubscription
         if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
@@ -61,17 +62,23 @@ class FatTree(Topology):
             while self._capacity(radix) < self.gpus or not self._fits(radix):
                 radix *= 2
                 if radix > 1024:
-                    raise SpecError(f"FatTree: no power-of-two radix up to 1024 fits gpus={self.gpus} "
-                                    f"with oversubscription={r}")
+                    raise SpecError(
+                        f"FatTree: no power-of-two radix up to 1024 fits gpus={self.gpus} "
+                        f"with oversubscription={r}"
+                    )
         if isinstance(radix, bool) or not isinstance(radix, (int, np.integer)) or radix < 4 or radix % 2:
             raise SpecError(f"FatTree: radix must be an even integer >= 4, got {radix!r}")
         self.radix = int(radix)
         if not self._fits(self.radix):
-            raise SpecError(f"FatTree: radix={radix} cannot be split {r}:1 (ToR ports down:up); "
-                            f"radix must be divisible by {r + 1}")
+            raise SpecError(
+                f"FatTree: radix={radix} cannot be split {r}:1 (ToR ports down:up); "
+                f"radix must be divisible by {r + 1}"
+            )
         if self._capacity(self.radix) < self.gpus:
-            raise SpecError(f"FatTree: gpus={self.gpus} exceeds the capacity of radix={radix} "
-                            f"with oversubscription={r} ({self._capacity(self.radix)} GPUs)")
+            raise SpecError(
+                f"FatTree: gpus={self.gpus} exceeds the capacity of radix={radix} "
+                f"with oversubscription={r} ({self._capacity(self.radix)} GPUs)"
+            )
 
     def _fits(self, k: int) -> bool:
         r = self.oversubscription
@@ -107,8 +114,16 @@ class FatTree(Topology):
 
         net.add_links(gpu, tor[np.arange(self.gpus) // down], rate=self.link_bps, kind="nic")
         pod_of_tor = np.arange(n_tors) // half
-        net.add_links(np.repeat(tor, up), agg[(pod_of_tor[:, None] * up + np.arange(up)).ravel()],
-                      rate=self.link_bps, kind="tor-agg")
+        net.add_links(
+            np.repeat(tor, up),
+            agg[(pod_of_tor[:, None] * up + np.arange(up)).ravel()],
+            rate=self.link_bps,
+            kind="tor-agg",
+        )
         plane = np.arange(pods * up) % up
-        net.add_links(np.repeat(agg, half), core[(plane[:, None] * half + np.arange(half)).ravel()],
-                      rate=self.link_bps, kind="agg-core")
+        net.add_links(
+            np.repeat(agg, half),
+            core[(plane[:, None] * half + np.arange(half)).ravel()],
+            rate=self.link_bps,
+            kind="agg-core",
+        )

@@ -107,9 +107,20 @@ class RFabric(Topology):
     # dependencies under PFC (a 1024-GPU permutation deadlocks), so route up*/down*.
     deadlock_free = True
 
-    def __init__(self, gpus: int, link="200Gbps", radix: int | None = None, tor_uplinks: int | None = None,
-                 pod_servers: int | None = None, core_ports: int | None = None, ocs_agg: int | None = None,
-                 ocs_core: int | None = None, ocs_radix: int = OCS_RADIX, pxn: bool = True, **kwargs):
+    def __init__(
+        self,
+        gpus: int,
+        link="200Gbps",
+        radix: int | None = None,
+        tor_uplinks: int | None = None,
+        pod_servers: int | None = None,
+        core_ports: int | None = None,
+        ocs_agg: int | None = None,
+        ocs_core: int | None = None,
+        ocs_radix: int = OCS_RADIX,
+        pxn: bool = True,
+        **kwargs,
+    ):
         super().__init__(gpus, link, **kwargs)
         who = "RFabric"
         self.pxn = check_bool(who, "pxn", pxn)
@@ -123,46 +134,68 @@ class RFabric(Topology):
             tor_uplinks = self.radix // 2
         self.tor_uplinks = check_int(who, "tor_uplinks", tor_uplinks, 2)
         if self.tor_uplinks % 2:
-            raise SpecError(f"{who}: tor_uplinks={self.tor_uplinks} must be even "
-                            "(circuits use ToR ports in pairs)")
+            raise SpecError(
+                f"{who}: tor_uplinks={self.tor_uplinks} must be even (circuits use ToR ports in pairs)"
+            )
         if self.tor_uplinks >= self.radix:
-            raise SpecError(f"{who}: tor_uplinks={self.tor_uplinks} leaves no ToR port for servers "
-                            f"(radix={self.radix})")
+            raise SpecError(
+                f"{who}: tor_uplinks={self.tor_uplinks} leaves no ToR port for servers (radix={self.radix})"
+            )
         if pod_servers is None:
             pod_servers = s if s <= POD_SERVERS else math.gcd(s, POD_SERVERS)
         self.pod_servers = check_int(who, "pod_servers", pod_servers)
         if s % self.pod_servers:
-            raise SpecError(f"{who}: pod_servers={self.pod_servers} does not divide the {s} servers "
-                            f"of gpus={self.gpus}")
+            raise SpecError(
+                f"{who}: pod_servers={self.pod_servers} does not divide the {s} servers of gpus={self.gpus}"
+            )
         self.ocs_radix = check_int(who, "ocs_radix", ocs_radix, 2)
         u, t_pod = self.tor_uplinks, self.tors_per_pod
         if core_ports is None:
             core_ports = (t_pod * u // 2) // 2 * 2 if self.pods > 1 else 0
         self.core_ports = check_int(who, "core_ports", core_ports, 0)
         if self.pods == 1 and self.core_ports:
-            raise SpecError(f"{who}: core_ports={self.core_ports} but there is a single PoD (pod_servers="
-                            f"{self.pod_servers}): no OCS-Core to connect")
+            raise SpecError(
+                f"{who}: core_ports={self.core_ports} but there is a single PoD (pod_servers="
+                f"{self.pod_servers}): no OCS-Core to connect"
+            )
         if self.pods > 1 and (self.core_ports < 2 or self.core_ports % 2):
-            raise SpecError(f"{who}: core_ports must be an even integer >= 2 with {self.pods} PoDs, "
-                            f"got {self.core_ports}")
+            raise SpecError(
+                f"{who}: core_ports must be an even integer >= 2 with {self.pods} PoDs, got {self.core_ports}"
+            )
 
         def agg_ok(n: int) -> bool:
-            return u % n == 0 and (u // n) % 2 == 0 and self.core_ports % n == 0 \
+            return (
+                u % n == 0
+                and (u // n) % 2 == 0
+                and self.core_ports % n == 0
                 and (self.core_ports // n) % 2 == 0
+            )
 
         if ocs_agg is None:
-            ocs_agg = next((n for n in range(1, u + 1) if agg_ok(n)
-                            and (t_pod * u + self.core_ports) // n <= self.ocs_radix), None)
+            ocs_agg = next(
+                (
+                    n
+                    for n in range(1, u + 1)
+                    if agg_ok(n) and (t_pod * u + self.core_ports) // n <= self.ocs_radix
+                ),
+                None,
+            )
             if ocs_agg is None:
-                raise SpecError(f"{who}: no OCS-Agg count fits ocs_radix={self.ocs_radix} (a PoD has "
-                                f"{t_pod * u} ToR ports and {self.core_ports} core ports)")
+                raise SpecError(
+                    f"{who}: no OCS-Agg count fits ocs_radix={self.ocs_radix} (a PoD has "
+                    f"{t_pod * u} ToR ports and {self.core_ports} core ports)"
+                )
         self.ocs_agg = check_int(who, "ocs_agg", ocs_agg)
         if not agg_ok(self.ocs_agg):
-            raise SpecError(f"{who}: ocs_agg={self.ocs_agg} must split tor_uplinks={u} and core_ports="
-                            f"{self.core_ports} into even port counts per device")
+            raise SpecError(
+                f"{who}: ocs_agg={self.ocs_agg} must split tor_uplinks={u} and core_ports="
+                f"{self.core_ports} into even port counts per device"
+            )
         if self.agg_ports > self.ocs_radix:
-            raise SpecError(f"{who}: ocs_agg={self.ocs_agg} gives OCS-Agg devices of {self.agg_ports} ports, "
-                            f"more than ocs_radix={self.ocs_radix}")
+            raise SpecError(
+                f"{who}: ocs_agg={self.ocs_agg} gives OCS-Agg devices of {self.agg_ports} ports, "
+                f"more than ocs_radix={self.ocs_radix}"
+            )
         cpa = self.core_ports // self.ocs_agg
 
         def core_ok(n: int) -> bool:
@@ -174,18 +207,30 @@ class RFabric(Topology):
             self.ocs_core = 0
         else:
             if ocs_core is None:
-                ocs_core = next((n for n in range(1, cpa + 1) if core_ok(n)
-                                 and self.pods * self.core_ports // n <= self.ocs_radix), None)
+                ocs_core = next(
+                    (
+                        n
+                        for n in range(1, cpa + 1)
+                        if core_ok(n) and self.pods * self.core_ports // n <= self.ocs_radix
+                    ),
+                    None,
+                )
                 if ocs_core is None:
-                    raise SpecError(f"{who}: no OCS-Core count fits ocs_radix={self.ocs_radix} "
-                                    f"({self.pods} PoDs x {self.core_ports} core ports)")
+                    raise SpecError(
+                        f"{who}: no OCS-Core count fits ocs_radix={self.ocs_radix} "
+                        f"({self.pods} PoDs x {self.core_ports} core ports)"
+                    )
             self.ocs_core = check_int(who, "ocs_core", ocs_core)
             if not core_ok(self.ocs_core):
-                raise SpecError(f"{who}: ocs_core={self.ocs_core} must split each OCS-Agg's {cpa} core ports "
-                                "into even counts per device")
+                raise SpecError(
+                    f"{who}: ocs_core={self.ocs_core} must split each OCS-Agg's {cpa} core ports "
+                    "into even counts per device"
+                )
             if self.core_device_ports > self.ocs_radix:
-                raise SpecError(f"{who}: ocs_core={self.ocs_core} gives OCS-Core devices of "
-                                f"{self.core_device_ports} ports, more than ocs_radix={self.ocs_radix}")
+                raise SpecError(
+                    f"{who}: ocs_core={self.ocs_core} gives OCS-Core devices of "
+                    f"{self.core_device_ports} ports, more than ocs_radix={self.ocs_radix}"
+                )
         self._plan_template()
 
     # -- sizes -------------------------------------------------------------------------------
@@ -238,13 +283,17 @@ class RFabric(Topology):
         lifts = []  # (position, pair, core device, core port out, core port in, pod offset)
         if self.pods > 1:
             if has_local and pairs < 2:
-                raise SpecError(f"{who}: tor_uplinks={self.tor_uplinks} is too few for both ToR-ToR and "
-                                "core circuits in the default plan (needs >= 4)")
+                raise SpecError(
+                    f"{who}: tor_uplinks={self.tor_uplinks} is too few for both ToR-ToR and "
+                    "core circuits in the default plan (needs >= 4)"
+                )
             target = pairs // 2 if has_local else pairs
             n_lift = min(self.core_ports // 2, t_pod * target)
             if n_lift < (rails if self.pxn else 1):
-                raise SpecError(f"{who}: core_ports={self.core_ports} is too few for the default plan to "
-                                f"lift every rail to the core (needs >= {2 * rails})")
+                raise SpecError(
+                    f"{who}: core_ports={self.core_ports} is too few for the default plan to "
+                    f"lift every rail to the core (needs >= {2 * rails})"
+                )
             n_agg, n_core = self.ocs_agg, self.ocs_core
             per_dev = self.core_ports // n_agg // n_core
             used = np.zeros((n_agg, n_core), dtype=np.int64)
@@ -262,8 +311,10 @@ class RFabric(Topology):
                         pick = (max(mine), a, c)
                         break
                 if pick is None:
-                    raise SpecError(f"{who}: the default plan cannot place lift circuit {r} "
-                                    f"(ToR position {t}); adjust core_ports, ocs_agg or ocs_core")
+                    raise SpecError(
+                        f"{who}: the default plan cannot place lift circuit {r} "
+                        f"(ToR position {t}); adjust core_ports, ocs_agg or ocs_core"
+                    )
                 b, a, c = pick
                 free[t].discard(b)
                 ko = c * per_dev + int(used[a, c])
@@ -277,8 +328,10 @@ class RFabric(Topology):
                 continue
             common = sorted(set.intersection(*(free[t] for t in members)))
             if not common:
-                raise SpecError(f"{who}: tor_uplinks={self.tor_uplinks} leaves no port pair for ToR-ToR "
-                                "circuits in the default plan")
+                raise SpecError(
+                    f"{who}: tor_uplinks={self.tor_uplinks} leaves no port pair for ToR-ToR "
+                    "circuits in the default plan"
+                )
             for b, p in zip(common, round_robin_offsets(len(members), len(common)), strict=True):
                 local.append((members, b, p))
         self._lifts, self._local = lifts, local
@@ -290,26 +343,33 @@ class RFabric(Topology):
         pods, groups, t_pod = self.pods, self.groups_per_pod, self.tors_per_pod
         n_agg, n_core, cpa = self.ocs_agg, self.ocs_core, self.core_ports // self.ocs_agg
         gpu = net.add_servers(self.servers, rails)
-        tor = net.add_nodes("eps", pods * t_pod, names=[f"pod{p}/tor{g}.r{j}" for p in range(pods)
-                                                       for g in range(groups) for j in range(rails)])
-        agg = net.add_nodes("ocs", pods * n_agg, names=[f"pod{p}/ocs_agg{a}" for p in range(pods)
-                                                        for a in range(n_agg)])
+        tor = net.add_nodes(
+            "eps",
+            pods * t_pod,
+            names=[f"pod{p}/tor{g}.r{j}" for p in range(pods) for g in range(groups) for j in range(rails)],
+        )
+        agg = net.add_nodes(
+            "ocs", pods * n_agg, names=[f"pod{p}/ocs_agg{a}" for p in range(pods) for a in range(n_agg)]
+        )
         core = net.add_nodes("ocs", n_core, prefix="ocs_core")
 
         srv = np.arange(self.servers)
         first_tor = (srv // self.pod_servers) * t_pod + (srv % self.pod_servers) // down * rails
-        net.add_links(gpu.ravel(), tor[(first_tor[:, None] + np.arange(rails)).ravel()],
-                      rate=self.link_bps, kind="nic")
+        net.add_links(
+            gpu.ravel(), tor[(first_tor[:, None] + np.arange(rails)).ravel()], rate=self.link_bps, kind="nic"
+        )
         pod_of_tor = np.arange(pods * t_pod) // t_pod
         # uplink i of ToR x is tor_link[x, i]; uplink port k of OCS-Agg a of PoD p is core_link[p, a, k]
         agg_of_port = agg[(pod_of_tor[:, None] * n_agg + np.arange(u) % n_agg).ravel()]
-        tor_link = net.add_links(np.repeat(tor, u), agg_of_port, rate=self.link_bps,
-                                 kind="tor-ocs").reshape(pods, t_pod, u)
+        tor_link = net.add_links(np.repeat(tor, u), agg_of_port, rate=self.link_bps, kind="tor-ocs").reshape(
+            pods, t_pod, u
+        )
         if n_core:
             per_dev = cpa // n_core
             core_of_port = np.tile(core[np.arange(cpa) // per_dev], pods * n_agg)
-            core_link = net.add_links(np.repeat(agg, cpa), core_of_port, rate=self.link_bps,
-                                      kind="ocs-ocs").reshape(pods, n_agg, cpa)
+            core_link = net.add_links(
+                np.repeat(agg, cpa), core_of_port, rate=self.link_bps, kind="ocs-ocs"
+            ).reshape(pods, n_agg, cpa)
 
         pod = np.arange(pods)
         agg_of = agg.reshape(pods, n_agg)
@@ -322,5 +382,6 @@ class RFabric(Topology):
             a, po, pi = self._pair_ports(b)
             m = np.asarray(members)
             nxt = np.roll(m, -p)
-            net.add_circuits(np.repeat(agg_of[:, a], len(m)), tor_link[:, m, po].ravel(),
-                             tor_link[:, nxt, pi].ravel())
+            net.add_circuits(
+                np.repeat(agg_of[:, a], len(m)), tor_link[:, m, po].ravel(), tor_link[:, nxt, pi].ravel()
+            )

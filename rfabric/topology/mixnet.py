@@ -75,30 +75,47 @@ class MixNet(Topology):
     family = "mixnet"
     host_forwarding = True
 
-    def __init__(self, gpus: int, link="200Gbps", ocs_nics: int | None = None,
-                 region_servers: int | None = None, radix: int | None = None, demand=None, **kwargs):
+    def __init__(
+        self,
+        gpus: int,
+        link="200Gbps",
+        ocs_nics: int | None = None,
+        region_servers: int | None = None,
+        radix: int | None = None,
+        demand=None,
+        **kwargs,
+    ):
         super().__init__(gpus, link, **kwargs)
         self.demand = None if demand is None else self._check_demand(demand)
         g, s = self.gpus_per_server, self.servers
         if ocs_nics is None:
             ocs_nics = 3 * g // 4
-        if isinstance(ocs_nics, bool) or not isinstance(ocs_nics, (int, np.integer)) \
-                or not 0 <= ocs_nics <= g - 1:
-            raise SpecError(f"MixNet: ocs_nics must be an integer in 0..{g - 1} (gpus_per_server={g} "
-                            f"minus at least one packet-switched NIC), got {ocs_nics!r}")
+        if (
+            isinstance(ocs_nics, bool)
+            or not isinstance(ocs_nics, (int, np.integer))
+            or not 0 <= ocs_nics <= g - 1
+        ):
+            raise SpecError(
+                f"MixNet: ocs_nics must be an integer in 0..{g - 1} (gpus_per_server={g} "
+                f"minus at least one packet-switched NIC), got {ocs_nics!r}"
+            )
         self.ocs_nics = int(ocs_nics)
         if region_servers is None:
             region_servers = s if s <= REGION_SERVERS else int(np.gcd(s, REGION_SERVERS))
         self.region_servers = check_int("MixNet", "region_servers", region_servers)
         if s % self.region_servers:
-            raise SpecError(f"MixNet: region_servers={self.region_servers} does not divide the "
-                            f"{s} servers of gpus={self.gpus}")
+            raise SpecError(
+                f"MixNet: region_servers={self.region_servers} does not divide the "
+                f"{s} servers of gpus={self.gpus}"
+            )
         if radix is None:
             radix = default_radix("MixNet", g, self._capacity, self.eps_nics_total)
         self.radix = check_radix("MixNet", radix)
         if self._capacity(self.radix) < self.eps_nics_total:
-            raise SpecError(f"MixNet: the {self.eps_nics_total} packet-switched NICs exceed the capacity "
-                            f"of radix={self.radix} ({self._capacity(self.radix)} NICs)")
+            raise SpecError(
+                f"MixNet: the {self.eps_nics_total} packet-switched NICs exceed the capacity "
+                f"of radix={self.radix} ({self._capacity(self.radix)} NICs)"
+            )
 
     def _check_demand(self, demand) -> np.ndarray:
         d = np.asarray(demand, dtype=float)
@@ -141,10 +158,11 @@ class MixNet(Topology):
         pairs = self._greedy_pairs(d)
         if not pairs:
             return CircuitTable.empty()
-        a_srv, a_nic, b_srv, b_nic = (np.array(col) for col in zip(*pairs))
+        a_srv, a_nic, b_srv, b_nic = (np.array(col) for col in zip(*pairs, strict=True))
         region = a_srv // self.region_servers
-        return CircuitTable.build(self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic],
-                                  self._ocs_nic_links[b_srv, b_nic])
+        return CircuitTable.build(
+            self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic], self._ocs_nic_links[b_srv, b_nic]
+        )
 
     @staticmethod
     def _capacity(k: int) -> int:
@@ -180,8 +198,9 @@ class MixNet(Topology):
         # regional OCSes; OCS NIC link of (server, j) is nic[server, j]
         ocs = net.add_nodes("ocs", self.regions, prefix="ocs")
         region_of_server = np.arange(s) // r
-        nic = net.add_links(gpu[:, :o].ravel(), np.repeat(ocs[region_of_server], o), rate=self.link_bps,
-                            kind="nic").reshape(s, o)
+        nic = net.add_links(
+            gpu[:, :o].ravel(), np.repeat(ocs[region_of_server], o), rate=self.link_bps, kind="nic"
+        ).reshape(s, o)
         self._ocs_nodes, self._ocs_nic_links = ocs, nic
         if r < 2:
             return

@@ -64,11 +64,15 @@ class RailOptimized(Topology):
             radix = default_radix("RailOptimized", self.gpus_per_server, self._capacity, self.gpus)
         self.radix = check_radix("RailOptimized", radix)
         if self.radix < self.gpus_per_server:
-            raise SpecError(f"RailOptimized: radix={self.radix} is smaller than gpus_per_server="
-                            f"{self.gpus_per_server}; a rail-aligned pod needs one core port per rail")
+            raise SpecError(
+                f"RailOptimized: radix={self.radix} is smaller than gpus_per_server="
+                f"{self.gpus_per_server}; a rail-aligned pod needs one core port per rail"
+            )
         if self._capacity(self.radix) < self.gpus:
-            raise SpecError(f"RailOptimized: gpus={self.gpus} exceeds the capacity of radix={self.radix} "
-                            f"({self._capacity(self.radix)} GPUs)")
+            raise SpecError(
+                f"RailOptimized: gpus={self.gpus} exceeds the capacity of radix={self.radix} "
+                f"({self._capacity(self.radix)} GPUs)"
+            )
 
     def _capacity(self, k: int) -> int:
         return self.gpus_per_server * (k // 2) ** 2 * (k // self.gpus_per_server)
@@ -89,11 +93,16 @@ class RailOptimized(Topology):
         rails, groups = self.gpus_per_server, self.groups
         gpu = net.add_servers(self.servers, rails)
         # ToR of (group g, rail j) is tor[g * rails + j]
-        tor = net.add_nodes("eps", groups * rails,
-                            names=[f"tor{g}.r{j}" for g in range(groups) for j in range(rails)])
+        tor = net.add_nodes(
+            "eps", groups * rails, names=[f"tor{g}.r{j}" for g in range(groups) for j in range(rails)]
+        )
         group_of_server = np.arange(self.servers) // half
-        net.add_links(gpu.ravel(), tor[(group_of_server[:, None] * rails + np.arange(rails)).ravel()],
-                      rate=self.link_bps, kind="nic")
+        net.add_links(
+            gpu.ravel(),
+            tor[(group_of_server[:, None] * rails + np.arange(rails)).ravel()],
+            rate=self.link_bps,
+            kind="nic",
+        )
         pod_of_tor = None
         if self.tiers == 3:
             pods_per_rail = -(-groups // half)

@@ -83,15 +83,17 @@ class TopoOpt(Topology):
     family = "topoopt"
     host_forwarding = True
 
-    def __init__(self, gpus: int, link="200Gbps", mp_demand=None, mp_degree: int | None = None,
-                 edges=None, **kwargs):
+    def __init__(
+        self, gpus: int, link="200Gbps", mp_demand=None, mp_degree: int | None = None, edges=None, **kwargs
+    ):
         super().__init__(gpus, link, **kwargs)
         d, s = self.gpus_per_server, self.servers
         if d % 2:
             raise SpecError(f"TopoOpt: gpus_per_server={d} must be even (a patch panel holds NIC pairs)")
         if edges is not None and (mp_demand is not None or mp_degree is not None):
-            raise SpecError("TopoOpt: edges= is an explicit server graph; it excludes mp_demand= and "
-                            "mp_degree=")
+            raise SpecError(
+                "TopoOpt: edges= is an explicit server graph; it excludes mp_demand= and mp_degree="
+            )
         if mp_degree is not None and mp_demand is None:
             raise SpecError(f"TopoOpt: mp_degree={mp_degree!r} needs mp_demand=")
         self.mp_demand = None
@@ -101,10 +103,16 @@ class TopoOpt(Topology):
             self.mp_demand = self._check_demand(mp_demand)
             if mp_degree is None:
                 mp_degree = (d // 2) - (d // 2) % 2
-            if isinstance(mp_degree, bool) or not isinstance(mp_degree, (int, np.integer)) \
-                    or mp_degree % 2 or not 2 <= mp_degree <= d - 2:
-                raise SpecError(f"TopoOpt: mp_degree must be an even integer in 2..{d - 2} "
-                                f"(gpus_per_server={d} minus one ring), got {mp_degree!r}")
+            if (
+                isinstance(mp_degree, bool)
+                or not isinstance(mp_degree, (int, np.integer))
+                or mp_degree % 2
+                or not 2 <= mp_degree <= d - 2
+            ):
+                raise SpecError(
+                    f"TopoOpt: mp_degree must be an even integer in 2..{d - 2} "
+                    f"(gpus_per_server={d} minus one ring), got {mp_degree!r}"
+                )
             self.mp_degree = int(mp_degree)
         if edges is not None:
             self.edges = self._check_edges(edges)
@@ -117,13 +125,15 @@ class TopoOpt(Topology):
         except (TypeError, ValueError):
             raise SpecError("TopoOpt: mp_demand must be a numeric servers x servers matrix") from None
         if arr.shape != (s, s):
-            raise SpecError(f"TopoOpt: mp_demand has shape {arr.shape}, expected ({s}, {s}) "
-                            "(servers x servers)")
+            raise SpecError(
+                f"TopoOpt: mp_demand has shape {arr.shape}, expected ({s}, {s}) (servers x servers)"
+            )
         bad = np.argwhere(~np.isfinite(arr) | (arr < 0))
         if bad.size:
             a, b = bad[0]
-            raise SpecError(f"TopoOpt: mp_demand[{a}, {b}] = {float(arr[a, b])!r} must be finite and "
-                            "non-negative")
+            raise SpecError(
+                f"TopoOpt: mp_demand[{a}, {b}] = {float(arr[a, b])!r} must be finite and non-negative"
+            )
         return arr
 
     def _check_edges(self, edges) -> np.ndarray:
@@ -135,13 +145,16 @@ class TopoOpt(Topology):
         if arr.size == 0:
             arr = arr.reshape(0, 2)
         if arr.ndim != 2 or arr.shape[1] != 2 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
-            raise SpecError(f"TopoOpt: edges must be an (E, 2) integer array of server pairs, got shape "
-                            f"{arr.shape} and dtype {arr.dtype}")
+            raise SpecError(
+                f"TopoOpt: edges must be an (E, 2) integer array of server pairs, got shape "
+                f"{arr.shape} and dtype {arr.dtype}"
+            )
         arr = arr.astype(np.int64)
         bad = np.flatnonzero(((arr < 0) | (arr >= s)).any(axis=1))
         if bad.size:
-            raise SpecError(f"TopoOpt: edges[{bad[0]}] = {arr[bad[0]].tolist()} names a server "
-                            f"outside 0..{s - 1}")
+            raise SpecError(
+                f"TopoOpt: edges[{bad[0]}] = {arr[bad[0]].tolist()} names a server outside 0..{s - 1}"
+            )
         bad = np.flatnonzero(arr[:, 0] == arr[:, 1])
         if bad.size:
             raise SpecError(f"TopoOpt: edges[{bad[0]}] joins server {arr[bad[0], 0]} to itself")
@@ -206,8 +219,9 @@ class TopoOpt(Topology):
         gpu = net.add_servers(s, d)
         panel = net.add_nodes("patch_panel", d // 2, prefix="panel")
         # NIC link of (server, j) is nic[server, j]
-        nic = net.add_links(gpu.ravel(), panel[np.tile(np.arange(d) // 2, s)], rate=self.link_bps,
-                            kind="nic").reshape(s, d)
+        nic = net.add_links(
+            gpu.ravel(), panel[np.tile(np.arange(d) // 2, s)], rate=self.link_bps, kind="nic"
+        ).reshape(s, d)
         edges, color = self.server_edges()
         if len(edges):
             net.add_circuits(panel[color], nic[edges[:, 0], 2 * color], nic[edges[:, 1], 2 * color + 1])
@@ -263,8 +277,10 @@ def _orient_and_color(edges: np.ndarray, n: int, colors: int) -> tuple[np.ndarra
         free_u = np.flatnonzero(left[u] < 0)
         free_v = np.flatnonzero(right[v] < 0)
         if not free_u.size or not free_v.size:
-            raise SpecError(f"TopoOpt: server {u if not free_u.size else v} needs more than {colors} "
-                            "patch-panel ports on one side")
+            raise SpecError(
+                f"TopoOpt: server {u if not free_u.size else v} needs more than {colors} "
+                "patch-panel ports on one side"
+            )
         alpha, beta = int(free_u[0]), int(free_v[0])
         if right[v, alpha] >= 0:
             # Swap alpha/beta along the path from v: v -alpha- u1 -beta- v1 -alpha- ...
