@@ -220,6 +220,17 @@ void Network::rebuild_routes() {
     routing_in_.port_reverse[p] = ports_[p].reverse;
   }
   routes_.build(routing_in_);
+  // delivery GPU per destination: itself while its NIC works, else a relay of its server
+  deliver_.assign(gpu_node_.size(), kNone);
+  for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
+    if (gpu_key_[g] == kNone || host_forwarding_) continue;
+    if (nic_usable(g)) {
+      deliver_[g] = g;
+    } else if (nodes_[gpu_node_[g]].server >= 0) {
+      deliver_[g] = relay_gpu(static_cast<uint32_t>(nodes_[gpu_node_[g]].server), g);
+    }
+    if (deliver_[g] != kNone && gpu_attach_[deliver_[g]] == kNone) deliver_[g] = kNone;
+  }
 }
 
 bool Network::nic_usable(uint32_t gpu) const {
@@ -346,6 +357,13 @@ void Network::activate(uint32_t flow, SimTime t) {
   try_transmit(port);
 }
 
+namespace {
+/// The heap's top is still the entry we served (the transport may have pushed another).
+bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
+  return !s.heap.empty() && s.heap.front().seq == e.seq;
+}
+}  // namespace
+
 uint32_t Network::pull_nic(uint32_t port) {
   NicScheduler& s = nics_[ports_[port].nic];
   if (s.heap.empty()) return kNone;
@@ -368,8 +386,6 @@ uint32_t Network::pull_nic(uint32_t port) {
     }
     return kNone;
   }
-  std::pop_heap(s.heap.begin(), s.heap.end(), later);
-  s.heap.pop_back();
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
   p.flow = top.flow;
@@ -384,9 +400,29 @@ uint32_t Network::pull_nic(uint32_t port) {
   const SimTime next = transport_->next_packet(top.flow, p);
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
+    // The flow goes back in with its next slot: replace the top in place and sift it down
+    // (one heap pass instead of a pop and a push).
     flows_.nic_ready[top.flow] = std::max(next, now);
-    s.heap.push_back({flows_.nic_ready[top.flow], nic_seq_++, top.flow});
-    std::push_heap(s.heap.begin(), s.heap.end(), later);
+    auto& h = s.heap;
+    const NicScheduler::Entry e{flows_.nic_ready[top.flow], nic_seq_++, top.flow};
+    size_t i = 0;
+    const size_t n = h.size();
+    for (;;) {
+      size_t c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && later(h[c], h[c + 1])) ++c;  // the earlier child
+      if (!later(e, h[c])) break;
+      h[i] = h[c];
+      i = c;
+    }
+    h[i] = e;
+  } else {
+    // Done, window-limited, or re-paced by the transport (a newer slot was pushed): the
+    // entry we served leaves the heap.
+    if (h_top_is(s, top)) {
+      std::pop_heap(s.heap.begin(), s.heap.end(), later);
+      s.heap.pop_back();
+    }
   }
   if (!flows_.sent_notified[top.flow] && flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow]) {
     flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
@@ -509,6 +545,23 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
 }
 
 uint32_t Network::route(uint32_t node, const Packet& p) const {
+  // Fast path: a packet switch of a fabric without host forwarding or up*/down*, toward a
+  // GPU whose delivery GPU (itself, or a relay when its NIC failed) was set at the last
+  // topology change. Everything else takes route_with.
+  if (!host_forwarding_ && !routing_in_.updown && nodes_[node].kind == NodeKind::Eps) {
+    const uint32_t dv = deliver_[p.dst];
+    if (dv != kNone) {
+      if (node == gpu_attach_[dv]) return gpu_attach_in_[dv];
+      uint32_t count = 0;
+      const uint32_t* hops = routes_.next_hops(node, gpu_key_[dv], &count);
+      if (count <= 1) return count ? hops[0] : kNone;
+      if (cfg_.ecmp_dmodk) {
+        uint64_t digit = dv;
+        for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
+        return hops[digit % count];
+      }
+    }
+  }
   const bool descending =
       routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
   return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending);

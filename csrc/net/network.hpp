@@ -249,6 +249,7 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> gpu_nvs_;                   ///< GPU id -> its NVSwitch node (kNone if none)
   std::vector<uint32_t> gpu_key_;                   ///< GPU id -> routing key
   std::vector<uint32_t> gpu_local_;                 ///< GPU id -> position among its server's GPUs
+  std::vector<uint32_t> deliver_;  ///< GPU id -> GPU whose NIC takes its traffic (kNone: slow path)
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner
