@@ -63,6 +63,7 @@ def test_a_circuit_change_slows_a_transfer_by_the_dark_time(transport, dark):
     sim.apply_circuits(fab.plan((1, 1)), at=200 * US, t_ocs=dark)  # move the circuit to other ports
     sim.run()
     res = sim.results()
+    assert res.run["dark_transmits"] == 0
     slowed = res.flows["fct_ps"][0].as_py() - base
     if transport == "roce":
         # lossless: frames wait at the ToR, PFC stops the NIC; the flow resumes when light returns
@@ -146,7 +147,7 @@ def test_every_gpu_pair_is_reachable_over_loop_free_paths(name):
     gpu_of_node = {int(n): g for g, n in enumerate(spec.gpu_nodes)}
     stats = eng.port_stats()
     port_dst = stats["dst"]
-    for src in range(0, 128, 3):
+    for src in range(128):
         for dst in range(128):
             if src == dst:
                 continue

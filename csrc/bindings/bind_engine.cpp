@@ -243,6 +243,7 @@ void bind_engine(py::module_& m) {
             d["packets_in_flight"] = s.network().packets_in_flight();
             d["packets_held"] = s.network().packets_held();
             d["held"] = c.held;
+            d["dark_transmits"] = c.dark_transmits;
             return d;
           },
           "Run-wide counters.")

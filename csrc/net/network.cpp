@@ -480,6 +480,9 @@ void Network::transmit(uint32_t port, uint32_t pkt) {
       eng_.schedule(now + in.prop_ps, p.port, kind_base_ + kResume);
     }
   }
+  // INVARIANT: nothing is put on a channel that is down or dark (a failed link, or a circuit
+  // chain without light); counted, and tested to stay zero.
+  if (!pt.up) ++counters_.dark_transmits;
   const SimTime ser = serialization_time(p.size_bytes, pt.rate_bps);
   p.port = port;
   p.chan_gen = pt.gen;

@@ -89,6 +89,7 @@ struct RunCounters {
   uint64_t no_route_drops = 0, link_down_drops = 0;
   uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
   uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
+  uint64_t dark_transmits = 0;  ///< frames put on a down or dark channel: an invariant, always 0
   uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
 };
