@@ -20,11 +20,14 @@ using net::EngineConfig;
 using net::NetworkSpec;
 using sim::Simulator;
 
+/// d[key], or SpecError naming what is missing.
+py::handle require(const py::dict& d, const char* key, const char* what) {
+  if (!d.contains(key)) throw SpecError(std::string(what) + ": missing array '" + key + "'");
+  return d[key];
+}
+
 NetworkSpec spec_from_dict(const py::dict& d) {
-  auto get = [&](const char* key) -> py::handle {
-    if (!d.contains(key)) throw SpecError(std::string("network spec: missing array '") + key + "'");
-    return d[key];
-  };
+  auto get = [&](const char* key) { return require(d, key, "network spec"); };
   NetworkSpec s;
   s.node_kind = from_numpy<uint8_t>(get("node_kind"), "node_kind");
   s.node_server = from_numpy<int32_t>(get("node_server"), "node_server");
@@ -158,10 +161,7 @@ void bind_engine(py::module_& m) {
       .def(
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes) {
-            auto get = [&](const char* key) -> py::handle {
-              if (!a.contains(key)) throw SpecError(std::string("workload: missing array '") + key + "'");
-              return a[key];
-            };
+            auto get = [&](const char* key) { return require(a, key, "workload"); };
             coll::Workload w;
             w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
             w.kind = from_numpy<int32_t>(get("kind"), "kind");

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
+from ._common import check_radix, default_radix
 from .base import Topology, TopologyBuilder
 
 __all__ = ["FatTree"]
@@ -56,19 +57,8 @@ class FatTree(Topology):
             raise SpecError(f"FatTree: oversubscription must be an integer >= 1, got {r!r}")
         self.oversubscription = int(r)
         if radix is None:
-            radix = 4
-            while radix < 2 * self.gpus_per_server:
-                radix *= 2
-            while self._capacity(radix) < self.gpus or not self._fits(radix):
-                radix *= 2
-                if radix > 1024:
-                    raise SpecError(
-                        f"FatTree: no power-of-two radix up to 1024 fits gpus={self.gpus} "
-                        f"with oversubscription={r}"
-                    )
-        if isinstance(radix, bool) or not isinstance(radix, (int, np.integer)) or radix < 4 or radix % 2:
-            raise SpecError(f"FatTree: radix must be an even integer >= 4, got {radix!r}")
-        self.radix = int(radix)
+            radix = default_radix("FatTree", self.gpus_per_server, self._capacity, self.gpus)
+        self.radix = check_radix("FatTree", radix)
         if not self._fits(self.radix):
             raise SpecError(
                 f"FatTree: radix={radix} cannot be split {r}:1 (ToR ports down:up); "
