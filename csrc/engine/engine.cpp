@@ -12,11 +12,7 @@ uint64_t Engine::run(SimTime until, uint64_t max_events) {
     ++kind_counts_[ev.kind];
     handlers_[ev.kind]->on_event(ev);
   }
-  events_ += done;
-  const bool stopped_early =
-      max_events != 0 && done >= max_events && !queue_.empty() && queue_.top().time <= until;
-  if (!stopped_early && until != kNever && now_ < until) now_ = until;
-  return done;
+  return finish_run(until, max_events, done);
 }
 
 }  // namespace rfabric::engine

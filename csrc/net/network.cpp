@@ -535,6 +535,13 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     drop(pkt, counters_.overflow_drops);
     return;
   }
+  if (pt.head == kNone && !pt.paused && pt.busy_until <= eng_.now()) {
+    // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
+    // do after queueing it), without waiting in the queue.
+    transmit(port, pkt);
+    if (pt.nic >= 0 && !nics_[pt.nic].heap.empty()) schedule_tx_done(port);
+    return;
+  }
   p.next = kNone;
   if (pt.tail == kNone) {
     pt.head = pkt;
