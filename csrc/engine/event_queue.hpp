@@ -100,7 +100,6 @@ class EventQueue {
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
-  void reserve(size_t n) { nodes_.reserve(n); }
 
   /// The next event; the queue must not be empty.
   const Event& top() {

@@ -46,7 +46,6 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   }
 
   ports_.resize(2 * m);
-  link_ports_.resize(2 * m);
   std::vector<uint32_t> degree(n + 1, 0);
   for (size_t l = 0; l < m; ++l) {
     const uint32_t a = spec.link_src[l], b = spec.link_dst[l];
@@ -68,7 +67,6 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       p.prop_ps = spec.link_latency_ps[l];
       p.delay_ps = p.prop_ps + nodes_[p.peer].latency_ps;
       p.buffer_bytes = spec.link_buffer_bytes[l];
-      link_ports_[id] = id;
       ++degree[p.node];
     }
   }

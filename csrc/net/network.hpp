@@ -169,8 +169,7 @@ class Network final : public engine::Handler {
   const std::vector<Port>& ports() const { return ports_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const RunCounters& counters() const { return counters_; }
-  const std::vector<uint32_t>& link_ports() const { return link_ports_; }
-  uint32_t num_links() const { return static_cast<uint32_t>(link_ports_.size() / 2); }
+  uint32_t num_links() const { return static_cast<uint32_t>(ports_.size() / 2); }
   uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
   size_t packets_in_flight() const { return pool_.live(); }
   size_t packets_held() const { return held_now_; }
@@ -243,7 +242,6 @@ class Network final : public engine::Handler {
 
   std::vector<Node> nodes_;
   std::vector<Port> ports_;
-  std::vector<uint32_t> link_ports_;                ///< link l -> ports 2l (src->dst) and 2l+1 (dst->src)
   std::vector<uint32_t> gpu_node_;                  ///< GPU id -> node
   std::vector<uint32_t> gpu_nic_port_;              ///< GPU id -> its NIC's egress port (kNone if none)
   std::vector<uint32_t> gpu_nvl_port_;              ///< GPU id -> its NVLink egress port (kNone if none)

@@ -15,7 +15,6 @@ void RoutingTable::build(const RoutingInput& in) {
   const size_t cells = static_cast<size_t>(n) * num_keys_;
   begin_.assign(cells, 0);
   count_.assign(cells, 0);
-  dist_.assign(cells, kUnreachable);
   ports_.clear();
 
   std::vector<uint32_t> dist(n), frontier, next;
@@ -41,7 +40,6 @@ void RoutingTable::build(const RoutingInput& in) {
     }
     for (uint32_t x = 0; x < n; ++x) {
       const size_t cell = static_cast<size_t>(x) * num_keys_ + k;
-      dist_[cell] = dist[x];
       begin_[cell] = static_cast<uint32_t>(ports_.size());
       if (dist[x] == kUnreachable || dist[x] == 0) continue;
       uint16_t c = 0;
@@ -65,7 +63,6 @@ void RoutingTable::build_updown(const RoutingInput& in) {
   const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
   begin_.assign(cells, 0);
   count_.assign(cells, 0);
-  dist_.assign(static_cast<size_t>(n) * num_keys_, kUnreachable);
   ports_.clear();
 
   // Order: BFS over transit nodes from the best-connected one (ties: lowest id); rank =
@@ -143,7 +140,6 @@ void RoutingTable::build_updown(const RoutingInput& in) {
       up[v] = d;
     }
     for (uint32_t v = 0; v < n; ++v) {
-      dist_[static_cast<size_t>(v) * num_keys_ + k] = up[v];
       for (uint32_t phase = 0; phase < 2; ++phase) {
         const size_t cell = (static_cast<size_t>(v) * num_keys_ + k) * 2 + phase;
         begin_[cell] = static_cast<uint32_t>(ports_.size());

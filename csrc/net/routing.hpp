@@ -41,10 +41,6 @@ class RoutingTable {
     return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable &&
            rank_[to] > rank_[from];
   }
-  /// Hop count from `node` to key `key` (kUnreachable if none).
-  uint32_t distance(uint32_t node, uint32_t key) const {
-    return dist_[static_cast<size_t>(node) * num_keys_ + key];
-  }
   static constexpr uint32_t kUnreachable = 0xffffffffu;
 
  private:
@@ -54,7 +50,6 @@ class RoutingTable {
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
   std::vector<uint32_t> begin_;
   std::vector<uint16_t> count_;
-  std::vector<uint32_t> dist_;
   std::vector<uint32_t> ports_;
 };
 
