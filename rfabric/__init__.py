@@ -12,7 +12,7 @@ from .errors import SpecError, TraceError
 from .flows import Flows
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
-from .spec import NetworkSpec
+from .spec import CircuitTable, NetworkSpec
 from .topology import Topology
 
 topologies = topology  # DESIGN §11 spells it rf.topologies
@@ -20,6 +20,7 @@ topologies = topology  # DESIGN §11 spells it rf.topologies
 __version__ = "0.1.0"
 
 __all__ = [
+    "CircuitTable",
     "EngineConfig",
     "Flows",
     "NetworkSpec",
