@@ -154,7 +154,8 @@ class Results:
         ``flows_done``, ``wall_s`` (engine wall time, s), ``sim_ps`` (engine clock at the
         end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``,
         ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
-        never lift: a cyclic buffer dependency of the lossless fabric).
+        never lift: a cyclic buffer dependency of the lossless fabric), ``unroutable`` (True
+        when frames ended held at switches with no route to their destination).
     """
 
     flows: pa.Table
@@ -188,9 +189,15 @@ class Results:
             f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
             f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s"
         )
-        if r.get("deadlock"):
+        if r.get("unroutable"):
             lines.append(
-                f"PFC DEADLOCK: {r['packets_in_flight']:,} frames wait on pauses that never lift; "
+                f"UNROUTABLE: {r['packets_held']:,} frames held at switches with no route to their "
+                "destination (failed links or dark circuits); incomplete flows have end_ps = -1"
+            )
+        if r.get("deadlock"):
+            stuck = r["packets_in_flight"] - r.get("packets_held", 0)
+            lines.append(
+                f"PFC DEADLOCK: {stuck:,} frames wait on pauses that never lift; "
                 "incomplete flows have end_ps = -1"
             )
         return "\n".join(lines)

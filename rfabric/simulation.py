@@ -421,9 +421,12 @@ class Simulation:
             "packet_hops_per_s": c["packet_hops"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
-        # Nothing left to happen, yet frames sit in queues: every one of them waits on a PAUSE
-        # that will never be lifted (a cyclic buffer dependency of a lossless fabric).
-        run["deadlock"] = bool(self._engine.idle and c["packets_in_flight"] > 0 and self._engine.lossless)
+        # Nothing left to happen, yet frames are stranded in the fabric: held at a switch with no
+        # route to their destination (a lossless fabric holds rather than drops), or queued
+        # behind PAUSEs that will never lift (a cyclic buffer dependency).
+        stranded = self._engine.idle and c["packets_in_flight"] > 0 and self._engine.lossless
+        run["unroutable"] = bool(stranded and c["packets_held"] > 0)
+        run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=build_flow_table(log), links=links, run=run)
         circuit_log = self._engine.circuit_log()

@@ -267,3 +267,21 @@ def test_mixnet_circuits_follow_the_regions_demand():
         assert res.complete and res.run["makespan_ps"] < t_ring
     with pytest.raises(rf.SpecError, match="demand must be a 16 x 16 server matrix"):
         ring.plan_for_demand(np.zeros((4, 4)))
+
+
+def test_a_destination_cut_off_is_reported_unroutable_not_deadlocked():
+    fab = rf.topologies.FatTree(gpus=16, radix=16)
+    spec = fab.to_spec()
+    uplinks = [int(link) for link in spec.links_of("tor1") if spec.links.kind[link] == "tor-agg"]
+    res = rf.simulate(fab, rf.Flows([0], [9], [4 << 20]), failures=[(link, "10us") for link in uplinks])
+    assert res.run["unroutable"] and not res.run["deadlock"] and not res.complete
+    assert "UNROUTABLE" in res.summary() and "DEADLOCK" not in res.summary()
+    # lossy: the same cut drops what cannot be routed and the run ends without stranded frames
+    lossy = rf.simulate(
+        fab,
+        rf.Flows([0], [9], [4 << 20]),
+        transport="dctcp",
+        failures=[(link, "10us") for link in uplinks],
+        until="2ms",
+    )
+    assert not lossy.complete and lossy.run["no_route_drops"] > 0
