@@ -40,6 +40,11 @@ class RFabric(Topology):
       circuit within the PoD) or a ToR port and an uplink port (lift/drop toward the core),
       and inside an OCS-Core two uplink ports of different PoDs. A ToR–uplink, uplink–uplink,
       uplink–ToR chain is one ToR-to-ToR channel across PoDs (§5.2, Appendix D).
+    * Routing (``deadlock_free = True``): ToRs relay for each other over circuit rings, and
+      shortest paths over rings can close cyclic buffer dependencies under PFC (a lossless
+      1024-GPU permutation deadlocks). The switches therefore route up*/down*: ToRs ordered by
+      BFS from the best-connected one; a path climbs, then only descends. Tables are
+      recomputed with the order at every circuit change.
     * PXN (``pxn=True``, default): cross-rail traffic crosses the source server's NVSwitch to
       its GPU on the destination's rail, so the network carries same-rail traffic only (the
       access layer is rail-aligned, §5.1, and §5.4 relays traffic over NVLink to another NIC).
