@@ -43,23 +43,104 @@ def _table(rows: list[dict], cols: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def cmd_demo(args) -> int:
-    """Compare the built-in fabrics on one workload and print a table."""
-    from . import simulate
+def _demo_fabrics(gpus: int, link: str):
     from .topology import FatTree, MixNet, RailOptimized, RFabric, TopoOpt
 
-    fabrics = [
-        ("FT", FatTree(args.gpus, args.link)),
-        ("FT-OS 3:1", FatTree(args.gpus, args.link, oversubscription=3)),
-        ("RO", RailOptimized(args.gpus, args.link)),
-        ("TopoOpt", TopoOpt(args.gpus, args.link)),
-        ("MixNet", MixNet(args.gpus, args.link)),
-        ("RFabric", RFabric(args.gpus, args.link)),
+    return [
+        ("FT", FatTree(gpus, link)),
+        ("FT-OS 3:1", FatTree(gpus, link, oversubscription=3)),
+        ("RO", RailOptimized(gpus, link)),
+        ("TopoOpt", TopoOpt(gpus, link)),
+        ("MixNet", MixNet(gpus, link)),
+        ("RFabric", RFabric(gpus, link)),
     ]
+
+
+def cmd_demo(args) -> int:
+    """Compare the six fabrics of the paper on one generated RL iteration (or on flows)."""
+    if args.workload == "flows":
+        return _demo_flows(args)
+    import dataclasses
+
+    from . import simulate, traces
+
+    model = dataclasses.replace(
+        traces.MODELS[args.model], name=f"{args.model}-{args.layers}L", layers=args.layers
+    )
+    half = args.gpus // 2
+    tp = min(8, half)
+    pp = 2 if half >= 2 * tp and args.layers >= 2 else 1
+    trace = traces.generate_rl(
+        model=model,
+        train_gpus=half,
+        gen_gpus=half,
+        train=dict(tp=tp, pp=pp, dp=max(1, half // (pp * tp))),
+        gen=dict(tp=tp),
+        iterations=1,
+        seed=args.seed,
+        global_batch=args.batch,
+    )
+    print(
+        f"rfabric demo: one RL iteration of {model.name} (the {args.model} shape with {args.layers} layers), "
+        f"{half} train + {half} gen GPUs, batch {args.batch}, {trace.num_ops:,} collective ops; "
+        f"{args.link} links, transport {args.transport}, seed {args.seed}\n"
+    )
+    rows, base = [], None
+    for label, fab in _demo_fabrics(args.gpus, args.link):
+        res = simulate(fab, trace, transport=args.transport, seed=args.seed)
+        stage = {r["stage"]: (r["end_ps"] - r["start_ps"]) / 1e9 for r in res.stages.to_pylist()}
+        iteration = res.run["makespan_ps"] / 1e9 if res.run["makespan_ps"] > 0 else float("nan")
+        base = base or iteration
+        kinds = fab.to_spec().nodes.kind
+        rows.append(
+            {
+                "fabric": label,
+                "iteration_ms": iteration,
+                "vs_FT": iteration / base,
+                "train_ms": stage.get("train", float("nan")),
+                "gen_ms": stage.get("gen", float("nan")),
+                "weight_sync_ms": stage.get("weight_sync", float("nan")),
+                "eps": int(np.sum(kinds == 2)),
+                "ocs": int(np.sum(kinds >= 3)),
+                "packet_hops": res.run["packet_hops"],
+                "wall_s": res.run["wall_s"],
+            }
+        )
+        print(f"  {label}: done in {res.run['wall_s']:.1f} s", file=sys.stderr)
+    print(
+        _table(
+            rows,
+            [
+                ("fabric", "{}"),
+                ("iteration_ms", "{:.2f}"),
+                ("vs_FT", "{:.3f}"),
+                ("train_ms", "{:.2f}"),
+                ("gen_ms", "{:.2f}"),
+                ("weight_sync_ms", "{:.2f}"),
+                ("eps", "{}"),
+                ("ocs", "{}"),
+                ("packet_hops", "{:,}"),
+                ("wall_s", "{:.2f}"),
+            ],
+        )
+    )
+    print("\nStage times span first start to last end; train and gen overlap in the iteration.")
+    if args.output:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(pa.Table.from_pylist(rows), args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _demo_flows(args) -> int:
+    from . import simulate
+
     rows = []
     for pattern in ("permutation", "incast"):
         flows = _flows(pattern, args.gpus, args.size, args.seed, fan_in=16)
-        for label, fab in fabrics:
+        for label, fab in _demo_fabrics(args.gpus, args.link):
             res = simulate(fab, flows, transport=args.transport, seed=args.seed)
             fct = res.fct_ps
             kinds = fab.to_spec().nodes.kind
@@ -167,12 +248,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rfabric", description="Packet-level fabric emulator for RL clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="compare built-in fabrics on a default workload")
-    d.add_argument("--gpus", type=int, default=128)
+    d = sub.add_parser("demo", help="compare the six fabrics on one generated RL iteration")
+    d.add_argument(
+        "--workload",
+        choices=["rl", "flows"],
+        default="rl",
+        help="rl: one generated RL iteration (default); flows: permutation and incast",
+    )
+    d.add_argument("--gpus", type=int, default=128, help="GPUs (half train, half gen for --workload rl)")
     d.add_argument("--link", default="200Gbps")
-    d.add_argument("--size", type=parse_size, default=parse_size("4MiB"), help="message size (default 4MiB)")
+    d.add_argument("--model", default="qwen2.5-14b", help="model shape for --workload rl")
+    d.add_argument("--layers", type=int, default=2, help="layers kept from the model (default 2, for speed)")
+    d.add_argument("--batch", type=int, default=16, help="global batch (responses) per iteration")
+    d.add_argument(
+        "--size", type=parse_size, default=parse_size("4MiB"), help="message size for --workload flows"
+    )
     d.add_argument("--transport", default="roce")
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("-o", "--output", help="write the comparison table as CSV (--workload rl)")
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="simulate a traffic pattern on a topology preset (topologies/*.toml)")

@@ -3,8 +3,21 @@ import pytest
 from rfabric.cli import main
 
 
-def test_demo_prints_a_comparison_table(capsys):
-    assert main(["demo", "--gpus", "64", "--size", "256KiB"]) == 0
+def test_demo_compares_fabrics_on_an_rl_iteration(capsys, tmp_path):
+    out_csv = tmp_path / "demo.csv"
+    assert main(["demo", "--gpus", "32", "--layers", "1", "--batch", "4", "-o", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    assert "iteration_ms" in out and "weight_sync_ms" in out and "vs_FT" in out
+    assert all(name in out for name in ("FT-OS 3:1", "RO", "TopoOpt", "MixNet", "RFabric"))
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(out_csv)
+    assert table.num_rows == 6 and table["vs_FT"][0].as_py() == 1.0
+    assert min(table["iteration_ms"].to_pylist()) > 0
+
+
+def test_demo_prints_a_flows_comparison_table(capsys):
+    assert main(["demo", "--workload", "flows", "--gpus", "64", "--size", "256KiB"]) == 0
     out = capsys.readouterr().out
     assert "FT-OS 3:1" in out and "permutation" in out and "incast" in out and "makespan_us" in out
     assert all(name in out for name in ("RO", "TopoOpt", "MixNet", "RFabric"))
