@@ -138,6 +138,20 @@ def test_nic_failure_falls_back_to_another_nic_over_nvlink():
     assert np.all(nvl["bytes"].to_numpy() >= 4 << 20)  # both directions relay over NVLink
 
 
+def test_flows_return_to_a_repaired_nic():
+    fab = rf.topologies.FatTree(gpus=16)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, rf.Flows([3], [9], [40 << 20]))
+    sim.fail_nic(3, at=0)
+    sim.set_link_state(spec.nic_link(3), "200us", up=True)
+    sim.run()
+    res = sim.results()
+    assert res.complete
+    nic = rows(res.links, link_id=spec.nic_link(3), direction=0)["bytes"][0].as_py()
+    relay = rows(res.links, link_id=spec.nic_link(1), direction=0)["bytes"][0].as_py()
+    assert nic > 20 << 20 and relay > 1 << 20  # relayed over GPU 1's NIC, then home again
+
+
 @pytest.mark.parametrize("name", list(FABRICS))
 def test_every_gpu_pair_is_reachable_over_loop_free_paths(name):
     fab = FABRICS[name](128)

@@ -189,7 +189,9 @@ void Network::rehome_flows() {
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_.end_ps[f] >= 0 || flows_.sent_bytes[f] >= flows_.size_bytes[f]) continue;
     const uint32_t old = flows_.first_port[f];
-    if (ports_[old].up && !host_forwarding_ && !pxn_) continue;  // nothing can have moved
+    // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
+    // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
+    if (ports_[old].up && old == gpu_nic_port_[flows_.src[f]] && !host_forwarding_ && !pxn_) continue;
     const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
     if (fp == kNone || fp == old) continue;
     flows_.first_port[f] = fp;
