@@ -209,8 +209,8 @@ def test_executor_errors_name_the_op(ft16):
         rf.SpecError, match="op 0: halving_doubling needs a power-of-two group, this one has 6"
     ):
         rf.simulate(ft16, op_trace("all_reduce", range(6), 1 << 20, "halving_doubling"))
-    with pytest.raises(rf.SpecError, match="op 0: algorithm 'tree' is not available for all_reduce"):
-        rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, "tree"))
+    with pytest.raises(rf.SpecError, match="op 0: algorithm 'chain' is not available for all_reduce"):
+        rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, "chain"))
     with pytest.raises(rf.SpecError, match="the trace is for 64 GPUs but fat_tree-16 has 16"):
         rf.simulate(ft16, op_trace("all_reduce", range(8), 1 << 20, metadata={"gpus": 64}))
 
@@ -275,3 +275,18 @@ def test_collective_table_and_command(ft16, capsys):
     assert main(["collective", "--gpus", "16", "-b", "1MiB", "-e", "4MiB", "--op", "all_gather"]) == 0
     out = capsys.readouterr().out
     assert "busbw (GB/s)" in out and "Avg bus bandwidth" in out and "1048576" in out
+
+
+def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
+    # every non-root rank sends the message up once; every inner node sends it down per child
+    size, n = 4 << 20, 16
+    res = rf.simulate(ft64, op_trace("all_reduce", range(n), size, "tree"))
+    sent = _sent_per_rank(res, range(n))
+    children = [len([c for c in (2 * p + 1, 2 * p + 2) if c < n]) for p in range(n)]
+    expected = [(size if p else 0) + children[p] * size for p in range(n)]
+    assert np.array_equal(sent, expected)
+    # latency-bound: for a small message over 64 GPUs the tree beats the 2(n-1)-step ring
+    small = 64 << 10
+    tree = rf.simulate(ft64, op_trace("all_reduce", range(64), small, "tree")).ops["time_ps"][0].as_py()
+    ring = rf.simulate(ft64, op_trace("all_reduce", range(64), small, "ring")).ops["time_ps"][0].as_py()
+    assert tree < ring

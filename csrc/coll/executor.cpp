@@ -1,6 +1,7 @@
 #include "coll/executor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "engine/check.hpp"
@@ -236,6 +237,86 @@ class Pipeline final : public Program {
   uint64_t done_ = 0;
 };
 
+/// Tree all-reduce (NCCL's tree algorithm, on one binary tree): the message is cut into
+/// chunks; each chunk is reduced up the tree (a node sends chunk j to its parent once every
+/// child has delivered chunk j) and broadcast back down from the root, chunks pipelined.
+/// Up and down edges are separate connections, each posting its next chunk when the
+/// previous one has left the NIC.
+class TreeAllReduce final : public Program {
+ public:
+  TreeAllReduce(std::vector<uint32_t> order, std::vector<Bytes> chunks)
+      : order_(std::move(order)), chunks_(std::move(chunks)), n_(static_cast<uint32_t>(order_.size())),
+        recv_up_(n_, 0), next_up_(n_, 0), busy_up_(n_, 0), have_down_(n_, 0), next_down_(n_, 0),
+        busy_down_(n_, 0) {}
+  bool start(Executor& x, uint32_t op, uint16_t id) override {
+    if (n_ < 2 || chunks_.empty()) return true;
+    for (uint32_t p = 1; p < n_; ++p) try_up(x, op, id, p);  // leaves hold their data
+    return false;
+  }
+  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t p = tag_hi(tag), dir = tag_lo(tag) & 1;
+    if (dir == 0) {  // up: p's chunk reached its parent
+      const uint32_t parent = (p - 1) / 2;
+      ++recv_up_[p];
+      if (parent == 0) {
+        for (uint32_t c : children(0)) try_down(x, op, id, c);
+      } else {
+        try_up(x, op, id, parent);
+      }
+      return false;
+    }
+    ++have_down_[p];  // down: a reduced chunk reached p
+    for (uint32_t c : children(p)) try_down(x, op, id, c);
+    return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
+  }
+  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+    const uint32_t p = tag_hi(tag);
+    if ((tag_lo(tag) & 1) == 0) {
+      busy_up_[p] = 0;
+      try_up(x, op, id, p);
+    } else {
+      busy_down_[p] = 0;
+      try_down(x, op, id, p);
+    }
+  }
+
+ private:
+  std::vector<uint32_t> children(uint32_t p) const {
+    std::vector<uint32_t> c;
+    for (uint32_t k = 2 * p + 1; k <= 2 * p + 2 && k < n_; ++k) c.push_back(k);
+    return c;
+  }
+  /// Chunks p has fully reduced: all its children delivered them (a leaf: all).
+  uint32_t reduced(uint32_t p) const {
+    uint32_t r = static_cast<uint32_t>(chunks_.size());
+    for (uint32_t c : children(p)) r = std::min(r, recv_up_[c]);
+    return r;
+  }
+  void try_up(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+    const uint32_t j = next_up_[p];
+    if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
+    busy_up_[p] = 1;
+    ++next_up_[p];
+    x.send(op, id, order_[p], order_[(p - 1) / 2], chunks_[j], tag_of(p, 2 * j), 1);
+  }
+  void try_down(Executor& x, uint32_t op, uint16_t id, uint32_t c) {
+    const uint32_t parent = (c - 1) / 2, j = next_down_[c];
+    const uint32_t avail = parent == 0 ? reduced(0) : have_down_[parent];
+    if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
+    busy_down_[c] = 1;
+    ++next_down_[c];
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), 2);
+  }
+  std::vector<uint32_t> order_;
+  std::vector<Bytes> chunks_;
+  uint32_t n_;
+  std::vector<uint32_t> recv_up_, next_up_;
+  std::vector<uint8_t> busy_up_;
+  std::vector<uint32_t> have_down_, next_down_;
+  std::vector<uint8_t> busy_down_;
+  uint64_t done_ = 0;
+};
+
 /// Ranks grouped by server, each group in order of first appearance.
 std::vector<std::vector<uint32_t>> by_server(net::Network& net, const std::vector<uint32_t>& ranks) {
   std::vector<std::vector<uint32_t>> groups;
@@ -302,7 +383,7 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
     const bool ok =
         algo == kAuto ||
         (reduce_like && (algo == kRing || algo == kHierRing || algo == kHalvingDoubling ||
-                         (algo == kDirect && kind != kAllReduce))) ||
+                         (algo == kDirect && kind != kAllReduce) || (algo == kTree && kind == kAllReduce))) ||
         (kind == kAllToAll && (algo == kDirect || algo == kRing)) ||
         (kind == kBroadcast && (algo == kTree || algo == kChain || algo == kDirect || algo == kRing)) ||
         ((kind == kSend || kind == kM2N) && (algo == kDirect || algo == kRing));
@@ -453,7 +534,14 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kAllReduce:
     case kAllGather:
     case kReduceScatter: {
-      if (algo == kAuto) algo = kRing;
+      if (algo == kAuto) algo = kRing;  // NCCL's choice for large messages (see traces/README.md)
+      if (algo == kTree) {
+        std::vector<Bytes> chunks;
+        const Bytes k = ceil_div(size, cfg_.chunk_bytes);
+        for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
+        phases[0].push_back(std::make_unique<TreeAllReduce>(ranks, std::move(chunks)));
+        return;
+      }
       const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
       if (algo == kHierRing) {
         const auto groups = by_server(net_, ranks);
