@@ -278,15 +278,42 @@ def test_collective_table_and_command(ft16, capsys):
 
 
 def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
-    # every non-root rank sends the message up once; every inner node sends it down per child
-    size, n = 4 << 20, 16
-    res = rf.simulate(ft64, op_trace("all_reduce", range(n), size, "tree"))
-    sent = _sent_per_rank(res, range(n))
-    children = [len([c for c in (2 * p + 1, 2 * p + 2) if c < n]) for p in range(n)]
-    expected = [(size if p else 0) + children[p] * size for p in range(n)]
-    assert np.array_equal(sent, expected)
+    # NCCL-shaped tree over 4 servers x 4 GPUs: a chain inside each server to its first GPU,
+    # a binary tree over the servers' first GPUs. Every rank but the root sends the message
+    # up once; every node sends it down once per child.
+    ranks = [g for server in range(4) for g in range(8 * server, 8 * server + 4)]
+    size = 4 << 20
+    res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"))
+    sent = dict(zip(ranks, _sent_per_rank(res, ranks), strict=True))
+    leaders = {
+        0: [4, 8],
+        4: [12],
+        8: [],
+        12: [],
+    }  # server leaders: 0 -> (1, 2), 1 -> 3 (first GPUs 0, 8, 16, 24)
+    leader_gpu = {0: 0, 4: 8, 8: 16, 12: 24}
+    for pos, gpu in enumerate(ranks):
+        is_leader = pos % 4 == 0
+        down = (1 if pos % 4 != 3 else 0) + (len(leaders[pos]) if is_leader else 0)
+        up = 0 if pos == 0 else 1
+        assert sent[gpu] == (up + down) * size, (gpu, sent[gpu])
     # latency-bound: for a small message over 64 GPUs the tree beats the 2(n-1)-step ring
     small = 64 << 10
     tree = rf.simulate(ft64, op_trace("all_reduce", range(64), small, "tree")).ops["time_ps"][0].as_py()
     ring = rf.simulate(ft64, op_trace("all_reduce", range(64), small, "ring")).ops["time_ps"][0].as_py()
     assert tree < ring
+
+
+@pytest.mark.parametrize("gpus", [16, 64])
+def test_auto_all_reduce_picks_the_faster_of_tree_and_ring(gpus):
+    # NCCL's tuner behaviour: the tree for small (latency-bound) messages across servers, the
+    # ring for large ones; auto's latency-bandwidth model uses the fabric's own paths
+    fab = rf.topologies.FatTree(gpus=gpus, radix=16)
+    sizes = ["16KiB", "256KiB", "4MiB", "64MiB"]
+    times = {
+        a: rf.collective("all_reduce", fab, sizes=sizes, algorithm=a)["time_us"].to_pylist()
+        for a in ("auto", "ring", "tree")
+    }
+    for auto, ring, tree in zip(times["auto"], times["ring"], times["tree"], strict=True):
+        assert auto == min(ring, tree)
+    assert times["tree"][0] < times["ring"][0] and times["ring"][-1] < times["tree"][-1]

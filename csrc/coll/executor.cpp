@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <numeric>
 
 #include "engine/check.hpp"
@@ -237,17 +238,21 @@ class Pipeline final : public Program {
   uint64_t done_ = 0;
 };
 
-/// Tree all-reduce (NCCL's tree algorithm, on one binary tree): the message is cut into
-/// chunks; each chunk is reduced up the tree (a node sends chunk j to its parent once every
-/// child has delivered chunk j) and broadcast back down from the root, chunks pipelined.
-/// Up and down edges are separate connections, each posting its next chunk when the
-/// previous one has left the NIC.
+/// Tree all-reduce, shaped as NCCL's: inside each server a chain of its GPUs leads (over
+/// NVLink) to the server's first GPU; the servers' first GPUs form a binary tree. The message
+/// is cut into chunks; each chunk is reduced up the tree (a node sends chunk j to its parent
+/// once every child has delivered chunk j) and broadcast back down from the root, chunks
+/// pipelined. Up and down edges are separate connections, each posting its next chunk when
+/// the previous one has left the NIC.
 class TreeAllReduce final : public Program {
  public:
-  TreeAllReduce(std::vector<uint32_t> order, std::vector<Bytes> chunks)
-      : order_(std::move(order)), chunks_(std::move(chunks)), n_(static_cast<uint32_t>(order_.size())),
-        recv_up_(n_, 0), next_up_(n_, 0), busy_up_(n_, 0), have_down_(n_, 0), next_down_(n_, 0),
-        busy_down_(n_, 0) {}
+  /// `parent[p]` is p's parent position (-1 for the root at position 0).
+  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+      : order_(std::move(order)), parent_(std::move(parent)), chunks_(std::move(chunks)),
+        n_(static_cast<uint32_t>(order_.size())), children_(n_), recv_up_(n_, 0), next_up_(n_, 0),
+        busy_up_(n_, 0), have_down_(n_, 0), next_down_(n_, 0), busy_down_(n_, 0) {
+    for (uint32_t p = 1; p < n_; ++p) children_[parent_[p]].push_back(p);
+  }
   bool start(Executor& x, uint32_t op, uint16_t id) override {
     if (n_ < 2 || chunks_.empty()) return true;
     for (uint32_t p = 1; p < n_; ++p) try_up(x, op, id, p);  // leaves hold their data
@@ -256,17 +261,17 @@ class TreeAllReduce final : public Program {
   bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag), dir = tag_lo(tag) & 1;
     if (dir == 0) {  // up: p's chunk reached its parent
-      const uint32_t parent = (p - 1) / 2;
+      const uint32_t parent = static_cast<uint32_t>(parent_[p]);
       ++recv_up_[p];
       if (parent == 0) {
-        for (uint32_t c : children(0)) try_down(x, op, id, c);
+        for (uint32_t c : children_[0]) try_down(x, op, id, c);
       } else {
         try_up(x, op, id, parent);
       }
       return false;
     }
     ++have_down_[p];  // down: a reduced chunk reached p
-    for (uint32_t c : children(p)) try_down(x, op, id, c);
+    for (uint32_t c : children_[p]) try_down(x, op, id, c);
     return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
   }
   void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
@@ -281,15 +286,10 @@ class TreeAllReduce final : public Program {
   }
 
  private:
-  std::vector<uint32_t> children(uint32_t p) const {
-    std::vector<uint32_t> c;
-    for (uint32_t k = 2 * p + 1; k <= 2 * p + 2 && k < n_; ++k) c.push_back(k);
-    return c;
-  }
   /// Chunks p has fully reduced: all its children delivered them (a leaf: all).
   uint32_t reduced(uint32_t p) const {
     uint32_t r = static_cast<uint32_t>(chunks_.size());
-    for (uint32_t c : children(p)) r = std::min(r, recv_up_[c]);
+    for (uint32_t c : children_[p]) r = std::min(r, recv_up_[c]);
     return r;
   }
   void try_up(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
@@ -297,10 +297,10 @@ class TreeAllReduce final : public Program {
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
-    x.send(op, id, order_[p], order_[(p - 1) / 2], chunks_[j], tag_of(p, 2 * j), 1);
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), 1);
   }
   void try_down(Executor& x, uint32_t op, uint16_t id, uint32_t c) {
-    const uint32_t parent = (c - 1) / 2, j = next_down_[c];
+    const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
     const uint32_t avail = parent == 0 ? reduced(0) : have_down_[parent];
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
     busy_down_[c] = 1;
@@ -308,8 +308,10 @@ class TreeAllReduce final : public Program {
     x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), 2);
   }
   std::vector<uint32_t> order_;
+  std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   uint32_t n_;
+  std::vector<std::vector<uint32_t>> children_;
   std::vector<uint32_t> recv_up_, next_up_;
   std::vector<uint8_t> busy_up_;
   std::vector<uint32_t> have_down_, next_down_;
@@ -534,12 +536,25 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kAllReduce:
     case kAllGather:
     case kReduceScatter: {
-      if (algo == kAuto) algo = kRing;  // NCCL's choice for large messages (see traces/README.md)
+      if (algo == kAuto) algo = kind == kAllReduce ? auto_all_reduce(ranks, size) : kRing;
       if (algo == kTree) {
         std::vector<Bytes> chunks;
         const Bytes k = ceil_div(size, cfg_.chunk_bytes);
         for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
-        phases[0].push_back(std::make_unique<TreeAllReduce>(ranks, std::move(chunks)));
+        // positions: servers' GPUs in order, each server's first GPU its leader; leaders form a
+        // binary tree (leader of server i under leader of server (i-1)/2), the others a chain
+        const auto groups = by_server(net_, ranks);
+        std::vector<uint32_t> order, leader_pos;
+        std::vector<int32_t> parent;
+        for (size_t g = 0; g < groups.size(); ++g) {
+          leader_pos.push_back(static_cast<uint32_t>(order.size()));
+          for (size_t i = 0; i < groups[g].size(); ++i) {
+            parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
+                                    : static_cast<int32_t>(order.size() - 1));
+            order.push_back(groups[g][i]);
+          }
+        }
+        phases[0].push_back(std::make_unique<TreeAllReduce>(std::move(order), std::move(parent), std::move(chunks)));
         return;
       }
       const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
@@ -630,6 +645,34 @@ void Executor::plan(uint32_t op, OpRun& run) {
     default:
       return;
   }
+}
+
+int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const {
+  // As NCCL's tuner: predict each algorithm's time with a latency-bandwidth model and take
+  // the faster. Latencies and rates are the fabric's own (the current paths between two
+  // servers' GPUs and between two GPUs of a server); the model follows each algorithm's
+  // structure here (traces/README.md gives the formulas).
+  const auto groups = by_server(net_, ranks);
+  if (groups.size() < 2) return kRing;  // one server: an NVLink ring
+  size_t m = 0;
+  for (const auto& g : groups) m = std::max(m, g.size());
+  const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
+  const auto [net_ps, net_bps] = net_.path_cost(groups[0][0], groups[1][0]);
+  const auto [nvl_ps, nvl_bps] = m > 1 ? net_.path_cost(groups[0][0], groups[0][1]) : std::pair{net_ps, net_bps};
+  const double l_net = static_cast<double>(net_ps), l_nvl = static_cast<double>(nvl_ps);
+  const double b_net = static_cast<double>(net_bps) / 8e12, b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
+  const double bytes = static_cast<double>(size);
+  // ring: 2(n-1) dependent hops (s of every n cross servers), data over C NICs per server
+  const double per = n * 64 * 1024;
+  const double c = std::clamp(std::floor(bytes / per), 1.0, static_cast<double>(cfg_.channels));
+  const double ring = 2 * (s * l_net + (n - s) * l_nvl) + 2 * (n - 1) / n * bytes / (c * b_net);
+  // tree: chains of m GPUs and a binary tree of depth floor(log2 s), up and down; every inner
+  // leader's NIC carries a chunk up and two down
+  const double chunk = std::min(bytes, static_cast<double>(cfg_.chunk_bytes));
+  const double depth = std::floor(std::log2(s));
+  const double tree = 2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
+                      3 * bytes / b_net;
+  return tree < ring ? kTree : kRing;
 }
 
 std::vector<int64_t> Executor::flow_ops() const {

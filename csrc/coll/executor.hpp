@@ -86,6 +86,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void program_done(uint32_t op);
   void finish_op(uint32_t op);
   void plan(uint32_t op, OpRun& run);
+  int32_t auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const;
 
   net::Network& net_;
   Workload w_;

@@ -1,6 +1,7 @@
 #include "net/network.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "engine/check.hpp"
@@ -787,6 +788,16 @@ void Network::on_event(const engine::Event& ev) {
     default:
       break;
   }
+}
+
+std::pair<SimTime, BitsPerSec> Network::path_cost(uint32_t src, uint32_t dst) const {
+  SimTime latency = 0;
+  BitsPerSec rate = std::numeric_limits<BitsPerSec>::max();
+  for (const uint32_t p : trace_path(src, dst, 0)) {
+    latency += ports_[p].delay_ps;
+    rate = std::min(rate, ports_[p].rate_bps);
+  }
+  return {latency, rate};
 }
 
 std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const {

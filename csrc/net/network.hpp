@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -128,6 +129,9 @@ class Network final : public engine::Handler {
   /// (an RDMA QP reused across steps and ops) then keep one path, as on real NICs.
   uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0);
   void set_observer(FlowObserver* observer) { observer_ = observer; }
+  /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of the
+  /// current path from GPU src to GPU dst, for cost models.
+  std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const;
   /// Server of a GPU (from the spec), for locality-aware collectives.
   int32_t gpu_server(uint32_t gpu) const { return nodes_[gpu_node_[gpu]].server; }
   /// Take a link down or up at absolute time t (>= now).
