@@ -285,13 +285,7 @@ def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
     size = 4 << 20
     res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"))
     sent = dict(zip(ranks, _sent_per_rank(res, ranks), strict=True))
-    leaders = {
-        0: [4, 8],
-        4: [12],
-        8: [],
-        12: [],
-    }  # server leaders: 0 -> (1, 2), 1 -> 3 (first GPUs 0, 8, 16, 24)
-    leader_gpu = {0: 0, 4: 8, 8: 16, 12: 24}
+    leaders = {0: [4, 8], 4: [12], 8: [], 12: []}  # leader positions: server 0 -> 1, 2; server 1 -> 3
     for pos, gpu in enumerate(ranks):
         is_leader = pos % 4 == 0
         down = (1 if pos % 4 != 3 else 0) + (len(leaders[pos]) if is_leader else 0)
