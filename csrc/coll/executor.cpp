@@ -654,11 +654,14 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   // structure here (traces/README.md gives the formulas).
   const auto groups = by_server(net_, ranks);
   if (groups.size() < 2) return kRing;  // one server: an NVLink ring
-  size_t m = 0;
-  for (const auto& g : groups) m = std::max(m, g.size());
+  size_t m = 0, widest = 0;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (groups[g].size() > m) m = groups[g].size(), widest = g;
   const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
   const auto [net_ps, net_bps] = net_.path_cost(groups[0][0], groups[1][0]);
-  const auto [nvl_ps, nvl_bps] = m > 1 ? net_.path_cost(groups[0][0], groups[0][1]) : std::pair{net_ps, net_bps};
+  // an NVLink pair from a server that has two of the ranks (any server if none does)
+  const auto [nvl_ps, nvl_bps] =
+      m > 1 ? net_.path_cost(groups[widest][0], groups[widest][1]) : std::pair{net_ps, net_bps};
   const double l_net = static_cast<double>(net_ps), l_nvl = static_cast<double>(nvl_ps);
   const double b_net = static_cast<double>(net_bps) / 8e12, b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
   const double bytes = static_cast<double>(size);
