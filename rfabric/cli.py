@@ -184,24 +184,46 @@ def _demo_flows(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """Simulate a traffic pattern on a topology preset."""
-    from . import simulate
+    """Simulate a traffic pattern, or replay a trace, on a topology preset."""
+    from . import simulate, traces
     from .topology import load
 
     fab = load(args.topology)
-    flows = _flows(args.pattern, fab.gpus, args.size, args.seed, args.fan_in)
+    if args.trace:
+        workload = traces.read(args.trace, gpus=fab.gpus)
+        what = f"trace {args.trace} ({workload.num_ops:,} ops)"
+    else:
+        workload = _flows(args.pattern, fab.gpus, args.size, args.seed, args.fan_in)
+        what = f"{args.pattern}, {len(workload):,} flows of {args.size:,} B"
     res = simulate(
-        fab, flows, transport=args.transport, seed=args.seed, mtu_bytes=args.mtu, progress=args.progress
+        fab,
+        workload,
+        transport=args.transport,
+        seed=args.seed,
+        mtu_bytes=args.mtu,
+        progress=args.progress,
+        until=args.until,
     )
-    print(f"{fab.name}: {args.pattern}, {len(flows):,} flows of {args.size:,} B")
+    print(f"{fab.name}: {what}")
     print(res.summary())
+    if args.trace:
+        print("\nstages (ms):")
+        for row in res.stages.to_pylist():
+            span = (row["end_ps"] - row["start_ps"]) / 1e9 if row["end_ps"] >= 0 else float("nan")
+            print(
+                f"  iteration {row['iteration']} {row['stage']:<16} {row['ops']:>7,} ops  "
+                f"{row['start_ps'] / 1e9:10.3f} .. {row['end_ps'] / 1e9:10.3f}  ({span:.3f})"
+            )
     if args.output:
         import pyarrow.parquet as pq
 
         out = Path(args.output)
-        pq.write_table(res.flows, out.with_suffix(".flows.parquet"))
-        pq.write_table(res.links, out.with_suffix(".links.parquet"))
-        print(f"wrote {out.with_suffix('.flows.parquet')} and {out.with_suffix('.links.parquet')}")
+        tables = {"flows": res.flows, "links": res.links}
+        if args.trace:
+            tables.update(ops=res.ops, stages=res.stages)
+        for name, table in tables.items():
+            pq.write_table(table, out.with_suffix(f".{name}.parquet"))
+        print(f"wrote {', '.join(str(out.with_suffix(f'.{n}.parquet')) for n in tables)}")
     return 0
 
 
@@ -268,8 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", help="write the comparison table as CSV (--workload rl)")
     d.set_defaults(func=cmd_demo)
 
-    r = sub.add_parser("run", help="simulate a traffic pattern on a topology preset (topologies/*.toml)")
-    r.add_argument("topology", help="path to a topology TOML preset")
+    r = sub.add_parser("run", help="simulate a traffic pattern or replay a trace on a topology preset")
+    r.add_argument("topology", help="path to a topology TOML preset (topologies/*.toml)")
+    r.add_argument("--trace", help="replay this trace (Arrow IPC or Parquet) instead of a pattern")
+    r.add_argument("--until", help="stop at this simulated time (e.g. 20ms)")
     r.add_argument("--pattern", choices=PATTERNS, default="permutation")
     r.add_argument("--size", type=parse_size, default=parse_size("2MB"))
     r.add_argument("--fan-in", type=int, default=16, help="senders for --pattern incast")
@@ -277,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mtu", type=parse_size, default=9216)
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--progress", action="store_true")
-    r.add_argument("-o", "--output", help="write flows/links tables as OUTPUT.flows.parquet / .links.parquet")
+    r.add_argument(
+        "-o", "--output", help="write result tables as OUTPUT.<table>.parquet (flows, links; ops, stages)"
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("collective", help="nccl-tests-style table of one collective over message sizes")

@@ -47,8 +47,24 @@ def test_run_preset_writes_tables(tmp_path, capsys):
     assert "flows 16/16 done" in capsys.readouterr().out
 
 
+def test_run_replays_a_trace_file(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "res"
+    assert (
+        main(["run", "topologies/fat_tree_128_200g.toml", "--trace", "traces/sample.arrow", "-o", str(out)])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "trace traces/sample.arrow (12 ops)" in text and "stages (ms):" in text
+    ops = pq.read_table(tmp_path / "res.ops.parquet")
+    assert ops.num_rows == 12 and min(ops["end_ps"].to_pylist()) > 0
+
+
 def test_cli_errors_are_clean(capsys, tmp_path):
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
     assert "no such topology file" in capsys.readouterr().err
+    assert main(["run", "topologies/fat_tree_128_200g.toml", "--trace", str(tmp_path / "none.arrow")]) == 2
+    assert "none.arrow" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["demo", "--size", "lots"])
