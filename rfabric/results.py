@@ -243,7 +243,8 @@ def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
             {
                 "iteration": ops["iteration"],
                 "stage": ops["stage"],
-                "start_ps": ops["start_ps"],
+                # not-started ops must not pull the stage's start down to -1
+                "start_ps": np.where(start >= 0, start, np.iinfo(np.int64).max),
                 "end_ps": np.where(done, end, np.iinfo(np.int64).max),
                 "op_id": ops["op_id"],
             }
@@ -252,12 +253,13 @@ def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
         .aggregate([("op_id", "count"), ("start_ps", "min"), ("end_ps", "max")])
     )
     stage_end = grouped["end_ps_max"].to_numpy()
+    stage_start = grouped["start_ps_min"].to_numpy()
     stages = pa.table(
         {
             "iteration": grouped["iteration"],
             "stage": grouped["stage"],
             "ops": grouped["op_id_count"],
-            "start_ps": grouped["start_ps_min"],
+            "start_ps": np.where(stage_start == np.iinfo(np.int64).max, -1, stage_start),
             "end_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, stage_end),
         },
         schema=STAGE_SCHEMA,

@@ -311,3 +311,19 @@ def test_auto_all_reduce_picks_the_faster_of_tree_and_ring(gpus):
     for auto, ring, tree in zip(times["auto"], times["ring"], times["tree"], strict=True):
         assert auto == min(ring, tree)
     assert times["tree"][0] < times["ring"][0] and times["ring"][-1] < times["tree"][-1]
+
+
+def test_stages_of_a_run_stopped_early(ft16):
+    trace = rf.traces.read("traces/sample.arrow")
+    full = rf.simulate(ft16, trace).stages.to_pylist()
+    cut = min(r["end_ps"] for r in full) // 2  # every stage unfinished, some not started
+    partial = rf.simulate(ft16, trace, until=cut).stages.to_pylist()
+    for r in partial:
+        assert r["end_ps"] == -1
+        assert r["start_ps"] == -1 or 0 <= r["start_ps"] <= cut
+    started = {(r["iteration"], r["stage"]): r["start_ps"] for r in partial if r["start_ps"] >= 0}
+    assert started and all(
+        started[k] == v["start_ps"]
+        for k, v in {(r["iteration"], r["stage"]): r for r in full}.items()
+        if k in started
+    )
