@@ -226,6 +226,11 @@ class Simulation:
     def __init__(self, topology, workload, config: EngineConfig | None = None, **settings):
         from . import _engine
 
+        if "controller" in settings:
+            raise SpecError(
+                "controllers (StageAwareController and others) are not built yet; plan circuits "
+                "yourself with Simulation.apply_circuits(plan, at=...)"
+            )
         if "backend" in settings:
             backend = settings.pop("backend")
             if backend not in BACKENDS:
