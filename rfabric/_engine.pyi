@@ -7,6 +7,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 def transports() -> list[str]: ...
+def check_event_queue(seed: int, operations: int) -> int:
+    """Self-check of the calendar queue against a reference heap; returns disagreements (0)."""
 
 class Engine:
     """One packet-level simulation: network, flows or a collective workload, event loop."""
