@@ -212,26 +212,26 @@ class EventQueue {
     }
   }
 
-  /// An event before the wheel's window: rebuild the window from that bucket on.
+  /// An event before the wheel's window (after a peek moved it ahead): slide the window back
+  /// to start at bucket b. A slot's absolute bucket does not depend on the window's start, so
+  /// only the buckets that fall off its far end, [b + kBuckets, old + kBuckets), move to the
+  /// far heap: O(old - b) buckets, not the whole wheel.
   void rebase(int64_t b) {
-    std::vector<Event> all;
-    for (size_t s = 0; s < kBuckets; ++s) {
-      for (uint32_t n = head_[s]; n != kNil; n = nodes_[n].next) all.push_back(nodes_[n].ev);
-      head_[s] = tail_[s] = hint_[s] = kNil;
-    }
-    std::fill(bitmap_.begin(), bitmap_.end(), 0);
-    nodes_.clear();
-    free_ = kNil;
-    while (!far_.empty()) all.push_back(far_.pop());
-    cur_ = b;
-    for (const Event& e : all) {
-      const int64_t eb = e.time >> kBucketBits;
-      if (eb >= cur_ + static_cast<int64_t>(kBuckets)) {
-        far_.push(e);
-      } else {
-        insert(static_cast<size_t>(eb) & (kBuckets - 1), e);
+    const int64_t n = static_cast<int64_t>(kBuckets);
+    const int64_t old = cur_;
+    for (int64_t abs = std::max(b + n, old); abs < old + n; ++abs) {
+      const size_t slot = static_cast<size_t>(abs) & (kBuckets - 1);
+      for (uint32_t node = head_[slot]; node != kNil;) {
+        const uint32_t next = nodes_[node].next;
+        far_.push(nodes_[node].ev);
+        nodes_[node].next = free_;
+        free_ = node;
+        node = next;
       }
+      head_[slot] = tail_[slot] = hint_[slot] = kNil;
+      bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
+    cur_ = b;
   }
 
   std::vector<Node> nodes_;
