@@ -134,8 +134,8 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
     if (r < 55 || ref.empty()) {
       engine::SimTime t = now;
       const uint64_t kind = rng.next() % 6;
-      if (kind == 1) t += static_cast<engine::SimTime>(rng.next() % 2000);          // same bucket
-      if (kind == 2) t += static_cast<engine::SimTime>(rng.next() % 5'000'000);     // microseconds
+      if (kind == 1) t += static_cast<engine::SimTime>(rng.next() % 2000);               // same bucket
+      if (kind == 2) t += static_cast<engine::SimTime>(rng.next() % 5'000'000);          // microseconds
       if (kind == 3) t += horizon + static_cast<engine::SimTime>(rng.next() % horizon);  // far
       if (kind == 4) t += static_cast<engine::SimTime>(rng.next() % (4 * horizon));
       const uint32_t burst = kind == 5 ? 1 + static_cast<uint32_t>(rng.next() % 20) : 1;  // equal times

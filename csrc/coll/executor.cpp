@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 #include <numeric>
+#include <utility>
 
 #include "engine/check.hpp"
 
@@ -248,9 +248,17 @@ class TreeAllReduce final : public Program {
  public:
   /// `parent[p]` is p's parent position (-1 for the root at position 0).
   TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
-      : order_(std::move(order)), parent_(std::move(parent)), chunks_(std::move(chunks)),
-        n_(static_cast<uint32_t>(order_.size())), children_(n_), recv_up_(n_, 0), next_up_(n_, 0),
-        busy_up_(n_, 0), have_down_(n_, 0), next_down_(n_, 0), busy_down_(n_, 0) {
+      : order_(std::move(order)),
+        parent_(std::move(parent)),
+        chunks_(std::move(chunks)),
+        n_(static_cast<uint32_t>(order_.size())),
+        children_(n_),
+        recv_up_(n_, 0),
+        next_up_(n_, 0),
+        busy_up_(n_, 0),
+        have_down_(n_, 0),
+        next_down_(n_, 0),
+        busy_down_(n_, 0) {
     for (uint32_t p = 1; p < n_; ++p) children_[parent_[p]].push_back(p);
   }
   bool start(Executor& x, uint32_t op, uint16_t id) override {
@@ -540,7 +548,8 @@ void Executor::plan(uint32_t op, OpRun& run) {
       if (algo == kTree) {
         std::vector<Bytes> chunks;
         const Bytes k = ceil_div(size, cfg_.chunk_bytes);
-        for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
+        for (Bytes j = 0; j < k; ++j)
+          chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
         // positions: servers' GPUs in order, each server's first GPU its leader; leaders form a
         // binary tree (leader of server i under leader of server (i-1)/2), the others a chain
         const auto groups = by_server(net_, ranks);
@@ -554,7 +563,8 @@ void Executor::plan(uint32_t op, OpRun& run) {
             order.push_back(groups[g][i]);
           }
         }
-        phases[0].push_back(std::make_unique<TreeAllReduce>(std::move(order), std::move(parent), std::move(chunks)));
+        phases[0].push_back(
+            std::make_unique<TreeAllReduce>(std::move(order), std::move(parent), std::move(chunks)));
         return;
       }
       const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
@@ -663,7 +673,8 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   const auto [nvl_ps, nvl_bps] =
       m > 1 ? net_.path_cost(groups[widest][0], groups[widest][1]) : std::pair{net_ps, net_bps};
   const double l_net = static_cast<double>(net_ps), l_nvl = static_cast<double>(nvl_ps);
-  const double b_net = static_cast<double>(net_bps) / 8e12, b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
+  const double b_net = static_cast<double>(net_bps) / 8e12,
+               b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
   const double bytes = static_cast<double>(size);
   // ring: 2(n-1) dependent hops (s of every n cross servers), data over C NICs per server
   const double per = n * 64 * 1024;
@@ -673,8 +684,9 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   // leader's NIC carries a chunk up and two down
   const double chunk = std::min(bytes, static_cast<double>(cfg_.chunk_bytes));
   const double depth = std::floor(std::log2(s));
-  const double tree = 2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
-                      3 * bytes / b_net;
+  const double tree =
+      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
+      3 * bytes / b_net;
   return tree < ring ? kTree : kRing;
 }
 

@@ -4,9 +4,8 @@ namespace rfabric::engine {
 
 uint64_t Engine::run(SimTime until, uint64_t max_events) {
   uint64_t done = 0;
-  while (!queue_.empty() && queue_.top().time <= until) {
-    if (max_events != 0 && done >= max_events) break;
-    const Event ev = queue_.pop();
+  Event ev;
+  while ((max_events == 0 || done < max_events) && queue_.pop_due(until, ev)) {
     now_ = ev.time;
     ++done;
     ++kind_counts_[ev.kind];

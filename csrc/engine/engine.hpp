@@ -42,26 +42,6 @@ class Engine {
   /// if the queue ran dry or passed it, else at the last event processed.
   uint64_t run(SimTime until, uint64_t max_events = 0);
 
-  /// run() with events of kinds [first, first + count) handed straight to `fast` (a final
-  /// class, so the call is direct, not virtual): the packet path's dispatch.
-  template <class Fast>
-  uint64_t run(SimTime until, uint64_t max_events, Fast& fast, uint32_t first, uint32_t count) {
-    uint64_t done = 0;
-    while (!queue_.empty() && queue_.top().time <= until) {
-      if (max_events != 0 && done >= max_events) break;
-      const Event ev = queue_.pop();
-      now_ = ev.time;
-      ++done;
-      ++kind_counts_[ev.kind];
-      if (ev.kind - first < count) {
-        fast.Fast::on_event(ev);
-      } else {
-        handlers_[ev.kind]->on_event(ev);
-      }
-    }
-    return finish_run(until, max_events, done);
-  }
-
   SimTime now() const { return now_; }
   /// Time of the next pending event, or kNever.
   SimTime peek() { return queue_.empty() ? kNever : queue_.top().time; }

@@ -120,7 +120,22 @@ class EventQueue {
 
   RF_HOT Event pop() {
     prepare();
+    return take_head(cur_slot());
+  }
+
+  /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
+  /// lookup for the test and the pop, the run loop's path).
+  RF_HOT bool pop_due(SimTime until, Event& out) {
+    if (size_ == 0) return false;
+    prepare();
     const size_t slot = cur_slot();
+    if (nodes_[head_[slot]].ev.time > until) return false;
+    out = take_head(slot);
+    return true;
+  }
+
+ private:
+  RF_HOT Event take_head(size_t slot) {
     const uint32_t n = head_[slot];
     const Event out = nodes_[n].ev;
     head_[slot] = nodes_[n].next;
@@ -135,7 +150,6 @@ class EventQueue {
     return out;
   }
 
- private:
   static constexpr uint32_t kNil = 0xffffffffu;
   struct Node {
     Event ev;

@@ -90,7 +90,7 @@ struct RunCounters {
   uint64_t no_route_drops = 0, link_down_drops = 0;
   uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
   uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
-  uint64_t dark_transmits = 0;  ///< frames put on a down or dark channel: an invariant, always 0
+  uint64_t dark_transmits = 0;    ///< frames put on a down or dark channel: an invariant, always 0
   uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
 };
@@ -147,7 +147,7 @@ class Network final : public engine::Handler {
   void on_event(const engine::Event& ev) override;
   /// Event kinds this network registered: [kind_base(), kind_base() + kKinds).
   uint32_t kind_base() const { return kind_base_; }
-  static constexpr uint32_t kKinds = 11;
+  static constexpr uint32_t kKinds = 10;
 
   // ---- services for transports ----
   engine::Engine& engine() { return eng_; }
@@ -246,16 +246,16 @@ class Network final : public engine::Handler {
 
   std::vector<Node> nodes_;
   std::vector<Port> ports_;
-  std::vector<uint32_t> gpu_node_;                  ///< GPU id -> node
-  std::vector<uint32_t> gpu_nic_port_;              ///< GPU id -> its NIC's egress port (kNone if none)
-  std::vector<uint32_t> gpu_nvl_port_;              ///< GPU id -> its NVLink egress port (kNone if none)
-  std::vector<uint32_t> gpu_attach_;                ///< GPU id -> node its NIC connects to
-  std::vector<uint32_t> gpu_attach_in_;             ///< GPU id -> port from that node to the GPU
-  std::vector<uint32_t> gpu_nvs_in_;                ///< GPU id -> port from its NVSwitch to the GPU
-  std::vector<uint32_t> gpu_nvs_;                   ///< GPU id -> its NVSwitch node (kNone if none)
-  std::vector<uint32_t> gpu_key_;                   ///< GPU id -> routing key
-  std::vector<uint32_t> gpu_local_;                 ///< GPU id -> position among its server's GPUs
-  std::vector<uint32_t> deliver_;  ///< GPU id -> GPU whose NIC takes its traffic (kNone: slow path)
+  std::vector<uint32_t> gpu_node_;       ///< GPU id -> node
+  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
+  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
+  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
+  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
+  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
+  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
+  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
+  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
+  std::vector<uint32_t> deliver_;        ///< GPU id -> GPU whose NIC takes its traffic (kNone: slow path)
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner
