@@ -271,7 +271,9 @@ class Simulation:
             )
         self.wall_s = 0.0
         self._plans = 0
-        self._failed_links: set[int] = set()
+        # Link state changes scheduled so far, per link: [(at_ps, up)] in call order. A circuit
+        # plan may not use an OCS port that is down at the plan's own time.
+        self._link_changes: dict[int, list[tuple[int, bool]]] = {}
 
     @property
     def now(self) -> int:
@@ -298,11 +300,19 @@ class Simulation:
         link = int(link)
         if not 0 <= link < self.spec.num_links:
             raise SpecError(f"link {link} does not exist ({self.spec.name} has {self.spec.num_links} links)")
-        self._engine.set_link_state(link, parse_time(at), bool(up))
-        if up:
-            self._failed_links.discard(link)
-        else:
-            self._failed_links.add(link)
+        at_ps = parse_time(at)
+        self._engine.set_link_state(link, at_ps, bool(up))
+        self._link_changes.setdefault(link, []).append((at_ps, bool(up)))
+
+    def _link_down_at(self, link: int, t: int) -> bool:
+        """Whether link row ``link`` is down at time ``t`` by the changes scheduled so far (the
+        latest change at or before ``t`` wins; equal times go by call order, as in the engine)."""
+        state = True
+        for at_ps, up in sorted(self._link_changes.get(link, ()), key=lambda c: c[0]):
+            if at_ps > t:
+                break
+            state = up
+        return not state
 
     def fail_link(self, link: int, at=0) -> None:
         """Take link row ``link`` down at time ``at`` (both directions). Find rows with
@@ -328,15 +338,19 @@ class Simulation:
         if not isinstance(plan, CircuitTable):
             raise SpecError(f"plan must be a CircuitTable, got {type(plan).__name__}")
         self.spec.validate_circuits(plan, where="apply_circuits")
-        masked = sorted(self._failed_links & set(plan.a.tolist()) | self._failed_links & set(plan.b.tolist()))
+        at_ps = parse_time(at)
+        ports = set(plan.a.tolist()) | set(plan.b.tolist())
+        masked = sorted(
+            link for link in self._link_changes if link in ports and self._link_down_at(link, at_ps)
+        )
         if masked:
             raise SpecError(
-                f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked}; "
+                f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked} at {at_ps} ps; "
                 "failed ports are masked from later plans"
             )
         dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs)
         self._engine.schedule_plan(
-            parse_time(at),
+            at_ps,
             plan.ocs.astype(np.uint32),
             plan.a.astype(np.uint32),
             plan.b.astype(np.uint32),

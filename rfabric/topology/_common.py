@@ -31,6 +31,41 @@ def check_int(owner: str, name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
+def group_servers(owner: str, name: str, value, servers: int, default_cap: int, gpus: int) -> int:
+    """Servers per group (MixNet region, RFabric PoD): ``value``, or by default all servers up
+    to ``default_cap``, else the largest divisor of ``servers`` that divides ``default_cap``.
+    Raises SpecError when that default leaves one-server groups, or ``value`` does not divide."""
+    if value is None:
+        value = servers if servers <= default_cap else math.gcd(servers, default_cap)
+        if value == 1 and servers > 1:
+            raise SpecError(
+                f"{owner}: no default {name} for {servers} servers (gpus={gpus}): it shares no "
+                f"factor with {default_cap}, which would leave one-server groups; pass {name}="
+            )
+    value = check_int(owner, name, value)
+    if servers % value:
+        raise SpecError(f"{owner}: {name}={value} does not divide the {servers} servers of gpus={gpus}")
+    return value
+
+
+def check_server_matrix(owner: str, name: str, value, servers: int) -> np.ndarray:
+    """``value`` as a finite, non-negative servers x servers float matrix, or SpecError
+    naming ``owner``'s parameter ``name`` and the first bad cell."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SpecError(f"{owner}: {name} must be a numeric servers x servers matrix") from None
+    if arr.shape != (servers, servers):
+        raise SpecError(
+            f"{owner}: {name} has shape {arr.shape}, expected ({servers}, {servers}) (servers x servers)"
+        )
+    bad = np.argwhere(~np.isfinite(arr) | (arr < 0))
+    if bad.size:
+        a, b = bad[0]
+        raise SpecError(f"{owner}: {name}[{a}, {b}] = {float(arr[a, b])!r} must be finite and non-negative")
+    return arr
+
+
 def check_bool(owner: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise SpecError(f"{owner}: {name} must be True or False, got {value!r}")

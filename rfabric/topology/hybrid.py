@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..errors import SpecError
-from ._common import check_bool, check_int, check_radix, round_robin_offsets
+from ._common import check_bool, check_int, check_radix, group_servers, round_robin_offsets
 from .base import Topology, TopologyBuilder
 
 __all__ = ["RFabric"]
@@ -146,13 +144,7 @@ class RFabric(Topology):
             raise SpecError(
                 f"{who}: tor_uplinks={self.tor_uplinks} leaves no ToR port for servers (radix={self.radix})"
             )
-        if pod_servers is None:
-            pod_servers = s if s <= POD_SERVERS else math.gcd(s, POD_SERVERS)
-        self.pod_servers = check_int(who, "pod_servers", pod_servers)
-        if s % self.pod_servers:
-            raise SpecError(
-                f"{who}: pod_servers={self.pod_servers} does not divide the {s} servers of gpus={self.gpus}"
-            )
+        self.pod_servers = group_servers(who, "pod_servers", pod_servers, s, POD_SERVERS, self.gpus)
         self.ocs_radix = check_int(who, "ocs_radix", ocs_radix, 2)
         u, t_pod = self.tor_uplinks, self.tors_per_pod
         if core_ports is None:

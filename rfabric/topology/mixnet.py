@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ._common import add_clos_tiers, check_int, check_radix, default_radix, ring_circuits, round_robin_offsets
+from ._common import (
+    add_clos_tiers,
+    check_radix,
+    check_server_matrix,
+    default_radix,
+    group_servers,
+    ring_circuits,
+    round_robin_offsets,
+)
 from .base import Topology, TopologyBuilder
 
 __all__ = ["MixNet"]
@@ -100,13 +108,13 @@ class MixNet(Topology):
                 f"minus at least one packet-switched NIC), got {ocs_nics!r}"
             )
         self.ocs_nics = int(ocs_nics)
-        if region_servers is None:
-            region_servers = s if s <= REGION_SERVERS else int(np.gcd(s, REGION_SERVERS))
-        self.region_servers = check_int("MixNet", "region_servers", region_servers)
-        if s % self.region_servers:
+        self.region_servers = group_servers(
+            "MixNet", "region_servers", region_servers, s, REGION_SERVERS, self.gpus
+        )
+        if self.region_servers < 2 and self.ocs_nics > 0:
             raise SpecError(
-                f"MixNet: region_servers={self.region_servers} does not divide the "
-                f"{s} servers of gpus={self.gpus}"
+                f"MixNet: a region of {self.region_servers} server holds no circuit, so its "
+                f"ocs_nics={self.ocs_nics} optical NICs would carry nothing; pass ocs_nics=0 or a larger region"
             )
         if radix is None:
             radix = default_radix("MixNet", g, self._capacity, self.eps_nics_total)
@@ -118,13 +126,7 @@ class MixNet(Topology):
             )
 
     def _check_demand(self, demand) -> np.ndarray:
-        d = np.asarray(demand, dtype=float)
-        s = self.servers
-        if d.shape != (s, s):
-            raise SpecError(f"MixNet: demand must be a {s} x {s} server matrix, got shape {d.shape}")
-        if not np.all(np.isfinite(d)) or np.any(d < 0):
-            raise SpecError("MixNet: demand must hold finite, non-negative byte counts")
-        return d
+        return check_server_matrix("MixNet", "demand", demand, self.servers)
 
     def _greedy_pairs(self, demand: np.ndarray) -> list[tuple[int, int, int, int]]:
         """(server a, NIC index at a, server b, NIC index at b) for every circuit, per region."""

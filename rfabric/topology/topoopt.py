@@ -7,7 +7,7 @@ import heapq
 import numpy as np
 
 from ..errors import SpecError
-from ._common import totient_offsets
+from ._common import check_server_matrix, totient_offsets
 from .base import Topology, TopologyBuilder
 
 __all__ = ["TopoOpt"]
@@ -119,22 +119,7 @@ class TopoOpt(Topology):
         self.offsets = totient_offsets(s, (d - self.mp_degree) // 2) if self.edges is None else []
 
     def _check_demand(self, demand) -> np.ndarray:
-        s = self.servers
-        try:
-            arr = np.asarray(demand, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise SpecError("TopoOpt: mp_demand must be a numeric servers x servers matrix") from None
-        if arr.shape != (s, s):
-            raise SpecError(
-                f"TopoOpt: mp_demand has shape {arr.shape}, expected ({s}, {s}) (servers x servers)"
-            )
-        bad = np.argwhere(~np.isfinite(arr) | (arr < 0))
-        if bad.size:
-            a, b = bad[0]
-            raise SpecError(
-                f"TopoOpt: mp_demand[{a}, {b}] = {float(arr[a, b])!r} must be finite and non-negative"
-            )
-        return arr
+        return check_server_matrix("TopoOpt", "mp_demand", demand, self.servers)
 
     def _check_edges(self, edges) -> np.ndarray:
         s, d = self.servers, self.gpus_per_server
