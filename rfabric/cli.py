@@ -64,9 +64,8 @@ def cmd_demo(args) -> int:
 
     from . import simulate, traces
 
-    model = dataclasses.replace(
-        traces.MODELS[args.model], name=f"{args.model}-{args.layers}L", layers=args.layers
-    )
+    shape = traces.models.get_model(args.model)
+    model = dataclasses.replace(shape, name=f"{shape.name}-{args.layers}L", layers=args.layers)
     half = args.gpus // 2
     tp = min(8, half)
     pp = 2 if half >= 2 * tp and args.layers >= 2 else 1
@@ -81,7 +80,7 @@ def cmd_demo(args) -> int:
         global_batch=args.batch,
     )
     print(
-        f"rfabric demo: one RL iteration of {model.name} (the {args.model} shape with {args.layers} layers), "
+        f"rfabric demo: one RL iteration of {model.name} (the {shape.name} shape with {args.layers} layers), "
         f"{half} train + {half} gen GPUs, batch {args.batch}, {trace.num_ops:,} collective ops; "
         f"{args.link} links, transport {args.transport}, seed {args.seed}\n"
     )
@@ -90,7 +89,8 @@ def cmd_demo(args) -> int:
         res = simulate(fab, trace, transport=args.transport, seed=args.seed)
         stage = {r["stage"]: (r["end_ps"] - r["start_ps"]) / 1e9 for r in res.stages.to_pylist()}
         iteration = res.run["makespan_ps"] / 1e9 if res.run["makespan_ps"] > 0 else float("nan")
-        base = base or iteration
+        if base is None:
+            base = iteration
         kinds = fab.to_spec().nodes.kind
         rows.append(
             {
@@ -236,6 +236,8 @@ def _ranks(text: str) -> list[int]:
             lo, hi = int(a), int(b) if b else int(a)
         except ValueError:
             raise argparse.ArgumentTypeError(f"bad rank list {text!r} (examples: 0-15, 0,8,16)") from None
+        if hi < lo:
+            raise argparse.ArgumentTypeError(f"bad rank list {text!r}: range {part!r} runs backwards")
         out.extend(range(lo, hi + 1))
     return out
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import rfabric.traces as rt
+from rfabric.cli import main as cli_main
 from rfabric.errors import TraceError
-from rfabric.traces.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "traces").glob("*.arrow")) + sorted((ROOT / "traces").glob("*.parquet"))

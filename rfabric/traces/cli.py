@@ -1,26 +1,22 @@
 """``rfabric trace ...``: generate a synthetic RL trace, or summarise a trace file.
 
 `add_subcommand(subparsers)` registers the ``trace`` command on the main ``rfabric``
-parser; each leaf sets ``func`` (call ``args.func(args)``, it returns an exit code).
-`main(argv)` runs the command on its own (used by the tests). Argument parsing only:
-the work is done by `generate_rl`, `read` and `write`.
+parser; each leaf sets ``func`` (call ``args.func(args)``, it returns an exit code), and
+``rfabric.cli.main`` runs it. Argument parsing only: the work is done by `generate_rl`, `read` and `write`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from collections.abc import Sequence
 
-from ..errors import SpecError, TraceError
 from ..units import format_size, format_time
 from .generator import generate_rl
 from .io import read, write
 from .models import H800, MODELS, Hardware
 
-__all__ = ["add_subcommand", "main"]
+__all__ = ["add_subcommand"]
 
 
 def _afd(text: str) -> dict[str, int]:
@@ -192,22 +188,3 @@ def _info(args: argparse.Namespace) -> int:
             )
         )
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``trace ...`` from an argument list (``argv`` excludes the program name).
-
-    Returns
-    -------
-    int
-        0 on success, 2 on a bad trace or configuration (message on stderr).
-    """
-    parser = argparse.ArgumentParser(prog="rfabric")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_subcommand(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except (TraceError, SpecError) as exc:
-        print(f"rfabric: error: {exc}", file=sys.stderr)
-        return 2
