@@ -120,6 +120,7 @@ class EngineConfig:
     dctcp_g: float = 1 / 16
     dctcp_init_cwnd_packets: int = 10
     dctcp_min_rto: object = "200us"
+    dctcp_max_timeouts: int = 15  # then the flow gives up, unfinished (Linux tcp_retries2)
     # Optical circuit switches: how long changed circuits stay dark (paper: 25 ms; table 2
     # spans 10 us .. 120 s across OCS technologies)
     t_ocs: object = "25ms"
@@ -168,6 +169,7 @@ class EngineConfig:
             "dctcp_g": float(self.dctcp_g),
             "dctcp_init_cwnd_packets": int(self.dctcp_init_cwnd_packets),
             "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
+            "dctcp_max_timeouts": int(self.dctcp_max_timeouts),
             "t_ocs_ps": parse_time(self.t_ocs),
         }
         if (

@@ -1,5 +1,8 @@
 """Bad input raises rf.SpecError (a ValueError) naming the offending value; nothing aborts."""
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import rfabric as rf
@@ -169,3 +172,22 @@ def test_errors_from_the_engine_are_spec_errors(fab):
         _engine.Engine(arrays, {})
     with pytest.raises(rf.SpecError, match="engine config: unknown field 'bogus'"):
         _engine.Engine(fab.to_spec().arrays(), {"bogus": 1})
+    with pytest.raises(rf.SpecError, match="dctcp_max_timeouts must be at least 1, got 0"):
+        _engine.Engine(
+            fab.to_spec().arrays(),
+            {**rf.simulation.EngineConfig().to_engine(), "transport": "dctcp", "dctcp_max_timeouts": 0},
+        )
+    # a workload and plain flows do not mix, in either order
+    trace = rf.traces.read(Path(__file__).parents[1] / "traces" / "sample.arrow")
+    cfg = rf.simulation.EngineConfig().to_engine()
+    eng = _engine.Engine(fab.to_spec().arrays(), cfg)
+    eng.load_workload(trace.arrays(), 1, 1 << 20)
+    one = [
+        np.array([v], dtype=t) for v, t in ((0, np.uint32), (9, np.uint32), (1000, np.int64), (0, np.int64))
+    ]
+    with pytest.raises(rf.SpecError, match="plain flows cannot be combined with a loaded workload"):
+        eng.add_flows(*one)
+    eng = _engine.Engine(fab.to_spec().arrays(), cfg)
+    eng.add_flows(*one)
+    with pytest.raises(rf.SpecError, match="a workload cannot be combined with plain flows"):
+        eng.load_workload(trace.arrays(), 1, 1 << 20)

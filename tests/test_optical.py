@@ -139,6 +139,36 @@ def test_port_mask_follows_the_failure_timeline():
             sim.apply_circuits(fab.plan((1, 1)), at=at)
 
 
+class LoneGpus(rf.Topology):
+    """GPUs outside any server (no NVLink to relay through) on one switch."""
+
+    family = "lone_gpus_test"
+
+    def build(self, net):
+        gpu = net.add_nodes("gpu", self.gpus)
+        hub = net.add_nodes("eps", 1, prefix="hub")
+        net.add_links(gpu, hub[0], rate=self.link_bps, kind="nic")
+
+
+@pytest.mark.parametrize("fabric", ["lone", "server"])
+def test_unreachable_destination_ends_the_run_with_the_flow_unfinished(fabric):
+    # The destination's NIC fails with no working NIC to relay through (a GPU outside any
+    # server, or a server whose NICs all failed): its DCTCP flow times out
+    # dctcp_max_timeouts times in a row, then gives up; the others finish; the run ends.
+    fab = LoneGpus(gpus=8) if fabric == "lone" else rf.topologies.FatTree(gpus=16)
+    src, dst = ([0, 2], [1, 3]) if fabric == "lone" else ([0, 1], [9, 2])
+    sim = rf.Simulation(fab, rf.Flows(src, dst, [1_000_000] * 2), transport="dctcp", dctcp_max_timeouts=4)
+    for g in [1] if fabric == "lone" else range(8, 16):
+        sim.fail_nic(g, at=0)
+    sim.run()
+    res = sim.results()
+    assert not res.complete and res.run["flows_done"] == 1
+    assert res.flows["end_ps"][0].as_py() == -1 and res.flows["retransmits"][0].as_py() == 4
+    # four backed-off timeouts (200, 400, 800, 1600 us from the first send), then the give-up
+    # at the fifth, 3200 us later
+    assert 6_200_000_000 <= sim.now < 6_300_000_000
+
+
 def test_nic_failure_falls_back_to_another_nic_over_nvlink():
     fab = rf.topologies.FatTree(gpus=16)
     spec = fab.to_spec()

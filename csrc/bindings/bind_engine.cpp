@@ -106,6 +106,8 @@ EngineConfig config_from_dict(const py::dict& d) {
         c.dctcp_init_cwnd_packets = v.cast<int>();
       else if (k == "dctcp_min_rto_ps")
         c.dctcp_min_rto_ps = v.cast<int64_t>();
+      else if (k == "dctcp_max_timeouts")
+        c.dctcp_max_timeouts = v.cast<int>();
       else
         throw SpecError("engine config: unknown field '" + k + "'");
     } catch (const py::cast_error&) {
@@ -179,6 +181,7 @@ void bind_engine(py::module_& m) {
       .def(
           "add_flows",
           [](Simulator& s, py::handle src, py::handle dst, py::handle size, py::handle start) {
+            RF_CHECK(s.executor() == nullptr, "plain flows cannot be combined with a loaded workload");
             s.network().add_flows(from_numpy<uint32_t>(src, "src"), from_numpy<uint32_t>(dst, "dst"),
                                   from_numpy<int64_t>(size, "size_bytes"),
                                   from_numpy<int64_t>(start, "start_ps"));

@@ -26,10 +26,10 @@ bool power_of_two(size_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 class Program {
  public:
   virtual ~Program() = default;
-  virtual bool start(Executor& x, uint32_t op, uint16_t id) = 0;
-  virtual bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) = 0;
+  virtual bool start(Executor& x, uint32_t op, uint32_t id) = 0;
+  virtual bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) = 0;
   /// The flow's last byte left the sender's NIC (the connection is free for the next one).
-  virtual void on_sent(Executor&, uint32_t, uint16_t, uint64_t) {}
+  virtual void on_sent(Executor&, uint32_t, uint32_t, uint64_t) {}
 };
 
 namespace {
@@ -56,19 +56,19 @@ class Ring final : public Program {
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
   }
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || steps_ == 0) return true;
     for (uint32_t i = 0; i < order_.size(); ++i) try_send(x, op, id, i);
     return false;
   }
-  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     const uint32_t next = (tag_hi(tag) + 1) % n;
     ++got_[next];
     try_send(x, op, id, next);
     return ++done_ == total();
   }
-  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t i = tag_hi(tag);
     busy_[i] = 0;
     try_send(x, op, id, i);
@@ -79,7 +79,7 @@ class Ring final : public Program {
   uint64_t total() const { return per_rank() * order_.size(); }
   /// Rank i sends its q-th slice (step q / K, slice q % K) once the previous one has left
   /// and, after step 0, once it holds slice q - K (the same slice of the previous step).
-  void try_send(Executor& x, uint32_t op, uint16_t id, uint32_t i) {
+  void try_send(Executor& x, uint32_t op, uint32_t id, uint32_t i) {
     const uint64_t q = sent_[i], k = slices_.size();
     if (busy_[i] || q >= per_rank() || (q >= k && got_[i] < q - k + 1)) return;
     busy_[i] = 1;
@@ -104,12 +104,12 @@ class Mesh final : public Program {
     Bytes size;
   };
   explicit Mesh(std::vector<Edge> edges) : edges_(std::move(edges)) {}
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     for (uint32_t i = 0; i < edges_.size(); ++i)
       x.send(op, id, edges_[i].src, edges_[i].dst, edges_[i].size, i);
     return edges_.empty();
   }
-  bool on_flow(Executor&, uint32_t, uint16_t, uint64_t) override { return ++done_ == edges_.size(); }
+  bool on_flow(Executor&, uint32_t, uint32_t, uint64_t) override { return ++done_ == edges_.size(); }
 
  private:
   std::vector<Edge> edges_;
@@ -120,13 +120,13 @@ class Mesh final : public Program {
 class Pairwise final : public Program {
  public:
   Pairwise(std::vector<uint32_t> order, Bytes size) : order_(std::move(order)), size_(size) {}
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     if (n < 2) return true;
     for (uint32_t i = 0; i < n; ++i) x.send(op, id, order_[i], order_[(i + 1) % n], size_, tag_of(i, 1));
     return false;
   }
-  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     const uint32_t i = tag_hi(tag), k = tag_lo(tag);
     if (k + 1 < n) x.send(op, id, order_[i], order_[(i + k + 1) % n], size_, tag_of(i, k + 1));
@@ -150,12 +150,12 @@ class HalvingDoubling final : public Program {
         step_(order_.size(), 0),
         sent_(order_.size(), 0),
         got_(order_.size(), 0) {}
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || masks_.empty()) return true;
     for (uint32_t p = 0; p < order_.size(); ++p) issue(x, op, id, p);
     return false;
   }
-  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag), k = tag_lo(tag);
     const uint32_t q = p ^ masks_[k];
     sent_[p] |= uint64_t{1} << k;
@@ -166,11 +166,11 @@ class HalvingDoubling final : public Program {
   }
 
  private:
-  void issue(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+  void issue(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t k = step_[p];
     x.send(op, id, order_[p], order_[p ^ masks_[k]], bytes_[k], tag_of(p, k));
   }
-  void advance(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+  void advance(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t k = step_[p];
     if (k >= masks_.size()) return;
     const uint64_t bit = uint64_t{1} << k;
@@ -204,25 +204,25 @@ class Pipeline final : public Program {
     for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
     received_[0] = static_cast<uint32_t>(chunks_.size());
   }
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || chunks_.empty()) return true;
     for (const uint32_t c : children_[0]) try_edge(x, op, id, c);
     return false;
   }
-  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
     ++received_[p];  // chunks arrive in order on an edge
     for (const uint32_t c : children_[p]) try_edge(x, op, id, c);
     return ++done_ == (order_.size() - 1) * chunks_.size();
   }
-  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
     busy_[p] = 0;
     try_edge(x, op, id, p);
   }
 
  private:
-  void try_edge(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+  void try_edge(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t j = next_[p];
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
@@ -261,12 +261,12 @@ class TreeAllReduce final : public Program {
         busy_down_(n_, 0) {
     for (uint32_t p = 1; p < n_; ++p) children_[parent_[p]].push_back(p);
   }
-  bool start(Executor& x, uint32_t op, uint16_t id) override {
+  bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (n_ < 2 || chunks_.empty()) return true;
     for (uint32_t p = 1; p < n_; ++p) try_up(x, op, id, p);  // leaves hold their data
     return false;
   }
-  bool on_flow(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag), dir = tag_lo(tag) & 1;
     if (dir == 0) {  // up: p's chunk reached its parent
       const uint32_t parent = static_cast<uint32_t>(parent_[p]);
@@ -282,7 +282,7 @@ class TreeAllReduce final : public Program {
     for (uint32_t c : children_[p]) try_down(x, op, id, c);
     return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
   }
-  void on_sent(Executor& x, uint32_t op, uint16_t id, uint64_t tag) override {
+  void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
     if ((tag_lo(tag) & 1) == 0) {
       busy_up_[p] = 0;
@@ -300,14 +300,14 @@ class TreeAllReduce final : public Program {
     for (uint32_t c : children_[p]) r = std::min(r, recv_up_[c]);
     return r;
   }
-  void try_up(Executor& x, uint32_t op, uint16_t id, uint32_t p) {
+  void try_up(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t j = next_up_[p];
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
     x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), 1);
   }
-  void try_down(Executor& x, uint32_t op, uint16_t id, uint32_t c) {
+  void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
     const uint32_t avail = parent == 0 ? reduced(0) : have_down_[parent];
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
@@ -436,7 +436,7 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
-void Executor::send(uint32_t op, uint16_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
+void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
                     uint32_t channel) {
   // Connection identity: (src, dst, channel); channel 0 is the default connection.
   const uint64_t key =
@@ -477,7 +477,7 @@ void Executor::start_phase(uint32_t op) {
     run.live = progs.size();
     size_t finished = 0;
     for (size_t i = 0; i < progs.size(); ++i)
-      if (progs[i]->start(*this, op, static_cast<uint16_t>(i))) ++finished;
+      if (progs[i]->start(*this, op, static_cast<uint32_t>(i))) ++finished;
     run.live -= finished;
     if (run.live > 0) return;
     ++run.phase;

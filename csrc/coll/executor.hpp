@@ -56,7 +56,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   // ---- used by programs ----
   /// Start a flow now; `tag` comes back to the program in on_flow(tag). `channel` names the
   /// connection (as NCCL's per-channel QPs): one (src, dst, channel) keeps one ECMP path.
-  void send(uint32_t op, uint16_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
+  void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
             uint32_t channel = 0);
   net::Network& network() { return net_; }
   const ExecutorConfig& config() const { return cfg_; }
@@ -72,7 +72,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
  private:
   struct FlowRec {
     uint32_t op;
-    uint16_t prog;
+    uint32_t prog;
     uint64_t tag;
   };
   struct OpRun {

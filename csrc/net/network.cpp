@@ -226,8 +226,8 @@ void Network::rebuild_routes() {
     if (gpu_key_[g] == kNone || host_forwarding_) continue;
     if (nic_usable(g)) {
       deliver_[g] = g;
-    } else if (nodes_[gpu_node_[g]].server >= 0) {
-      deliver_[g] = relay_gpu(static_cast<uint32_t>(nodes_[gpu_node_[g]].server), g);
+    } else {
+      deliver_[g] = relay_gpu(nodes_[gpu_node_[g]].server, g);
     }
     if (deliver_[g] != kNone && gpu_attach_[deliver_[g]] == kNone) deliver_[g] = kNone;
   }
@@ -238,11 +238,14 @@ bool Network::nic_usable(uint32_t gpu) const {
   return p != kNone && ports_[p].up;
 }
 
-uint32_t Network::relay_gpu(uint32_t server, uint32_t dst) const {
+uint32_t Network::relay_gpu(int32_t server, uint32_t dst) const {
   // The GPU of `server` whose NIC should carry traffic to `dst`: with PXN the one on dst's
   // rail (same position in its server), else (a failed NIC) the next one with a working NIC.
-  const auto& gpus = server_gpus_[server];
+  // kNone for a node outside any server (server -1): it has no NVLink peers to relay through.
+  if (server < 0 || static_cast<size_t>(server) >= server_gpus_.size()) return kNone;
+  const auto& gpus = server_gpus_[static_cast<size_t>(server)];
   const uint32_t m = static_cast<uint32_t>(gpus.size());
+  if (m == 0) return kNone;
   const uint32_t start = gpu_local_[dst] % m;
   for (uint32_t k = 0; k < m; ++k) {
     const uint32_t g = gpus[(start + k) % m];
@@ -264,7 +267,7 @@ uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) cons
   if (own_nic && !pxn_) return gpu_nic_port_[src];
   if (gpu_nvl_port_[src] == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
   const int32_t server = nodes_[gpu_node_[src]].server;
-  const uint32_t relay = server >= 0 ? relay_gpu(static_cast<uint32_t>(server), dst) : kNone;
+  const uint32_t relay = relay_gpu(server, dst);
   if (relay == src || relay == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
   return gpu_nvl_port_[src];  // over NVLink to the relay's NIC (PXN, or a failed NIC)
 }
@@ -585,7 +588,7 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
     const Node& nd = nodes_[node];
     if (nd.kind == NodeKind::NvSwitch) {
       // a PXN or failed-NIC relay: on to the server's GPU whose NIC carries dst's traffic
-      const uint32_t relay = relay_gpu(static_cast<uint32_t>(nd.server), d);
+      const uint32_t relay = relay_gpu(nd.server, d);
       return relay == kNone ? kNone : gpu_nvs_in_[relay];
     }
     if (nd.gpu >= 0) {  // a relay GPU: out of its NIC (or back into the server)
@@ -596,7 +599,7 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
     if (gpu_key_[d] == kNone) return kNone;
     if (!nic_usable(d)) {
       // dst's NIC is down: deliver to a GPU of its server with a working NIC, then NVLink
-      const uint32_t relay = relay_gpu(static_cast<uint32_t>(nodes_[gpu_node_[d]].server), d);
+      const uint32_t relay = relay_gpu(nodes_[gpu_node_[d]].server, d);
       if (relay == kNone) return kNone;
       if (node == gpu_attach_[relay]) return gpu_attach_in_[relay];
       d = relay;

@@ -202,7 +202,7 @@ class Network final : public engine::Handler {
   RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
   uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow,
                       bool descending = false) const;
-  uint32_t relay_gpu(uint32_t server_of_node, uint32_t dst) const;
+  uint32_t relay_gpu(int32_t server, uint32_t dst) const;
   bool nic_usable(uint32_t gpu) const;
   // topology changes (circuits.cpp)
   void build_circuits(const NetworkSpec& spec);

@@ -72,6 +72,9 @@ struct EngineConfig {
   double dctcp_g = 1.0 / 16;
   int dctcp_init_cwnd_packets = 10;
   SimTime dctcp_min_rto_ps = 200'000'000;  ///< 200 us
+  /// Consecutive timeouts without progress before a flow gives up (Linux tcp_retries2 = 15):
+  /// a flow to an unreachable GPU ends unfinished instead of retransmitting forever.
+  int dctcp_max_timeouts = 15;
 };
 
 }  // namespace rfabric::net

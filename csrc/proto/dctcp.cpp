@@ -30,6 +30,7 @@ class Dctcp final : public net::Transport {
     RF_CHECK(c.dctcp_g > 0 && c.dctcp_g < 1, "dctcp_g must be in (0, 1)");
     RF_CHECK(c.dctcp_init_cwnd_packets >= 1, "dctcp_init_cwnd_packets must be >= 1");
     RF_CHECK(c.dctcp_min_rto_ps > 0, "dctcp_min_rto_ps must be positive");
+    RF_CHECK(c.dctcp_max_timeouts >= 1, "dctcp_max_timeouts must be at least 1, got ", c.dctcp_max_timeouts);
   }
 
   Bytes header_bytes() const override { return 58; }  // Eth 14 + IPv4 20 + TCP 20 + FCS 4
@@ -130,6 +131,10 @@ class Dctcp final : public net::Transport {
       return;
     }
     s.timer_pending = false;
+    if (++s.timeouts > net_.config().dctcp_max_timeouts) {
+      s.rto_deadline = kNever;  // give up: the flow stays unfinished (its peer is unreachable)
+      return;
+    }
     // Retransmission timeout: go back to the first unacknowledged packet.
     s.ssthresh = std::max(s.cwnd / 2, 2.0);
     s.cwnd = 1;
@@ -146,6 +151,7 @@ class Dctcp final : public net::Transport {
   struct State {
     uint32_t npkts = 0, snd_una = 0, snd_nxt = 0, sent_hi = 0, recover = 0, window_end = 0;
     uint32_t dupacks = 0, acks = 0, marked = 0;
+    int timeouts = 0;                          ///< consecutive, since the last cumulative ACK progress
     double cwnd = 1, ssthresh = 0, alpha = 1;  // cwnd in packets
     SimTime srtt = 0, rttvar = 0, rto = 0, rto_deadline = kNever;
     bool retransmit = false, recovering = false, in_nic = false, timer_pending = false;
@@ -196,6 +202,7 @@ class Dctcp final : public net::Transport {
       }
       s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + 4 * s.rttvar);
       const uint32_t newly = cum - s.snd_una;
+      s.timeouts = 0;
       s.snd_una = cum;
       if (s.snd_nxt < s.snd_una) s.snd_nxt = s.snd_una;
       s.dupacks = 0;
