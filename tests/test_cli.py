@@ -71,5 +71,5 @@ def test_cli_errors_are_clean(capsys, tmp_path):
     assert main(["demo", "--model", "no-such-model"]) == 2
     assert "unknown model 'no-such-model'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["collective", "all_reduce", "--ranks", "0-3,7-5"])
+        main(["collective", "--ranks", "0-3,7-5"])
     assert "range '7-5' runs backwards" in capsys.readouterr().err

@@ -35,7 +35,7 @@ def test_adaptive_routing_never_slower_than_one_path(ft128, size):
     one_path = rf.simulate(ft128, rf.Flows([0], [64], [size]), ecmp="flow").flows["fct_ps"][0].as_py()
     adaptive = rf.simulate(ft128, rf.Flows([0], [64], [size]), ecmp="adaptive").flows["fct_ps"][0].as_py()
     assert adaptive <= one_path
-    # and never faster than the first hop allows: all frames serialized on the NIC + one path's latency
+    # and never faster than the first hop allows: all frames serialized on the NIC
     frames = -(-size // 9154)
     assert adaptive >= (size + frames * 62) * 8 * 10**12 // 200_000_000_000
 

@@ -95,6 +95,7 @@ def test_table3_models(name, paper_params, arch):
     if m.experts:
         active = m.layers * (layer_dense(m) + m.top_k * 3 * m.hidden * m.expert_ffn) + 2 * m.vocab * m.hidden
         assert abs(active / {"qwen2-57b-a14b": 14e9, "qwen3-235b-a22b": 22e9}[name] - 1) < 0.03
+        assert m.active_params == active + m.hidden  # plus the final norm
 
 
 def test_user_model_config():
