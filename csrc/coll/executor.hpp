@@ -58,11 +58,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// connection (as NCCL's per-channel QPs): one (src, dst, channel) keeps one ECMP path.
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
             uint32_t channel = 0);
-  net::Network& network() { return net_; }
-  const ExecutorConfig& config() const { return cfg_; }
 
   // ---- results ----
-  size_t num_ops() const { return w_.op_id.size(); }
   const std::vector<SimTime>& op_start() const { return start_; }
   const std::vector<SimTime>& op_end() const { return end_; }
   /// op index of every flow (flows not created by the executor: -1)

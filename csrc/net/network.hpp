@@ -145,9 +145,6 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> current_circuits() const;
 
   void on_event(const engine::Event& ev) override;
-  /// Event kinds this network registered: [kind_base(), kind_base() + kKinds).
-  uint32_t kind_base() const { return kind_base_; }
-  static constexpr uint32_t kKinds = 10;
 
   // ---- services for transports ----
   engine::Engine& engine() { return eng_; }

@@ -370,7 +370,6 @@ class _GenLayout:
         self.units_per_instance = self.attn // self.tp
         self.units = self.instances[:, : self.attn].reshape(-1, self.tp)
         self.n_units = self.units.shape[0]
-        self.ffn_ranks = self.instances[:, self.attn :] if self.mode == "afd" else None
 
 
 # ---------------------------------------------------------------------------------------
