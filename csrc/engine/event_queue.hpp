@@ -158,6 +158,10 @@ class EventQueue {
 
   size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
 
+  /// Insert after every event of the bucket with time <= ev.time. That is (time, seq) order
+  /// without comparing seqs: a bucket's events are either all in the wheel or all in the
+  /// far heap, so an insert is either a fresh push (the largest seq yet) or a bucket moving
+  /// in from the far heap in (time, seq) order into an empty bucket.
   RF_HOT void insert(size_t slot, const Event& ev) {
     uint32_t n;
     if (free_ != kNil) {
@@ -173,19 +177,19 @@ class EventQueue {
       nodes_[n].next = kNil;
       head_[slot] = tail_[slot] = n;
       bitmap_[slot >> 6] |= uint64_t{1} << (slot & 63);
-    } else if (!HeapQueue::before(ev, nodes_[t].ev)) {
+    } else if (ev.time >= nodes_[t].ev.time) {
       nodes_[n].next = kNil;
       nodes_[t].next = n;
       tail_[slot] = n;
-    } else if (HeapQueue::before(ev, nodes_[head_[slot]].ev)) {
+    } else if (ev.time < nodes_[head_[slot]].ev.time) {
       nodes_[n].next = head_[slot];
       head_[slot] = n;
     } else {
       // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
-      // out-of-order insert when it precedes ev, since such inserts come in rising runs.
+      // out-of-order insert when it is not later than ev, since such inserts come in rising runs.
       uint32_t p = hint_[slot];
-      if (p == kNil || !HeapQueue::before(nodes_[p].ev, ev)) p = head_[slot];
-      while (!HeapQueue::before(ev, nodes_[nodes_[p].next].ev)) p = nodes_[p].next;
+      if (p == kNil || nodes_[p].ev.time > ev.time) p = head_[slot];
+      while (nodes_[nodes_[p].next].ev.time <= ev.time) p = nodes_[p].next;
       nodes_[n].next = nodes_[p].next;
       nodes_[p].next = n;
       hint_[slot] = n;

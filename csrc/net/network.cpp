@@ -220,15 +220,13 @@ void Network::rebuild_routes() {
   }
   routes_.build(routing_in_);
   // delivery GPU per destination: itself while its NIC works, else a relay of its server
-  deliver_.assign(gpu_node_.size(), kNone);
+  fast_route_.assign(gpu_node_.size(), FastRoute{});
+  if (host_forwarding_ || routing_in_.updown) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
-    if (gpu_key_[g] == kNone || host_forwarding_) continue;
-    if (nic_usable(g)) {
-      deliver_[g] = g;
-    } else {
-      deliver_[g] = relay_gpu(nodes_[gpu_node_[g]].server, g);
-    }
-    if (deliver_[g] != kNone && gpu_attach_[deliver_[g]] == kNone) deliver_[g] = kNone;
+    if (gpu_key_[g] == kNone) continue;
+    const uint32_t dv = nic_usable(g) ? g : relay_gpu(nodes_[gpu_node_[g]].server, g);
+    if (dv == kNone || gpu_attach_[dv] == kNone) continue;
+    fast_route_[g] = FastRoute{dv, gpu_attach_[dv], gpu_attach_in_[dv], gpu_key_[dv]};
   }
 }
 
@@ -560,18 +558,16 @@ uint32_t Network::route(uint32_t node, const Packet& p) const {
   // Fast path: a packet switch of a fabric without host forwarding or up*/down*, toward a
   // GPU whose delivery GPU (itself, or a relay when its NIC failed) was set at the last
   // topology change. Everything else takes route_with.
-  if (!host_forwarding_ && !routing_in_.updown && nodes_[node].kind == NodeKind::Eps) {
-    const uint32_t dv = deliver_[p.dst];
-    if (dv != kNone) {
-      if (node == gpu_attach_[dv]) return gpu_attach_in_[dv];
-      uint32_t count = 0;
-      const uint32_t* hops = routes_.next_hops(node, gpu_key_[dv], &count);
-      if (count <= 1) return count ? hops[0] : kNone;
-      if (cfg_.ecmp_dmodk) {
-        uint64_t digit = dv;
-        for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
-        return hops[digit % count];
-      }
+  const FastRoute& fr = fast_route_[p.dst];
+  if (fr.gpu != kNone && nodes_[node].kind == NodeKind::Eps) {
+    if (node == fr.attach) return fr.attach_in;
+    uint32_t count = 0;
+    const uint32_t* hops = routes_.next_hops(node, fr.key, &count);
+    if (count <= 1) return count ? hops[0] : kNone;
+    if (cfg_.ecmp_dmodk) {
+      uint64_t digit = fr.gpu;
+      for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
+      return hops[digit % count];
     }
   }
   const bool descending =
@@ -644,30 +640,13 @@ void Network::arrive(uint32_t pkt) {
   Port& in = ports_[p.port];
   ++counters_.packet_hops;
   ++p.hops;
-  if (p.chan_gen != in.gen) {
-    // The channel changed while the frame was on it: a failed link or a circuit gone dark.
-    if (!lossless_ || in.inert) {
-      drop(pkt, in.optical ? counters_.circuit_drops : counters_.link_down_drops);
-      return;
-    }
-    // Lossless: held back at the sender and re-forwarded along the current tables.
-    ++counters_.circuit_reroutes;
-    const uint32_t back = in.node;
-    p.port = kNone;  // it left the sender's ingress accounting when it was sent
-    --p.hops;
-    const uint32_t out = nodes_[back].gpu >= 0 && static_cast<uint32_t>(nodes_[back].gpu) == p.src
-                             ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
-                             : route(back, p);
-    if (out == kNone || !ports_[out].up) {
-      hold(back, pkt);  // no way on yet: wait at the sender for the next change
-      return;
-    }
-    enqueue(out, pkt);
+  if (p.chan_gen != in.gen) [[unlikely]] {
+    arrive_on_changed_channel(pkt);
     return;
   }
   const uint32_t node = in.peer;
   const Node& nd = nodes_[node];
-  if (nd.gpu >= 0 && static_cast<uint32_t>(nd.gpu) == p.dst) {
+  if (static_cast<uint32_t>(nd.gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
     transport_->receive(p);
     pool_.release(pkt);
@@ -676,7 +655,7 @@ void Network::arrive(uint32_t pkt) {
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   const uint32_t out = route(node, p);
-  if (out == kNone && !lossless_) {
+  if (out == kNone && !lossless_) [[unlikely]] {
     drop(pkt, counters_.no_route_drops);
     return;
   }
@@ -685,14 +664,42 @@ void Network::arrive(uint32_t pkt) {
   // PFC is a packet switch's: relaying GPUs and NVSwitches (PXN, host forwarding) stage
   // frames in GPU memory under the collective library's own credits and never PAUSE, so no
   // buffer dependency cycle runs through a server.
-  if (lossless_ && !in.pause_sent && in.ingress_bytes > in.xoff && nd.kind == NodeKind::Eps) {
-    in.pause_sent = true;
-    ++in.pauses;
-    ++counters_.pauses;
-    eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kPause);
+  if (in.ingress_bytes > in.xoff && lossless_ && !in.pause_sent && nd.kind == NodeKind::Eps) [[unlikely]] {
+    send_pause(p.port);
   }
-  if (out == kNone) {
+  if (out == kNone) [[unlikely]] {
     hold(node, pkt);  // lossless and no route now: wait here for the topology to change
+    return;
+  }
+  enqueue(out, pkt);
+}
+
+void Network::send_pause(uint32_t port) {
+  Port& in = ports_[port];
+  in.pause_sent = true;
+  ++in.pauses;
+  ++counters_.pauses;
+  eng_.schedule(eng_.now() + in.prop_ps, port, kind_base_ + kPause);
+}
+
+void Network::arrive_on_changed_channel(uint32_t pkt) {
+  // The channel changed while the frame was on it: a failed link or a circuit gone dark.
+  Packet& p = pool_[pkt];
+  const Port& in = ports_[p.port];
+  if (!lossless_ || in.inert) {
+    drop(pkt, in.optical ? counters_.circuit_drops : counters_.link_down_drops);
+    return;
+  }
+  // Lossless: held back at the sender and re-forwarded along the current tables.
+  ++counters_.circuit_reroutes;
+  const uint32_t back = in.node;
+  p.port = kNone;  // it left the sender's ingress accounting when it was sent
+  --p.hops;
+  const uint32_t out = nodes_[back].gpu >= 0 && static_cast<uint32_t>(nodes_[back].gpu) == p.src
+                           ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
+                           : route(back, p);
+  if (out == kNone || !ports_[out].up) {
+    hold(back, pkt);  // no way on yet: wait at the sender for the next change
     return;
   }
   enqueue(out, pkt);

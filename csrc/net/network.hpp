@@ -222,6 +222,8 @@ class Network final : public engine::Handler {
   RF_HOT void schedule_tx_done(uint32_t port);
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
+  [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
+  [[gnu::noinline]] void send_pause(uint32_t port);
   void start_flows();
   void start_one(uint32_t flow);
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
@@ -252,7 +254,16 @@ class Network final : public engine::Handler {
   std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
   std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
   std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
-  std::vector<uint32_t> deliver_;        ///< GPU id -> GPU whose NIC takes its traffic (kNone: slow path)
+  /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
+  /// (no host forwarding, no up*/down*), set at every topology change.
+  struct FastRoute {
+    uint32_t gpu = kNone;        ///< GPU whose NIC takes its traffic: itself, or a relay when
+                                 ///< its NIC failed (kNone: route_with decides)
+    uint32_t attach = kNone;     ///< switch that GPU's NIC attaches to
+    uint32_t attach_in = kNone;  ///< port from that switch to the GPU
+    uint32_t key = kNone;        ///< routing key of that switch
+  };
+  std::vector<FastRoute> fast_route_;
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner

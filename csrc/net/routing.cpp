@@ -13,8 +13,7 @@ void RoutingTable::build(const RoutingInput& in) {
   const uint32_t n = in.num_nodes;
   num_keys_ = static_cast<uint32_t>(in.keys.size());
   const size_t cells = static_cast<size_t>(n) * num_keys_;
-  begin_.assign(cells, 0);
-  count_.assign(cells, 0);
+  cells_.assign(cells, Cell{});
   ports_.clear();
 
   std::vector<uint32_t> dist(n), frontier, next;
@@ -40,9 +39,9 @@ void RoutingTable::build(const RoutingInput& in) {
     }
     for (uint32_t x = 0; x < n; ++x) {
       const size_t cell = static_cast<size_t>(x) * num_keys_ + k;
-      begin_[cell] = static_cast<uint32_t>(ports_.size());
+      cells_[cell].begin = static_cast<uint32_t>(ports_.size());
       if (dist[x] == kUnreachable || dist[x] == 0) continue;
-      uint16_t c = 0;
+      uint32_t c = 0;
       for (uint32_t a = in.adj_begin[x]; a < in.adj_begin[x + 1]; ++a) {
         const uint32_t p = in.adj_ports[a];
         const uint32_t m = in.port_peer[p];
@@ -51,7 +50,7 @@ void RoutingTable::build(const RoutingInput& in) {
           ++c;
         }
       }
-      count_[cell] = c;
+      cells_[cell].count = c;
     }
   }
 }
@@ -61,8 +60,7 @@ void RoutingTable::build_updown(const RoutingInput& in) {
   num_keys_ = static_cast<uint32_t>(in.keys.size());
   phases_ = 2;
   const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
-  begin_.assign(cells, 0);
-  count_.assign(cells, 0);
+  cells_.assign(cells, Cell{});
   ports_.clear();
 
   // Order: BFS over transit nodes from the best-connected one (ties: lowest id); rank =
@@ -142,10 +140,10 @@ void RoutingTable::build_updown(const RoutingInput& in) {
     for (uint32_t v = 0; v < n; ++v) {
       for (uint32_t phase = 0; phase < 2; ++phase) {
         const size_t cell = (static_cast<size_t>(v) * num_keys_ + k) * 2 + phase;
-        begin_[cell] = static_cast<uint32_t>(ports_.size());
+        cells_[cell].begin = static_cast<uint32_t>(ports_.size());
         const uint32_t target = phase ? down[v] : up[v];
         if (target == kUnreachable || target == 0 || rank_[v] == kUnreachable) continue;
-        uint16_t c = 0;
+        uint32_t c = 0;
         for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
           const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
           if (!hop_ok(p, key)) continue;
@@ -156,7 +154,7 @@ void RoutingTable::build_updown(const RoutingInput& in) {
             ++c;
           }
         }
-        count_[cell] = c;
+        cells_[cell].count = c;
       }
     }
   }

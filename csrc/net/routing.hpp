@@ -33,8 +33,8 @@ class RoutingTable {
   /// (up*/down* tables only): the packet came down a hop and may only keep descending.
   const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false) const {
     const size_t i = (static_cast<size_t>(node) * num_keys_ + key) * phases_ + (descending && phases_ == 2);
-    *count = count_[i];
-    return ports_.data() + begin_[i];
+    *count = cells_[i].count;
+    return ports_.data() + cells_[i].begin;
   }
   /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
   bool descends(uint32_t from, uint32_t to) const {
@@ -48,8 +48,10 @@ class RoutingTable {
   uint32_t num_keys_ = 0;
   uint32_t phases_ = 1;
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
-  std::vector<uint32_t> begin_;
-  std::vector<uint16_t> count_;
+  struct Cell {
+    uint32_t begin = 0, count = 0;  ///< next hops: ports_[begin, begin + count)
+  };
+  std::vector<Cell> cells_;
   std::vector<uint32_t> ports_;
 };
 
