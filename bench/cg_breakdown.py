@@ -18,7 +18,7 @@ GROUPS = (
         lambda f, fn: f.endswith(("event_queue.hpp", "engine.hpp", "engine.cpp")),
     ),
     ("NIC arbitration and DCQCN", lambda f, fn: f.endswith("roce.cpp") or "pull_nic" in fn),
-    ("event dispatch (Network::on_event)", lambda f, fn: "Network::on_event" in fn),
+    ("event dispatch (on_event handlers)", lambda f, fn: "on_event" in fn),
     ("arrival, forwarding, queues, transmit", lambda f, fn: True),
 )
 

@@ -95,8 +95,7 @@ class EventQueue {
   static constexpr int kBucketBits = 10;               ///< 1.024 ns per bucket
   static constexpr size_t kBuckets = size_t{1} << 17;  ///< horizon ~134 us
 
-  EventQueue()
-      : head_(kBuckets, kNil), tail_(kBuckets, kNil), hint_(kBuckets, kNil), bitmap_(kBuckets / 64, 0) {}
+  EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0) {}
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
@@ -104,7 +103,7 @@ class EventQueue {
   /// The next event; the queue must not be empty.
   const Event& top() {
     prepare();
-    return nodes_[head_[cur_slot()]].ev;
+    return nodes_[buckets_[cur_slot()].head].ev;
   }
 
   RF_HOT void push(const Event& ev) {
@@ -129,19 +128,19 @@ class EventQueue {
     if (size_ == 0) return false;
     prepare();
     const size_t slot = cur_slot();
-    if (nodes_[head_[slot]].ev.time > until) return false;
+    if (nodes_[buckets_[slot].head].ev.time > until) return false;
     out = take_head(slot);
     return true;
   }
 
  private:
   RF_HOT Event take_head(size_t slot) {
-    const uint32_t n = head_[slot];
+    const uint32_t n = buckets_[slot].head;
     const Event out = nodes_[n].ev;
-    head_[slot] = nodes_[n].next;
-    if (n == hint_[slot]) hint_[slot] = kNil;
-    if (head_[slot] == kNil) {
-      tail_[slot] = kNil;
+    buckets_[slot].head = nodes_[n].next;
+    if (n == buckets_[slot].hint) buckets_[slot].hint = kNil;
+    if (buckets_[slot].head == kNil) {
+      buckets_[slot].tail = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
     nodes_[n].next = free_;
@@ -172,27 +171,27 @@ class EventQueue {
       n = static_cast<uint32_t>(nodes_.size());
       nodes_.push_back(Node{ev, kNil});
     }
-    const uint32_t t = tail_[slot];
+    const uint32_t t = buckets_[slot].tail;
     if (t == kNil) {
       nodes_[n].next = kNil;
-      head_[slot] = tail_[slot] = n;
+      buckets_[slot].head = buckets_[slot].tail = n;
       bitmap_[slot >> 6] |= uint64_t{1} << (slot & 63);
     } else if (ev.time >= nodes_[t].ev.time) {
       nodes_[n].next = kNil;
       nodes_[t].next = n;
-      tail_[slot] = n;
-    } else if (ev.time < nodes_[head_[slot]].ev.time) {
-      nodes_[n].next = head_[slot];
-      head_[slot] = n;
+      buckets_[slot].tail = n;
+    } else if (ev.time < nodes_[buckets_[slot].head].ev.time) {
+      nodes_[n].next = buckets_[slot].head;
+      buckets_[slot].head = n;
     } else {
       // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
       // out-of-order insert when it is not later than ev, since such inserts come in rising runs.
-      uint32_t p = hint_[slot];
-      if (p == kNil || nodes_[p].ev.time > ev.time) p = head_[slot];
+      uint32_t p = buckets_[slot].hint;
+      if (p == kNil || nodes_[p].ev.time > ev.time) p = buckets_[slot].head;
       while (nodes_[nodes_[p].next].ev.time <= ev.time) p = nodes_[p].next;
       nodes_[n].next = nodes_[p].next;
       nodes_[p].next = n;
-      hint_[slot] = n;
+      buckets_[slot].hint = n;
     }
   }
 
@@ -239,14 +238,14 @@ class EventQueue {
     const int64_t old = cur_;
     for (int64_t abs = std::max(b + n, old); abs < old + n; ++abs) {
       const size_t slot = static_cast<size_t>(abs) & (kBuckets - 1);
-      for (uint32_t node = head_[slot]; node != kNil;) {
+      for (uint32_t node = buckets_[slot].head; node != kNil;) {
         const uint32_t next = nodes_[node].next;
         far_.push(nodes_[node].ev);
         nodes_[node].next = free_;
         free_ = node;
         node = next;
       }
-      head_[slot] = tail_[slot] = hint_[slot] = kNil;
+      buckets_[slot].head = buckets_[slot].tail = buckets_[slot].hint = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
     cur_ = b;
@@ -254,7 +253,11 @@ class EventQueue {
 
   std::vector<Node> nodes_;
   uint32_t free_ = kNil;
-  std::vector<uint32_t> head_, tail_, hint_;  ///< per bucket: first, last, last out-of-order insert
+  struct Bucket {
+    uint32_t head = kNil, tail = kNil;  ///< first and last event
+    uint32_t hint = kNil;               ///< last out-of-order insert
+  };
+  std::vector<Bucket> buckets_;
   std::vector<uint64_t> bitmap_;
   HeapQueue far_;
   int64_t cur_ = 0;  ///< absolute index of the current bucket

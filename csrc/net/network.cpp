@@ -171,8 +171,11 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     }
   }
 
-  kind_base_ = eng_.register_handler(this);
-  for (uint32_t k = 1; k < kNumSub; ++k) eng_.register_handler(this);
+  // Arrivals and transmit completions, nearly every event, get handlers of their own so the
+  // engine's one indirect call reaches them without the switch in on_event.
+  kind_base_ = eng_.register_handler(&arrive_handler_);
+  eng_.register_handler(&tx_done_handler_);
+  for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
 
   transport_ = make_transport(*this);
   header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
@@ -760,9 +763,7 @@ void Network::on_event(const engine::Event& ev) {
       arrive(ev.target);
       break;
     case kTxDone:
-      if (ports_[ev.target].tx_event_at != ev.time) break;  // superseded
-      ports_[ev.target].tx_event_at = -1;
-      try_transmit(ev.target);
+      tx_done(ev);
       break;
     case kPause:
       ports_[ev.target].paused = true;

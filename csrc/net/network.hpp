@@ -222,6 +222,23 @@ class Network final : public engine::Handler {
   RF_HOT void schedule_tx_done(uint32_t port);
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
+  void tx_done(const engine::Event& ev) {
+    if (ports_[ev.target].tx_event_at != ev.time) return;  // superseded
+    ports_[ev.target].tx_event_at = -1;
+    try_transmit(ev.target);
+  }
+  struct ArriveHandler final : engine::Handler {
+    Network* net;
+    explicit ArriveHandler(Network* n) : net(n) {}
+    void on_event(const engine::Event& ev) override { net->arrive(ev.target); }
+  };
+  struct TxDoneHandler final : engine::Handler {
+    Network* net;
+    explicit TxDoneHandler(Network* n) : net(n) {}
+    void on_event(const engine::Event& ev) override { net->tx_done(ev); }
+  };
+  ArriveHandler arrive_handler_{this};
+  TxDoneHandler tx_done_handler_{this};
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
   void start_flows();
