@@ -269,7 +269,7 @@ def test_results_schema(ft128):
 def test_calendar_queue_agrees_with_a_reference_heap(seed):
     # random pushes (equal-time bursts, same bucket, microseconds ahead, beyond the wheel's
     # horizon), pops, and peeks followed by pushes behind the wheel: the calendar queue must pop
-    # exactly the (time, seq) order of a plain heap
+    # exactly the order of a plain heap keyed by (time, push order)
     from rfabric import _engine
 
     assert _engine.check_event_queue(seed, 30_000) == 0

@@ -33,9 +33,7 @@ class Engine {
   }
 
   /// Schedule an event at absolute time `t` (never in the past).
-  RF_HOT void schedule(SimTime t, uint32_t target, uint32_t kind) {
-    queue_.push(Event{t, seq_++, target, kind});
-  }
+  RF_HOT void schedule(SimTime t, uint32_t target, uint32_t kind) { queue_.push(Event{t, target, kind}); }
 
   /// Run events with time <= until, stopping early after `max_events` (0 = no limit).
   /// Returns the number of events processed by this call. The clock ends at `until`
@@ -62,7 +60,6 @@ class Engine {
 
   uint64_t seed_;
   SimTime now_ = 0;
-  uint64_t seq_ = 0;
   uint64_t events_ = 0;
   EventQueue queue_;
   std::vector<Handler*> handlers_;

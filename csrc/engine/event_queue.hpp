@@ -1,6 +1,6 @@
-// event_queue.hpp: the pending-event set, ordered by (time, seq).
-// seq is a per-engine counter, so equal-time events run in the order they were scheduled
-// and every run is bit-reproducible. Events are 24-byte PODs; the Engine uses a calendar
+// event_queue.hpp: the pending-event set, ordered by time, and among equal times by the
+// order they were scheduled, so every run is bit-reproducible. Events are 16-byte PODs
+// (no sequence number: push order is kept structurally); the Engine uses a calendar
 // queue (EventQueue) with a 4-ary heap (HeapQueue) for the far future. No allocation per
 // event once buckets have grown. Cancellation is lazy: handlers recognise stale events from
 // element state (generation or deadline) and ignore them, so the queue is never searched.
@@ -20,34 +20,34 @@ namespace rfabric::engine {
 
 struct Event {
   SimTime time;
-  uint64_t seq;
   uint32_t target;  ///< element index, meaning chosen by the handler of `kind`
   uint32_t kind;    ///< handler index registered with the Engine
 };
 
-/// 4-ary min-heap on (time, seq): O(log4 n) push and pop. Used for the
-/// calendar queue's far future, and kept as a reference implementation.
+/// 4-ary min-heap on (time, push order): O(log4 n) push and pop. Used for the calendar
+/// queue's far future, and kept as a reference implementation.
 class HeapQueue {
  public:
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
-  const Event& top() const { return heap_.front(); }
+  const Event& top() const { return heap_.front().ev; }
 
   void push(const Event& ev) {
+    const Item item{ev, seq_++};
     size_t i = heap_.size();
-    heap_.push_back(ev);
+    heap_.push_back(item);
     while (i > 0) {
       const size_t parent = (i - 1) >> 2;
-      if (!before(ev, heap_[parent])) break;
+      if (!before(item, heap_[parent])) break;
       heap_[i] = heap_[parent];
       i = parent;
     }
-    heap_[i] = ev;
+    heap_[i] = item;
   }
 
   Event pop() {
-    const Event out = heap_.front();
-    const Event last = heap_.back();
+    const Event out = heap_.front().ev;
+    const Item last = heap_.back();
     heap_.pop_back();
     const size_t n = heap_.size();
     if (n > 0) {
@@ -68,24 +68,30 @@ class HeapQueue {
     return out;
   }
 
+ private:
+  struct Item {
+    Event ev;
+    uint64_t seq;  ///< push order: ties in time pop first in, first out
+  };
   /// (time, seq) order as one 128-bit comparison (time >= 0, so unsigned order is right).
-  static bool before(const Event& a, const Event& b) {
-    const unsigned __int128 ka = (static_cast<unsigned __int128>(a.time) << 64) | a.seq;
-    const unsigned __int128 kb = (static_cast<unsigned __int128>(b.time) << 64) | b.seq;
+  static bool before(const Item& a, const Item& b) {
+    const unsigned __int128 ka = (static_cast<unsigned __int128>(a.ev.time) << 64) | a.seq;
+    const unsigned __int128 kb = (static_cast<unsigned __int128>(b.ev.time) << 64) | b.seq;
     return ka < kb;
   }
 
- private:
-  std::vector<Event> heap_;
+  std::vector<Item> heap_;
+  uint64_t seq_ = 0;
 };
 
 /// Calendar queue: the pending-event set used by the Engine.
 ///
 /// Time is cut into buckets of 2^kBucketBits ps; a wheel of kBuckets buckets covers the
 /// near future and a HeapQueue holds events beyond it. Each bucket is a singly linked list
-/// of pooled nodes kept sorted by (time, seq); events nearly always arrive in order within a
-/// bucket, so a push is an append at the tail, and a pop takes the head of the first
-/// non-empty bucket (found with a bitmap). Pop order is exactly (time, seq), as a heap's.
+/// of pooled nodes kept sorted by time, equal times in push order; events nearly always
+/// arrive in order within a bucket, so a push is an append at the tail, and a pop takes the
+/// head of the first non-empty bucket (found with a bitmap). Pop order is exactly (time, push
+/// order), as the reference heap's.
 /// Costs: push O(1) (O(k) for an out-of-order insert into a bucket of k events), pop O(1)
 /// plus the scan over empty buckets; no allocation once the node pool has grown. Packet
 /// simulations schedule almost everything a few microseconds ahead, where this beats a heap
@@ -157,10 +163,10 @@ class EventQueue {
 
   size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
 
-  /// Insert after every event of the bucket with time <= ev.time. That is (time, seq) order
-  /// without comparing seqs: a bucket's events are either all in the wheel or all in the
-  /// far heap, so an insert is either a fresh push (the largest seq yet) or a bucket moving
-  /// in from the far heap in (time, seq) order into an empty bucket.
+  /// Insert after every event of the bucket with time <= ev.time. That keeps (time, push
+  /// order) without a sequence number: a bucket's events are either all in the wheel or all
+  /// in the far heap, so an insert is either a fresh push (the latest yet) or a bucket moving
+  /// in from the far heap, in order, into an empty bucket.
   RF_HOT void insert(size_t slot, const Event& ev) {
     uint32_t n;
     if (free_ != kNil) {
