@@ -147,6 +147,18 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
         cal.push(ev);
         ref.push(ev);
       }
+    } else if (r < 65) {
+      // pop one, then push a few events in random order into the bucket it came from:
+      // out-of-order inserts among live and just-freed nodes (the walk along a bucket's list)
+      const engine::Event a = cal.pop(), b = ref.pop();
+      if (a.time != b.time || a.target != b.target) ++mismatches;
+      now = b.time;
+      const uint32_t run = 1 + static_cast<uint32_t>(rng.next() % 3);
+      for (uint32_t k = 0; k < run; ++k) {
+        const engine::Event ev{now + static_cast<engine::SimTime>(rng.next() % 256), id++, 0};
+        cal.push(ev);
+        ref.push(ev);
+      }
     } else if (r < 95) {
       const engine::Event a = cal.pop(), b = ref.pop();
       if (a.time != b.time || a.target != b.target) ++mismatches;

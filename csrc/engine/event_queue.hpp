@@ -204,7 +204,7 @@ class EventQueue {
   /// Make cur_ the first non-empty bucket.
   RF_HOT void prepare() {
     const size_t slot = cur_slot();
-    if (bitmap_[slot >> 6] & (uint64_t{1} << (slot & 63))) return;
+    if (buckets_[slot].head != kNil) return;  // (the bitmap serves advance()'s scan)
     advance();
   }
 
