@@ -115,11 +115,11 @@ class EventQueue {
   RF_HOT void push(const Event& ev) {
     ++size_;
     const int64_t b = ev.time >> kBucketBits;
-    if (b >= cur_ + static_cast<int64_t>(kBuckets)) {
-      far_.push(ev);
+    // one unsigned test for the window [cur_, cur_ + kBuckets)
+    if (static_cast<uint64_t>(b - cur_) >= kBuckets) [[unlikely]] {
+      push_outside(ev, b);
       return;
     }
-    if (b < cur_) rebase(b);  // only after peeking past a run's end, then scheduling earlier
     insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
   }
 
@@ -199,6 +199,18 @@ class EventQueue {
       nodes_[p].next = n;
       buckets_[slot].hint = n;
     }
+  }
+
+  /// An event beyond the wheel's horizon goes to the far heap; one before its window (only
+  /// after a peek moved the wheel past a run's end, then something was scheduled earlier)
+  /// slides the window back first.
+  [[gnu::noinline]] void push_outside(const Event& ev, int64_t b) {
+    if (b >= cur_) {
+      far_.push(ev);
+      return;
+    }
+    rebase(b);
+    insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
   }
 
   /// Make cur_ the first non-empty bucket.

@@ -554,6 +554,11 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
   pt.tail = pkt;
   pt.queued_bytes += p.size_bytes;
   if (pt.queued_bytes > pt.max_queue_bytes) pt.max_queue_bytes = pt.queued_bytes;
+  if (pt.paused) return;  // the RESUME restarts the port
+  if (pt.busy_until > eng_.now()) {
+    schedule_tx_done(port);  // what try_transmit would do, without the call
+    return;
+  }
   try_transmit(port);
 }
 
@@ -641,7 +646,6 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
 void Network::arrive(uint32_t pkt) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
-  ++counters_.packet_hops;
   ++p.hops;
   if (p.chan_gen != in.gen) [[unlikely]] {
     arrive_on_changed_channel(pkt);

@@ -85,7 +85,8 @@ struct NicScheduler {
 };
 
 struct RunCounters {
-  uint64_t packets = 0, packets_delivered = 0, packet_hops = 0, drops = 0, ecn_marks = 0, pauses = 0;
+  uint64_t packets = 0, packets_delivered = 0, packet_hops = 0 /* filled by counters() */, drops = 0,
+           ecn_marks = 0, pauses = 0;
   uint64_t overflow_drops = 0;
   uint64_t no_route_drops = 0, link_down_drops = 0;
   uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
@@ -169,7 +170,13 @@ class Network final : public engine::Handler {
   // ---- inspection ----
   const std::vector<Port>& ports() const { return ports_; }
   const std::vector<Node>& nodes() const { return nodes_; }
-  const RunCounters& counters() const { return counters_; }
+  /// Run counters; packet_hops is the engine's count of arrival events (one per frame
+  /// leaving a link), so the arrival path keeps no counter of its own.
+  RunCounters counters() const {
+    RunCounters c = counters_;
+    c.packet_hops = eng_.kind_counts()[kind_base_ + kArrive];
+    return c;
+  }
   uint32_t num_links() const { return static_cast<uint32_t>(ports_.size() / 2); }
   uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
   size_t packets_in_flight() const { return pool_.live(); }
