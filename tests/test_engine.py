@@ -52,6 +52,16 @@ def test_lone_flow_fct_other_mtu_and_rate():
     assert res.run["drops"] == 0
 
 
+@pytest.mark.parametrize("link,rate", [("3Gbps", 3 * 10**9), ("70Gbps", 70 * 10**9)])
+def test_lone_flow_fct_exact_when_a_byte_is_not_whole_picoseconds(link, rate):
+    # 8e12 / rate is not a whole number here: frames take the rounded-up division, not the
+    # engine's per-byte shortcut (100G, 400G, ... above), and must still match to the ps
+    fab = rf.topologies.FatTree(gpus=16, link=link, link_latency="1us", switch_latency="0.8us")
+    res = rf.simulate(fab, rf.Flows([3], [12], [1_000_003]), mtu_bytes=4096, ecmp="flow")
+    hops = fat_tree_hops(4, rate)
+    assert res.flows["fct_ps"][0].as_py() == ideal_fct_ps(1_000_003, hops, mtu=4096, header=62)
+
+
 def test_zero_byte_flow_completes_at_start(ft128):
     res = rf.simulate(ft128, rf.Flows([0, 1], [9, 70], [0, 100], start_ps=[5 * US, 0]))
     assert res.flows["end_ps"][0].as_py() == 5 * US

@@ -101,7 +101,7 @@ void Network::resolve_channel(uint32_t port) {
   pt.reverse = ok ? ports_[q].reverse : (port ^ 1);
   pt.prop_ps = prop;
   pt.delay_ps = prop + nodes_[peer].latency_ps;
-  pt.rate_bps = rate;
+  set_rate(pt, rate);
   pt.up = up;
   if (built_) set_thresholds(port);
 }

@@ -64,7 +64,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       p.wire_peer = p.peer;
       p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
       p.link = static_cast<uint32_t>(l);
-      p.rate_bps = spec.link_rate_bps[l];
+      set_rate(p, spec.link_rate_bps[l]);
       p.prop_ps = spec.link_latency_ps[l];
       p.delay_ps = p.prop_ps + nodes_[p.peer].latency_ps;
       p.buffer_bytes = spec.link_buffer_bytes[l];
@@ -486,7 +486,9 @@ void Network::transmit(uint32_t port, uint32_t pkt) {
   // INVARIANT: nothing is put on a channel that is down or dark (a failed link, or a circuit
   // chain without light); counted, and tested to stay zero.
   if (!pt.up) ++counters_.dark_transmits;
-  const SimTime ser = serialization_time(p.size_bytes, pt.rate_bps);
+  // (exact either way: a whole number of ps per byte, or the rounded-up division)
+  const SimTime ser =
+      pt.ps_per_byte ? p.size_bytes * pt.ps_per_byte : serialization_time(p.size_bytes, pt.rate_bps);
   p.port = port;
   p.chan_gen = pt.gen;
   pt.busy_until = now + ser;
@@ -570,7 +572,7 @@ uint32_t Network::route(uint32_t node, const Packet& p) const {
   if (fr.gpu != kNone && nodes_[node].kind == NodeKind::Eps) {
     if (node == fr.attach) return fr.attach_in;
     uint32_t count = 0;
-    const uint32_t* hops = routes_.next_hops(node, fr.key, &count);
+    const uint32_t* hops = routes_.shortest_hops(node, fr.key, &count);
     if (count <= 1) return count ? hops[0] : kNone;
     if (cfg_.ecmp_dmodk) {
       uint64_t digit = fr.gpu;
@@ -662,10 +664,15 @@ void Network::arrive(uint32_t pkt) {
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   const uint32_t out = route(node, p);
-  if (out == kNone && !lossless_) [[unlikely]] {
-    drop(pkt, counters_.no_route_drops);
+  if (out == kNone) [[unlikely]] {
+    arrive_without_route(pkt, node);
     return;
   }
+  take_ingress(in, p, nd);
+  enqueue(out, pkt);
+}
+
+void Network::take_ingress(Port& in, const Packet& p, const Node& nd) {
   in.ingress_bytes += p.size_bytes;
   if (in.ingress_bytes > in.max_ingress_bytes) in.max_ingress_bytes = in.ingress_bytes;
   // PFC is a packet switch's: relaying GPUs and NVSwitches (PXN, host forwarding) stage
@@ -674,11 +681,16 @@ void Network::arrive(uint32_t pkt) {
   if (in.ingress_bytes > in.xoff && lossless_ && !in.pause_sent && nd.kind == NodeKind::Eps) [[unlikely]] {
     send_pause(p.port);
   }
-  if (out == kNone) [[unlikely]] {
-    hold(node, pkt);  // lossless and no route now: wait here for the topology to change
+}
+
+void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
+  if (!lossless_) {
+    drop(pkt, counters_.no_route_drops);
     return;
   }
-  enqueue(out, pkt);
+  Packet& p = pool_[pkt];
+  take_ingress(ports_[p.port], p, nodes_[node]);
+  hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 
 void Network::send_pause(uint32_t port) {

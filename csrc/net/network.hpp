@@ -29,8 +29,9 @@ struct Port {
   uint32_t wire_peer = 0;  ///< node at the other end of the link itself
   uint32_t gen = 0;        ///< bumped whenever the channel changes or goes dark
   BitsPerSec rate_bps = 0;
-  SimTime prop_ps = 0;   ///< propagation delay of the wire
-  SimTime delay_ps = 0;  ///< tx end -> arrival event: propagation + latency of the peer node
+  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
+  SimTime prop_ps = 0;      ///< propagation delay of the wire
+  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
   Bytes buffer_bytes = 0;
   Bytes ecn_kmin = 0, ecn_kmax = 0;
   Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
@@ -51,6 +52,15 @@ struct Port {
   Bytes tx_bytes = 0, max_queue_bytes = 0, max_ingress_bytes = 0;
   SimTime busy_ps = 0;
 };
+
+/// Set a port's rate and the whole-ps-per-byte shortcut its serializations use.
+inline void set_rate(Port& pt, BitsPerSec rate) {
+  pt.rate_bps = rate;
+  const SimTime bits_ps = 8 * engine::kPsPerSec;
+  // (below 2^31 ps per byte, so any uint32 frame size times it fits in int64)
+  pt.ps_per_byte =
+      rate > 0 && bits_ps % rate == 0 && bits_ps / rate < (SimTime{1} << 31) ? bits_ps / rate : 0;
+}
 
 struct Node {
   NodeKind kind;
@@ -248,6 +258,9 @@ class Network final : public engine::Handler {
   TxDoneHandler tx_done_handler_{this};
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
+  [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
+  /// The frame now waits inside the node behind ingress port `in`: PFC accounting.
+  RF_HOT void take_ingress(Port& in, const Packet& p, const Node& nd);
   void start_flows();
   void start_one(uint32_t flow);
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);

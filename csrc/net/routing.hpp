@@ -36,6 +36,12 @@ class RoutingTable {
     *count = cells_[i].count;
     return ports_.data() + cells_[i].begin;
   }
+  /// next_hops() for tables built without up*/down* (one phase).
+  const uint32_t* shortest_hops(uint32_t node, uint32_t key, uint32_t* count) const {
+    const Cell& c = cells_[static_cast<size_t>(node) * num_keys_ + key];
+    *count = c.count;
+    return ports_.data() + c.begin;
+  }
   /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
   bool descends(uint32_t from, uint32_t to) const {
     return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable &&
