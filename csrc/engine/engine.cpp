@@ -8,8 +8,9 @@ uint64_t Engine::run(SimTime until, uint64_t max_events) {
   while ((max_events == 0 || done < max_events) && queue_.pop_due(until, ev)) {
     now_ = ev.time;
     ++done;
-    ++kind_counts_[ev.kind];
-    handlers_[ev.kind]->on_event(ev);
+    Kind& k = kinds_[ev.kind];
+    ++k.count;
+    k.handler->on_event(ev);
   }
   return finish_run(until, max_events, done);
 }

@@ -27,9 +27,8 @@ class Engine {
 
   /// Register a handler; returns the kind id its events carry.
   uint32_t register_handler(Handler* h) {
-    handlers_.push_back(h);
-    kind_counts_.push_back(0);
-    return static_cast<uint32_t>(handlers_.size() - 1);
+    kinds_.push_back({h, 0});
+    return static_cast<uint32_t>(kinds_.size() - 1);
   }
 
   /// Schedule an event at absolute time `t` (never in the past).
@@ -47,7 +46,13 @@ class Engine {
   size_t pending() const { return queue_.size(); }
   uint64_t seed() const { return seed_; }
   /// Events processed per kind (index = kind id), for diagnostics.
-  const std::vector<uint64_t>& kind_counts() const { return kind_counts_; }
+  std::vector<uint64_t> kind_counts() const {
+    std::vector<uint64_t> out;
+    for (const Kind& k : kinds_) out.push_back(k.count);
+    return out;
+  }
+  /// Events processed of one kind.
+  uint64_t kind_count(uint32_t kind) const { return kinds_[kind].count; }
 
  private:
   uint64_t finish_run(SimTime until, uint64_t max_events, uint64_t done) {
@@ -62,8 +67,11 @@ class Engine {
   SimTime now_ = 0;
   uint64_t events_ = 0;
   EventQueue queue_;
-  std::vector<Handler*> handlers_;
-  std::vector<uint64_t> kind_counts_;
+  struct Kind {
+    Handler* handler;
+    uint64_t count;  ///< events processed
+  };
+  std::vector<Kind> kinds_;
 };
 
 }  // namespace rfabric::engine

@@ -184,7 +184,7 @@ class Network final : public engine::Handler {
   /// leaving a link), so the arrival path keeps no counter of its own.
   RunCounters counters() const {
     RunCounters c = counters_;
-    c.packet_hops = eng_.kind_counts()[kind_base_ + kArrive];
+    c.packet_hops = eng_.kind_count(kind_base_ + kArrive);
     return c;
   }
   uint32_t num_links() const { return static_cast<uint32_t>(ports_.size() / 2); }
