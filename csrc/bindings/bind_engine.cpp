@@ -165,7 +165,7 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
       now = b.time;
     } else if (!cal.empty()) {
       // peek (moves the wheel to the next non-empty bucket, possibly far ahead) ...
-      if (cal.top().time != ref.top().time) ++mismatches;
+      if (cal.top().time != ref.top().time || cal.size() != ref.size()) ++mismatches;
       // ... then schedule just after `now`, behind where the wheel now stands
       const engine::Event ev{now + 1, id++, 0};
       cal.push(ev);

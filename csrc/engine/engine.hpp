@@ -44,6 +44,7 @@ class Engine {
   SimTime peek() { return queue_.empty() ? kNever : queue_.top().time; }
   uint64_t events_processed() const { return events_; }
   size_t pending() const { return queue_.size(); }
+  bool idle() const { return queue_.empty(); }
   uint64_t seed() const { return seed_; }
   /// Events processed per kind (index = kind id), for diagnostics.
   std::vector<uint64_t> kind_counts() const {

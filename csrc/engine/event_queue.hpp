@@ -103,8 +103,18 @@ class EventQueue {
 
   EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0) {}
 
-  bool empty() const { return size_ == 0; }
-  size_t size() const { return size_; }
+  /// Events held (off the hot path: counts the free list, so pushes and pops keep no count).
+  size_t size() const {
+    size_t free = 0;
+    for (uint32_t n = free_; n != kNil; n = nodes_[n].next) ++free;
+    return nodes_.size() - free + far_.size();
+  }
+  bool empty() const {
+    if (!far_.empty()) return false;
+    for (const uint64_t word : bitmap_)
+      if (word) return false;
+    return true;
+  }
 
   /// The next event; the queue must not be empty.
   const Event& top() {
@@ -113,7 +123,6 @@ class EventQueue {
   }
 
   RF_HOT void push(const Event& ev) {
-    ++size_;
     const int64_t b = ev.time >> kBucketBits;
     // one unsigned test for the window [cur_, cur_ + kBuckets)
     if (static_cast<uint64_t>(b - cur_) >= kBuckets) [[unlikely]] {
@@ -131,8 +140,7 @@ class EventQueue {
   /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
   /// lookup for the test and the pop, the run loop's path).
   RF_HOT bool pop_due(SimTime until, Event& out) {
-    if (size_ == 0) return false;
-    prepare();
+    if (buckets_[cur_slot()].head == kNil && !advance()) return false;
     const size_t slot = cur_slot();
     if (nodes_[buckets_[slot].head].ev.time > until) return false;
     out = take_head(slot);
@@ -151,7 +159,6 @@ class EventQueue {
     }
     nodes_[n].next = free_;
     free_ = n;
-    --size_;
     return out;
   }
 
@@ -213,7 +220,7 @@ class EventQueue {
     insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
   }
 
-  /// Make cur_ the first non-empty bucket.
+  /// Make cur_ the first non-empty bucket (the queue must not be empty).
   RF_HOT void prepare() {
     const size_t slot = cur_slot();
     if (buckets_[slot].head != kNil) return;  // (the bitmap serves advance()'s scan)
@@ -221,7 +228,8 @@ class EventQueue {
   }
 
   /// Move cur_ to the next bucket holding events, pulling far events into the wheel.
-  void advance() {
+  /// Returns false, moving nothing, when the queue is empty.
+  bool advance() {
     const size_t slot = cur_slot();
     size_t next = kBuckets;
     size_t word = slot >> 6;
@@ -235,6 +243,7 @@ class EventQueue {
       word = (word + 1) & (kBuckets / 64 - 1);
       bits = bitmap_[word];
     }
+    if (next == kBuckets && far_.empty()) return false;
     int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
     if (!far_.empty()) {
       const int64_t fb = far_.top().time >> kBucketBits;
@@ -245,6 +254,7 @@ class EventQueue {
       const Event ev = far_.pop();
       insert(static_cast<size_t>(ev.time >> kBucketBits) & (kBuckets - 1), ev);
     }
+    return true;
   }
 
   /// An event before the wheel's window (after a peek moved it ahead): slide the window back
@@ -279,7 +289,6 @@ class EventQueue {
   std::vector<uint64_t> bitmap_;
   HeapQueue far_;
   int64_t cur_ = 0;  ///< absolute index of the current bucket
-  size_t size_ = 0;
 };
 
 }  // namespace rfabric::engine

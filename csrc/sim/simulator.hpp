@@ -26,7 +26,7 @@ class Simulator {
   /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit).
   uint64_t run(engine::SimTime until, uint64_t max_events);
   /// True when no event is pending (every flow has finished or can make no progress).
-  bool idle() const { return engine_.pending() == 0; }
+  bool idle() const { return engine_.idle(); }
 
  private:
   engine::Engine engine_;
