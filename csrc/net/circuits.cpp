@@ -97,7 +97,7 @@ void Network::resolve_channel(uint32_t port) {
   const uint32_t peer = ok ? ports_[q].wire_peer : pt.wire_peer;
   const bool up = ok && lit;
   if (peer != pt.peer || up != pt.up) ++pt.gen;
-  pt.peer = peer;
+  set_peer(pt, peer);
   pt.reverse = ok ? ports_[q].reverse : (port ^ 1);
   pt.prop_ps = prop;
   pt.delay_ps = prop + nodes_[peer].latency_ps;

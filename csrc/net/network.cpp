@@ -60,7 +60,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       const uint32_t id = static_cast<uint32_t>(2 * l + dir);
       Port& p = ports_[id];
       p.node = dir ? b : a;
-      p.peer = dir ? a : b;
+      set_peer(p, dir ? a : b);
       p.wire_peer = p.peer;
       p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
       p.link = static_cast<uint32_t>(l);
@@ -564,12 +564,12 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
   try_transmit(port);
 }
 
-uint32_t Network::route(uint32_t node, const Packet& p) const {
+uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   // Fast path: a packet switch of a fabric without host forwarding or up*/down*, toward a
   // GPU whose delivery GPU (itself, or a relay when its NIC failed) was set at the last
   // topology change. Everything else takes route_with.
   const FastRoute& fr = fast_route_[p.dst];
-  if (fr.gpu != kNone && nodes_[node].kind == NodeKind::Eps) {
+  if (fr.gpu != kNone && eps) {
     if (node == fr.attach) return fr.attach_in;
     uint32_t count = 0;
     const uint32_t* hops = routes_.shortest_hops(node, fr.key, &count);
@@ -654,8 +654,7 @@ void Network::arrive(uint32_t pkt) {
     return;
   }
   const uint32_t node = in.peer;
-  const Node& nd = nodes_[node];
-  if (static_cast<uint32_t>(nd.gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
+  if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
     transport_->receive(p);
     pool_.release(pkt);
@@ -663,22 +662,22 @@ void Network::arrive(uint32_t pkt) {
   }
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
-  const uint32_t out = route(node, p);
+  const uint32_t out = route(node, in.peer_eps, p);
   if (out == kNone) [[unlikely]] {
     arrive_without_route(pkt, node);
     return;
   }
-  take_ingress(in, p, nd);
+  take_ingress(in, p);
   enqueue(out, pkt);
 }
 
-void Network::take_ingress(Port& in, const Packet& p, const Node& nd) {
+void Network::take_ingress(Port& in, const Packet& p) {
   in.ingress_bytes += p.size_bytes;
   if (in.ingress_bytes > in.max_ingress_bytes) in.max_ingress_bytes = in.ingress_bytes;
   // PFC is a packet switch's: relaying GPUs and NVSwitches (PXN, host forwarding) stage
   // frames in GPU memory under the collective library's own credits and never PAUSE, so no
   // buffer dependency cycle runs through a server.
-  if (in.ingress_bytes > in.xoff && lossless_ && !in.pause_sent && nd.kind == NodeKind::Eps) [[unlikely]] {
+  if (in.ingress_bytes > in.xoff && lossless_ && !in.pause_sent && in.peer_eps) [[unlikely]] {
     send_pause(p.port);
   }
 }
@@ -689,7 +688,7 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
     return;
   }
   Packet& p = pool_[pkt];
-  take_ingress(ports_[p.port], p, nodes_[node]);
+  take_ingress(ports_[p.port], p);
   hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 

@@ -27,6 +27,8 @@ struct Port {
   // are those of the end-to-end channel its circuit chain forms, re-resolved on changes.
   uint32_t node = 0, peer = 0, reverse = 0, link = 0;
   uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  bool peer_eps = false;   ///< `peer` is a packet switch
   uint32_t gen = 0;        ///< bumped whenever the channel changes or goes dark
   BitsPerSec rate_bps = 0;
   SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
@@ -213,7 +215,17 @@ class Network final : public engine::Handler {
   };
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
-  RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
+  RF_HOT uint32_t route(uint32_t node, const Packet& p) const {
+    return route(node, nodes_[node].kind == NodeKind::Eps, p);
+  }
+  /// route() when the caller knows whether `node` is a packet switch.
+  RF_HOT uint32_t route(uint32_t node, bool eps, const Packet& p) const;
+  /// A port's peer and what arrivals need to know of it.
+  void set_peer(Port& pt, uint32_t peer) {
+    pt.peer = peer;
+    pt.peer_gpu = nodes_[peer].gpu;
+    pt.peer_eps = nodes_[peer].kind == NodeKind::Eps;
+  }
   uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow,
                       bool descending = false) const;
   uint32_t relay_gpu(int32_t server, uint32_t dst) const;
@@ -260,7 +272,7 @@ class Network final : public engine::Handler {
   [[gnu::noinline]] void send_pause(uint32_t port);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
   /// The frame now waits inside the node behind ingress port `in`: PFC accounting.
-  RF_HOT void take_ingress(Port& in, const Packet& p, const Node& nd);
+  RF_HOT void take_ingress(Port& in, const Packet& p);
   void start_flows();
   void start_one(uint32_t flow);
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
