@@ -22,7 +22,7 @@
 
 namespace rfabric::net {
 
-struct Port {
+struct alignas(64) Port {  // 256 bytes: an index becomes an address with one shift
   // wiring. For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate
   // are those of the end-to-end channel its circuit chain forms, re-resolved on changes.
   uint32_t node = 0, peer = 0, reverse = 0, link = 0;
@@ -63,6 +63,8 @@ inline void set_rate(Port& pt, BitsPerSec rate) {
   pt.ps_per_byte =
       rate > 0 && bits_ps % rate == 0 && bits_ps / rate < (SimTime{1} << 31) ? bits_ps / rate : 0;
 }
+
+static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
 
 struct Node {
   NodeKind kind;
