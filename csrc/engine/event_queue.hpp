@@ -122,14 +122,23 @@ class EventQueue {
     return nodes_[buckets_[cur_slot()].head].ev;
   }
 
-  RF_HOT void push(const Event& ev) {
-    const int64_t b = ev.time >> kBucketBits;
+  RF_HOT void push(const Event& ev) { push(ev.time, ev.target, ev.kind); }
+
+  /// push() from the event's fields: the node is written in place, with no event built
+  /// on the stack and copied.
+  RF_HOT void push(SimTime time, uint32_t target, uint32_t kind) {
+    const int64_t b = time >> kBucketBits;
     // one unsigned test for the window [cur_, cur_ + kBuckets)
     if (static_cast<uint64_t>(b - cur_) >= kBuckets) [[unlikely]] {
-      push_outside(ev, b);
+      push_outside(Event{time, target, kind}, b);
       return;
     }
-    insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
+    const uint32_t n = alloc();
+    Node& node = nodes_[n];
+    node.ev.time = time;
+    node.ev.target = target;
+    node.ev.kind = kind;
+    link(static_cast<size_t>(b) & (kBuckets - 1), n, time);
   }
 
   RF_HOT Event pop() {
@@ -170,38 +179,46 @@ class EventQueue {
 
   size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
 
-  /// Insert after every event of the bucket with time <= ev.time. That keeps (time, push
-  /// order) without a sequence number: a bucket's events are either all in the wheel or all
-  /// in the far heap, so an insert is either a fresh push (the latest yet) or a bucket moving
-  /// in from the far heap, in order, into an empty bucket.
+  /// Insert after every event of the bucket with time <= ev.time (link() does the ordering). That keeps
+  /// (time, push order) without a sequence number: a bucket's events are either all in the wheel or all in
+  /// the far heap, so an insert is either a fresh push (the latest yet) or a bucket moving in from the far
+  /// heap, in order, into an empty bucket.
   RF_HOT void insert(size_t slot, const Event& ev) {
-    uint32_t n;
+    const uint32_t n = alloc();
+    nodes_[n].ev = ev;
+    link(slot, n, ev.time);
+  }
+
+  RF_HOT uint32_t alloc() {
     if (free_ != kNil) {
-      n = free_;
+      const uint32_t n = free_;
       free_ = nodes_[n].next;
-      nodes_[n].ev = ev;
-    } else {
-      n = static_cast<uint32_t>(nodes_.size());
-      nodes_.push_back(Node{ev, kNil});
+      return n;
     }
+    nodes_.push_back(Node{Event{0, 0, 0}, kNil});
+    return static_cast<uint32_t>(nodes_.size() - 1);
+  }
+
+  /// Link node n (its event at `time`) into bucket `slot`.
+  RF_HOT void link(size_t slot, uint32_t n, SimTime time) {
     const uint32_t t = buckets_[slot].tail;
     if (t == kNil) {
       nodes_[n].next = kNil;
       buckets_[slot].head = buckets_[slot].tail = n;
       bitmap_[slot >> 6] |= uint64_t{1} << (slot & 63);
-    } else if (ev.time >= nodes_[t].ev.time) {
+    } else if (time >= nodes_[t].ev.time) {
       nodes_[n].next = kNil;
       nodes_[t].next = n;
       buckets_[slot].tail = n;
-    } else if (ev.time < nodes_[buckets_[slot].head].ev.time) {
+    } else if (time < nodes_[buckets_[slot].head].ev.time) {
       nodes_[n].next = buckets_[slot].head;
       buckets_[slot].head = n;
     } else {
       // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
       // out-of-order insert when it is not later than ev, since such inserts come in rising runs.
       uint32_t p = buckets_[slot].hint;
-      if (p == kNil || nodes_[p].ev.time > ev.time) p = buckets_[slot].head;
-      while (nodes_[nodes_[p].next].ev.time <= ev.time) p = nodes_[p].next;
+      if (p == kNil || nodes_[p].ev.time > time) p = buckets_[slot].head;
+      while (nodes_[nodes_[p].next].ev.time <= time) p = nodes_[p].next;
       nodes_[n].next = nodes_[p].next;
       nodes_[p].next = n;
       buckets_[slot].hint = n;
