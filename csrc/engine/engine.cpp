@@ -3,14 +3,17 @@
 namespace rfabric::engine {
 
 uint64_t Engine::run(SimTime until, uint64_t max_events) {
-  uint64_t done = 0;
   Event ev;
-  while ((max_events == 0 || done < max_events) && queue_.pop_due(until, ev)) {
-    now_ = ev.time;
+  if (max_events == 0) {
+    // No limit: the per-kind counters are the only count kept per event.
+    const uint64_t before = events_counted();
+    while (queue_.pop_due(until, ev)) dispatch(ev);
+    return finish_run(until, max_events, events_counted() - before);
+  }
+  uint64_t done = 0;
+  while (done < max_events && queue_.pop_due(until, ev)) {
     ++done;
-    Kind& k = kinds_[ev.kind];
-    ++k.count;
-    k.handler->on_event(ev);
+    dispatch(ev);
   }
   return finish_run(until, max_events, done);
 }

@@ -56,6 +56,18 @@ class Engine {
   uint64_t kind_count(uint32_t kind) const { return kinds_[kind].count; }
 
  private:
+  RF_HOT void dispatch(const Event& ev) {
+    now_ = ev.time;
+    Kind& k = kinds_[ev.kind];
+    ++k.count;
+    k.handler->on_event(ev);
+  }
+  /// Events processed so far, all kinds.
+  uint64_t events_counted() const {
+    uint64_t n = 0;
+    for (const Kind& k : kinds_) n += k.count;
+    return n;
+  }
   uint64_t finish_run(SimTime until, uint64_t max_events, uint64_t done) {
     events_ += done;
     const bool stopped_early =
