@@ -460,14 +460,31 @@ void Network::try_transmit(uint32_t port) {
   }
   if (pkt == kNone) return;
   transmit(port, pkt);
-  if (pt.head != kNone || (pt.nic >= 0 && !nics_[pt.nic].heap.empty())) schedule_tx_done(port);
+  if (pt.head != kNone) {
+    schedule_tx_done(port);
+  } else if (pt.nic >= 0) {
+    schedule_nic_pull(port);
+  }
 }
 
-void Network::schedule_tx_done(uint32_t port) {
+void Network::schedule_tx_done(uint32_t port) { schedule_tx_done(port, ports_[port].busy_until); }
+
+void Network::schedule_tx_done(uint32_t port, SimTime at) {
   Port& pt = ports_[port];
-  if (pt.tx_event_at == pt.busy_until) return;  // already pending for this frame
-  pt.tx_event_at = pt.busy_until;
-  eng_.schedule(pt.busy_until, port, kind_base_ + kTxDone);
+  if (pt.tx_event_at == at) return;  // already pending
+  pt.tx_event_at = at;
+  eng_.schedule(at, port, kind_base_ + kTxDone);
+}
+
+void Network::schedule_nic_pull(uint32_t port) {
+  // The NIC looks for its next frame when this one is out, and not before the earliest
+  // slot in its heap: that is a lower bound on every valid slot (superseded entries only
+  // add earlier or equal ones), so a paced flow costs one event per frame, not a
+  // transmit-done and then a wake.
+  const Port& pt = ports_[port];
+  const NicScheduler& s = nics_[pt.nic];
+  if (s.heap.empty()) return;
+  schedule_tx_done(port, std::max(pt.busy_until, s.heap.front().ready));
 }
 
 void Network::transmit(uint32_t port, uint32_t pkt) {
@@ -544,7 +561,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
     // do after queueing it), without waiting in the queue.
     transmit(port, pkt);
-    if (pt.nic >= 0 && !nics_[pt.nic].heap.empty()) schedule_tx_done(port);
+    if (pt.nic >= 0) schedule_nic_pull(port);
     return;
   }
   p.next = kNone;

@@ -2,9 +2,10 @@
 // (table forwarding, ECMP, PFC), hosts (NIC scheduling across flows) and flows.
 //
 // A port is the sending end of one direction of a link. INVARIANT: a port has at most one
-// valid pending TxDone event (at tx_event_at == busy_until; older ones are stale and skipped); a packet on a
-// wire has exactly one pending Arrive event, at tx end + propagation + the next node's latency. The network
-// knows transports only through the Transport interface.
+// valid pending TxDone event, at tx_event_at (busy_until, or for an idle-queue NIC port the
+// later of busy_until and its earliest flow slot); older ones are stale and skipped. A packet
+// on a wire has exactly one pending Arrive event, at tx end + propagation + the next node's
+// latency. The network knows transports only through the Transport interface.
 #pragma once
 
 #include <cstdint>
@@ -251,6 +252,8 @@ class Network final : public engine::Handler {
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
   void try_transmit(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port);
+  RF_HOT void schedule_tx_done(uint32_t port, SimTime at);
+  RF_HOT void schedule_nic_pull(uint32_t port);
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
   void tx_done(const engine::Event& ev) {
