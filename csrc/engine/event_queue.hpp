@@ -98,8 +98,8 @@ class HeapQueue {
 /// of tens of thousands of events (bench/README.md has the instruction counts).
 class EventQueue {
  public:
-  static constexpr int kBucketBits = 10;               ///< 1.024 ns per bucket
-  static constexpr size_t kBuckets = size_t{1} << 17;  ///< horizon ~134 us
+  static constexpr int kBucketBits = 9;                ///< 512 ps per bucket
+  static constexpr size_t kBuckets = size_t{1} << 18;  ///< horizon ~134 us
 
   EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0) {}
 
