@@ -2,7 +2,7 @@
 
 valgrind --tool=callgrind --callgrind-out-file=cg.out --toggle-collect='*Engine::run*' \
     "$(python -c 'import sys; print(sys.executable)')" bench/one_run.py 1024   # prints packet_hops
-python bench/cg_breakdown.py cg.out 2985548
+python bench/cg_breakdown.py cg.out 2985718
 
 Each line of `callgrind_annotate --inclusive=no` (self cost per source file and function,
 inlined code counted in its own file) goes to one group by that file and function.
