@@ -132,6 +132,16 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
   engine::SimTime now = 0;
   const engine::SimTime horizon = static_cast<engine::SimTime>(engine::EventQueue::kBuckets)
                                   << engine::EventQueue::kBucketBits;
+  const auto push = [&](engine::SimTime t) {
+    const engine::Event ev{t, id++, 0};
+    cal.push(ev);
+    ref.push(ev);
+  };
+  const auto pop = [&] {
+    const engine::Event a = cal.pop(), b = ref.pop();
+    if (a.time != b.time || a.target != b.target) ++mismatches;
+    now = b.time;
+  };
   for (uint64_t i = 0; i < operations; ++i) {
     const uint64_t r = rng.next() % 100;
     if (r < 55 || ref.empty()) {
@@ -142,40 +152,23 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
       if (kind == 3) t += horizon + static_cast<engine::SimTime>(rng.next() % horizon);  // far
       if (kind == 4) t += static_cast<engine::SimTime>(rng.next() % (4 * horizon));
       const uint32_t burst = kind == 5 ? 1 + static_cast<uint32_t>(rng.next() % 20) : 1;  // equal times
-      for (uint32_t b = 0; b < burst; ++b) {
-        const engine::Event ev{t, id++, 0};
-        cal.push(ev);
-        ref.push(ev);
-      }
+      for (uint32_t b = 0; b < burst; ++b) push(t);
     } else if (r < 65) {
       // pop one, then push a few events in random order into the bucket it came from:
       // out-of-order inserts among live and just-freed nodes (the walk along a bucket's list)
-      const engine::Event a = cal.pop(), b = ref.pop();
-      if (a.time != b.time || a.target != b.target) ++mismatches;
-      now = b.time;
+      pop();
       const uint32_t run = 1 + static_cast<uint32_t>(rng.next() % 3);
-      for (uint32_t k = 0; k < run; ++k) {
-        const engine::Event ev{now + static_cast<engine::SimTime>(rng.next() % 256), id++, 0};
-        cal.push(ev);
-        ref.push(ev);
-      }
+      for (uint32_t k = 0; k < run; ++k) push(now + static_cast<engine::SimTime>(rng.next() % 256));
     } else if (r < 95) {
-      const engine::Event a = cal.pop(), b = ref.pop();
-      if (a.time != b.time || a.target != b.target) ++mismatches;
-      now = b.time;
+      pop();
     } else if (!cal.empty()) {
       // peek (moves the wheel to the next non-empty bucket, possibly far ahead) ...
       if (cal.top().time != ref.top().time || cal.size() != ref.size()) ++mismatches;
       // ... then schedule just after `now`, behind where the wheel now stands
-      const engine::Event ev{now + 1, id++, 0};
-      cal.push(ev);
-      ref.push(ev);
+      push(now + 1);
     }
   }
-  while (!ref.empty()) {
-    const engine::Event a = cal.pop(), b = ref.pop();
-    if (a.time != b.time || a.target != b.target) ++mismatches;
-  }
+  while (!ref.empty()) pop();
   return mismatches + (cal.empty() ? 0 : 1);
 }
 
