@@ -260,12 +260,14 @@ class EventQueue {
       word = (word + 1) & (kBuckets / 64 - 1);
       bits = bitmap_[word];
     }
-    if (next == kBuckets && far_.empty()) return false;
-    int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
-    if (!far_.empty()) {
-      const int64_t fb = far_.top().time >> kBucketBits;
-      if (fb < target) target = fb;
+    if (far_.empty()) {  // the common case: the next bucket is in the wheel, or nothing is left
+      if (next == kBuckets) return false;
+      cur_ += static_cast<int64_t>(next);
+      return true;
     }
+    int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
+    const int64_t fb = far_.top().time >> kBucketBits;
+    if (fb < target) target = fb;
     cur_ = target;
     while (!far_.empty() && (far_.top().time >> kBucketBits) < cur_ + static_cast<int64_t>(kBuckets)) {
       const Event ev = far_.pop();

@@ -488,18 +488,23 @@ void Network::schedule_nic_pull(uint32_t port) {
 }
 
 void Network::transmit(uint32_t port, uint32_t pkt) {
-  Port& pt = ports_[port];
-  Packet& p = pool_[pkt];
-  const SimTime now = eng_.now();
+  const Packet& p = pool_[pkt];
   if (p.port != kNone) {
     // The frame leaves the node it arrived at: release its ingress (PFC) accounting.
     Port& in = ports_[p.port];
     in.ingress_bytes -= p.size_bytes;
     if (in.pause_sent && in.ingress_bytes <= in.xon) {
       in.pause_sent = false;
-      eng_.schedule(now + in.prop_ps, p.port, kind_base_ + kResume);
+      eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kResume);
     }
   }
+  put_on_wire(port, pkt);
+}
+
+void Network::put_on_wire(uint32_t port, uint32_t pkt) {
+  Port& pt = ports_[port];
+  Packet& p = pool_[pkt];
+  const SimTime now = eng_.now();
   // INVARIANT: nothing is put on a channel that is down or dark (a failed link, or a circuit
   // chain without light); counted, and tested to stay zero.
   if (!pt.up) ++counters_.dark_transmits;
@@ -579,6 +584,10 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     return;
   }
   try_transmit(port);
+}
+
+uint32_t Network::route(uint32_t node, const Packet& p) const {
+  return route(node, nodes_[node].kind == NodeKind::Eps, p);
 }
 
 uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
@@ -684,19 +693,30 @@ void Network::arrive(uint32_t pkt) {
     arrive_without_route(pkt, node);
     return;
   }
-  take_ingress(in, p);
+  const Bytes ingress = count_ingress(in, p);
+  Port& o = ports_[out];
+  if (o.head == kNone && o.up && !o.paused && o.busy_until <= eng_.now()) {
+    // Straight through an idle port: the frame's ingress bytes come and go in the same
+    // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
+    // cannot be due: while PAUSE is on, ingress stays above XON.)
+    put_on_wire(out, pkt);
+    if (o.nic >= 0) schedule_nic_pull(out);
+    return;
+  }
+  in.ingress_bytes = ingress;
   enqueue(out, pkt);
 }
 
-void Network::take_ingress(Port& in, const Packet& p) {
-  in.ingress_bytes += p.size_bytes;
-  if (in.ingress_bytes > in.max_ingress_bytes) in.max_ingress_bytes = in.ingress_bytes;
+Bytes Network::count_ingress(Port& in, const Packet& p) {
+  const Bytes ingress = in.ingress_bytes + p.size_bytes;
+  if (ingress > in.max_ingress_bytes) in.max_ingress_bytes = ingress;
   // PFC is a packet switch's: relaying GPUs and NVSwitches (PXN, host forwarding) stage
   // frames in GPU memory under the collective library's own credits and never PAUSE, so no
   // buffer dependency cycle runs through a server.
-  if (in.ingress_bytes > in.xoff && lossless_ && !in.pause_sent && in.peer_eps) [[unlikely]] {
+  if (ingress > in.xoff && lossless_ && !in.pause_sent && in.peer_eps) [[unlikely]] {
     send_pause(p.port);
   }
+  return ingress;
 }
 
 void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
@@ -705,7 +725,8 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
     return;
   }
   Packet& p = pool_[pkt];
-  take_ingress(ports_[p.port], p);
+  Port& in = ports_[p.port];
+  in.ingress_bytes = count_ingress(in, p);
   hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 

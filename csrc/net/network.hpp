@@ -218,9 +218,7 @@ class Network final : public engine::Handler {
   };
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
-  RF_HOT uint32_t route(uint32_t node, const Packet& p) const {
-    return route(node, nodes_[node].kind == NodeKind::Eps, p);
-  }
+  RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
   /// route() when the caller knows whether `node` is a packet switch.
   RF_HOT uint32_t route(uint32_t node, bool eps, const Packet& p) const;
   /// A port's peer and what arrivals need to know of it.
@@ -255,6 +253,8 @@ class Network final : public engine::Handler {
   RF_HOT void schedule_tx_done(uint32_t port, SimTime at);
   RF_HOT void schedule_nic_pull(uint32_t port);
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
+  /// transmit() for a frame whose ingress accounting is already settled.
+  RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
   void tx_done(const engine::Event& ev) {
     if (ports_[ev.target].tx_event_at != ev.time) return;  // superseded
@@ -276,8 +276,9 @@ class Network final : public engine::Handler {
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
-  /// The frame now waits inside the node behind ingress port `in`: PFC accounting.
-  RF_HOT void take_ingress(Port& in, const Packet& p);
+  /// The frame is now inside the node behind ingress port `in`: its peak and PAUSE
+  /// accounting; returns the ingress bytes with it, for the caller to store if it stays.
+  RF_HOT Bytes count_ingress(Port& in, const Packet& p);
   void start_flows();
   void start_one(uint32_t flow);
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
