@@ -185,6 +185,13 @@ void Network::evacuate(uint32_t port) {
   }
 }
 
+void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
+  // (so the NIC scheduler need not check, per frame, that an entry's flow still starts here)
+  auto& h = nics_[ports_[port].nic].heap;
+  const auto n = std::erase_if(h, [flow](const NicScheduler::Entry& e) { return e.flow == flow; });
+  if (n > 0) std::make_heap(h.begin(), h.end(), NicScheduler::later);
+}
+
 void Network::rehome_flows() {
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_.end_ps[f] >= 0 || flows_.sent_bytes[f] >= flows_.size_bytes[f]) continue;
@@ -196,7 +203,8 @@ void Network::rehome_flows() {
     if (fp == kNone || fp == old) continue;
     flows_.first_port[f] = fp;
     const SimTime pending = flows_.nic_ready[f];
-    if (pending != kNever) {  // move its NIC slot; the old heap entry is now stale
+    if (pending != kNever) {  // move its NIC slot: out of the old port's heap, into the new
+      drop_nic_entries(old, f);
       flows_.nic_ready[f] = kNever;
       activate(f, std::max(pending, eng_.now()));
     }

@@ -354,9 +354,7 @@ void Network::activate(uint32_t flow, SimTime t) {
   if (flows_.nic_ready[flow] == t) return;
   flows_.nic_ready[flow] = t;
   s.heap.push_back({t, nic_seq_++, flow});
-  std::push_heap(s.heap.begin(), s.heap.end(), [](const auto& a, const auto& b) {
-    return a.ready > b.ready || (a.ready == b.ready && a.seq > b.seq);
-  });
+  std::push_heap(s.heap.begin(), s.heap.end(), NicScheduler::later);
   try_transmit(port);
 }
 
@@ -370,13 +368,11 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 uint32_t Network::pull_nic(uint32_t port) {
   NicScheduler& s = nics_[ports_[port].nic];
   if (s.heap.empty()) return kNone;
-  const auto later = [](const NicScheduler::Entry& a, const NicScheduler::Entry& b) {
-    return a.ready > b.ready || (a.ready == b.ready && a.seq > b.seq);
-  };
+  const auto later = NicScheduler::later;
   const SimTime now = eng_.now();
-  // Skip slots superseded by a later activate() of the same flow.
-  while (!s.heap.empty() && (s.heap.front().ready != flows_.nic_ready[s.heap.front().flow] ||
-                             flows_.first_port[s.heap.front().flow] != port)) {
+  // Skip slots superseded by a later activate() of the same flow. (A flow moved to another
+  // port leaves no entry here: rehome_flows() takes them out.)
+  while (!s.heap.empty() && s.heap.front().ready != flows_.nic_ready[s.heap.front().flow]) {
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
     s.heap.pop_back();
   }

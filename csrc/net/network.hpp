@@ -95,6 +95,14 @@ struct NicScheduler {
     uint64_t seq;
     uint32_t flow;
   };
+  /// Heap order (std heaps keep the greatest on top): earliest ready, FIFO among equals.
+  /// A function object, so the heap algorithms inline it.
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.ready > b.ready || (a.ready == b.ready && a.seq > b.seq);
+    }
+  };
+  static constexpr Later later{};
   std::vector<Entry> heap;
   SimTime wake_at = engine::kNever;
 };
@@ -257,8 +265,9 @@ class Network final : public engine::Handler {
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
   void arrive(uint32_t pkt);
   void tx_done(const engine::Event& ev) {
-    if (ports_[ev.target].tx_event_at != ev.time) return;  // superseded
-    ports_[ev.target].tx_event_at = -1;
+    // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
+    // event's time after it fires: every later one is scheduled strictly after now.)
+    if (ports_[ev.target].tx_event_at != ev.time) return;
     try_transmit(ev.target);
   }
   struct ArriveHandler final : engine::Handler {
@@ -287,6 +296,8 @@ class Network final : public engine::Handler {
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
+  /// Take a flow's entries out of a port's NIC heap (the flow now starts elsewhere).
+  void drop_nic_entries(uint32_t port, uint32_t flow);
   void drop(uint32_t pkt, uint64_t& reason);
   RF_HOT void mark_ecn(Port& pt, Packet& p);
 
