@@ -96,13 +96,13 @@ void Network::resolve_channel(uint32_t port) {
   }
   const uint32_t peer = ok ? ports_[q].wire_peer : pt.wire_peer;
   const bool up = ok && lit;
-  if (peer != pt.peer || up != pt.up) ++pt.gen;
+  const bool changed = peer != pt.peer || up != pt.up;
   set_peer(pt, peer);
   pt.reverse = ok ? ports_[q].reverse : (port ^ 1);
   pt.prop_ps = prop;
   pt.delay_ps = prop + nodes_[peer].latency_ps;
   set_rate(pt, rate);
-  pt.up = up;
+  if (changed) new_channel(pt, up);
   if (built_) set_thresholds(port);
 }
 
@@ -148,11 +148,10 @@ void Network::topology_changed() {
     if (pt.optical) {
       resolve_channel(p);
     } else if (pt.up != pt.link_up) {
-      pt.up = pt.link_up;
-      ++pt.gen;
+      new_channel(pt, pt.link_up);
     }
     if (was_up && (!pt.up || pt.peer != old_peer)) {
-      pt.paused = false;  // a PAUSE from the old peer no longer applies
+      set_paused(pt, false);  // a PAUSE from the old peer no longer applies
       gone.push_back(p);
     }
     if (pt.up && (!was_up || pt.peer != old_peer)) back.push_back(p);

@@ -441,7 +441,7 @@ uint32_t Network::pop_queue(Port& pt) {
 
 void Network::try_transmit(uint32_t port) {
   Port& pt = ports_[port];
-  if (pt.paused || !pt.up) return;
+  if (pt.stopped) return;  // paused or down
   const SimTime now = eng_.now();
   if (pt.busy_until > now) {
     schedule_tx_done(port);
@@ -502,8 +502,8 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
   Packet& p = pool_[pkt];
   const SimTime now = eng_.now();
   // INVARIANT: nothing is put on a channel that is down or dark (a failed link, or a circuit
-  // chain without light); counted, and tested to stay zero.
-  if (!pt.up) ++counters_.dark_transmits;
+  // chain without light). The frame carries the channel's generation, odd only while it is
+  // up; arrive() counts even ones (dark_transmits, tested to stay zero).
   // (exact either way: a whole number of ps per byte, or the rounded-up division)
   const SimTime ser =
       pt.ps_per_byte ? p.size_bytes * pt.ps_per_byte : serialization_time(p.size_bytes, pt.rate_bps);
@@ -558,7 +558,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     drop(pkt, counters_.overflow_drops);
     return;
   }
-  if (pt.head == kNone && !pt.paused && pt.busy_until <= eng_.now()) {
+  if (pt.head == kNone && !pt.stopped && pt.busy_until <= eng_.now()) {
     // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
     // do after queueing it), without waiting in the queue.
     transmit(port, pkt);
@@ -671,7 +671,7 @@ void Network::arrive(uint32_t pkt) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   ++p.hops;
-  if (p.chan_gen != in.gen) [[unlikely]] {
+  if (p.chan_gen != in.live_gen) [[unlikely]] {
     arrive_on_changed_channel(pkt);
     return;
   }
@@ -691,7 +691,7 @@ void Network::arrive(uint32_t pkt) {
   }
   const Bytes ingress = count_ingress(in, p);
   Port& o = ports_[out];
-  if (o.head == kNone && o.up && !o.paused && o.busy_until <= eng_.now()) {
+  if (o.head == kNone && !o.stopped && o.busy_until <= eng_.now()) {
     // Straight through an idle port: the frame's ingress bytes come and go in the same
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
@@ -738,6 +738,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   // The channel changed while the frame was on it: a failed link or a circuit gone dark.
   Packet& p = pool_[pkt];
   const Port& in = ports_[p.port];
+  if ((p.chan_gen & 1u) == 0) ++counters_.dark_transmits;  // sent while its channel was down
   if (!lossless_ || in.inert) {
     drop(pkt, in.optical ? counters_.circuit_drops : counters_.link_down_drops);
     return;
@@ -815,10 +816,10 @@ void Network::on_event(const engine::Event& ev) {
       tx_done(ev);
       break;
     case kPause:
-      ports_[ev.target].paused = true;
+      set_paused(ports_[ev.target], true);
       break;
     case kResume:
-      ports_[ev.target].paused = false;
+      set_paused(ports_[ev.target], false);
       try_transmit(ev.target);
       break;
     case kWake: {

@@ -30,7 +30,9 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   uint32_t wire_peer = 0;  ///< node at the other end of the link itself
   int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
   bool peer_eps = false;   ///< `peer` is a packet switch
-  uint32_t gen = 0;        ///< bumped whenever the channel changes or goes dark
+  uint32_t gen = 1;        ///< channel generation, odd while up: new on every change of
+                           ///< peer or state (new_channel); frames carry it when sent
+  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
   BitsPerSec rate_bps = 0;
   SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
   SimTime prop_ps = 0;      ///< propagation delay of the wire
@@ -44,7 +46,8 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   Bytes queued_bytes = 0;
   SimTime busy_until = 0;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
-  bool up = true, paused = false, pause_sent = false;
+  bool up = true, paused = false, pause_sent = false;  ///< write up with new_channel, paused with set_paused
+  bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
   bool link_up = true;   ///< the link itself (failures); `up` also needs a lit circuit chain
   bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
   bool inert = false;    ///< owned by an optical device: never transmits
@@ -55,6 +58,20 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   Bytes tx_bytes = 0, max_queue_bytes = 0, max_ingress_bytes = 0;
   SimTime busy_ps = 0;
 };
+
+inline void set_paused(Port& pt, bool paused) {
+  pt.paused = paused;
+  pt.stopped = !pt.up || pt.paused;
+}
+
+/// The port's channel changed (peer, or up/down): a new generation, odd when up, so frames
+/// sent before are recognised on arrival, and so are frames sent while it was down.
+inline void new_channel(Port& pt, bool up) {
+  pt.gen = (((pt.gen >> 1) + 1) << 1) | (up ? 1u : 0u);
+  pt.live_gen = pt.gen | 1u;
+  pt.up = up;  // (only here: the parity of gen is up)
+  pt.stopped = !pt.up || pt.paused;
+}
 
 /// Set a port's rate and the whole-ps-per-byte shortcut its serializations use.
 inline void set_rate(Port& pt, BitsPerSec rate) {
@@ -114,7 +131,8 @@ struct RunCounters {
   uint64_t no_route_drops = 0, link_down_drops = 0;
   uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
   uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
-  uint64_t dark_transmits = 0;    ///< frames put on a down or dark channel: an invariant, always 0
+  uint64_t dark_transmits = 0;    ///< frames put on a down or dark channel (found when they arrive):
+                                  ///< an invariant, always 0
   uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
 };
