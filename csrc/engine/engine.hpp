@@ -42,7 +42,7 @@ class Engine {
   SimTime now() const { return now_; }
   /// Time of the next pending event, or kNever.
   SimTime peek() { return queue_.empty() ? kNever : queue_.top().time; }
-  uint64_t events_processed() const { return events_; }
+  uint64_t events_processed() const { return events_counted(); }
   size_t pending() const { return queue_.size(); }
   bool idle() const { return queue_.empty(); }
   uint64_t seed() const { return seed_; }
@@ -69,7 +69,6 @@ class Engine {
     return n;
   }
   uint64_t finish_run(SimTime until, uint64_t max_events, uint64_t done) {
-    events_ += done;
     const bool stopped_early =
         max_events != 0 && done >= max_events && !queue_.empty() && queue_.top().time <= until;
     if (!stopped_early && until != kNever && now_ < until) now_ = until;
@@ -78,7 +77,6 @@ class Engine {
 
   uint64_t seed_;
   SimTime now_ = 0;
-  uint64_t events_ = 0;
   EventQueue queue_;
   struct Kind {
     Handler* handler;

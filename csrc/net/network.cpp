@@ -809,12 +809,7 @@ void Network::set_link_state(uint32_t link, bool up) {
 
 void Network::on_event(const engine::Event& ev) {
   switch (ev.kind - kind_base_) {
-    case kArrive:
-      arrive(ev.target);
-      break;
-    case kTxDone:
-      tx_done(ev);
-      break;
+    // (kArrive and kTxDone reach arrive_handler_ and tx_done_handler_, not this switch)
     case kPause:
       set_paused(ports_[ev.target], true);
       break;
