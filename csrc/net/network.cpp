@@ -474,9 +474,9 @@ void Network::schedule_tx_done(uint32_t port, SimTime at) {
 
 void Network::schedule_nic_pull(uint32_t port) {
   // The NIC looks for its next frame when this one is out, and not before the earliest
-  // slot in its heap: that is a lower bound on every valid slot (superseded entries only
-  // add earlier or equal ones), so a paced flow costs one event per frame, not a
-  // transmit-done and then a wake.
+  // slot in its heap: the top is the earliest of all entries, valid ones included, so no
+  // valid slot comes sooner. A paced flow then costs one event per frame, not a
+  // transmit-done and then a wake; an earlier slot added later (activate) reschedules.
   const Port& pt = ports_[port];
   const NicScheduler& s = nics_[pt.nic];
   if (s.heap.empty()) return;

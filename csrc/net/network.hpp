@@ -51,7 +51,8 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   bool link_up = true;   ///< the link itself (failures); `up` also needs a lit circuit chain
   bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
   bool inert = false;    ///< owned by an optical device: never transmits
-  /// Time of the one valid pending TxDone event, or -1. Events at other times are stale.
+  /// Time of the one valid pending TxDone event (-1 before the first; after one fires it
+  /// keeps that time, which no later event can have). Events at other times are stale.
   SimTime tx_event_at = -1;
   // counters
   int64_t tx_packets = 0, drops = 0, ecn_marks = 0, pauses = 0;
