@@ -6,7 +6,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 
 from __future__ import annotations
 
-from . import topology, traces, units
+from . import bounds, topology, traces, units
 from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
@@ -29,6 +29,7 @@ __all__ = [
     "SpecError",
     "Topology",
     "TraceError",
+    "bounds",
     "collective",
     "simulate",
     "topologies",

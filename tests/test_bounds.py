@@ -1,0 +1,98 @@
+"""Lower bounds from a fabric's link table (rfabric.bounds): closed forms, an LP on a graph
+whose answer is known, consistency with simulation (a bound is never above a simulated
+time), and the fabric-comparison efficiencies of bench/fabric_bounds.py on a sample."""
+
+import numpy as np
+import pytest
+
+import rfabric as rf
+from rfabric.bounds import FabricGraph, collective_bound, flows_bound
+
+MiB = 1 << 20
+B = 200e9 / 8  # bytes/s of a 200 Gb/s NIC
+
+
+class Dumbbell(rf.Topology):
+    """Two leaves of ``servers_per_leaf`` 4-GPU servers, joined by ``trunks`` links."""
+
+    family = "dumbbell_bounds"
+
+    def __init__(self, servers_per_leaf=2, trunks=1, **kw):
+        super().__init__(8 * servers_per_leaf, "200Gbps", gpus_per_server=4, **kw)
+        self.per_leaf, self.trunks = servers_per_leaf, trunks
+
+    def build(self, net):
+        gpu = net.add_servers(self.servers, 4)
+        leaf = net.add_nodes("eps", 2, prefix="leaf")
+        net.add_links(gpu.ravel(), np.repeat(leaf, 4 * self.per_leaf), rate=self.link_bps, kind="nic")
+        net.add_links(np.full(self.trunks, leaf[0]), np.full(self.trunks, leaf[1]), rate=self.link_bps, kind="trunk")
+
+
+def test_fat_tree_bounds_are_the_nic_bounds(ft128):
+    s, m, size = 16, 8, 256 * MiB
+    g = FabricGraph.of(ft128)
+    assert g.cut_capacity(np.arange(8)) == pytest.approx(m * B)  # one server: its 8 NICs
+    exact = {
+        "all_reduce": 2 * (s - 1) / s * size / (m * B),
+        "all_gather": (128 - 8) / 128 * size / (m * B),
+        "reduce_scatter": (128 - 8) / 128 * size / (m * B),
+        "all_to_all": 8 * 120 * size / 128 / (m * B),
+        "broadcast": size / (m * B),
+    }
+    for kind, t in exact.items():
+        assert collective_bound(ft128, kind, size, graph=g).time_s == pytest.approx(t, rel=1e-6), kind
+
+
+@pytest.mark.parametrize("trunks", [1, 2])
+def test_flow_lp_on_a_dumbbell_equals_the_trunk_bound(trunks):
+    fab = Dumbbell(servers_per_leaf=2, trunks=trunks)
+    # every GPU of leaf 0 sends 8 MiB to a GPU of leaf 1: 8 flows over `trunks` links
+    flows = rf.Flows(np.arange(8), np.arange(8, 16), 8 * MiB)
+    b = flows_bound(fab, flows)
+    assert b.parts["flow_lp"] == pytest.approx(8 * 8 * MiB / (trunks * B), rel=1e-6)
+    assert b.binding in ("flow_lp", "partition")
+    # all-to-all: half of every rank's off-leaf bytes cross the trunk
+    a2a = collective_bound(fab, "all_to_all", 16 * MiB)
+    cross = 8 * 8 * (16 * MiB / 16)  # 8 ranks x 8 peers on the other leaf x size/n, each way
+    assert a2a.parts["flow_lp"] == pytest.approx(cross / (trunks * B), rel=1e-6)
+
+
+def test_oversubscription_raises_the_bound(ft128):
+    ftos = rf.topologies.FatTree(128, oversubscription=3)
+    for kind in ("all_gather", "all_to_all"):
+        assert collective_bound(ftos, kind, 64 * MiB).time_s > 1.5 * collective_bound(ft128, kind, 64 * MiB).time_s
+
+
+@pytest.mark.parametrize(
+    "fabric,kind",
+    [
+        ("FatTree", "all_reduce"),
+        ("FatTree", "all_to_all"),
+        ("RailOptimized", "all_gather"),
+        ("TopoOpt", "all_to_all"),
+        ("MixNet", "broadcast"),
+        ("RFabric", "reduce_scatter"),
+    ],
+)
+def test_bound_never_exceeds_the_simulated_time(fabric, kind):
+    fab = getattr(rf.topologies, fabric)(64)
+    size = 16 * MiB
+    sim = rf.collective(kind, fab, sizes=[size])["time_us"][0].as_py() * 1e-6
+    bound = collective_bound(fab, kind, size).time_s
+    assert 0 < bound <= sim
+
+
+def test_permutation_bound_never_exceeds_the_simulated_time():
+    fab = rf.topologies.FatTree(64, oversubscription=3)
+    flows = rf.Flows.permutation(64, 4 * MiB, seed=3)
+    res = rf.simulate(fab, flows)
+    assert 0 < flows_bound(fab, flows).time_s <= res.run["makespan_ps"] * 1e-12
+
+
+def test_bad_input_is_named(ft128):
+    with pytest.raises(rf.SpecError, match="unknown collective 'gather'"):
+        collective_bound(ft128, "gather", MiB)
+    with pytest.raises(rf.SpecError, match="rank 999"):
+        collective_bound(ft128, "all_reduce", MiB, ranks=[0, 999])
+    with pytest.raises(rf.SpecError, match="at least two ranks"):
+        collective_bound(ft128, "all_reduce", MiB, ranks=[3])
