@@ -85,7 +85,13 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="256MiB", help="collective size (nccl-tests convention); per-GPU flow size")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--fabrics", default="FT,FT-OS,RO,TopoOpt,MixNet,RFabric")
-    ap.add_argument("--no-lp", action="store_true", help="skip the max-concurrent-flow LP")
+    ap.add_argument(
+        "--lp",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="max-concurrent-flow LP for all_to_all and the permutation (auto: up to 256 GPUs; "
+        "at 1024 GPUs HiGHS needs over 15 minutes per LP)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--markdown", action="store_true", help="print the efficiency table as Markdown")
     args = ap.parse_args(argv)
@@ -100,13 +106,18 @@ def main(argv=None) -> int:
         if n not in all_fabs:
             ap.error(f"unknown fabric {n!r} (known: {', '.join(all_fabs)})")
 
-    print(f"# {args.gpus} GPUs, {args.link}, size {args.size}, roce, seed {args.seed}", flush=True)
+    lp = args.lp == "on" or (args.lp == "auto" and args.gpus <= 256)
+    print(
+        f"# {args.gpus} GPUs, {args.link}, size {args.size}, roce, seed {args.seed}"
+        f"{'' if lp else ', no flow LP (partition bounds only)'}",
+        flush=True,
+    )
     rows = []
     for name in names:
         fab = all_fabs[name]
         graph = FabricGraph.of(fab)
         for kind in kinds:
-            r = measure(name, fab, kind, size, lp=not args.no_lp, seed=args.seed, graph=graph)
+            r = measure(name, fab, kind, size, lp=lp, seed=args.seed, graph=graph)
             rows.append(r)
             print(
                 f"{name:8s} {kind:15s} sim {r['sim_s'] * 1e6:10.1f} us  bound {r['bound_s'] * 1e6:10.1f} us"

@@ -12,8 +12,9 @@ slowest rate along it; dark ports carry nothing). Two kinds of bound are taken, 
 larger wins:
 
 * **Partition bounds** (every collective). Split the ranks' servers into groups: blocks of
-  ``b`` consecutive servers for every ``b`` from 1 to half the servers (every built-in
-  fabric numbers servers so that its ToRs, rail groups, pods and regions are such blocks). The most a group can send out or take in
+  ``b`` consecutive servers for every ``b`` up to 16 and every power of two up to half the
+  servers (every built-in fabric numbers servers so that its ToRs, rail groups, pods and
+  regions are such blocks). The most a group can send out or take in
   per second is its min-cut capacity to the rest of the fabric (max-flow, scipy). Each
   collective has a volume that must cross each group's boundary, whatever the algorithm:
 
@@ -77,6 +78,7 @@ class FabricGraph:
     server: np.ndarray
     gpu_nodes: np.ndarray
     gpu_server: np.ndarray
+    _server_cuts: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of(cls, fabric, plan=None) -> FabricGraph:
@@ -104,6 +106,13 @@ class FabricGraph:
             gpu_server=server[spec.gpu_nodes],
         )
 
+    def server_cut(self, servers) -> float:
+        """cut_capacity() of the GPUs of these servers (cached: every bound reuses them)."""
+        key = tuple(int(x) for x in servers)
+        if key not in self._server_cuts:
+            self._server_cuts[key] = self.cut_capacity(np.flatnonzero(np.isin(self.gpu_server, key)))
+        return self._server_cuts[key]
+
     def cut_capacity(self, gpus) -> float:
         """Max-flow (bytes/s) from GPU set ``gpus`` to all other GPUs: the most the set can
         send out per second. Links are full duplex with equal rates, so it is also the most
@@ -122,14 +131,15 @@ class FabricGraph:
         # integer capacities in units of 1 Mb/s (scipy's max-flow is exact on integers)
         unit = 1e6 / 8
         cap = np.maximum(np.round(self.cap / unit), 0).astype(np.int64)
-        big = int(cap.sum()) + 1
+        # a GPU's super-source (super-sink) edge carries what its own links can: no limit
+        node_cap = np.bincount(self.src, weights=cap, minlength=n).astype(np.int64)
         s, t = n, n + 1
         ins, outs = np.flatnonzero(inside), np.flatnonzero(others)
         rows = np.concatenate([self.src, np.full(len(ins), s), outs])
         cols = np.concatenate([self.dst, ins, np.full(len(outs), t)])
-        vals = np.concatenate([cap, np.full(len(ins) + len(outs), big)])
-        if big >= 2**31:
-            raise SpecError(f"{self.spec.name}: link capacities too large for the cut computation")
+        vals = np.concatenate([cap, node_cap[ins], node_cap[outs]])
+        if vals.max() >= 2**31:
+            raise SpecError(f"{self.spec.name}: a link of over 2 Pb/s is beyond the cut computation")
         m = csr_matrix((vals.astype(np.int32), (rows, cols)), shape=(n + 2, n + 2))
         m.sum_duplicates()
         return float(maximum_flow(m, s, t).flow_value) * unit
@@ -149,13 +159,12 @@ class Bound:
 
 
 def _partitions(servers: np.ndarray) -> list[list[np.ndarray]]:
-    """Groups of servers (arrays of server ids): consecutive blocks of every size from one
-    server to half of them. Every built-in fabric numbers servers so that its ToRs, rail
-    groups, pods and regions are such blocks (or unions of whole servers close to one)."""
-    return [
-        [servers[i : i + size] for i in range(0, len(servers), size)]
-        for size in range(1, len(servers) // 2 + 1)
-    ]
+    """Groups of servers (arrays of server ids): consecutive blocks of ``b`` servers, for
+    every ``b`` up to 16 and every power of two up to half the servers. Every built-in fabric
+    numbers servers so that its ToRs, rail groups, pods and regions are such blocks."""
+    half = len(servers) // 2
+    sizes = sorted({b for b in range(1, min(16, half) + 1)} | {1 << k for k in range(half.bit_length()) if 1 << k <= half})
+    return [[servers[i : i + b] for i in range(0, len(servers), b)] for b in sizes]
 
 
 def _partition_bound(graph: FabricGraph, ranks: np.ndarray, need, volume=None) -> tuple[float, float]:
@@ -171,7 +180,7 @@ def _partition_bound(graph: FabricGraph, ranks: np.ndarray, need, volume=None) -
     for part in _partitions(servers):
         cap_sum = sum_in = sum_out = 0.0
         for group in part:
-            cap = graph.cut_capacity(np.flatnonzero(np.isin(graph.gpu_server, group)))
+            cap = graph.server_cut(group)
             need_in, need_out = need(np.isin(rank_server, group))
             cap_sum += cap
             sum_in += need_in
