@@ -14,11 +14,26 @@ namespace {
 const char* const kKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
                                   "send",       "m2n"};
 const char* const kAlgoNames[] = {"auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling"};
+static_assert(std::size(kKindNames) == kNumKinds, "one name per Kind");
+static_assert(std::size(kAlgoNames) == kNumAlgos, "one name per Algo");
+
+// NCCL's rule for fewer channels on small messages (its Simple protocol): a channel is used only
+// if the op has at least nthreads x per-thread threshold bytes for it, 512 x 64 B = 32 KiB.
+constexpr Bytes kBytesPerChannel = 512 * 64;
 
 Bytes ceil_div(Bytes a, Bytes b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 bool power_of_two(size_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 
 }  // namespace
+
+const std::vector<std::string>& kind_names() {
+  static const std::vector<std::string> names(std::begin(kKindNames), std::end(kKindNames));
+  return names;
+}
+const std::vector<std::string>& algo_names() {
+  static const std::vector<std::string> names(std::begin(kAlgoNames), std::end(kAlgoNames));
+  return names;
+}
 
 /// A step-by-step communication pattern inside an op. start() issues the first flows;
 /// on_flow() is told each finished flow (by the tag it was sent with) and issues what that
@@ -193,8 +208,10 @@ class HalvingDoubling final : public Program {
 /// NIC), forwarding chunk j once its parent has received it.
 class Pipeline final : public Program {
  public:
-  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+           uint32_t channel = 0)
       : order_(std::move(order)),
+        channel_(channel),
         parent_(std::move(parent)),
         chunks_(std::move(chunks)),
         received_(order_.size(), 0),
@@ -227,9 +244,10 @@ class Pipeline final : public Program {
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
     ++next_[p];
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j));
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_);
   }
   std::vector<uint32_t> order_;
+  uint32_t channel_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   std::vector<uint32_t> received_, next_;
@@ -247,8 +265,11 @@ class Pipeline final : public Program {
 class TreeAllReduce final : public Program {
  public:
   /// `parent[p]` is p's parent position (-1 for the root at position 0).
-  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+                uint32_t channel = 0)
       : order_(std::move(order)),
+        up_(2 * channel + 1),
+        down_(2 * channel + 2),
         parent_(std::move(parent)),
         chunks_(std::move(chunks)),
         n_(static_cast<uint32_t>(order_.size())),
@@ -305,7 +326,7 @@ class TreeAllReduce final : public Program {
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), 1);
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
@@ -313,9 +334,10 @@ class TreeAllReduce final : public Program {
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), 2);
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_);
   }
   std::vector<uint32_t> order_;
+  uint32_t up_, down_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   uint32_t n_;
@@ -367,6 +389,17 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
   RF_CHECK(cfg_.channels >= 1, "coll_channels must be >= 1");
   RF_CHECK(cfg_.chunk_bytes >= 1, "coll_chunk_bytes must be >= 1");
   const uint32_t gpus = net_.num_gpus();
+  for (size_t c = 0; c < cfg_.rings.size(); ++c) {
+    const auto& row = cfg_.rings[c];
+    RF_CHECK(row.size() == gpus, "rings[", c, "] has ", row.size(), " GPUs, the fabric has ", gpus);
+    std::vector<uint32_t> pos(gpus, gpus);
+    for (uint32_t i = 0; i < gpus; ++i) {
+      RF_CHECK(row[i] < gpus && pos[row[i]] == gpus, "rings[", c, "] is not a permutation of the ", gpus,
+               " GPU ids (GPU ", row[i], " at position ", i, ")");
+      pos[row[i]] = i;
+    }
+    ring_pos_.push_back(std::move(pos));
+  }
   pending_.assign(n, 0);
   std::vector<uint32_t> count(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -521,14 +554,12 @@ void Executor::plan(uint32_t op, OpRun& run) {
                    std::vector<std::unique_ptr<Program>>& out) {
     const size_t m = group_ranks.size();
     if (m < 2) return;
-    // NCCL uses fewer channels for small messages: at least 64 KiB per channel and rank.
-    const Bytes per = static_cast<Bytes>(m) * 64 * 1024;
-    const int c = static_cast<int>(std::clamp<Bytes>(total / std::max<Bytes>(per, 1), 1, max_channels));
+    const int c = channels_for(total, max_channels);
     const auto groups = by_server(net_, group_ranks);
     const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
     for (int ch = 0; ch < c; ++ch)
-      out.push_back(std::make_unique<Ring>(channel_ring(groups, ch), steps, chunk, cfg_.chunk_bytes,
-                                           static_cast<uint32_t>(ch) + 1));
+      out.push_back(std::make_unique<Ring>(ring_order(group_ranks, groups, ch), steps, chunk,
+                                           cfg_.chunk_bytes, static_cast<uint32_t>(ch) + 1));
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;
@@ -546,25 +577,38 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kReduceScatter: {
       if (algo == kAuto) algo = kind == kAllReduce ? auto_all_reduce(ranks, size) : kRing;
       if (algo == kTree) {
-        std::vector<Bytes> chunks;
-        const Bytes k = ceil_div(size, cfg_.chunk_bytes);
-        for (Bytes j = 0; j < k; ++j)
-          chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
-        // positions: servers' GPUs in order, each server's first GPU its leader; leaders form a
-        // binary tree (leader of server i under leader of server (i-1)/2), the others a chain
-        const auto groups = by_server(net_, ranks);
-        std::vector<uint32_t> order, leader_pos;
-        std::vector<int32_t> parent;
-        for (size_t g = 0; g < groups.size(); ++g) {
-          leader_pos.push_back(static_cast<uint32_t>(order.size()));
-          for (size_t i = 0; i < groups[g].size(); ++i) {
-            parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
-                                    : static_cast<int32_t>(order.size() - 1));
-            order.push_back(groups[g][i]);
+        // One tree per channel (as NCCL's tree channels), each carrying 1/c of the message.
+        // Positions: the servers in the channel's ring order, each server's GPUs in that order;
+        // a server's first GPU there (the channel's entry GPU, so each channel's tree crosses
+        // servers through a different NIC) is its leader; leaders form a binary tree (leader of
+        // server i under leader of server (i-1)/2), the other GPUs of a server a chain.
+        const auto all_groups = by_server(net_, ranks);
+        const int c = channels_for(size, cfg_.channels);
+        const Bytes per_channel = ceil_div(size, c);
+        for (int ch = 0; ch < c; ++ch) {
+          const Bytes share = std::min(per_channel, size - ch * per_channel);
+          if (share <= 0) break;
+          const auto groups = by_server(net_, ring_order(ranks, all_groups, ch));
+          size_t m = 0, levels = 0;
+          for (const auto& g : groups) m = std::max(m, g.size());
+          while ((size_t{2} << levels) <= groups.size()) ++levels;
+          const Bytes piece = pipeline_chunk(share, m - 1 + levels);
+          std::vector<Bytes> chunks;
+          const Bytes k = ceil_div(share, piece);
+          for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
+          std::vector<uint32_t> order, leader_pos;
+          std::vector<int32_t> parent;
+          for (size_t g = 0; g < groups.size(); ++g) {
+            leader_pos.push_back(static_cast<uint32_t>(order.size()));
+            for (size_t i = 0; i < groups[g].size(); ++i) {
+              parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
+                                      : static_cast<int32_t>(order.size() - 1));
+              order.push_back(groups[g][i]);
+            }
           }
+          phases[0].push_back(std::make_unique<TreeAllReduce>(std::move(order), std::move(parent),
+                                                              std::move(chunks), static_cast<uint32_t>(ch)));
         }
-        phases[0].push_back(
-            std::make_unique<TreeAllReduce>(std::move(order), std::move(parent), std::move(chunks)));
         return;
       }
       const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
@@ -631,13 +675,29 @@ void Executor::plan(uint32_t op, OpRun& run) {
         phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
         return;
       }
+      // As NCCL's ring broadcast: the message is split over the channels; channel c's data runs
+      // down a chain that follows channel c's ring from the root (so each channel leaves every
+      // server through a different NIC), or down a binary tree over that order (tree).
       std::vector<int32_t> parent(n, -1);
       for (size_t p = 1; p < n; ++p)
         parent[p] = algo == kTree ? static_cast<int32_t>((p - 1) / 2) : static_cast<int32_t>(p - 1);
-      std::vector<Bytes> chunks;
-      const Bytes k = ceil_div(size, cfg_.chunk_bytes);
-      for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
-      phases[0].push_back(std::make_unique<Pipeline>(ranks, std::move(parent), std::move(chunks)));
+      const auto groups = by_server(net_, ranks);
+      const int c = channels_for(size, cfg_.channels);
+      const Bytes per_channel = ceil_div(size, c);
+      for (int ch = 0; ch < c; ++ch) {
+        const Bytes share = std::min(per_channel, size - ch * per_channel);
+        if (share <= 0) break;
+        size_t depth = n - 1;  // a chain; a binary tree over n ranks is floor(log2 n) deep
+        if (algo == kTree) for (depth = 0; (size_t{2} << depth) <= n; ++depth) {}
+        const Bytes piece = pipeline_chunk(share, depth);
+        std::vector<Bytes> chunks;
+        const Bytes k = ceil_div(share, piece);
+        for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
+        auto order = ring_order(ranks, groups, ch);
+        std::rotate(order.begin(), std::find(order.begin(), order.end(), ranks[0]), order.end());
+        phases[0].push_back(std::make_unique<Pipeline>(std::move(order), parent, std::move(chunks),
+                                                       static_cast<uint32_t>(ch) + 1));
+      }
       return;
     }
     case kSend:
@@ -677,17 +737,45 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
                b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
   const double bytes = static_cast<double>(size);
   // ring: 2(n-1) dependent hops (s of every n cross servers), data over C NICs per server
-  const double per = n * 64 * 1024;
-  const double c = std::clamp(std::floor(bytes / per), 1.0, static_cast<double>(cfg_.channels));
+  const double c = channels_for(size, cfg_.channels);
   const double ring = 2 * (s * l_net + (n - s) * l_nvl) + 2 * (n - 1) / n * bytes / (c * b_net);
   // tree: chains of m GPUs and a binary tree of depth floor(log2 s), up and down; every inner
   // leader's NIC carries a chunk up and two down
-  const double chunk = std::min(bytes, static_cast<double>(cfg_.chunk_bytes));
+  const double chunk = std::min(bytes / c, static_cast<double>(cfg_.chunk_bytes));
   const double depth = std::floor(std::log2(s));
   const double tree =
       2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
-      3 * bytes / b_net;
+      3 * bytes / (c * b_net);
   return tree < ring ? kTree : kRing;
+}
+
+Bytes Executor::pipeline_chunk(Bytes share, size_t depth) const {
+  // NCCL's rule for its pipelined tree: from the step size, halve the chunk while a channel
+  // would hold fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB), depth
+  // (32 KiB), so the pipeline fill (about depth chunks) stays a small part of the time.
+  Bytes chunk = cfg_.chunk_bytes;
+  const Bytes d = static_cast<Bytes>(std::max<size_t>(depth, 1));
+  while (share / chunk < 8 * d && chunk > 128 * 1024) chunk /= 2;
+  while (share / chunk < 4 * d && chunk > 64 * 1024) chunk /= 2;
+  while (share / chunk < d && chunk > 32 * 1024) chunk /= 2;
+  return std::max<Bytes>(chunk, 1);
+}
+
+int Executor::channels_for(Bytes total, int max_channels) const {
+  // NCCL: the topology gives the channels (here coll_channels, capped by the fabric's ring
+  // orders when it has them); an op uses the most c of them with c x 32 KiB <= its bytes.
+  int top = max_channels;
+  if (!cfg_.rings.empty()) top = std::min<int>(top, static_cast<int>(cfg_.rings.size()));
+  return static_cast<int>(std::clamp<Bytes>(total / kBytesPerChannel, 1, std::max(top, 1)));
+}
+
+std::vector<uint32_t> Executor::ring_order(const std::vector<uint32_t>& ranks,
+                                           const std::vector<std::vector<uint32_t>>& groups, int ch) const {
+  if (ring_pos_.empty()) return channel_ring(groups, ch);
+  const auto& pos = ring_pos_[static_cast<size_t>(ch) % ring_pos_.size()];
+  std::vector<uint32_t> order(ranks);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return pos[a] < pos[b]; });
+  return order;
 }
 
 std::vector<int64_t> Executor::flow_ops() const {

@@ -186,3 +186,19 @@ def add_clos_tiers(
         rate=rate_bps,
         kind="agg-core",
     )
+
+
+def ring_row(servers, entry: int, exit: int, gpus_per_server: int) -> np.ndarray:
+    """One ring order over all GPUs (a row of ``Topology.ring_orders()``): the servers in
+    the order given, each visited from its GPU ``entry`` through its other GPUs (ascending) to
+    its GPU ``exit``, whose NIC sends to the next server's ``entry`` GPU."""
+    d = gpus_per_server
+    if d == 1:
+        local = np.zeros(1, np.int64)
+    else:
+        if entry == exit:
+            raise ValueError("a ring must enter and leave a server through different GPUs")
+        middle = [j for j in range(d) if j not in (entry, exit)]
+        local = np.array([entry, *middle, exit], dtype=np.int64)
+    servers = np.asarray(servers, dtype=np.int64)
+    return (servers[:, None] * d + local[None, :]).ravel()
