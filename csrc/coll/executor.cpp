@@ -728,24 +728,44 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   for (size_t g = 0; g < groups.size(); ++g)
     if (groups[g].size() > m) m = groups[g].size(), widest = g;
   const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
-  const auto [net_ps, net_bps] = net_.path_cost(groups[0][0], groups[1][0]);
+  // a hop's latency: its links and switches, plus one packet's store-and-forward per extra hop
+  const double packet = static_cast<double>(net_.payload_per_packet());
+  auto hop = [&](uint32_t a, uint32_t b) {
+    const auto [ps, bps] = net_.path_cost(a, b);
+    const double hops = static_cast<double>(net_.trace_path(a, b, 0).size());
+    return std::pair{static_cast<double>(ps) + (hops - 1) * packet * 8e12 / static_cast<double>(bps),
+                     static_cast<double>(bps) / 8e12};  // ps, B/ps
+  };
+  // L_net: the mean over the servers' consecutive pairs (as the ring crosses them)
+  double l_net = 0, b_net = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [l, b] = hop(groups[g][0], groups[(g + 1) % groups.size()][0]);
+    l_net += l / s;
+    b_net = g == 0 ? b : std::min(b_net, b);
+  }
   // an NVLink pair from a server that has two of the ranks (any server if none does)
-  const auto [nvl_ps, nvl_bps] =
-      m > 1 ? net_.path_cost(groups[widest][0], groups[widest][1]) : std::pair{net_ps, net_bps};
-  const double l_net = static_cast<double>(net_ps), l_nvl = static_cast<double>(nvl_ps);
-  const double b_net = static_cast<double>(net_bps) / 8e12,
-               b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
+  const auto [l_nvl, b_nvl] = m > 1 ? hop(groups[widest][0], groups[widest][1]) : std::pair{l_net, b_net};
   const double bytes = static_cast<double>(size);
-  // ring: 2(n-1) dependent hops (s of every n cross servers), data over C NICs per server
+  // ring: the longer of its dependency chain (2(n-1) hops, s of every n crossing servers, each
+  // carrying one step's slice) and the time the busiest NIC sends (2(n-1)/n of the bytes over
+  // C NICs per server); the two overlap, as every rank sends while the chain proceeds
   const double c = channels_for(size, cfg_.channels);
-  const double ring = 2 * (s * l_net + (n - s) * l_nvl) + 2 * (n - 1) / n * bytes / (c * b_net);
-  // tree: chains of m GPUs and a binary tree of depth floor(log2 s), up and down; every inner
-  // leader's NIC carries a chunk up and two down
-  const double chunk = std::min(bytes / c, static_cast<double>(cfg_.chunk_bytes));
+  const double step = std::min(bytes / (c * n), static_cast<double>(cfg_.chunk_bytes));
+  const double chain = 2 * (s * (l_net + step / b_net) + (n - s) * (l_nvl + step / b_nvl));
+  const double ring = std::max(chain, 2 * (n - 1) / n * bytes / (c * b_net));
+  // tree: per channel, chains of m GPUs and a binary tree of depth floor(log2 s), up and down,
+  // pipelined in the chunks plan() uses; a leader's NIC sends each chunk once up (but the
+  // root's) and once down per child: 3 chunks on an inner leader, 1-2 when s <= 4
   const double depth = std::floor(std::log2(s));
+  const double chunk = static_cast<double>(
+      pipeline_chunk(static_cast<Bytes>(bytes / c), m - 1 + static_cast<size_t>(depth)));
+  double load = 0;
+  const size_t servers = groups.size();
+  for (size_t i = 0; i < servers; ++i)
+    load = std::max(load, (i > 0 ? 1.0 : 0.0) + (2 * i + 1 < servers) + (2 * i + 2 < servers));
   const double tree =
       2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
-      3 * bytes / (c * b_net);
+      load * bytes / (c * b_net);
   return tree < ring ? kTree : kRing;
 }
 
