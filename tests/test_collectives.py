@@ -290,19 +290,24 @@ def test_collective_table_and_command(ft16, capsys):
 
 
 def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
-    # NCCL-shaped tree over 4 servers x 4 GPUs: a chain inside each server to its first GPU,
-    # a binary tree over the servers' first GPUs. Every rank but the root sends the message
-    # up once; every node sends it down once per child.
+    # NCCL-shaped double binary tree over 4 servers x 4 GPUs: a chain inside each server to its
+    # first GPU, a binary tree over the servers' first GPUs (tree A over servers 0..3, tree B
+    # over 3..0), half the message in each. In a tree every rank but the root sends its half up
+    # once, and every node sends it down once per child.
     ranks = [g for server in range(4) for g in range(8 * server, 8 * server + 4)]
     size = 4 << 20
     res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"), coll_channels=1)
     sent = dict(zip(ranks, _sent_per_rank(res, ranks), strict=True))
-    leaders = {0: [4, 8], 4: [12], 8: [], 12: []}  # leader positions: server 0 -> 1, 2; server 1 -> 3
-    for pos, gpu in enumerate(ranks):
-        is_leader = pos % 4 == 0
-        down = (1 if pos % 4 != 3 else 0) + (len(leaders[pos]) if is_leader else 0)
-        up = 0 if pos == 0 else 1
-        assert sent[gpu] == (up + down) * size, (gpu, sent[gpu])
+    expect = dict.fromkeys(ranks, 0.0)
+    for servers in ([0, 1, 2, 3], [3, 2, 1, 0]):
+        for pos, server in enumerate(servers):
+            children = sum(1 for c in (2 * pos + 1, 2 * pos + 2) if c < 4)
+            for i in range(4):  # i = 0 is the server's leader
+                up = 0 if (pos == 0 and i == 0) else 1
+                down = (1 if i != 3 else 0) + (children if i == 0 else 0)
+                expect[8 * server + i] += (up + down) * size / 2
+    for gpu in ranks:
+        assert sent[gpu] == expect[gpu], (gpu, sent[gpu], expect[gpu])
     # latency-bound: for a small message over 64 GPUs the tree beats the 2(n-1)-step ring
     small = 64 << 10
     tree = rf.simulate(ft64, op_trace("all_reduce", range(64), small, "tree")).ops["time_ps"][0].as_py()

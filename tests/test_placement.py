@@ -172,3 +172,11 @@ def test_channels_follow_nccls_32_kib_rule():
         # channel c leaves server 0 through GPU (c-1) mod 8: one exit GPU per channel
         exits = {int(s) for s, d in zip(src, dst, strict=True) if s < 8 <= d}
         assert len(exits) == channels, (size, exits)
+
+
+def test_double_binary_tree_reaches_the_nic_bound():
+    # each channel runs two trees whose inner servers are the other's leaves, so a leader's NIC
+    # sends 2 halves, not 3: within 80% of the ring's bound 2(n-1)/n * S / (8 B)
+    size = 64 << 20
+    t = rf.collective("all_reduce", T.FatTree(128), sizes=[size], algorithm="tree")["time_us"][0].as_py() / 1e6
+    assert 2 * 127 / 128 * size / (8 * B) / t >= 0.8

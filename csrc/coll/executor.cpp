@@ -577,37 +577,44 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kReduceScatter: {
       if (algo == kAuto) algo = kind == kAllReduce ? auto_all_reduce(ranks, size) : kRing;
       if (algo == kTree) {
-        // One tree per channel (as NCCL's tree channels), each carrying 1/c of the message.
-        // Positions: the servers in the channel's ring order, each server's GPUs in that order;
-        // a server's first GPU there (the channel's entry GPU, so each channel's tree crosses
-        // servers through a different NIC) is its leader; leaders form a binary tree (leader of
-        // server i under leader of server (i-1)/2), the other GPUs of a server a chain.
+        // NCCL's double binary tree, per channel: two trees each carrying half of the channel's
+        // share of the message. Positions: the servers in the channel's ring order (tree A) or
+        // that order reversed (tree B), each server's GPUs in the channel's order; a server's
+        // first GPU there (the channel's entry GPU, so each channel crosses servers through a
+        // different NIC) is its leader; leaders form a binary tree (leader of server i under
+        // leader of server (i-1)/2), the other GPUs of a server a chain. The inner servers of
+        // one tree are leaves of the other, so a leader's NIC sends 2 halves, not 3.
         const auto all_groups = by_server(net_, ranks);
         const int c = channels_for(size, cfg_.channels);
         const Bytes per_channel = ceil_div(size, c);
         for (int ch = 0; ch < c; ++ch) {
           const Bytes share = std::min(per_channel, size - ch * per_channel);
           if (share <= 0) break;
-          const auto groups = by_server(net_, ring_order(ranks, all_groups, ch));
-          size_t m = 0, levels = 0;
-          for (const auto& g : groups) m = std::max(m, g.size());
-          while ((size_t{2} << levels) <= groups.size()) ++levels;
-          const Bytes piece = pipeline_chunk(share, m - 1 + levels);
-          std::vector<Bytes> chunks;
-          const Bytes k = ceil_div(share, piece);
-          for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
-          std::vector<uint32_t> order, leader_pos;
-          std::vector<int32_t> parent;
-          for (size_t g = 0; g < groups.size(); ++g) {
-            leader_pos.push_back(static_cast<uint32_t>(order.size()));
-            for (size_t i = 0; i < groups[g].size(); ++i) {
-              parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
-                                      : static_cast<int32_t>(order.size() - 1));
-              order.push_back(groups[g][i]);
+          auto groups = by_server(net_, ring_order(ranks, all_groups, ch));
+          const int trees = groups.size() >= 2 && share >= 2 ? 2 : 1;
+          for (int t = 0; t < trees; ++t) {
+            const Bytes half = t == 0 ? share - share / trees : share / trees;
+            if (t == 1) std::reverse(groups.begin(), groups.end());
+            size_t m = 0, levels = 0;
+            for (const auto& g : groups) m = std::max(m, g.size());
+            while ((size_t{2} << levels) <= groups.size()) ++levels;
+            const Bytes piece = pipeline_chunk(half, m - 1 + levels);
+            std::vector<Bytes> chunks;
+            const Bytes k = ceil_div(half, piece);
+            for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, half - j * piece));
+            std::vector<uint32_t> order, leader_pos;
+            std::vector<int32_t> parent;
+            for (size_t g = 0; g < groups.size(); ++g) {
+              leader_pos.push_back(static_cast<uint32_t>(order.size()));
+              for (size_t i = 0; i < groups[g].size(); ++i) {
+                parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
+                                        : static_cast<int32_t>(order.size() - 1));
+                order.push_back(groups[g][i]);
+              }
             }
+            phases[0].push_back(std::make_unique<TreeAllReduce>(
+                std::move(order), std::move(parent), std::move(chunks), static_cast<uint32_t>(2 * ch + t)));
           }
-          phases[0].push_back(std::make_unique<TreeAllReduce>(std::move(order), std::move(parent),
-                                                              std::move(chunks), static_cast<uint32_t>(ch)));
         }
         return;
       }
@@ -753,16 +760,19 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   const double step = std::min(bytes / (c * n), static_cast<double>(cfg_.chunk_bytes));
   const double chain = 2 * (s * (l_net + step / b_net) + (n - s) * (l_nvl + step / b_nvl));
   const double ring = std::max(chain, 2 * (n - 1) / n * bytes / (c * b_net));
-  // tree: per channel, chains of m GPUs and a binary tree of depth floor(log2 s), up and down,
-  // pipelined in the chunks plan() uses; a leader's NIC sends each chunk once up (but the
-  // root's) and once down per child: 3 chunks on an inner leader, 1-2 when s <= 4
+  // tree: per channel two trees (A, and B over the servers reversed), each with chains of m
+  // GPUs and a binary tree of depth floor(log2 s), up and down, pipelined in the chunks plan()
+  // uses; a leader's NIC sends each chunk once up (but the root's) and once down per child,
+  // half of the channel's bytes in each tree
   const double depth = std::floor(std::log2(s));
   const double chunk = static_cast<double>(
-      pipeline_chunk(static_cast<Bytes>(bytes / c), m - 1 + static_cast<size_t>(depth)));
-  double load = 0;
+      pipeline_chunk(static_cast<Bytes>(bytes / (2 * c)), m - 1 + static_cast<size_t>(depth)));
   const size_t servers = groups.size();
-  for (size_t i = 0; i < servers; ++i)
-    load = std::max(load, (i > 0 ? 1.0 : 0.0) + (2 * i + 1 < servers) + (2 * i + 2 < servers));
+  auto sends = [servers](size_t i) {
+    return (i > 0 ? 1.0 : 0.0) + (2 * i + 1 < servers ? 1.0 : 0.0) + (2 * i + 2 < servers ? 1.0 : 0.0);
+  };
+  double load = 0;
+  for (size_t i = 0; i < servers; ++i) load = std::max(load, (sends(i) + sends(servers - 1 - i)) / 2);
   const double tree =
       2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
       load * bytes / (c * b_net);
