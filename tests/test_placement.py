@@ -34,7 +34,9 @@ def nic_bytes(res, gpus=128, per_server=8):
     from the GPU, so direction 0 is the GPU sending), and payload bytes each GPU received from
     other servers (by flow: a circuit delivers into the peer GPU without its link counting)."""
     links = res.links
-    kind, direction, nbytes = (links[c].to_numpy(zero_copy_only=False) for c in ("kind", "direction", "bytes"))
+    kind, direction, nbytes = (
+        links[c].to_numpy(zero_copy_only=False) for c in ("kind", "direction", "bytes")
+    )
     sent = nbytes[(kind == "nic") & (direction == 0)]
     f = res.flows
     src, dst, size = (f[c].to_numpy() for c in ("src", "dst", "size_bytes"))
@@ -49,7 +51,9 @@ def test_engine_names_match_the_schema_by_name():
     check_engine_names(KINDS, ALGORITHMS)
     swapped = list(KINDS)
     swapped[1], swapped[2] = swapped[2], swapped[1]
-    with pytest.raises(rf.TraceError, match=r"KINDS\[1\] is 'all_gather' but the engine's code 1 is 'reduce_scatter'"):
+    with pytest.raises(
+        rf.TraceError, match=r"KINDS\[1\] is 'all_gather' but the engine's code 1 is 'reduce_scatter'"
+    ):
         check_engine_names(swapped, ALGORITHMS)
     with pytest.raises(rf.TraceError, match=r"ALGORITHMS\[7\] is None but the engine's code 7 is 'extra'"):
         check_engine_names(KINDS, list(ALGORITHMS) + ["extra"])
@@ -156,7 +160,8 @@ def test_all_reduce_time_grows_with_size_as_nccl_tests_shows():
     # no flat stretch: each 4x in size costs more time, latency-bound at 1 MiB (far less than
     # 4x) and bandwidth-bound by 64 MiB (close to 4x up to 256 MiB)
     fab = T.FatTree(128)
-    t = rf.collective("all_reduce", fab, sizes=["1MiB", "4MiB", "16MiB", "64MiB", "256MiB"])["time_us"].to_pylist()
+    sizes = ["1MiB", "4MiB", "16MiB", "64MiB", "256MiB"]
+    t = rf.collective("all_reduce", fab, sizes=sizes)["time_us"].to_pylist()
     ratios = [b / a for a, b in zip(t, t[1:], strict=False)]
     assert all(r > 1.2 for r in ratios), ratios
     assert ratios[0] < 2 and 3.5 < ratios[-1] <= 4.05, ratios
@@ -178,5 +183,6 @@ def test_double_binary_tree_reaches_the_nic_bound():
     # each channel runs two trees whose inner servers are the other's leaves, so a leader's NIC
     # sends 2 halves, not 3: within 80% of the ring's bound 2(n-1)/n * S / (8 B)
     size = 64 << 20
-    t = rf.collective("all_reduce", T.FatTree(128), sizes=[size], algorithm="tree")["time_us"][0].as_py() / 1e6
+    table = rf.collective("all_reduce", T.FatTree(128), sizes=[size], algorithm="tree")
+    t = table["time_us"][0].as_py() / 1e6
     assert 2 * 127 / 128 * size / (8 * B) / t >= 0.8

@@ -240,7 +240,8 @@ void bind_engine(py::module_& m) {
             cfg.channels = channels;
             cfg.chunk_bytes = chunk_bytes;
             if (!rings.is_none()) {
-              const auto arr = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>::ensure(rings);
+              using Rows = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+              const auto arr = Rows::ensure(rings);
               RF_CHECK(arr && arr.ndim() == 2, "rings must be a 2-D array (channels x GPUs)");
               const auto r = arr.unchecked<2>();
               cfg.rings.assign(static_cast<size_t>(r.shape(0)), {});
