@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 #include "engine/check.hpp"
@@ -737,21 +739,34 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
   // a hop's latency: its links and switches, plus one packet's store-and-forward per extra hop
   const double packet = static_cast<double>(net_.payload_per_packet());
+  struct Hop {
+    double ps, bytes_per_ps;
+  };
   auto hop = [&](uint32_t a, uint32_t b) {
     const auto [ps, bps] = net_.path_cost(a, b);
     const double hops = static_cast<double>(net_.trace_path(a, b, 0).size());
-    return std::pair{static_cast<double>(ps) + (hops - 1) * packet * 8e12 / static_cast<double>(bps),
-                     static_cast<double>(bps) / 8e12};  // ps, B/ps
+    return Hop{static_cast<double>(ps) + (hops - 1) * packet * 8e12 / static_cast<double>(bps),
+               static_cast<double>(bps) / 8e12};
   };
-  // L_net: the mean over the servers' consecutive pairs (as the ring crosses them)
-  double l_net = 0, b_net = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto [l, b] = hop(groups[g][0], groups[(g + 1) % groups.size()][0]);
-    l_net += l / s;
-    b_net = g == 0 ? b : std::min(b_net, b);
+  // the servers in channel 0's order; the ring crosses from each server's last GPU there to
+  // the next server's first, a tree edge joins a server's first GPU to its parent's
+  const auto order = by_server(net_, ring_order(ranks, groups, 0));
+  const size_t servers = order.size();
+  double l_net = 0, b_net = 0, l_tree = 0;
+  for (size_t g = 0; g < servers; ++g) {
+    const Hop h = hop(order[g].back(), order[(g + 1) % servers].front());
+    l_net += h.ps / s;
+    b_net = g == 0 ? h.bytes_per_ps : std::min(b_net, h.bytes_per_ps);
+    if (g == 0) continue;
+    const Hop t = hop(order[g].front(), order[(g - 1) / 2].front());
+    l_tree += t.ps / (s - 1);
   }
   // an NVLink pair from a server that has two of the ranks (any server if none does)
-  const auto [l_nvl, b_nvl] = m > 1 ? hop(groups[widest][0], groups[widest][1]) : std::pair{l_net, b_net};
+  const auto [l_nvl, b_nvl] = [&] {
+    if (m < 2) return std::pair{l_net, b_net};
+    const Hop h = hop(groups[widest][0], groups[widest][1]);
+    return std::pair{h.ps, h.bytes_per_ps};
+  }();
   const double bytes = static_cast<double>(size);
   // ring: the longer of its dependency chain (2(n-1) hops, s of every n crossing servers, each
   // carrying one step's slice) and the time the busiest NIC sends (2(n-1)/n of the bytes over
@@ -759,7 +774,9 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   const double c = channels_for(size, cfg_.channels);
   const double step = std::min(bytes / (c * n), static_cast<double>(cfg_.chunk_bytes));
   const double chain = 2 * (s * (l_net + step / b_net) + (n - s) * (l_nvl + step / b_nvl));
-  const double ring = std::max(chain, 2 * (n - 1) / n * bytes / (c * b_net));
+  const auto [ring_ps_per_byte, tree_ps_per_byte] =
+      busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12);
+  const double ring = std::max(chain, ring_ps_per_byte * bytes);
   // tree: per channel two trees (A, and B over the servers reversed), each with chains of m
   // GPUs and a binary tree of depth floor(log2 s), up and down, pipelined in the chunks plan()
   // uses; a leader's NIC sends each chunk once up (but the root's) and once down per child,
@@ -767,16 +784,57 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   const double depth = std::floor(std::log2(s));
   const double chunk = static_cast<double>(
       pipeline_chunk(static_cast<Bytes>(bytes / (2 * c)), m - 1 + static_cast<size_t>(depth)));
-  const size_t servers = groups.size();
-  auto sends = [servers](size_t i) {
-    return (i > 0 ? 1.0 : 0.0) + (2 * i + 1 < servers ? 1.0 : 0.0) + (2 * i + 2 < servers ? 1.0 : 0.0);
-  };
-  double load = 0;
-  for (size_t i = 0; i < servers; ++i) load = std::max(load, (sends(i) + sends(servers - 1 - i)) / 2);
   const double tree =
-      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
-      load * bytes / (c * b_net);
+      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_tree + chunk / b_net)) +
+      tree_ps_per_byte * bytes;
   return tree < ring ? kTree : kRing;
+}
+
+std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ranks,
+                                                const std::vector<std::vector<uint32_t>>& groups, int c,
+                                                double nic_bps) const {
+  // Every edge of the c channels' rings (and double trees) loads each port on its current
+  // path with its share of the message; the busiest port's load over its rate is the
+  // algorithm's time per byte. Cached per (ranks, channels): ops of one group repeat.
+  auto key = std::make_pair(ranks, c);
+  if (auto it = congestion_.find(key); it != congestion_.end()) return it->second;
+  std::unordered_map<uint32_t, double> ring, tree;  // port -> bytes per message byte
+  auto add = [&](std::unordered_map<uint32_t, double>& load, uint32_t a, uint32_t b, double w) {
+    if (a == b) return;
+    for (const uint32_t p : net_.trace_path(a, b, 0)) load[p] += w;
+  };
+  const double n = static_cast<double>(ranks.size()), cc = static_cast<double>(c);
+  for (int ch = 0; ch < c; ++ch) {
+    const auto order = ring_order(ranks, groups, ch);
+    for (size_t i = 0; i < order.size(); ++i)
+      add(ring, order[i], order[(i + 1) % order.size()], 2 * (n - 1) / n / cc);
+    auto srv = by_server(net_, order);
+    const int trees = srv.size() >= 2 ? 2 : 1;
+    const double w = 1 / (cc * trees);  // each direction of each edge carries its tree's share
+    for (int t = 0; t < trees; ++t) {
+      if (t == 1) std::reverse(srv.begin(), srv.end());
+      for (size_t g = 0; g < srv.size(); ++g) {
+        for (size_t i = 1; i < srv[g].size(); ++i) {
+          add(tree, srv[g][i], srv[g][i - 1], w);
+          add(tree, srv[g][i - 1], srv[g][i], w);
+        }
+        if (g == 0) continue;
+        add(tree, srv[g][0], srv[(g - 1) / 2][0], w);
+        add(tree, srv[(g - 1) / 2][0], srv[g][0], w);
+      }
+    }
+  }
+  // network ports only: NVLink's share is part of the pipeline's per-chunk terms
+  auto worst = [&](const std::unordered_map<uint32_t, double>& load) {
+    double ps = 0;
+    for (const auto& [p, bytes] : load)
+      if (net_.ports()[p].rate_bps <= nic_bps)
+        ps = std::max(ps, bytes * 8e12 / static_cast<double>(net_.ports()[p].rate_bps));
+    return ps;
+  };
+  const std::pair<double, double> out{worst(ring), worst(tree)};
+  congestion_.emplace(std::move(key), out);
+  return out;
 }
 
 Bytes Executor::pipeline_chunk(Bytes share, size_t depth) const {

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -93,6 +95,11 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void finish_op(uint32_t op);
   void plan(uint32_t op, OpRun& run);
   int32_t auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const;
+  /// Time per message byte (ps) on the busiest network port (rate <= nic_bps) for the ring
+  /// and the double tree over `ranks` with c channels, along the current paths.
+  std::pair<double, double> busiest_port(const std::vector<uint32_t>& ranks,
+                                         const std::vector<std::vector<uint32_t>>& groups, int c,
+                                         double nic_bps) const;
   /// Chunk of a pipelined tree or chain carrying `share` bytes through `depth` hops.
   Bytes pipeline_chunk(Bytes share, size_t depth) const;
   /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
@@ -112,6 +119,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<FlowRec> recs_;  ///< indexed by flow id
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
+  /// busiest_port() results by (ranks, channels)
+  mutable std::map<std::pair<std::vector<uint32_t>, int>, std::pair<double, double>> congestion_;
   size_t ops_done_ = 0;
 };
 
