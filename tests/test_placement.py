@@ -167,6 +167,15 @@ def test_all_reduce_time_grows_with_size_as_nccl_tests_shows():
     assert ratios[0] < 2 and 3.5 < ratios[-1] <= 4.05, ratios
 
 
+@pytest.mark.parametrize("fab", [T.TopoOpt(128), T.MixNet(128)], ids=["topoopt", "mixnet"])
+def test_auto_all_reduce_grows_with_size_on_direct_connect_fabrics(fab):
+    # auto weighs the tree's edges on their real paths (not circuit neighbours here), so it
+    # never takes a tree slower than the ring of a larger message
+    sizes = ["64KiB", "1MiB", "4MiB", "16MiB", "64MiB"]
+    auto = rf.collective("all_reduce", fab, sizes=sizes)["time_us"].to_pylist()
+    assert all(b > a for a, b in zip(auto, auto[1:], strict=False)), auto
+
+
 def test_channels_follow_nccls_32_kib_rule():
     # NCCL (Simple protocol): c channels need c x 512 threads x 64 B = c x 32 KiB; flows carry
     # the channel, so count distinct (src, dst) successors of rank 0 on a FatTree ring
