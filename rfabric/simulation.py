@@ -255,7 +255,10 @@ class Simulation:
             self.trace = workload
             self._engine = _engine.Engine(self.spec.arrays(), engine_config)
             self._engine.load_workload(
-                workload.arrays(), int(self.config.coll_channels), parse_size(self.config.coll_chunk)
+                workload.arrays(),
+                int(self.config.coll_channels),
+                parse_size(self.config.coll_chunk),
+                None if self.spec.rings is None else self.spec.rings.astype(np.uint32),
             )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)

@@ -166,6 +166,9 @@ class NetworkSpec:
     host_forwarding: bool = False
     pxn: bool = False
     deadlock_free: bool = False
+    #: the fabric's preferred ring orders (``Topology.ring_orders()``): int64 (channels, GPUs),
+    #: each row a permutation of GPU ids; None: the collective executor's default order
+    rings: np.ndarray | None = field(repr=False, default=None)
 
     @classmethod
     def from_tables(
@@ -178,6 +181,7 @@ class NetworkSpec:
         host_forwarding: bool = False,
         pxn: bool = False,
         deadlock_free: bool = False,
+        rings=None,
     ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
         spec = cls(
@@ -189,6 +193,7 @@ class NetworkSpec:
             host_forwarding=bool(host_forwarding),
             pxn=bool(pxn),
             deadlock_free=bool(deadlock_free),
+            rings=None if rings is None else check_rings(rings, len(gpu_nodes), name),
         )
         spec.validate()
         return spec
@@ -484,3 +489,22 @@ class NetworkSpec:
             "pxn": self.pxn,
             "deadlock_free": self.deadlock_free,
         }
+
+
+def check_rings(rings, gpus: int, where: str = "network") -> np.ndarray:
+    """Validate ring orders: a (channels, gpus) integer array, every row a permutation of
+    ``0 .. gpus-1``. Returns it as int64; raises SpecError naming the offending row."""
+    try:
+        arr = np.asarray(rings)
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}: rings must be a (channels, GPUs) integer array") from None
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != gpus or not np.issubdtype(arr.dtype, np.integer):
+        raise SpecError(
+            f"{where}: rings must be a (channels >= 1, {gpus}) integer array (one GPU order per "
+            f"channel), got shape {arr.shape} and dtype {arr.dtype}"
+        )
+    want = np.arange(gpus)
+    for c, row in enumerate(arr):
+        if not np.array_equal(np.sort(row), want):
+            raise SpecError(f"{where}: rings[{c}] is not a permutation of the GPU ids 0..{gpus - 1}")
+    return arr.astype(np.int64)

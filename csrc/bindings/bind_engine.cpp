@@ -174,6 +174,8 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
 
 void bind_engine(py::module_& m) {
   m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
+  m.def("op_kinds", &coll::kind_names, "Collective op kind names, in the executor's code order.");
+  m.def("op_algorithms", &coll::algo_names, "Collective algorithm names, in the executor's code order.");
   m.def("check_event_queue", &check_event_queue, py::arg("seed"), py::arg("operations"),
         "Self-check: replay a random push/pop stream on the calendar queue and the reference heap; "
         "returns the number of disagreements (0 expected).");
@@ -221,7 +223,7 @@ void bind_engine(py::module_& m) {
           "Circuits in place now as a flat array of (device, link a, link b) triples.")
       .def(
           "load_workload",
-          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes) {
+          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings) {
             auto get = [&](const char* key) { return require(a, key, "workload"); };
             coll::Workload w;
             w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
@@ -237,10 +239,21 @@ void bind_engine(py::module_& m) {
             coll::ExecutorConfig cfg;
             cfg.channels = channels;
             cfg.chunk_bytes = chunk_bytes;
+            if (!rings.is_none()) {
+              using Rows = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+              const auto arr = Rows::ensure(rings);
+              RF_CHECK(arr && arr.ndim() == 2, "rings must be a 2-D array (channels x GPUs)");
+              const auto r = arr.unchecked<2>();
+              cfg.rings.assign(static_cast<size_t>(r.shape(0)), {});
+              for (py::ssize_t c = 0; c < r.shape(0); ++c)
+                for (py::ssize_t g = 0; g < r.shape(1); ++g) cfg.rings[c].push_back(r(c, g));
+            }
             s.load_workload(std::move(w), cfg);
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-          "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay.")
+          py::arg("rings") = py::none(),
+          "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
+          "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.")
       .def(
           "op_log",
           [](const Simulator& s) {

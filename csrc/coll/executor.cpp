@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 #include "engine/check.hpp"
@@ -14,11 +16,26 @@ namespace {
 const char* const kKindNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
                                   "send",       "m2n"};
 const char* const kAlgoNames[] = {"auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling"};
+static_assert(std::size(kKindNames) == kNumKinds, "one name per Kind");
+static_assert(std::size(kAlgoNames) == kNumAlgos, "one name per Algo");
+
+// NCCL's rule for fewer channels on small messages (its Simple protocol): a channel is used only
+// if the op has at least nthreads x per-thread threshold bytes for it, 512 x 64 B = 32 KiB.
+constexpr Bytes kBytesPerChannel = 512 * 64;
 
 Bytes ceil_div(Bytes a, Bytes b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 bool power_of_two(size_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 
 }  // namespace
+
+const std::vector<std::string>& kind_names() {
+  static const std::vector<std::string> names(std::begin(kKindNames), std::end(kKindNames));
+  return names;
+}
+const std::vector<std::string>& algo_names() {
+  static const std::vector<std::string> names(std::begin(kAlgoNames), std::end(kAlgoNames));
+  return names;
+}
 
 /// A step-by-step communication pattern inside an op. start() issues the first flows;
 /// on_flow() is told each finished flow (by the tag it was sent with) and issues what that
@@ -193,8 +210,10 @@ class HalvingDoubling final : public Program {
 /// NIC), forwarding chunk j once its parent has received it.
 class Pipeline final : public Program {
  public:
-  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+           uint32_t channel = 0)
       : order_(std::move(order)),
+        channel_(channel),
         parent_(std::move(parent)),
         chunks_(std::move(chunks)),
         received_(order_.size(), 0),
@@ -227,9 +246,10 @@ class Pipeline final : public Program {
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
     ++next_[p];
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j));
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_);
   }
   std::vector<uint32_t> order_;
+  uint32_t channel_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   std::vector<uint32_t> received_, next_;
@@ -247,8 +267,11 @@ class Pipeline final : public Program {
 class TreeAllReduce final : public Program {
  public:
   /// `parent[p]` is p's parent position (-1 for the root at position 0).
-  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks)
+  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+                uint32_t channel = 0)
       : order_(std::move(order)),
+        up_(2 * channel + 1),
+        down_(2 * channel + 2),
         parent_(std::move(parent)),
         chunks_(std::move(chunks)),
         n_(static_cast<uint32_t>(order_.size())),
@@ -305,7 +328,7 @@ class TreeAllReduce final : public Program {
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), 1);
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
@@ -313,9 +336,10 @@ class TreeAllReduce final : public Program {
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), 2);
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_);
   }
   std::vector<uint32_t> order_;
+  uint32_t up_, down_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   uint32_t n_;
@@ -367,6 +391,17 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
   RF_CHECK(cfg_.channels >= 1, "coll_channels must be >= 1");
   RF_CHECK(cfg_.chunk_bytes >= 1, "coll_chunk_bytes must be >= 1");
   const uint32_t gpus = net_.num_gpus();
+  for (size_t c = 0; c < cfg_.rings.size(); ++c) {
+    const auto& row = cfg_.rings[c];
+    RF_CHECK(row.size() == gpus, "rings[", c, "] has ", row.size(), " GPUs, the fabric has ", gpus);
+    std::vector<uint32_t> pos(gpus, gpus);
+    for (uint32_t i = 0; i < gpus; ++i) {
+      RF_CHECK(row[i] < gpus && pos[row[i]] == gpus, "rings[", c, "] is not a permutation of the ", gpus,
+               " GPU ids (GPU ", row[i], " at position ", i, ")");
+      pos[row[i]] = i;
+    }
+    ring_pos_.push_back(std::move(pos));
+  }
   pending_.assign(n, 0);
   std::vector<uint32_t> count(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -521,14 +556,12 @@ void Executor::plan(uint32_t op, OpRun& run) {
                    std::vector<std::unique_ptr<Program>>& out) {
     const size_t m = group_ranks.size();
     if (m < 2) return;
-    // NCCL uses fewer channels for small messages: at least 64 KiB per channel and rank.
-    const Bytes per = static_cast<Bytes>(m) * 64 * 1024;
-    const int c = static_cast<int>(std::clamp<Bytes>(total / std::max<Bytes>(per, 1), 1, max_channels));
+    const int c = channels_for(total, max_channels);
     const auto groups = by_server(net_, group_ranks);
     const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
     for (int ch = 0; ch < c; ++ch)
-      out.push_back(std::make_unique<Ring>(channel_ring(groups, ch), steps, chunk, cfg_.chunk_bytes,
-                                           static_cast<uint32_t>(ch) + 1));
+      out.push_back(std::make_unique<Ring>(ring_order(group_ranks, groups, ch), steps, chunk,
+                                           cfg_.chunk_bytes, static_cast<uint32_t>(ch) + 1));
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;
@@ -546,25 +579,45 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kReduceScatter: {
       if (algo == kAuto) algo = kind == kAllReduce ? auto_all_reduce(ranks, size) : kRing;
       if (algo == kTree) {
-        std::vector<Bytes> chunks;
-        const Bytes k = ceil_div(size, cfg_.chunk_bytes);
-        for (Bytes j = 0; j < k; ++j)
-          chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
-        // positions: servers' GPUs in order, each server's first GPU its leader; leaders form a
-        // binary tree (leader of server i under leader of server (i-1)/2), the others a chain
-        const auto groups = by_server(net_, ranks);
-        std::vector<uint32_t> order, leader_pos;
-        std::vector<int32_t> parent;
-        for (size_t g = 0; g < groups.size(); ++g) {
-          leader_pos.push_back(static_cast<uint32_t>(order.size()));
-          for (size_t i = 0; i < groups[g].size(); ++i) {
-            parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
-                                    : static_cast<int32_t>(order.size() - 1));
-            order.push_back(groups[g][i]);
+        // NCCL's double binary tree, per channel: two trees each carrying half of the channel's
+        // share of the message. Positions: the servers in the channel's ring order (tree A) or
+        // that order reversed (tree B), each server's GPUs in the channel's order; a server's
+        // first GPU there (the channel's entry GPU, so each channel crosses servers through a
+        // different NIC) is its leader; leaders form a binary tree (leader of server i under
+        // leader of server (i-1)/2), the other GPUs of a server a chain. The inner servers of
+        // one tree are leaves of the other, so a leader's NIC sends 2 halves, not 3.
+        const auto all_groups = by_server(net_, ranks);
+        const int c = channels_for(size, cfg_.channels);
+        const Bytes per_channel = ceil_div(size, c);
+        for (int ch = 0; ch < c; ++ch) {
+          const Bytes share = std::min(per_channel, size - ch * per_channel);
+          if (share <= 0) break;
+          auto groups = by_server(net_, ring_order(ranks, all_groups, ch));
+          const int trees = groups.size() >= 2 && share >= 2 ? 2 : 1;
+          for (int t = 0; t < trees; ++t) {
+            const Bytes half = t == 0 ? share - share / trees : share / trees;
+            if (t == 1) std::reverse(groups.begin(), groups.end());
+            size_t m = 0, levels = 0;
+            for (const auto& g : groups) m = std::max(m, g.size());
+            while ((size_t{2} << levels) <= groups.size()) ++levels;
+            const Bytes piece = pipeline_chunk(half, m - 1 + levels);
+            std::vector<Bytes> chunks;
+            const Bytes k = ceil_div(half, piece);
+            for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, half - j * piece));
+            std::vector<uint32_t> order, leader_pos;
+            std::vector<int32_t> parent;
+            for (size_t g = 0; g < groups.size(); ++g) {
+              leader_pos.push_back(static_cast<uint32_t>(order.size()));
+              for (size_t i = 0; i < groups[g].size(); ++i) {
+                parent.push_back(i == 0 ? (g == 0 ? -1 : static_cast<int32_t>(leader_pos[(g - 1) / 2]))
+                                        : static_cast<int32_t>(order.size() - 1));
+                order.push_back(groups[g][i]);
+              }
+            }
+            phases[0].push_back(std::make_unique<TreeAllReduce>(
+                std::move(order), std::move(parent), std::move(chunks), static_cast<uint32_t>(2 * ch + t)));
           }
         }
-        phases[0].push_back(
-            std::make_unique<TreeAllReduce>(std::move(order), std::move(parent), std::move(chunks)));
         return;
       }
       const uint32_t steps = kind == kAllReduce ? 2 * (n32 - 1) : n32 - 1;
@@ -631,13 +684,29 @@ void Executor::plan(uint32_t op, OpRun& run) {
         phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
         return;
       }
+      // As NCCL's ring broadcast: the message is split over the channels; channel c's data runs
+      // down a chain that follows channel c's ring from the root (so each channel leaves every
+      // server through a different NIC), or down a binary tree over that order (tree).
       std::vector<int32_t> parent(n, -1);
       for (size_t p = 1; p < n; ++p)
         parent[p] = algo == kTree ? static_cast<int32_t>((p - 1) / 2) : static_cast<int32_t>(p - 1);
-      std::vector<Bytes> chunks;
-      const Bytes k = ceil_div(size, cfg_.chunk_bytes);
-      for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(cfg_.chunk_bytes, size - j * cfg_.chunk_bytes));
-      phases[0].push_back(std::make_unique<Pipeline>(ranks, std::move(parent), std::move(chunks)));
+      const auto groups = by_server(net_, ranks);
+      const int c = channels_for(size, cfg_.channels);
+      const Bytes per_channel = ceil_div(size, c);
+      for (int ch = 0; ch < c; ++ch) {
+        const Bytes share = std::min(per_channel, size - ch * per_channel);
+        if (share <= 0) break;
+        size_t depth = n - 1;  // a chain; a binary tree over n ranks is floor(log2 n) deep
+        if (algo == kTree) for (depth = 0; (size_t{2} << depth) <= n; ++depth) {}
+        const Bytes piece = pipeline_chunk(share, depth);
+        std::vector<Bytes> chunks;
+        const Bytes k = ceil_div(share, piece);
+        for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
+        auto order = ring_order(ranks, groups, ch);
+        std::rotate(order.begin(), std::find(order.begin(), order.end(), ranks[0]), order.end());
+        phases[0].push_back(std::make_unique<Pipeline>(std::move(order), parent, std::move(chunks),
+                                                       static_cast<uint32_t>(ch) + 1));
+      }
       return;
     }
     case kSend:
@@ -668,26 +737,133 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   for (size_t g = 0; g < groups.size(); ++g)
     if (groups[g].size() > m) m = groups[g].size(), widest = g;
   const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
-  const auto [net_ps, net_bps] = net_.path_cost(groups[0][0], groups[1][0]);
+  // a hop's latency: its links and switches, plus one packet's store-and-forward per extra hop
+  const double packet = static_cast<double>(net_.payload_per_packet());
+  struct Hop {
+    double ps, bytes_per_ps;
+  };
+  auto hop = [&](uint32_t a, uint32_t b) {
+    const auto [ps, bps] = net_.path_cost(a, b);
+    const double hops = static_cast<double>(net_.trace_path(a, b, 0).size());
+    return Hop{static_cast<double>(ps) + (hops - 1) * packet * 8e12 / static_cast<double>(bps),
+               static_cast<double>(bps) / 8e12};
+  };
+  // the servers in channel 0's order; the ring crosses from each server's last GPU there to
+  // the next server's first, a tree edge joins a server's first GPU to its parent's
+  const auto order = by_server(net_, ring_order(ranks, groups, 0));
+  const size_t servers = order.size();
+  double l_net = 0, b_net = 0, l_tree = 0;
+  for (size_t g = 0; g < servers; ++g) {
+    const Hop h = hop(order[g].back(), order[(g + 1) % servers].front());
+    l_net += h.ps / s;
+    b_net = g == 0 ? h.bytes_per_ps : std::min(b_net, h.bytes_per_ps);
+    if (g == 0) continue;
+    const Hop t = hop(order[g].front(), order[(g - 1) / 2].front());
+    l_tree += t.ps / (s - 1);
+  }
   // an NVLink pair from a server that has two of the ranks (any server if none does)
-  const auto [nvl_ps, nvl_bps] =
-      m > 1 ? net_.path_cost(groups[widest][0], groups[widest][1]) : std::pair{net_ps, net_bps};
-  const double l_net = static_cast<double>(net_ps), l_nvl = static_cast<double>(nvl_ps);
-  const double b_net = static_cast<double>(net_bps) / 8e12,
-               b_nvl = static_cast<double>(nvl_bps) / 8e12;  // B/ps
+  const auto [l_nvl, b_nvl] = [&] {
+    if (m < 2) return std::pair{l_net, b_net};
+    const Hop h = hop(groups[widest][0], groups[widest][1]);
+    return std::pair{h.ps, h.bytes_per_ps};
+  }();
   const double bytes = static_cast<double>(size);
-  // ring: 2(n-1) dependent hops (s of every n cross servers), data over C NICs per server
-  const double per = n * 64 * 1024;
-  const double c = std::clamp(std::floor(bytes / per), 1.0, static_cast<double>(cfg_.channels));
-  const double ring = 2 * (s * l_net + (n - s) * l_nvl) + 2 * (n - 1) / n * bytes / (c * b_net);
-  // tree: chains of m GPUs and a binary tree of depth floor(log2 s), up and down; every inner
-  // leader's NIC carries a chunk up and two down
-  const double chunk = std::min(bytes, static_cast<double>(cfg_.chunk_bytes));
+  // ring: the longer of its dependency chain (2(n-1) hops, s of every n crossing servers, each
+  // carrying one step's slice) and the time the busiest NIC sends (2(n-1)/n of the bytes over
+  // C NICs per server); the two overlap, as every rank sends while the chain proceeds
+  const double c = channels_for(size, cfg_.channels);
+  const double step = std::min(bytes / (c * n), static_cast<double>(cfg_.chunk_bytes));
+  const double chain = 2 * (s * (l_net + step / b_net) + (n - s) * (l_nvl + step / b_nvl));
+  const auto [ring_ps_per_byte, tree_ps_per_byte] =
+      busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12);
+  const double ring = std::max(chain, ring_ps_per_byte * bytes);
+  // tree: per channel two trees (A, and B over the servers reversed), each with chains of m
+  // GPUs and a binary tree of depth floor(log2 s), up and down, pipelined in the chunks plan()
+  // uses; a leader's NIC sends each chunk once up (but the root's) and once down per child,
+  // half of the channel's bytes in each tree
   const double depth = std::floor(std::log2(s));
+  const double chunk = static_cast<double>(
+      pipeline_chunk(static_cast<Bytes>(bytes / (2 * c)), m - 1 + static_cast<size_t>(depth)));
   const double tree =
-      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_net + chunk / b_net)) +
-      3 * bytes / b_net;
+      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_tree + chunk / b_net)) +
+      tree_ps_per_byte * bytes;
   return tree < ring ? kTree : kRing;
+}
+
+std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ranks,
+                                                const std::vector<std::vector<uint32_t>>& groups, int c,
+                                                double nic_bps) const {
+  // Every edge of the c channels' rings (and double trees) loads each port on its current
+  // path with its share of the message; the busiest port's load over its rate is the
+  // algorithm's time per byte. Cached per (ranks, channels): ops of one group repeat.
+  auto key = std::make_pair(ranks, c);
+  if (auto it = congestion_.find(key); it != congestion_.end()) return it->second;
+  std::unordered_map<uint32_t, double> ring, tree;  // port -> bytes per message byte
+  auto add = [&](std::unordered_map<uint32_t, double>& load, uint32_t a, uint32_t b, double w) {
+    if (a == b) return;
+    for (const uint32_t p : net_.trace_path(a, b, 0)) load[p] += w;
+  };
+  const double n = static_cast<double>(ranks.size()), cc = static_cast<double>(c);
+  for (int ch = 0; ch < c; ++ch) {
+    const auto order = ring_order(ranks, groups, ch);
+    for (size_t i = 0; i < order.size(); ++i)
+      add(ring, order[i], order[(i + 1) % order.size()], 2 * (n - 1) / n / cc);
+    auto srv = by_server(net_, order);
+    const int trees = srv.size() >= 2 ? 2 : 1;
+    const double w = 1 / (cc * trees);  // each direction of each edge carries its tree's share
+    for (int t = 0; t < trees; ++t) {
+      if (t == 1) std::reverse(srv.begin(), srv.end());
+      for (size_t g = 0; g < srv.size(); ++g) {
+        for (size_t i = 1; i < srv[g].size(); ++i) {
+          add(tree, srv[g][i], srv[g][i - 1], w);
+          add(tree, srv[g][i - 1], srv[g][i], w);
+        }
+        if (g == 0) continue;
+        add(tree, srv[g][0], srv[(g - 1) / 2][0], w);
+        add(tree, srv[(g - 1) / 2][0], srv[g][0], w);
+      }
+    }
+  }
+  // network ports only: NVLink's share is part of the pipeline's per-chunk terms
+  auto worst = [&](const std::unordered_map<uint32_t, double>& load) {
+    double ps = 0;
+    for (const auto& [p, bytes] : load)
+      if (net_.ports()[p].rate_bps <= nic_bps)
+        ps = std::max(ps, bytes * 8e12 / static_cast<double>(net_.ports()[p].rate_bps));
+    return ps;
+  };
+  const std::pair<double, double> out{worst(ring), worst(tree)};
+  congestion_.emplace(std::move(key), out);
+  return out;
+}
+
+Bytes Executor::pipeline_chunk(Bytes share, size_t depth) const {
+  // NCCL's rule for its pipelined tree: from the step size, halve the chunk while a channel
+  // would hold fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB), depth
+  // (32 KiB), so the pipeline fill (about depth chunks) stays a small part of the time.
+  Bytes chunk = cfg_.chunk_bytes;
+  const Bytes d = static_cast<Bytes>(std::max<size_t>(depth, 1));
+  while (share / chunk < 8 * d && chunk > 128 * 1024) chunk /= 2;
+  while (share / chunk < 4 * d && chunk > 64 * 1024) chunk /= 2;
+  while (share / chunk < d && chunk > 32 * 1024) chunk /= 2;
+  return std::max<Bytes>(chunk, 1);
+}
+
+int Executor::channels_for(Bytes total, int max_channels) const {
+  // NCCL: the topology gives the channels (here coll_channels, capped by the fabric's ring
+  // orders when it has them); an op uses the most c of them with c x 32 KiB <= its bytes.
+  int top = max_channels;
+  if (!cfg_.rings.empty()) top = std::min<int>(top, static_cast<int>(cfg_.rings.size()));
+  return static_cast<int>(std::clamp<Bytes>(total / kBytesPerChannel, 1, std::max(top, 1)));
+}
+
+std::vector<uint32_t> Executor::ring_order(const std::vector<uint32_t>& ranks,
+                                           const std::vector<std::vector<uint32_t>>& groups, int ch) const {
+  if (ring_pos_.empty()) return channel_ring(groups, ch);
+  const auto& pos = ring_pos_[static_cast<size_t>(ch) % ring_pos_.size()];
+  std::vector<uint32_t> order(ranks);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return pos[a] < pos[b]; });
+  return order;
 }
 
 std::vector<int64_t> Executor::flow_ops() const {

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -36,9 +38,18 @@ struct Workload {
   std::vector<SimTime> compute_ps;
 };
 
+/// Names of the Kind and Algo codes, in code order (rfabric.traces.KINDS / ALGORITHMS are
+/// checked against them by name when the module is imported).
+const std::vector<std::string>& kind_names();
+const std::vector<std::string>& algo_names();
+
 struct ExecutorConfig {
-  int channels = 8;                ///< NCCL channels per ring collective
+  int channels = 8;                ///< NCCL channels per ring collective (the most; see plan())
   Bytes chunk_bytes = 512 * 1024;  ///< pipelining unit: ring slices, tree/chain broadcast chunks
+  /// The fabric's preferred ring orders (Topology.ring_orders()): one row per channel, each a
+  /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
+  /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.
+  std::vector<std::vector<uint32_t>> rings;
 };
 
 /// One step-by-step program inside an op (a ring, a mesh, a pipeline, ...).
@@ -84,6 +95,18 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void finish_op(uint32_t op);
   void plan(uint32_t op, OpRun& run);
   int32_t auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const;
+  /// Time per message byte (ps) on the busiest network port (rate <= nic_bps) for the ring
+  /// and the double tree over `ranks` with c channels, along the current paths.
+  std::pair<double, double> busiest_port(const std::vector<uint32_t>& ranks,
+                                         const std::vector<std::vector<uint32_t>>& groups, int c,
+                                         double nic_bps) const;
+  /// Chunk of a pipelined tree or chain carrying `share` bytes through `depth` hops.
+  Bytes pipeline_chunk(Bytes share, size_t depth) const;
+  /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
+  int channels_for(Bytes total, int max_channels) const;
+  /// The ranks in channel ch's ring order (groups: the ranks by server, for the default order).
+  std::vector<uint32_t> ring_order(const std::vector<uint32_t>& ranks,
+                                   const std::vector<std::vector<uint32_t>>& groups, int ch) const;
 
   net::Network& net_;
   Workload w_;
@@ -95,6 +118,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<OpRun> runs_;
   std::vector<FlowRec> recs_;  ///< indexed by flow id
   std::vector<uint8_t> has_rec_;
+  std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
+  /// busiest_port() results by (ranks, channels)
+  mutable std::map<std::pair<std::vector<uint32_t>, int>, std::pair<double, double>> congestion_;
   size_t ops_done_ = 0;
 };
 

@@ -186,3 +186,24 @@ def add_clos_tiers(
         rate=rate_bps,
         kind="agg-core",
     )
+
+
+def ring_row(servers, entry, exit, gpus_per_server: int) -> np.ndarray:
+    """One ring order over all GPUs (a row of ``Topology.ring_orders()``): the servers in
+    the order given, each visited from its GPU ``entry`` through its other GPUs (ascending) to
+    its GPU ``exit``, whose NIC sends to the next server's ``entry`` GPU. ``entry`` and
+    ``exit`` are local GPU indices, one for all servers or one per position in ``servers``."""
+    d = gpus_per_server
+    servers = np.asarray(servers, dtype=np.int64)
+    entry = np.broadcast_to(np.asarray(entry, dtype=np.int64), servers.shape)
+    exit = np.broadcast_to(np.asarray(exit, dtype=np.int64), servers.shape)
+    rows = []
+    for srv, a, b in zip(servers.tolist(), entry.tolist(), exit.tolist(), strict=True):
+        if d == 1:
+            local = [0]
+        else:
+            if a == b:
+                raise ValueError("a ring must enter and leave a server through different GPUs")
+            local = [a, *[j for j in range(d) if j not in (a, b)], b]
+        rows.extend(srv * d + j for j in local)
+    return np.array(rows, dtype=np.int64)

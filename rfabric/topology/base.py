@@ -301,6 +301,22 @@ class Topology:
             nic_latency_ps=self.nic_latency_ps,
         )
 
+    def ring_orders(self) -> np.ndarray | None:
+        """The fabric's preferred ring orders for collectives, as NCCL's topology search gives
+        its rings: an int array (channels, GPUs), row ``c`` the order in which channel ``c``'s
+        ring visits the GPUs (a permutation of the GPU ids). A ring collective over some ranks
+        runs channel ``c`` through those ranks in row ``c``'s order (so a row should visit each
+        server's GPUs consecutively, entering at one GPU and leaving through another NIC); a
+        broadcast's channel ``c`` runs down that ring from the root. The rows also cap the
+        channels an op uses (``min(coll_channels, rows)``).
+
+        ``None`` (this default) lets the executor choose: servers in the order the op lists
+        its ranks, each server's GPUs rotated by the channel, so that channel ``c`` leaves
+        every server through a different GPU's NIC (on FatTree, RailOptimized and RFabric,
+        whose GPU ids follow servers, ToRs and rails, neighbours are then close).
+        Override it when a fabric's links favour other neighbours (TopoOpt, MixNet)."""
+        return None
+
     def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
         """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
         net = self.builder()
@@ -330,6 +346,7 @@ class Topology:
                 host_forwarding=self.host_forwarding,
                 pxn=self.pxn,
                 deadlock_free=self.deadlock_free,
+                rings=self.ring_orders(),
             )
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")

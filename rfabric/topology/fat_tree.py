@@ -30,6 +30,10 @@ class FatTree(Topology):
 
     Capacity is ``k · k/2 · d`` GPUs (k pods at most, the core's radix): ``k³/4`` when non-blocking.
 
+    Collective placement: the executor's default ring order (``Topology.ring_orders()`` is
+    ``None``): servers in rank order, so consecutive servers share ToRs and pods, and channel
+    ``c`` leaves every server through a different GPU's NIC.
+
     Parameters
     ----------
     gpus : int

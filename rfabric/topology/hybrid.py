@@ -68,6 +68,11 @@ class RFabric(Topology):
     ToR lift to the core (64 core ports per PoD, all used) and 2 pairs join the ToR to its
     same-rail peer; 128 GPUs form one PoD whose two rail-``j`` ToRs are joined by all 8 ports.
 
+    Collective placement: the executor's default ring order (``ring_orders()`` is ``None``):
+    servers in rank order (rail groups, then PoDs), channel ``c`` entering each server at GPU
+    ``c``; with PXN each channel's inter-server hops stay on rail ``c``, whose ToRs the
+    circuits join.
+
     Parameters
     ----------
     gpus : int

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import SpecError
@@ -12,6 +14,7 @@ from ._common import (
     default_radix,
     group_servers,
     ring_circuits,
+    ring_row,
     round_robin_offsets,
 )
 from .base import Topology, TopologyBuilder
@@ -55,6 +58,28 @@ class MixNet(Topology):
     ``i±1, i±2, i±3`` when ``R >= 7``. With an odd ``ocs_nics`` the last OCS NIC pairs
     servers ``2x`` and ``2x+1`` (the last server of an odd region keeps it dark). A region of
     one server has no circuits.
+
+    Collective placement (``ring_orders()``), with the default circuit plan
+    -----------------------------------------------------------------------
+    Rings follow the circuits, as MixNet runs data-parallel rings over its regional OCS:
+
+    * One region: each ring permutation ``m`` whose offset is coprime with the region size is
+      one Hamiltonian cycle and carries two channels, forward (servers ``0, p, 2p, ...``,
+      entering at OCS NIC ``2m+1``, leaving through ``2m``) and backward over the same
+      full-duplex circuits. The first permutation that splits into ``g`` cycles (offset 2 of
+      16 servers: evens and odds) runs its cycles one after another; at each cycle's last
+      server the ring leaves through the first packet-switched NIC to the next cycle's start
+      (entered at the second packet-switched NIC), and a packet-switched ring takes over the
+      circuits those jumps leave free (it visits the cycle's last server right before the
+      cycle's start), so both rings, forward and backward, use each NIC once. Otherwise
+      the packet-switched NICs carry a ring of their own, servers in order (two channels).
+      At 128 GPUs (offsets 1, 2, 3; 2 packet-switched NICs) that is 8 channels and every NIC
+      of every server sends on one.
+    * Several regions: each coprime permutation's channel runs through the regions in turn,
+      following the circuits inside a region and crossing to the next region through the
+      packet fabric (leaving through the first packet-switched NIC); permutations that split
+      into cycles carry no channel. The region crossings share those NICs.
+    * ``demand=`` plans (circuits follow traffic, not rings): the executor's default order.
 
     Parameters
     ----------
@@ -165,6 +190,63 @@ class MixNet(Topology):
         return CircuitTable.build(
             self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic], self._ocs_nic_links[b_srv, b_nic]
         )
+
+    def ring_orders(self) -> np.ndarray | None:
+        """Rings over the default plan's circuits (see the class docstring)."""
+        s, d, o, r = self.servers, self.gpus_per_server, self.ocs_nics, self.region_servers
+        if s < 2 or d < 2 or self.demand is not None:
+            return None
+        e_out, e_in = o, (o + 1 if self.eps_nics >= 2 else o)
+        offsets = round_robin_offsets(r, o // 2) if r >= 2 else []
+        rows: list[np.ndarray] = []
+        eps_taken = False
+        for m, p in enumerate(offsets):
+            c_in, c_out = 2 * m + 1, 2 * m
+            if self.regions == 1:
+                g = math.gcd(p, r)
+                if g == 1:
+                    fwd = ring_row((np.arange(r) * p) % r, c_in, c_out, d)
+                    rows += [fwd, fwd[::-1]]
+                elif not eps_taken and self.eps_nics >= 2:
+                    # cycles k = 0..g-1 one after another; cycle k ends at server k - p
+                    ends = {(k - p) % r: k for k in range(g)}
+                    order = [(k + j * p) % r for k in range(g) for j in range(r // g)]
+                    ring = ring_row(
+                        order,
+                        [e_in if v < g else c_in for v in order],
+                        [e_out if v in ends else c_out for v in order],
+                        d,
+                    )
+                    # the packet-switched ring takes each freed circuit (cycle end -> start)
+                    eps_order = []
+                    for v in range(r):
+                        if v < g:
+                            continue
+                        eps_order.append(v)
+                        if v in ends:
+                            eps_order.append(ends[v])
+                    eps = ring_row(
+                        eps_order,
+                        [c_in if v < g else e_in for v in eps_order],
+                        [c_out if v in ends else e_out for v in eps_order],
+                        d,
+                    )
+                    rows += [ring, ring[::-1], eps, eps[::-1]]
+                    eps_taken = True
+            elif math.gcd(p, r) == 1:
+                order = [reg * r + (j * p) % r for reg in range(self.regions) for j in range(r)]
+                first = [j == 0 for reg in range(self.regions) for j in range(r)]
+                last = [j == r - 1 for reg in range(self.regions) for j in range(r)]
+                entry = [e_in if f else c_in for f in first]
+                exit_ = [e_out if la else c_out for la in last]
+                if e_in == e_out:  # one packet-switched NIC: enter a region through it, leave via NVLink
+                    exit_ = [c_out for _ in last]
+                fwd = ring_row(order, entry, exit_, d)
+                rows += [fwd, fwd[::-1]]
+        if self.regions == 1 and not eps_taken and self.eps_nics >= 2:
+            fwd = ring_row(np.arange(s), e_in, e_out, d)
+            rows += [fwd, fwd[::-1]]
+        return np.stack(rows) if rows else None
 
     @staticmethod
     def _capacity(k: int) -> int:

@@ -36,6 +36,11 @@ class RailOptimized(Topology):
     Capacity is ``gpus_per_server · (k/2)² · floor(k / gpus_per_server)`` GPUs (at most ``k``
     pods, one per core port), i.e. ``k³/4`` when ``gpus_per_server`` divides ``k``.
 
+    Collective placement: the executor's default ring order (``ring_orders()`` is ``None``):
+    servers in rank order, so consecutive servers share rail groups and pods; channel ``c``
+    enters each server at GPU ``c`` and leaves from GPU ``c-1``, whose traffic PXN carries
+    over NVLink to rail ``c`` (as NCCL's rings with PXN), so each channel stays on one rail.
+
     Parameters
     ----------
     gpus : int

@@ -7,7 +7,7 @@ import heapq
 import numpy as np
 
 from ..errors import SpecError
-from ._common import check_server_matrix, totient_offsets
+from ._common import check_server_matrix, ring_row, totient_offsets
 from .base import Topology, TopologyBuilder
 
 __all__ = ["TopoOpt"]
@@ -51,6 +51,17 @@ class TopoOpt(Topology):
       NICs (distinct servers), so no port stays dark unless one server alone has some left.
     * ``edges=`` (a list of server pairs): exactly that multigraph, replacing the rings;
       a server's degree may not exceed ``d`` and unused NICs stay dark.
+
+    Collective placement (``ring_orders()``)
+    ----------------------------------------
+    As the TopoOpt paper co-optimises the rings with the circuits, ring collectives run one
+    channel per (ring permutation, direction): channel ``2m`` follows ring ``m`` forward
+    (servers ``0, p, 2p, ...``), entering each server at NIC ``2m+1`` and leaving through NIC
+    ``2m`` over the circuit to the next server; channel ``2m+1`` runs it backwards over the
+    same full-duplex circuits (entering at NIC ``2m``, leaving through ``2m+1``). With the
+    default plan every NIC of every server sends on one channel and every inter-server hop is
+    one circuit. Channels are capped at ``2k`` (8 at ``d = 8``). With ``edges=`` there are no
+    ring permutations and the executor's default order applies.
 
     Edges are mapped to panels by orienting them along Euler tours (every server then has at
     most ``ceil(deg/2)`` out- and in-edges) and colouring the resulting bipartite out/in
@@ -177,6 +188,17 @@ class TopoOpt(Topology):
             free[a] -= 1
             free[b] -= 1
         return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+    def ring_orders(self) -> np.ndarray | None:
+        """One ring per (ring permutation, direction) over its circuits (class docstring)."""
+        s, d = self.servers, self.gpus_per_server
+        if s < 2 or not self.offsets:
+            return None
+        rows = []
+        for m, p in enumerate(self.offsets):
+            fwd = ring_row((np.arange(s) * p) % s, 2 * m + 1, 2 * m, d)
+            rows += [fwd, fwd[::-1]]
+        return np.stack(rows)
 
     def server_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The initial server graph: ``(edges (E, 2) as (out server, in server), panel (E,))``."""

@@ -61,6 +61,34 @@ KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"
 #: Algorithms. The code of an algorithm in `Trace.arrays` is its index in this tuple.
 ALGORITHMS = ("auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling")
 
+
+
+def check_engine_names(engine_kinds, engine_algorithms) -> None:
+    """Check that the engine's op kind and algorithm codes name what ``KINDS`` and
+    ``ALGORITHMS`` say, code by code (the engine exports its names: ``_engine.op_kinds()``,
+    ``_engine.op_algorithms()``). Raises TraceError naming the first code that differs.
+    Run when this module is imported, so a Python schema and an engine that disagree on a
+    code can never replay a trace."""
+    for what, ours, theirs in (("KINDS", KINDS, engine_kinds), ("ALGORITHMS", ALGORITHMS, engine_algorithms)):
+        theirs = list(theirs)
+        for code in range(max(len(ours), len(theirs))):
+            a = ours[code] if code < len(ours) else None
+            b = theirs[code] if code < len(theirs) else None
+            if a != b:
+                raise TraceError(
+                    f"rfabric.traces.{what}[{code}] is {a!r} but the engine's code {code} is {b!r}: "
+                    "the Python schema and the compiled engine disagree (rebuild the engine)"
+                )
+
+
+def _check_compiled_engine() -> None:
+    from .. import _engine
+
+    check_engine_names(_engine.op_kinds(), _engine.op_algorithms())
+
+
+_check_compiled_engine()
+
 #: Stage names the RL generator uses; traces may use any other non-empty name as well.
 STAGES = ("train", "gen", "weight_sync", "response_stream")
 
