@@ -429,6 +429,7 @@ class Simulation:
             "circuit_reroutes": int(c["circuit_reroutes"]),
             "held": int(c["held"]),
             "dark_transmits": int(c["dark_transmits"]),
+            "busy_starts": int(c["busy_starts"]),
             "packets_held": int(c["packets_held"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),

@@ -66,3 +66,18 @@ def rows(table, **equal):
     for col, value in equal.items():
         mask &= table[col].to_numpy(zero_copy_only=False) == value
     return table.filter(pa.array(mask))
+
+
+@pytest.fixture(autouse=True)
+def engine_invariants(monkeypatch):
+    """Every run of every test keeps the engine's own rules: no frame started on a port that
+    is still serialising another (busy_starts) and none put on a down or dark channel."""
+    import rfabric.simulation as sim
+
+    class Checked(sim.Results):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            for key in ("busy_starts", "dark_transmits"):
+                assert self.run.get(key, 0) == 0, f"engine invariant broken: run[{key!r}] = {self.run[key]}"
+
+    monkeypatch.setattr(sim, "Results", Checked)

@@ -318,6 +318,7 @@ void bind_engine(py::module_& m) {
             d["packets_held"] = s.network().packets_held();
             d["held"] = c.held;
             d["dark_transmits"] = c.dark_transmits;
+            d["busy_starts"] = c.busy_starts;
             return d;
           },
           "Run-wide counters.")

@@ -355,6 +355,10 @@ void Network::activate(uint32_t flow, SimTime t) {
   flows_.nic_ready[flow] = t;
   s.heap.push_back({t, nic_seq_++, flow});
   std::push_heap(s.heap.begin(), s.heap.end(), NicScheduler::later);
+  // Re-paced from inside this NIC's own pull (DCQCN's rate increase): the frame being pulled
+  // is not on the wire yet, so the port only looks idle. try_transmit() schedules the next
+  // pull from the heap once that frame is out.
+  if (port == pulling_port_) return;
   try_transmit(port);
 }
 
@@ -396,7 +400,9 @@ uint32_t Network::pull_nic(uint32_t port) {
   p.hops = 0;
   p.sent_ps = now;
   flows_.nic_ready[top.flow] = kNever;
+  pulling_port_ = port;
   const SimTime next = transport_->next_packet(top.flow, p);
+  pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
     // The flow goes back in with its next slot: replace the top in place and sift it down
@@ -509,6 +515,7 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
       pt.ps_per_byte ? p.size_bytes * pt.ps_per_byte : serialization_time(p.size_bytes, pt.rate_bps);
   p.port = port;
   p.chan_gen = pt.gen;
+  counters_.busy_starts += pt.busy_until > now;  // INVARIANT: one frame at a time per port
   pt.busy_until = now + ser;
   pt.busy_ps += ser;
   pt.tx_bytes += p.size_bytes;

@@ -134,6 +134,8 @@ struct RunCounters {
   uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
   uint64_t dark_transmits = 0;    ///< frames put on a down or dark channel (found when they arrive):
                                   ///< an invariant, always 0
+  uint64_t busy_starts = 0;       ///< frames put on a port still serialising another: an
+                                  ///< invariant, always 0
   uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
 };
@@ -391,6 +393,9 @@ class Network final : public engine::Handler {
   std::unique_ptr<Transport> transport_;
   FlowObserver* observer_ = nullptr;
   RunCounters counters_;
+  /// The port whose NIC is inside Transport::next_packet (kNone otherwise): an activate()
+  /// from there must not start a frame before the one being pulled is on the wire.
+  uint32_t pulling_port_ = kNone;
 };
 
 }  // namespace rfabric::net
