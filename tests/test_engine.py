@@ -210,6 +210,23 @@ def test_same_seed_same_results_and_seed_matters():
     assert a.flows["end_ps"].to_pylist() != c.flows["end_ps"].to_pylist()
 
 
+def test_simulate_keeps_the_configs_transport_seed_and_mtu(ft128):
+    # simulate()'s own keywords override a config only when given
+    flows = rf.Flows([0, 3], [64, 70], [300_000, 200_000])
+    cfg = rf.EngineConfig(transport="dctcp", seed=7, mtu_bytes=4096)
+    res = rf.simulate(ft128, flows, config=cfg)
+    assert res.run["transport"] == "dctcp" and res.run["seed"] == 7 and not res.run["lossless"]
+    assert res.run["header_bytes"] == 58
+    frames = -(-300_000 // (4096 - 58)) + -(-200_000 // (4096 - 58))  # data frames at MTU 4096
+    assert res.run["packets"] >= 2 * frames  # one ACK per data frame (at 9216 B: 112 packets)
+    same = rf.simulate(ft128, flows, transport="dctcp", seed=7, mtu_bytes=4096)
+    assert _run_summary(res) == _run_summary(same)
+    # and an explicit keyword still wins over the config
+    over = rf.simulate(ft128, flows, config=cfg, transport="roce", seed=3)
+    assert over.run["transport"] == "roce" and over.run["seed"] == 3 and over.run["lossless"]
+    assert _run_summary(over) == _run_summary(rf.simulate(ft128, flows, seed=3, mtu_bytes=4096))
+
+
 def test_two_engines_in_one_process_interleaved():
     fab = rf.topologies.FatTree(gpus=128, link="100Gbps", radix=16)
     f1 = rf.Flows.permutation(128, 500_000, seed=1)
