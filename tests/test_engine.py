@@ -134,6 +134,31 @@ def test_dctcp_incast_drops_and_recovers_within_buffers(ft128):
     assert np.all(res.links["max_queue_bytes"].to_numpy() <= res.links["buffer_bytes"].to_numpy())
 
 
+def test_dctcp_never_sends_past_the_end_of_a_flow():
+    # Two NVLink flows into GPU 0 through 64 KiB buffers (found by hypothesis, shrunk): drops,
+    # a fast retransmit and a go-back-N resend, during which the ACK of the whole flow
+    # arrived while the flow still held a NIC slot. The NIC then pulled a frame past the
+    # flow's end, whose negative payload, cast to uint32, took delivered_bytes past 2^32
+    # (4,295,280,116 for 316,675 bytes). The flow now gives its slot back (Network::deactivate).
+    fab = rf.topologies.FatTree(gpus=16, buffer="64KiB")
+    sizes = [95_748, 316_675]
+    sim = rf.Simulation(fab, rf.Flows([2, 6], [0, 0], sizes, [1_700_000, 400_000]), transport="dctcp", seed=1)
+    sim.run()
+    log = sim.engine.flow_log()
+    # (the frame past the end also made the receiver read beyond its per-frame bitmap, so
+    # whether delivered_bytes wrapped depended on memory; the frame count below does not)
+    assert log["delivered_bytes"].tolist() == sizes and log["sent_bytes"].tolist() == sizes
+    assert log["dropped_bytes"].sum() > 0 and log["resent_bytes"].sum() > 0  # the path that broke
+    sent = log["sent_bytes"] + log["resent_bytes"]
+    assert np.array_equal(sent, log["delivered_bytes"] + log["duplicate_bytes"] + log["dropped_bytes"])
+    mss = 9216 - 58
+    frames = sum(-(-n // mss) for n in sizes) + int(log["retransmits"].sum())  # every data frame
+    # nothing else was sent: those frames and one ACK per data frame that arrived (the drops
+    # are all data frames, at the 64 KiB queue into GPU 0)
+    c = sim.engine.counters()
+    assert c["packets"] == frames + (frames - c["drops"])
+
+
 def test_dcqcn_shares_a_bottleneck_fairly():
     # 8 long flows into GPU 0 through one switch, each sender on its own ingress port, so the
     # ToR -> GPU 0 link is the one shared element (the DCQCN paper's fairness setup).
