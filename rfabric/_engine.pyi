@@ -6,6 +6,8 @@ Units: time in int picoseconds, sizes in int bytes, rates in int bit/s.
 import numpy as np
 from numpy.typing import NDArray
 
+debug_checks: bool  # built with RF_DCHECK live (the RF_SANITIZE debug build)
+
 def transports() -> list[str]: ...
 def check_event_queue(seed: int, operations: int) -> int:
     """Self-check of the calendar queue against a reference heap; returns disagreements (0)."""

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "bindings/ndarray.hpp"
+#include "engine/check.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/rng.hpp"
 #include "proto/registry.hpp"
@@ -173,6 +174,7 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
 }
 
 void bind_engine(py::module_& m) {
+  m.attr("debug_checks") = kDebugChecks;  // RF_DCHECK live: the RF_SANITIZE build (.ci/sanitize)
   m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
   m.def("op_kinds", &coll::kind_names, "Collective op kind names, in the executor's code order.");
   m.def("op_algorithms", &coll::algo_names, "Collective algorithm names, in the executor's code order.");

@@ -39,11 +39,17 @@ std::string concat(const Args&... args) {
   } while (0)
 
 #ifdef RFABRIC_DEBUG
+namespace rfabric {
+inline constexpr bool kDebugChecks = true;
+}
 #define RF_DCHECK(cond)                                                                      \
   do {                                                                                       \
     if (!(cond)) throw ::rfabric::InternalError("invariant failed: " #cond " at " __FILE__); \
   } while (0)
 #else
+namespace rfabric {
+inline constexpr bool kDebugChecks = false;
+}
 #define RF_DCHECK(cond) \
   do {                  \
   } while (0)

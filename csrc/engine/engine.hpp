@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/check.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/time.hpp"
 
@@ -32,7 +33,10 @@ class Engine {
   }
 
   /// Schedule an event at absolute time `t` (never in the past).
-  RF_HOT void schedule(SimTime t, uint32_t target, uint32_t kind) { queue_.push(t, target, kind); }
+  RF_HOT void schedule(SimTime t, uint32_t target, uint32_t kind) {
+    RF_DCHECK(t >= now_ && kind < kinds_.size());
+    queue_.push(t, target, kind);
+  }
 
   /// Run events with time <= until, stopping early after `max_events` (0 = no limit).
   /// Returns the number of events processed by this call. The clock ends at `until`

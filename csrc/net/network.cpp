@@ -441,10 +441,12 @@ uint32_t Network::pull_nic(uint32_t port) {
 
 uint32_t Network::pop_queue(Port& pt) {
   const uint32_t pkt = pt.head;
+  RF_DCHECK(pkt != kNone);
   Packet& p = pool_[pkt];
   pt.head = p.next;
   if (pt.head == kNone) pt.tail = kNone;
   pt.queued_bytes -= p.size_bytes;
+  RF_DCHECK(pt.queued_bytes >= 0 && (pt.head != kNone || pt.queued_bytes == 0));
   return pkt;
 }
 
@@ -498,6 +500,7 @@ void Network::transmit(uint32_t port, uint32_t pkt) {
     // The frame leaves the node it arrived at: release its ingress (PFC) accounting.
     Port& in = ports_[p.port];
     in.ingress_bytes -= p.size_bytes;
+    RF_DCHECK(in.ingress_bytes >= 0);
     if (in.pause_sent && in.ingress_bytes <= in.xon) {
       in.pause_sent = false;
       eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kResume);
@@ -519,6 +522,7 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
   p.port = port;
   p.chan_gen = pt.gen;
   counters_.busy_starts += pt.busy_until > now;  // INVARIANT: one frame at a time per port
+  RF_DCHECK(pt.busy_until <= now && !pt.inert && p.size_bytes > 0);
   pt.busy_until = now + ser;
   pt.busy_ps += ser;
   pt.tx_bytes += p.size_bytes;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/check.hpp"
 #include "engine/time.hpp"
 
 namespace rfabric::net {
@@ -45,6 +46,7 @@ class PacketPool {
     return static_cast<uint32_t>(packets_.size() - 1);
   }
   void release(uint32_t i) {
+    RF_DCHECK(live_ > 0 && i < packets_.size());
     packets_[i].next = free_;
     free_ = i;
     --live_;

@@ -56,6 +56,7 @@ class Roce final : public net::Transport {
     auto& flows = net_.flows_mut();
     const Bytes left = flows.size_bytes[f] - flows.sent_bytes[f];
     const Bytes payload = std::min(left, net_.payload_per_packet());
+    RF_DCHECK(payload > 0);  // the NIC pulls a flow only while it has bytes left
     p.type = kData;
     p.payload_bytes = static_cast<uint32_t>(payload);
     p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
@@ -84,6 +85,7 @@ class Roce final : public net::Transport {
     }
     auto& flows = net_.flows_mut();
     flows.delivered_bytes[f] += p.payload_bytes;
+    RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
     State& s = st_[f];
     const SimTime now = net_.now();
     if (p.ecn && now - s.last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) {
