@@ -9,6 +9,7 @@ from numpy.typing import NDArray
 debug_checks: bool  # built with RF_DCHECK live (the RF_SANITIZE debug build)
 
 def transports() -> list[str]: ...
+def config_fields() -> dict[str, int | float | bool | str]: ...
 def check_event_queue(seed: int, operations: int) -> int:
     """Self-check of the calendar queue against a reference heap; returns disagreements (0)."""
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from . import _engine
 from .errors import SpecError
 from .flows import Flows
 from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
@@ -23,25 +24,79 @@ from .spec import NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
 
-__all__ = ["EngineConfig", "Simulation", "simulate", "TRANSPORT_DEFAULTS", "BACKENDS"]
+__all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
 BACKENDS = ("packet",)
 ECMP_MODES = ("dmodk", "flow", "packet", "adaptive")
 
-#: Per-transport defaults for fields left as None in EngineConfig.
-#: ECN thresholds are queueing delays at each port's own rate, so one value fits every speed.
-TRANSPORT_DEFAULTS = {
-    # DCQCN paper (Zhu et al., SIGCOMM 2015): Kmin 5 KB, Kmax 200 KB, Pmax 1% at 40 Gb/s,
-    # i.e. 1 us and 40 us of queueing.
-    "roce": {"ecn_kmin": "1us", "ecn_kmax": "40us", "ecn_pmax": 0.01},
-    # DCTCP step marking at K; K ~ 0.4 RTT of a 3-tier fabric (DCTCP guideline K > C*RTT/7).
-    "dctcp": {"ecn_kmin": "5us", "ecn_kmax": "5us", "ecn_pmax": 1.0},
-}
+#: The engine's config fields and their defaults in base units (-1: the transport's choice).
+#: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp, which also documents each
+#: default and its source; EngineConfig takes its defaults from here.
+ENGINE_FIELDS: dict = _engine.config_fields()
+
+#: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
+#: ecmp_* switches), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
+#: the collective executor's settings (passed to load_workload).
+PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk")
+#: Time and size fields that may be zero (the others must be positive).
+_MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
+
+
+def _python_name(engine_name: str) -> str:
+    """EngineConfig's name for an engine field: without the _ps / _bps unit suffix (the
+    Python field takes unit strings), else the same."""
+    for suffix in ("_ps", "_bps"):
+        if engine_name.endswith(suffix):
+            return engine_name[: -len(suffix)]
+    return engine_name
+
+
+def _default(engine_name: str):
+    """The engine's default for a field, None where it is the transport's choice (-1)."""
+    value = ENGINE_FIELDS[engine_name]
+    return None if value == -1 and not isinstance(value, bool) else value
+
+
+def _default_ecmp() -> str:
+    """The routing mode the engine's ecmp_* defaults select."""
+    for mode in ("adaptive", "per_packet", "dmodk"):
+        if ENGINE_FIELDS[f"ecmp_{mode}"]:
+            return "packet" if mode == "per_packet" else mode
+    return "flow"
+
+
+def _to_engine_value(engine_name: str, value):
+    """One EngineConfig value in the engine's base unit and type."""
+    default = ENGINE_FIELDS[engine_name]
+    positive = engine_name not in _MAY_BE_ZERO
+    try:
+        if engine_name.endswith("_ps"):
+            return parse_time(value, allow_zero=not positive)
+        if engine_name.endswith("_bps"):
+            return parse_rate(value)
+        if engine_name.endswith("_bytes") or engine_name.endswith("_byte_counter"):
+            return parse_size(value, allow_zero=not positive)
+    except SpecError as exc:
+        raise SpecError(f"EngineConfig.{_python_name(engine_name)}: {exc}") from None
+    if isinstance(default, bool):
+        return bool(value)
+    if isinstance(default, int) and not isinstance(value, bool):
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    elif isinstance(default, float) and isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    elif isinstance(default, str) and isinstance(value, str):
+        return value
+    raise SpecError(
+        f"EngineConfig.{_python_name(engine_name)}: expected {type(default).__name__}, got {value!r}"
+    )
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Engine settings. Times accept unit strings ("1us") or int ps; sizes "9216B" or bytes.
+    """Engine settings. Times accept unit strings ("1us") or int ps; sizes "9216B" or bytes;
+    rates "5Mbps" or bit/s. Defaults are the engine's (``ENGINE_FIELDS``, from
+    ``RF_ENGINE_CONFIG_FIELDS`` in csrc/net/spec.hpp, where each is documented with its source).
 
     Parameters
     ----------
@@ -58,9 +113,10 @@ class EngineConfig:
     lossless : bool, optional
         PFC on (True) or drop-tail (False); default the transport's (roce True, dctcp False).
     ecn_kmin, ecn_kmax : time, optional
-        RED/ECN thresholds as queueing delay at the port's rate; default per transport.
+        RED/ECN thresholds as queueing delay at the port's rate; default the transport's
+        (roce 1 µs and 40 µs, from the DCQCN paper; dctcp a step at 5 µs).
     ecn_pmax : float, optional
-        Marking probability at kmax.
+        Marking probability at kmax; default the transport's (roce 0.01, dctcp 1).
     ecmp : str
         How a switch picks among equal-cost next hops (bench/README.md compares them):
         ``"dmodk"`` (default): deterministic destination-based routing, as InfiniBand subnet
@@ -74,7 +130,7 @@ class EngineConfig:
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
     dcqcn_* , dctcp_* :
-        Transport parameters (see the field defaults and csrc/proto/*.cpp).
+        Transport parameters (defaults and their sources in csrc/net/spec.hpp).
     coll_channels : int
         Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
         carry under 64 KiB per rank). Each channel's ring leaves every server from a
@@ -86,41 +142,29 @@ class EngineConfig:
         circuit is dark this long after a plan is applied.
     """
 
-    transport: str = "roce"
-    seed: int = 1
-    mtu_bytes: int = 9216
-    header_bytes: int | None = None
-    control_bytes: int = 64
-    lossless: bool | None = None
-    ecn_kmin: object = None
-    ecn_kmax: object = None
-    ecn_pmax: float | None = None
-    ecmp: str = "dmodk"
-    # PFC XOFF per ingress port, as queueing time at the link's rate (like the ECN
-    # thresholds): 5 us = 125 KB at 200 Gb/s. PFC is accounted per ingress, so a switch can
-    # hold ports x XOFF of lossless backlog; 5 us x 64 ports x 200G = 8 MB, the order of a
-    # shared-buffer ASIC's lossless pool. With XOFF = buffer - headroom (~1 MiB) a 16:1
-    # incast parks ~48 MB in the fabric and DCQCN, marked while it drains, falls to its rate
-    # floor (bench/README.md has the measurements).
-    pfc_xoff: object = "5us"
-    dcqcn_timer: object = "55us"
-    # DCQCN byte counter: 32 KiB, as ConnectX NICs reset it (rpg_byte_reset 32767 B). The
-    # DCQCN paper's 10 MB (chosen at 40 Gb/s for long flows) leaves a throttled flow in
-    # additive increase for milliseconds: a 2 MB permutation on a 100G fat-tree then takes
-    # 3.3 ms instead of the 0.66 ms its ECMP collisions allow (bench/README.md).
-    dcqcn_byte_counter: object = "32KiB"
-    dcqcn_g: float = 1 / 256
-    # Additive / hyper increase steps: ConnectX defaults (rpg_ai_rate 5 Mb/s, rpg_hai_rate
-    # 50 Mb/s). Steps scaled to the line rate (line/1000, line/100) overshoot into PFC.
-    dcqcn_rai: object = "5Mbps"
-    dcqcn_rhai: object = "50Mbps"
-    dcqcn_min_rate: object = "100Mbps"
-    dcqcn_cnp_interval: object = "50us"
-    dcqcn_f: int = 5
-    dctcp_g: float = 1 / 16
-    dctcp_init_cwnd_packets: int = 10
-    dctcp_min_rto: object = "200us"
-    dctcp_max_timeouts: int = 15  # then the flow gives up, unfinished (Linux tcp_retries2)
+    transport: str = _default("transport")
+    seed: int = _default("seed")
+    mtu_bytes: int = _default("mtu_bytes")
+    header_bytes: int | None = _default("header_bytes")
+    control_bytes: int = _default("control_bytes")
+    lossless: bool | None = _default("lossless")
+    ecn_kmin: object = _default("ecn_kmin_ps")
+    ecn_kmax: object = _default("ecn_kmax_ps")
+    ecn_pmax: float | None = _default("ecn_pmax")
+    ecmp: str = _default_ecmp()
+    pfc_xoff: object = _default("pfc_xoff_ps")
+    dcqcn_timer: object = _default("dcqcn_timer_ps")
+    dcqcn_byte_counter: object = _default("dcqcn_byte_counter")
+    dcqcn_g: float = _default("dcqcn_g")
+    dcqcn_rai: object = _default("dcqcn_rai_bps")
+    dcqcn_rhai: object = _default("dcqcn_rhai_bps")
+    dcqcn_min_rate: object = _default("dcqcn_min_rate_bps")
+    dcqcn_cnp_interval: object = _default("dcqcn_cnp_interval_ps")
+    dcqcn_f: int = _default("dcqcn_f")
+    dctcp_g: float = _default("dctcp_g")
+    dctcp_init_cwnd_packets: int = _default("dctcp_init_cwnd_packets")
+    dctcp_min_rto: object = _default("dctcp_min_rto_ps")
+    dctcp_max_timeouts: int = _default("dctcp_max_timeouts")
     # Optical circuit switches: how long changed circuits stay dark (paper: 25 ms; table 2
     # spans 10 us .. 120 s across OCS technologies)
     t_ocs: object = "25ms"
@@ -129,9 +173,8 @@ class EngineConfig:
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
 
     def to_engine(self) -> dict:
-        """The config dict the engine takes: base units only, transport defaults resolved."""
-        from . import _engine
-
+        """The config dict the engine takes, built from the engine's own field list: base
+        units only; fields left None are left out (the engine's default: the transport's)."""
         if self.transport not in _engine.transports():
             raise SpecError(
                 f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})"
@@ -140,38 +183,25 @@ class EngineConfig:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
-        d = TRANSPORT_DEFAULTS.get(self.transport, {})
-        kmin = parse_time(self.ecn_kmin if self.ecn_kmin is not None else d.get("ecn_kmin", "5us"))
-        kmax = parse_time(self.ecn_kmax if self.ecn_kmax is not None else d.get("ecn_kmax", "5us"))
-        pmax = self.ecn_pmax if self.ecn_pmax is not None else d.get("ecn_pmax", 1.0)
-        if kmax < kmin:
-            raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
-        if not 0 <= pmax <= 1:
-            raise SpecError(f"ecn_pmax must be in [0, 1], got {pmax!r}")
-        out = {
-            "transport": self.transport,
-            "seed": int(self.seed),
-            "mtu_bytes": parse_size(self.mtu_bytes, allow_zero=False),
-            "control_bytes": parse_size(self.control_bytes, allow_zero=False),
-            "ecn_kmin_ps": kmin,
-            "ecn_kmax_ps": kmax,
-            "ecn_pmax": float(pmax),
+        routing = {
             "ecmp_per_packet": self.ecmp == "packet",
             "ecmp_adaptive": self.ecmp == "adaptive",
             "ecmp_dmodk": self.ecmp == "dmodk",
-            "pfc_xoff_ps": parse_time(self.pfc_xoff, allow_zero=False),
-            "dcqcn_timer_ps": parse_time(self.dcqcn_timer, allow_zero=False),
-            "dcqcn_byte_counter": parse_size(self.dcqcn_byte_counter, allow_zero=False),
-            "dcqcn_g": float(self.dcqcn_g),
-            "dcqcn_min_rate_bps": parse_rate(self.dcqcn_min_rate),
-            "dcqcn_cnp_interval_ps": parse_time(self.dcqcn_cnp_interval),
-            "dcqcn_f": int(self.dcqcn_f),
-            "dctcp_g": float(self.dctcp_g),
-            "dctcp_init_cwnd_packets": int(self.dctcp_init_cwnd_packets),
-            "dctcp_min_rto_ps": parse_time(self.dctcp_min_rto, allow_zero=False),
-            "dctcp_max_timeouts": int(self.dctcp_max_timeouts),
-            "t_ocs_ps": parse_time(self.t_ocs),
         }
+        out = {}
+        for name in ENGINE_FIELDS:
+            if name in routing:
+                out[name] = routing[name]
+                continue
+            value = getattr(self, _python_name(name))
+            if value is None:
+                continue
+            out[name] = int(bool(value)) if name == "lossless" else _to_engine_value(name, value)
+        kmin, kmax = out.get("ecn_kmin_ps"), out.get("ecn_kmax_ps")
+        if kmin is not None and kmax is not None and kmax < kmin:
+            raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
+        if "ecn_pmax" in out and not 0 <= out["ecn_pmax"] <= 1:
+            raise SpecError(f"ecn_pmax must be in [0, 1], got {self.ecn_pmax!r}")
         if (
             isinstance(self.coll_channels, bool)
             or not isinstance(self.coll_channels, (int, np.integer))
@@ -179,14 +209,7 @@ class EngineConfig:
         ):
             raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
         parse_size(self.coll_chunk, allow_zero=False)
-        if self.header_bytes is not None:
-            out["header_bytes"] = parse_size(self.header_bytes)
-        if self.lossless is not None:
-            out["lossless"] = int(bool(self.lossless))
-        if self.dcqcn_rai is not None:
-            out["dcqcn_rai_bps"] = parse_rate(self.dcqcn_rai)
-        if self.dcqcn_rhai is not None:
-            out["dcqcn_rhai_bps"] = parse_rate(self.dcqcn_rhai)
+        parse_time(self.t_ocs)
         return out
 
 
@@ -226,8 +249,6 @@ class Simulation:
     """
 
     def __init__(self, topology, workload, config: EngineConfig | None = None, **settings):
-        from . import _engine
-
         if "controller" in settings:
             raise SpecError(
                 "controllers (StageAwareController and others) are not built yet; plan circuits "

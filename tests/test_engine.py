@@ -252,6 +252,56 @@ def test_simulate_keeps_the_configs_transport_seed_and_mtu(ft128):
     assert _run_summary(over) == _run_summary(rf.simulate(ft128, flows, seed=3, mtu_bytes=4096))
 
 
+def test_engine_config_fields_have_one_source():
+    # RF_ENGINE_CONFIG_FIELDS (csrc/net/spec.hpp) is the one list: EngineConfig must have a
+    # field for each engine field (unit suffix dropped), take the engine's default, and send
+    # exactly the engine's fields; its own extras are the named Python-only ones.
+    import dataclasses
+
+    from rfabric import _engine
+    from rfabric.simulation import PYTHON_ONLY, _python_name
+
+    fields = _engine.config_fields()
+    python = [f.name for f in dataclasses.fields(rf.EngineConfig)]
+    mapped = [_python_name(n) for n in fields if not n.startswith("ecmp_")]
+    assert sorted(set(python) - set(mapped)) == sorted(PYTHON_ONLY)
+    assert not set(mapped) - set(python), "engine fields without an EngineConfig field"
+    cfg = rf.EngineConfig()
+    for name, default in fields.items():
+        if not name.startswith("ecmp_"):
+            assert getattr(cfg, _python_name(name)) == (None if default == -1 else default), name
+    assert cfg.ecmp == "dmodk" and fields["ecmp_dmodk"]
+    everything = rf.EngineConfig(header_bytes=62, lossless=True, ecn_kmin=0, ecn_kmax="40us", ecn_pmax=0.5)
+    sent = everything.to_engine()
+    assert list(sent) == list(fields)
+    assert all(type(sent[n]) is type(fields[n]) for n in fields if n != "lossless")
+    # the OCS dark time is Simulation.apply_circuits' (t_ocs), no engine field
+    assert "t_ocs_ps" not in fields
+    with pytest.raises(rf.SpecError, match="engine config: unknown field 't_ocs_ps'"):
+        _engine.Engine(rf.topologies.FatTree(16).to_spec().arrays(), {"t_ocs_ps": 1})
+
+
+@pytest.mark.parametrize("transport", ["roce", "dctcp"])
+def test_engine_defaults_need_no_python(ft128, transport):
+    # An engine given only the transport (every other field its own default, ECN thresholds
+    # the transport's) runs exactly what simulate() runs: no default lives only in Python.
+    from rfabric import _engine
+
+    flows = rf.Flows(np.arange(8, 40), np.zeros(32, int), 200_000)
+    eng = _engine.Engine(ft128.to_spec().arrays(), {"transport": transport})
+    eng.add_flows(flows.src.astype(np.uint32), flows.dst.astype(np.uint32), flows.size_bytes, flows.start_ps)
+    eng.run()
+    res = rf.simulate(ft128, flows, transport=transport)
+    assert res.run["ecn_marks"] > 0  # the thresholds are in play
+    assert eng.flow_log()["end_ps"].tolist() == res.flows["end_ps"].to_pylist()
+    c = eng.counters()
+    assert (c["ecn_marks"], c["drops"], c["pfc_pauses"]) == (
+        res.run["ecn_marks"],
+        res.run["drops"],
+        res.run["pfc_pauses"],
+    )
+
+
 def test_two_engines_in_one_process_interleaved():
     fab = rf.topologies.FatTree(gpus=128, link="100Gbps", radix=16)
     f1 = rf.Flows.permutation(128, 500_000, seed=1)

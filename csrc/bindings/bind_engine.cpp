@@ -18,6 +18,8 @@ namespace rfabric::bindings {
 
 namespace {
 
+using engine::BitsPerSec;
+using engine::Bytes;
 using engine::SimTime;
 using net::EngineConfig;
 using net::NetworkSpec;
@@ -57,65 +59,29 @@ EngineConfig config_from_dict(const py::dict& d) {
     const std::string k = py::str(item.first);
     const py::handle v = item.second;
     try {
-      if (k == "seed")
-        c.seed = v.cast<uint64_t>();
-      else if (k == "transport")
-        c.transport = v.cast<std::string>();
-      else if (k == "mtu_bytes")
-        c.mtu_bytes = v.cast<int64_t>();
-      else if (k == "header_bytes")
-        c.header_bytes = v.cast<int64_t>();
-      else if (k == "control_bytes")
-        c.control_bytes = v.cast<int64_t>();
-      else if (k == "lossless")
-        c.lossless = v.cast<int>();
-      else if (k == "ecn_kmin_ps")
-        c.ecn_kmin_ps = v.cast<int64_t>();
-      else if (k == "ecn_kmax_ps")
-        c.ecn_kmax_ps = v.cast<int64_t>();
-      else if (k == "ecn_pmax")
-        c.ecn_pmax = v.cast<double>();
-      else if (k == "ecmp_per_packet")
-        c.ecmp_per_packet = v.cast<bool>();
-      else if (k == "ecmp_adaptive")
-        c.ecmp_adaptive = v.cast<bool>();
-      else if (k == "ecmp_dmodk")
-        c.ecmp_dmodk = v.cast<bool>();
-      else if (k == "t_ocs_ps")
-        c.t_ocs_ps = v.cast<int64_t>();
-      else if (k == "pfc_xoff_ps")
-        c.pfc_xoff_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_timer_ps")
-        c.dcqcn_timer_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_byte_counter")
-        c.dcqcn_byte_counter = v.cast<int64_t>();
-      else if (k == "dcqcn_g")
-        c.dcqcn_g = v.cast<double>();
-      else if (k == "dcqcn_rai_bps")
-        c.dcqcn_rai_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_rhai_bps")
-        c.dcqcn_rhai_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_min_rate_bps")
-        c.dcqcn_min_rate_bps = v.cast<int64_t>();
-      else if (k == "dcqcn_cnp_interval_ps")
-        c.dcqcn_cnp_interval_ps = v.cast<int64_t>();
-      else if (k == "dcqcn_f")
-        c.dcqcn_f = v.cast<int>();
-      else if (k == "dctcp_g")
-        c.dctcp_g = v.cast<double>();
-      else if (k == "dctcp_init_cwnd_packets")
-        c.dctcp_init_cwnd_packets = v.cast<int>();
-      else if (k == "dctcp_min_rto_ps")
-        c.dctcp_min_rto_ps = v.cast<int64_t>();
-      else if (k == "dctcp_max_timeouts")
-        c.dctcp_max_timeouts = v.cast<int>();
-      else
-        throw SpecError("engine config: unknown field '" + k + "'");
+#define RF_CONFIG_FROM_DICT(type, name, value, doc) \
+  if (k == #name) {                                 \
+    c.name = v.cast<type>();                        \
+    continue;                                       \
+  }
+      RF_ENGINE_CONFIG_FIELDS(RF_CONFIG_FROM_DICT)
+#undef RF_CONFIG_FROM_DICT
     } catch (const py::cast_error&) {
       throw SpecError("engine config: field '" + k + "' has the wrong type");
     }
+    throw SpecError("engine config: unknown field '" + k + "'");
   }
   return c;
+}
+
+/// Every engine config field and its default, in declaration order.
+py::dict config_fields() {
+  const EngineConfig c;
+  py::dict d;
+#define RF_CONFIG_DEFAULT(type, name, value, doc) d[#name] = c.name;
+  RF_ENGINE_CONFIG_FIELDS(RF_CONFIG_DEFAULT)
+#undef RF_CONFIG_DEFAULT
+  return d;
 }
 
 }  // namespace
@@ -176,6 +142,9 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
 void bind_engine(py::module_& m) {
   m.attr("debug_checks") = kDebugChecks;  // RF_DCHECK live: the RF_SANITIZE build (.ci/sanitize)
   m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
+  m.def("config_fields", &config_fields,
+        "Engine config fields and their defaults (base units; -1: the transport's choice), in\n"
+        "declaration order: the one list (RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp).");
   m.def("op_kinds", &coll::kind_names, "Collective op kind names, in the executor's code order.");
   m.def("op_algorithms", &coll::algo_names, "Collective algorithm names, in the executor's code order.");
   m.def("check_event_queue", &check_event_queue, py::arg("seed"), py::arg("operations"),

@@ -183,8 +183,13 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   mtu_ = cfg_.mtu_bytes;
   lossless_ = cfg_.lossless >= 0 ? cfg_.lossless != 0 : transport_->lossless();
-  RF_CHECK(cfg_.ecn_kmin_ps >= 0 && cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps,
-           "ECN thresholds: need 0 <= kmin <= kmax");
+  const Transport::EcnDefaults ecn = transport_->ecn_defaults();
+  if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
+  if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
+  if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = ecn.pmax;
+  RF_CHECK(cfg_.ecn_kmin_ps >= 0, "ecn_kmin_ps ", cfg_.ecn_kmin_ps, " is negative");
+  RF_CHECK(cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ecn_kmax_ps ", cfg_.ecn_kmax_ps, " is below ecn_kmin_ps ",
+           cfg_.ecn_kmin_ps, " (a threshold left at -1 is ", cfg_.transport, "'s default)");
   RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
   ecn_pmax_ = cfg_.ecn_pmax;
   for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);

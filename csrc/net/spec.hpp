@@ -36,45 +36,58 @@ struct NetworkSpec {
   bool deadlock_free = false;    ///< up*/down* routing among switches (circuit meshes under PFC)
 };
 
-/// Engine configuration: one value, mirrored by rfabric.simulation.EngineConfig.
+/// Engine configuration: the one list of its fields. X(type, name, default, doc) makes the
+/// struct below, the binding's dict conversion (csrc/bindings/bind_engine.cpp) and
+/// rfabric._engine.config_fields() (name -> default), from which rfabric.EngineConfig takes
+/// its defaults and builds the dict it passes in (tests/test_engine.py fails on any drift).
+/// A default of -1 means "the transport's choice" (Transport::header_bytes, lossless,
+/// ecn_defaults). Names carry their unit: _ps, _bps, _bytes.
+#define RF_ENGINE_CONFIG_FIELDS(X)                                                                     \
+  X(uint64_t, seed, 1, "seeds ECMP hashing and ECN marking draws")                                     \
+  X(std::string, transport, "roce", "transport name, as listed in proto/registry.cpp")                 \
+  X(Bytes, mtu_bytes, 9216, "frame size including headers (paper 7.2)")                                \
+  X(Bytes, header_bytes, -1, "header bytes per frame; -1: the transport's")                            \
+  X(Bytes, control_bytes, 64, "ACK / CNP / pause frame size")                                          \
+  X(int, lossless, -1, "1 PFC, 0 lossy drop-tail; -1: the transport's")                                \
+  X(SimTime, ecn_kmin_ps, -1, "ECN thresholds as queueing delay at the port's rate (one setting fits " \
+                              "every speed); -1: the transport's")                                     \
+  X(SimTime, ecn_kmax_ps, -1, "see ecn_kmin_ps")                                                       \
+  X(double, ecn_pmax, -1, "marking probability at kmax; -1: the transport's")                          \
+  X(bool, ecmp_per_packet, false, "spray packets instead of hashing flows")                            \
+  X(bool, ecmp_adaptive, false,                                                                        \
+    "adaptive routing: each packet takes the shortest-path port with the least queued bytes (ties "    \
+    "by hash), as InfiniBand AR / Spectrum-X; overrides ecmp_per_packet")                              \
+  X(bool, ecmp_dmodk, true,                                                                            \
+    "D-mod-K (the default): at the h-th hop, next hop (dst / k^(h-1)) mod k of the k equal-cost "      \
+    "ones, so each destination is reached over one tree (InfiniBand's fat-tree routing); all three "   \
+    "ecmp_* off: flow hashing")                                                                        \
+  X(SimTime, pfc_xoff_ps, 5'000'000,                                                                   \
+    "PFC XOFF per ingress port as queueing time at the link's rate (lossless only), capped at "        \
+    "buffer - headroom: 5 us = 125 KB at 200 Gb/s; x 64 ports, the order of a shared-buffer ASIC's "   \
+    "lossless pool (bench/README.md)")                                                                 \
+  X(SimTime, dcqcn_timer_ps, 55'000'000, "DCQCN rate-increase and alpha timer period")                 \
+  X(Bytes, dcqcn_byte_counter, 32 * 1024,                                                              \
+    "DCQCN byte counter, as ConnectX NICs reset it (rpg_byte_reset 32767 B); the DCQCN paper's 10 MB " \
+    "leaves a throttled flow in additive increase for milliseconds (bench/README.md)")                 \
+  X(double, dcqcn_g, 1.0 / 256, "DCQCN alpha gain")                                                    \
+  X(BitsPerSec, dcqcn_rai_bps, 5'000'000,                                                              \
+    "DCQCN additive increase step (ConnectX rpg_ai_rate); steps scaled to the line rate overshoot "    \
+    "into PFC")                                                                                        \
+  X(BitsPerSec, dcqcn_rhai_bps, 50'000'000, "DCQCN hyper increase step (ConnectX rpg_hai_rate)")       \
+  X(BitsPerSec, dcqcn_min_rate_bps, 100'000'000, "DCQCN rate floor")                                   \
+  X(SimTime, dcqcn_cnp_interval_ps, 50'000'000, "at most one CNP per flow per interval")               \
+  X(int, dcqcn_f, 5, "DCQCN fast-recovery steps")                                                      \
+  X(double, dctcp_g, 1.0 / 16, "DCTCP alpha gain")                                                     \
+  X(int, dctcp_init_cwnd_packets, 10, "DCTCP initial window")                                          \
+  X(SimTime, dctcp_min_rto_ps, 200'000'000, "DCTCP minimum retransmission timeout (200 us)")           \
+  X(int, dctcp_max_timeouts, 15,                                                                       \
+    "consecutive timeouts without progress before a flow gives up, unfinished (Linux tcp_retries2): "  \
+    "a flow to an unreachable GPU ends instead of retransmitting forever")
+
 struct EngineConfig {
-  uint64_t seed = 1;
-  std::string transport = "roce";
-  Bytes mtu_bytes = 9216;    ///< frame size including headers
-  Bytes header_bytes = -1;   ///< -1: the transport's own header size
-  Bytes control_bytes = 64;  ///< ACK / CNP / pause frame size
-  int lossless = -1;         ///< -1: the transport's choice; 0 lossy drop-tail; 1 PFC
-  SimTime ecn_kmin_ps = -1;  ///< ECN thresholds as queueing delay at the port's rate
-  SimTime ecn_kmax_ps = -1;
-  double ecn_pmax = -1;
-  bool ecmp_per_packet = false;  ///< spray packets instead of hashing flows
-  /// Adaptive routing: each packet takes the shortest-path port with the least queued
-  /// bytes (ties by hash), as InfiniBand AR / Spectrum-X do. Overrides ecmp_per_packet.
-  bool ecmp_adaptive = false;
-  /// D-mod-K: at the h-th hop, take next hop (dst / k^(h-1)) mod k of the k equal-cost ones,
-  /// so each destination is reached over one tree (InfiniBand's fat-tree routing).
-  bool ecmp_dmodk = false;
-  /// Optical circuit reconfiguration time: changed circuits are dark this long.
-  SimTime t_ocs_ps = 25'000'000'000;
-  /// PFC XOFF threshold per ingress as queueing time at the link's rate (lossless only);
-  /// capped at buffer - headroom.
-  SimTime pfc_xoff_ps = 5'000'000;
-  // DCQCN (roce)
-  SimTime dcqcn_timer_ps = 55'000'000;  ///< rate-increase and alpha timer period
-  Bytes dcqcn_byte_counter = 32 * 1024;
-  double dcqcn_g = 1.0 / 256;
-  BitsPerSec dcqcn_rai_bps = 5'000'000;    ///< additive increase step
-  BitsPerSec dcqcn_rhai_bps = 50'000'000;  ///< hyper increase step
-  BitsPerSec dcqcn_min_rate_bps = 100'000'000;
-  SimTime dcqcn_cnp_interval_ps = 50'000'000;
-  int dcqcn_f = 5;  ///< fast-recovery steps
-  // DCTCP
-  double dctcp_g = 1.0 / 16;
-  int dctcp_init_cwnd_packets = 10;
-  SimTime dctcp_min_rto_ps = 200'000'000;  ///< 200 us
-  /// Consecutive timeouts without progress before a flow gives up (Linux tcp_retries2 = 15):
-  /// a flow to an unreachable GPU ends unfinished instead of retransmitting forever.
-  int dctcp_max_timeouts = 15;
+#define RF_CONFIG_MEMBER(type, name, value, doc) type name = value;
+  RF_ENGINE_CONFIG_FIELDS(RF_CONFIG_MEMBER)
+#undef RF_CONFIG_MEMBER
 };
 
 }  // namespace rfabric::net

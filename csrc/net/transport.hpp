@@ -23,6 +23,14 @@ class Transport : public engine::Handler {
   virtual Bytes header_bytes() const = 0;
   /// Whether the fabric should run lossless (PFC) by default under this transport.
   virtual bool lossless() const = 0;
+  /// The ECN marking this transport's congestion control is tuned for, used where the
+  /// config leaves it to the transport (-1): thresholds as queueing delay at each port's
+  /// rate, so one setting fits every link speed.
+  struct EcnDefaults {
+    SimTime kmin_ps, kmax_ps;
+    double pmax;
+  };
+  virtual EcnDefaults ecn_defaults() const = 0;
   /// Flows 0..num_flows-1 exist (called again as flows are created during a run):
   /// grow per-flow state, keeping what is there.
   virtual void prepare(uint32_t num_flows) = 0;

@@ -35,6 +35,8 @@ class Dctcp final : public net::Transport {
 
   Bytes header_bytes() const override { return 58; }  // Eth 14 + IPv4 20 + TCP 20 + FCS 4
   bool lossless() const override { return false; }
+  // Step marking at K; K ~ 0.4 RTT of a 3-tier fabric (DCTCP's guideline K > C x RTT / 7).
+  EcnDefaults ecn_defaults() const override { return {5'000'000, 5'000'000, 1.0}; }
 
   void prepare(uint32_t num_flows) override {
     st_.resize(num_flows);
