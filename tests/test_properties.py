@@ -157,6 +157,82 @@ def test_windowed_invariants_hold_at_every_epoch(s, mtu, step_ps, failure):
         assert np.array_equal(sim.engine.flow_log()["delivered_bytes"], size)
 
 
+class CircuitPair(rf.Topology):
+    """Two servers of 2 GPUs, one ToR each, the ToRs joined through one OCS by up to 3
+    circuits (3 ports per ToR): the smallest fabric whose paths change under plans."""
+
+    family = "circuit_pair_prop"
+    ports = 3
+
+    def __init__(self, **kw):
+        super().__init__(4, "100Gbps", gpus_per_server=2, **kw)
+
+    def build(self, net):
+        gpu = net.add_servers(2, 2)
+        tor = net.add_nodes("eps", 2, prefix="tor")
+        ocs = net.add_nodes("ocs", 1, prefix="ocs")
+        net.add_links(gpu.ravel(), np.repeat(tor, 2), rate=self.link_bps, kind="nic")
+        self.up = [
+            net.add_links(t, np.repeat(ocs, self.ports), rate=self.link_bps, kind="tor-ocs") for t in tor
+        ]
+        self.ocs = int(ocs[0])
+        net.add_circuits(self.ocs, self.up[0][0], self.up[1][0])
+
+    def plan(self, pairs):
+        from rfabric.spec import CircuitTable
+
+        return CircuitTable.build(
+            [self.ocs] * len(pairs), [self.up[0][i] for i, _ in pairs], [self.up[1][j] for _, j in pairs]
+        )
+
+
+# a circuit plan: ToR-0 port i to ToR-1 port perm[i], for the first k ports (k = 0: dark)
+plans = st.tuples(st.permutations(range(CircuitPair.ports)), st.integers(0, CircuitPair.ports)).map(
+    lambda t: [(i, t[0][i]) for i in range(t[1])]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 300_000), st.integers(0, 40)),
+        min_size=1,
+        max_size=10,
+    ),
+    st.lists(st.tuples(plans, st.integers(0, 80), st.sampled_from([0, 2, 20])), max_size=4),
+    st.sampled_from(["roce", "dctcp"]),
+    st.integers(0, 3),
+)
+def test_windowed_invariants_hold_through_circuit_changes(flows, changes, transport, seed):
+    # Plans at random times with random dark times (frames on a circuit that goes dark are
+    # lost, lossy, or held back and re-forwarded, lossless); the last plan keeps a circuit lit
+    # so every flow can finish.
+    flows = [f for f in flows if f[0] != f[1]]
+    assume(flows)
+    src, dst, size, start = (np.array(col) for col in zip(*flows, strict=True))
+    fab = CircuitPair()
+    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start * 1_000_000), transport=transport, seed=seed)
+    last = 0
+    for pairs, at_us, dark_us in sorted(changes, key=lambda c: c[1]):
+        sim.apply_circuits(fab.plan(pairs), at=at_us * 1_000_000, t_ocs=dark_us * 1_000_000)
+        last = at_us
+    sim.apply_circuits(fab.plan([(0, 0)]), at=(last + 1) * 1_000_000, t_ocs=2_000_000)
+    times, tx, rates = [], [], []
+
+    def check():
+        assert_conserved(sim.engine)
+        stats = sim.engine.port_stats()
+        times.append(sim.now)
+        tx.append(stats["tx_bytes"])
+        rates.append(stats["rate_bps"])
+
+    run_in_epochs(sim, 1_000_000, check)
+    assert_links_within_rate(times, tx, np.max(rates, axis=0).astype(np.float64), 9216)
+    c = sim.engine.counters()
+    assert c["busy_starts"] == 0 and c["dark_transmits"] == 0
+    assert np.array_equal(sim.engine.flow_log()["delivered_bytes"], size)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
