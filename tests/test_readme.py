@@ -19,3 +19,30 @@ def test_readme_example_runs(index, tmp_path, capsys):
         exec(compile(code, f"README.md block {index}", "exec"), {})
     finally:
         os.chdir(cwd)
+
+
+def _bench(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_trace_volume_figures():
+    """The README's volume sentence for its RL iteration is what bench/trace_volume.py prints."""
+    import rfabric as rf
+
+    tv = _bench("trace_volume")
+    v = tv.volume(rf.traces.generate_rl(**tv.README_TRACE))
+    text = (ROOT / "README.md").read_text()
+    m = re.search(
+        r"its ([\d,]+) ops' sizes sum to ([\d.]+) TB; their ranks send ([\d.]+) TB, ([\d.]+) TB of it", text
+    )
+    assert m, "the README's trace volume sentence moved; update this test"
+    ops, size, sent, nvl = m.groups()
+    assert int(ops.replace(",", "")) == v["ops"]
+    assert float(size) == round(v["size_bytes"] / 1e12, 2)
+    assert float(sent) == round(v["sent_bytes"] / 1e12, 1)
+    assert float(nvl) == round(v["sent_one_server"] / 1e12, 1)
