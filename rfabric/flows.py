@@ -89,11 +89,24 @@ class Flows:
         cls, gpus: int, size_bytes, *, seed: int = 0, start_ps=0, derangement: bool = True
     ) -> Flows:
         """Random permutation traffic: every GPU sends ``size_bytes`` to a distinct GPU
-        (a derangement: nobody sends to itself). Deterministic in ``seed``."""
+        (a derangement: nobody sends to itself). Deterministic in ``seed``.
+
+        With ``derangement=False`` the permutation is uniform and the GPUs it maps to
+        themselves send nothing. Raises SpecError when ``gpus`` is not a positive integer,
+        or is 1 with ``derangement=True`` (a single GPU has nobody else to send to)."""
+        if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1:
+            raise SpecError(f"Flows.permutation: gpus must be a positive integer, got {gpus!r}")
+        if derangement and gpus == 1:
+            raise SpecError(
+                "Flows.permutation: a derangement needs at least 2 GPUs, got 1 "
+                "(pass derangement=False for the identity)"
+            )
         rng = np.random.default_rng(seed)
         src = np.arange(gpus)
         while True:
             dst = rng.permutation(gpus)
             if not derangement or not np.any(dst == src):
                 break
-        return cls(src, dst, size_bytes, start_ps)
+        moves = dst != src
+        per_gpu = [np.asarray(v)[moves] if np.ndim(v) else v for v in (size_bytes, start_ps)]
+        return cls(src[moves], dst[moves], *per_gpu)

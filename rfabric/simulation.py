@@ -471,10 +471,10 @@ def simulate(
     topology,
     workload,
     *,
-    transport: str = "roce",
+    transport: str | None = None,
     backend: str = "packet",
-    seed: int = 1,
-    mtu_bytes=9216,
+    seed: int | None = None,
+    mtu_bytes=None,
     progress: bool = False,
     until=None,
     config: EngineConfig | None = None,
@@ -489,34 +489,28 @@ def simulate(
     workload : Flows or rfabric.traces.Trace
         Point-to-point flows, or a trace of collective ops (then ``Results.ops`` and
         ``Results.stages`` are filled).
-    transport : str
-        ``"roce"`` (default) or ``"dctcp"``.
+    transport : str, optional
+        ``"roce"`` or ``"dctcp"``; default the config's (EngineConfig: ``"roce"``).
     backend : str
         ``"packet"`` (the only backend built so far).
-    seed : int
-        Same seed, same results.
-    mtu_bytes : int or str
-        Frame size including headers (default 9216).
+    seed : int, optional
+        Same seed, same results; default the config's (EngineConfig: 1).
+    mtu_bytes : int or str, optional
+        Frame size including headers; default the config's (EngineConfig: 9216).
     progress : bool
         Show a progress bar on stderr (flows done, simulated time, event rate).
     until : time, optional
         Stop at this simulated time instead of running to completion.
     config : EngineConfig, optional
-        Base configuration; ``settings`` override its fields.
+        Base configuration. ``transport``, ``seed``, ``mtu_bytes`` and ``settings`` override
+        its fields only when given; left out, the config's values stand.
     failures : iterable of (link, time)
         Failure schedule: link rows that go down at the given times (see
         ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
     """
-    sim = Simulation(
-        topology,
-        workload,
-        config,
-        transport=transport,
-        backend=backend,
-        seed=seed,
-        mtu_bytes=mtu_bytes,
-        **settings,
-    )
+    given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
+    settings.update({k: v for k, v in given.items() if v is not None})
+    sim = Simulation(topology, workload, config, backend=backend, **settings)
     for item in failures:
         try:
             link, at = item

@@ -134,6 +134,31 @@ def test_dctcp_incast_drops_and_recovers_within_buffers(ft128):
     assert np.all(res.links["max_queue_bytes"].to_numpy() <= res.links["buffer_bytes"].to_numpy())
 
 
+def test_dctcp_never_sends_past_the_end_of_a_flow():
+    # Two NVLink flows into GPU 0 through 64 KiB buffers (found by hypothesis, shrunk): drops,
+    # a fast retransmit and a go-back-N resend, during which the ACK of the whole flow
+    # arrived while the flow still held a NIC slot. The NIC then pulled a frame past the
+    # flow's end, whose negative payload, cast to uint32, took delivered_bytes past 2^32
+    # (4,295,280,116 for 316,675 bytes). The flow now gives its slot back (Network::deactivate).
+    fab = rf.topologies.FatTree(gpus=16, buffer="64KiB")
+    sizes = [95_748, 316_675]
+    sim = rf.Simulation(fab, rf.Flows([2, 6], [0, 0], sizes, [1_700_000, 400_000]), transport="dctcp", seed=1)
+    sim.run()
+    log = sim.engine.flow_log()
+    # (the frame past the end also made the receiver read beyond its per-frame bitmap, so
+    # whether delivered_bytes wrapped depended on memory; the frame count below does not)
+    assert log["delivered_bytes"].tolist() == sizes and log["sent_bytes"].tolist() == sizes
+    assert log["dropped_bytes"].sum() > 0 and log["resent_bytes"].sum() > 0  # the path that broke
+    sent = log["sent_bytes"] + log["resent_bytes"]
+    assert np.array_equal(sent, log["delivered_bytes"] + log["duplicate_bytes"] + log["dropped_bytes"])
+    mss = 9216 - 58
+    frames = sum(-(-n // mss) for n in sizes) + int(log["retransmits"].sum())  # every data frame
+    # nothing else was sent: those frames and one ACK per data frame that arrived (the drops
+    # are all data frames, at the 64 KiB queue into GPU 0)
+    c = sim.engine.counters()
+    assert c["packets"] == frames + (frames - c["drops"])
+
+
 def test_dcqcn_shares_a_bottleneck_fairly():
     # 8 long flows into GPU 0 through one switch, each sender on its own ingress port, so the
     # ToR -> GPU 0 link is the one shared element (the DCQCN paper's fairness setup).
@@ -208,6 +233,23 @@ def test_same_seed_same_results_and_seed_matters():
     assert _run_summary(a) == _run_summary(b)
     assert a.links.equals(b.links)
     assert a.flows["end_ps"].to_pylist() != c.flows["end_ps"].to_pylist()
+
+
+def test_simulate_keeps_the_configs_transport_seed_and_mtu(ft128):
+    # simulate()'s own keywords override a config only when given
+    flows = rf.Flows([0, 3], [64, 70], [300_000, 200_000])
+    cfg = rf.EngineConfig(transport="dctcp", seed=7, mtu_bytes=4096)
+    res = rf.simulate(ft128, flows, config=cfg)
+    assert res.run["transport"] == "dctcp" and res.run["seed"] == 7 and not res.run["lossless"]
+    assert res.run["header_bytes"] == 58
+    frames = -(-300_000 // (4096 - 58)) + -(-200_000 // (4096 - 58))  # data frames at MTU 4096
+    assert res.run["packets"] >= 2 * frames  # one ACK per data frame (at 9216 B: 112 packets)
+    same = rf.simulate(ft128, flows, transport="dctcp", seed=7, mtu_bytes=4096)
+    assert _run_summary(res) == _run_summary(same)
+    # and an explicit keyword still wins over the config
+    over = rf.simulate(ft128, flows, config=cfg, transport="roce", seed=3)
+    assert over.run["transport"] == "roce" and over.run["seed"] == 3 and over.run["lossless"]
+    assert _run_summary(over) == _run_summary(rf.simulate(ft128, flows, seed=3, mtu_bytes=4096))
 
 
 def test_two_engines_in_one_process_interleaved():

@@ -38,6 +38,17 @@ def test_negative_size_and_start():
     raises(r"'size_bytes' must hold integers", rf.Flows, [0], [1], [1.5])
 
 
+def test_permutation_of_too_few_gpus():
+    raises(r"Flows.permutation: a derangement needs at least 2 GPUs, got 1", rf.Flows.permutation, 1, 100)
+    raises(r"Flows.permutation: gpus must be a positive integer, got 0", rf.Flows.permutation, 0, 100)
+    raises(r"gpus must be a positive integer, got 2.0", rf.Flows.permutation, 2.0, 100)
+    assert len(rf.Flows.permutation(1, 100, derangement=False)) == 0  # the identity: nobody sends
+    some = rf.Flows.permutation(64, 100, seed=1, derangement=False)
+    assert 0 < len(some) < 64 and not np.any(some.src == some.dst)
+    two = rf.Flows.permutation(2, 100)
+    assert list(two.dst) == [1, 0]
+
+
 def test_malformed_rate_and_time_strings():
     raises(r"rate '200Gigs' is malformed", rf.topologies.FatTree, 16, link="200Gigs")
     raises(r"time '1 fortnight' is malformed", rf.topologies.FatTree, 16, link_latency="1 fortnight")

@@ -334,18 +334,28 @@ void bind_engine(py::module_& m) {
             d["end_ps"] = to_numpy(std::vector<int64_t>(f.end_ps));
             d["sent_bytes"] = to_numpy(std::vector<int64_t>(f.sent_bytes));
             d["delivered_bytes"] = to_numpy(std::vector<int64_t>(f.delivered_bytes));
+            d["resent_bytes"] = to_numpy(std::vector<int64_t>(f.resent_bytes));
+            d["duplicate_bytes"] = to_numpy(std::vector<int64_t>(f.duplicate_bytes));
+            d["dropped_bytes"] = to_numpy(std::vector<int64_t>(f.dropped_bytes));
             d["retransmits"] = to_numpy(std::vector<uint32_t>(f.retransmits));
             d["op_id"] =
                 to_numpy(s.executor() ? s.executor()->flow_ops() : std::vector<int64_t>(f.src.size(), -1));
             return d;
           },
-          "Per-flow columns (numpy arrays).")
+          "Per-flow columns (numpy arrays). Payload accounting: sent_bytes (highest byte sent),\n"
+          "resent_bytes (sent again), delivered_bytes (first copies received), duplicate_bytes,\n"
+          "dropped_bytes; with payload_in_flight(), sent + resent = delivered + duplicate + dropped\n"
+          "+ in flight for every flow at any time.")
       .def(
           "delivered_bytes",
           [](const Simulator& s) {
             return to_numpy(std::vector<int64_t>(s.network().flows().delivered_bytes));
           },
           "Bytes delivered so far per flow (for sampling between run() epochs).")
+      .def(
+          "payload_in_flight", [](const Simulator& s) { return to_numpy(s.network().payload_in_flight()); },
+          "Payload bytes per flow now inside the fabric (queued, on a wire or held): with flow_log()'s\n"
+          "sent, resent, delivered, duplicate and dropped bytes, for conservation checks between run() epochs.")
       .def(
           "flow_rates",
           [](const Simulator& s) {

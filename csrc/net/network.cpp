@@ -290,6 +290,9 @@ uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   flows_.end_ps.push_back(-1);
   flows_.delivered_bytes.push_back(0);
   flows_.sent_bytes.push_back(0);
+  flows_.resent_bytes.push_back(0);
+  flows_.duplicate_bytes.push_back(0);
+  flows_.dropped_bytes.push_back(0);
   flows_.retransmits.push_back(0);
   flows_.nic_ready.push_back(kNever);
   flows_.sent_notified.push_back(0);
@@ -547,6 +550,8 @@ void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
+  const Packet& p = pool_[pkt];
+  flows_.dropped_bytes[p.flow] += p.payload_bytes;
   ++reason;
   ++counters_.drops;
   pool_.release(pkt);
@@ -851,6 +856,12 @@ void Network::on_event(const engine::Event& ev) {
     default:
       break;
   }
+}
+
+std::vector<Bytes> Network::payload_in_flight() const {
+  std::vector<Bytes> out(flows_.size(), 0);
+  pool_.for_each_live([&](const Packet& p) { out[p.flow] += p.payload_bytes; });
+  return out;
 }
 
 std::pair<SimTime, BitsPerSec> Network::path_cost(uint32_t src, uint32_t dst) const {

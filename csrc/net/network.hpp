@@ -97,6 +97,10 @@ struct Node {
 struct FlowTable {
   std::vector<uint32_t> src, dst;
   std::vector<Bytes> size_bytes, delivered_bytes, sent_bytes;
+  /// Payload accounting beyond the first copy of each byte: sent again (retransmissions),
+  /// reaching the destination again (duplicates), lost in the fabric. INVARIANT, per flow at
+  /// any time: sent + resent = delivered + duplicate + dropped + in flight (tests check it).
+  std::vector<Bytes> resent_bytes, duplicate_bytes, dropped_bytes;
   std::vector<SimTime> start_ps, end_ps;
   std::vector<uint32_t> first_port;
   std::vector<uint32_t> hash;
@@ -205,6 +209,10 @@ class Network final : public engine::Handler {
   /// The flow may send from time t on. Replaces any readiness given before (a transport
   /// that changes its rate re-paces the flow with this), so a flow holds one valid slot.
   void activate(uint32_t flow, SimTime t);
+  /// The flow has nothing to send until its next activate() (an ACK covered everything it
+  /// had queued, or its window shrank): its NIC slot is given up, and the heap entry left
+  /// behind is skipped as stale, so the NIC never pulls a frame the flow cannot send.
+  void deactivate(uint32_t flow) { flows_.nic_ready[flow] = engine::kNever; }
   /// Send a control frame (ACK, CNP, ...) from GPU src to GPU dst ahead of data.
   uint32_t send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type);
   void send_packet(uint32_t pkt);
@@ -224,6 +232,9 @@ class Network final : public engine::Handler {
   uint32_t num_links() const { return static_cast<uint32_t>(ports_.size() / 2); }
   uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
   size_t packets_in_flight() const { return pool_.live(); }
+  /// Payload bytes of each flow's frames now in the fabric (queued, on a wire, held), by a
+  /// walk over the packet pool: for conservation checks between epochs, off the hot path.
+  std::vector<Bytes> payload_in_flight() const;
   size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
   const Transport& transport() const { return *transport_; }

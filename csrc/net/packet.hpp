@@ -52,6 +52,15 @@ class PacketPool {
   Packet& operator[](uint32_t i) { return packets_[i]; }
   const Packet& operator[](uint32_t i) const { return packets_[i]; }
   size_t live() const { return live_; }
+  /// Call f(packet) for every allocated packet (a walk over the free list and the pool:
+  /// O(capacity), for inspection between runs, never on the hot path).
+  template <class F>
+  void for_each_live(F&& f) const {
+    std::vector<uint8_t> free(packets_.size(), 0);
+    for (uint32_t i = free_; i != kNone; i = packets_[i].next) free[i] = 1;
+    for (size_t i = 0; i < packets_.size(); ++i)
+      if (!free[i]) f(packets_[i]);
+  }
   size_t capacity() const { return packets_.size(); }
 
  private:

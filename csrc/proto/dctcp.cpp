@@ -57,20 +57,24 @@ class Dctcp final : public net::Transport {
     State& s = st_[f];
     auto& flows = net_.flows_mut();
     uint32_t seq;
+    bool again = true;  // a retransmission (fast, or go-back-N below the highest sent)
     if (s.retransmit) {
       seq = s.snd_una;
       s.retransmit = false;
-      ++flows.retransmits[f];
     } else {
       seq = s.snd_nxt++;
       if (seq >= s.sent_hi) {
         s.sent_hi = seq + 1;
-      } else {
-        ++flows.retransmits[f];
+        again = false;
       }
     }
     const Bytes mss = net_.payload_per_packet();
     const Bytes payload = std::min<Bytes>(mss, flows.size_bytes[f] - static_cast<Bytes>(seq) * mss);
+    RF_DCHECK(seq < s.npkts && payload > 0);  // never a frame past the end of the flow
+    if (again) {
+      ++flows.retransmits[f];
+      flows.resent_bytes[f] += payload;
+    }
     p.type = kData;
     p.seq = seq;
     p.payload_bytes = static_cast<uint32_t>(payload);
@@ -94,11 +98,14 @@ class Dctcp final : public net::Transport {
     auto& flows = net_.flows_mut();
     bool done = false;
     Receiver& r = rx_[f];
+    RF_DCHECK(seq < r.got.size());
     if (!r.got[seq]) {
       r.got[seq] = 1;
       flows.delivered_bytes[f] += p.payload_bytes;
       while (r.cum < r.got.size() && r.got[r.cum]) ++r.cum;
       done = flows.delivered_bytes[f] == flows.size_bytes[f];
+    } else {
+      flows.duplicate_bytes[f] += p.payload_bytes;
     }
     const uint32_t cum = r.cum;
     const uint32_t ack = net_.send_control(f, dst, src, kAck);
@@ -173,6 +180,20 @@ class Dctcp final : public net::Transport {
     net_.activate(f, net_.now());
   }
 
+  /// After an ACK: hold a NIC slot exactly while the flow can send. An ACK can leave a flow
+  /// that holds a slot with nothing to send (everything acknowledged after a go-back-N, or a
+  /// window cut): it gives the slot back, else the NIC would pull a frame past the end of
+  /// the flow (whose negative payload wrapped delivered_bytes past 2^32) or beyond cwnd.
+  void sync_nic(uint32_t f) {
+    State& s = st_[f];
+    if (can_send(s)) {
+      wake(f);
+    } else if (s.in_nic) {
+      s.in_nic = false;
+      net_.deactivate(f);
+    }
+  }
+
   void arm(uint32_t f) {
     State& s = st_[f];
     s.rto_deadline = net_.now() + s.rto;
@@ -203,6 +224,7 @@ class Dctcp final : public net::Transport {
       s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + 4 * s.rttvar);
       const uint32_t newly = cum - s.snd_una;
       s.timeouts = 0;
+      s.retransmit = false;  // the hole a pending fast retransmit was for is acknowledged
       s.snd_una = cum;
       if (s.snd_nxt < s.snd_una) s.snd_nxt = s.snd_una;
       s.dupacks = 0;
@@ -235,6 +257,7 @@ class Dctcp final : public net::Transport {
       }
       if (s.snd_una >= s.npkts) {
         s.rto_deadline = kNever;  // everything acknowledged
+        sync_nic(f);
         return;
       }
       arm(f);
@@ -247,7 +270,7 @@ class Dctcp final : public net::Transport {
         s.retransmit = true;
       }
     }
-    wake(f);
+    sync_nic(f);
   }
 
   std::vector<State> st_;
