@@ -19,14 +19,14 @@ import pyarrow as pa
 from .errors import SpecError
 from .flows import Flows
 from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
-from .spec import NetworkSpec
+from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "TRANSPORT_DEFAULTS", "BACKENDS"]
 
 BACKENDS = ("packet",)
-ECMP_MODES = ("dmodk", "flow", "packet", "adaptive")
+ECMP_MODES = ROUTING_MODES
 
 #: Per-transport defaults for fields left as None in EngineConfig.
 #: ECN thresholds are queueing delays at each port's own rate, so one value fits every speed.
@@ -61,15 +61,21 @@ class EngineConfig:
         RED/ECN thresholds as queueing delay at the port's rate; default per transport.
     ecn_pmax : float, optional
         Marking probability at kmax.
-    ecmp : str
-        How a switch picks among equal-cost next hops (bench/README.md compares them):
-        ``"dmodk"`` (default): deterministic destination-based routing, as InfiniBand subnet
-        managers program fat-trees: at the h-th hop, next hop (dst / k^(h-1)) mod k of k. Ring
-        collectives run collision-free (~99% of the NICs' rate); each destination is reached
-        over one tree. ``"flow"``: hash of the flow (of its connection, for collectives), as
-        RoCE ECMP: hash collisions included (ring all-reduce drops to 20-50%). ``"packet"``:
-        random per-packet spraying. ``"adaptive"``: per packet, the port with the least queued
-        bytes (InfiniBand AR, Spectrum-X).
+    ecmp : str, optional
+        How a switch picks among equal-cost next hops (bench/README.md compares them).
+        ``None`` (default): the fabric's own (``Topology.routing``: D-mod-K on FatTree,
+        RailOptimized, RFabric and TopoOpt, adaptive on MixNet; each class docstring says why).
+        ``"dmodk"``: deterministic destination-based routing, as InfiniBand subnet managers
+        program fat-trees and rail fabrics: a destination's routing index is its leaf switch's
+        rank times the most GPUs under a leaf plus its position under that leaf, and at its
+        h-th switch hop a switch with k next hops takes digit h of that index (the position
+        under the leaf first, then the leaf's rank) mod k. Ring collectives run
+        collision-free (~99% of the NICs' rate), all-to-all uses every uplink; each
+        destination is reached over one tree. ``"flow"``: hash of the flow (of its
+        connection, for collectives), as RoCE ECMP: hash collisions included (ring
+        all-reduce drops to 20-50%). ``"packet"``: random per-packet spraying.
+        ``"adaptive"``: per packet, the port with the least queued bytes (InfiniBand AR,
+        Spectrum-X).
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
@@ -95,7 +101,7 @@ class EngineConfig:
     ecn_kmin: object = None
     ecn_kmax: object = None
     ecn_pmax: float | None = None
-    ecmp: str = "dmodk"
+    ecmp: str | None = None  # None: the fabric's own (Topology.routing)
     # PFC XOFF per ingress port, as queueing time at the link's rate (like the ECN
     # thresholds): 5 us = 125 KB at 200 Gb/s. PFC is accounted per ingress, so a switch can
     # hold ports x XOFF of lossless backlog; 5 us x 64 ports x 200G = 8 MB, the order of a
@@ -128,16 +134,18 @@ class EngineConfig:
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
 
-    def to_engine(self) -> dict:
-        """The config dict the engine takes: base units only, transport defaults resolved."""
+    def to_engine(self, routing: str = "dmodk") -> dict:
+        """The config dict the engine takes: base units only, transport defaults resolved;
+        ``routing`` (the fabric's own, ``NetworkSpec.routing``) stands in for ``ecmp=None``."""
         from . import _engine
 
         if self.transport not in _engine.transports():
             raise SpecError(
                 f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})"
             )
-        if self.ecmp not in ECMP_MODES:
+        if self.ecmp is not None and self.ecmp not in ECMP_MODES:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
+        ecmp = self.ecmp if self.ecmp is not None else routing
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
         d = TRANSPORT_DEFAULTS.get(self.transport, {})
@@ -156,9 +164,9 @@ class EngineConfig:
             "ecn_kmin_ps": kmin,
             "ecn_kmax_ps": kmax,
             "ecn_pmax": float(pmax),
-            "ecmp_per_packet": self.ecmp == "packet",
-            "ecmp_adaptive": self.ecmp == "adaptive",
-            "ecmp_dmodk": self.ecmp == "dmodk",
+            "ecmp_per_packet": ecmp == "packet",
+            "ecmp_adaptive": ecmp == "adaptive",
+            "ecmp_dmodk": ecmp == "dmodk",
             "pfc_xoff_ps": parse_time(self.pfc_xoff, allow_zero=False),
             "dcqcn_timer_ps": parse_time(self.dcqcn_timer, allow_zero=False),
             "dcqcn_byte_counter": parse_size(self.dcqcn_byte_counter, allow_zero=False),
@@ -244,7 +252,9 @@ class Simulation:
 
         self.spec = _as_spec(topology)
         self.config = _make_config(config, settings)
-        engine_config = self.config.to_engine()
+        engine_config = self.config.to_engine(self.spec.routing)
+        #: the routing the run uses: the config's ``ecmp``, else the fabric's own
+        self.routing = self.config.ecmp if self.config.ecmp is not None else self.spec.routing
         self.trace: Trace | None = None
         self.flows: Flows | None = None
         if isinstance(workload, Trace):
@@ -418,6 +428,7 @@ class Simulation:
         run = {
             "backend": "packet",
             "transport": self.config.transport,
+            "routing": self.routing,
             "events": int(c["events"]),
             "packets": int(c["packets"]),
             "packet_hops": int(c["packet_hops"]),
