@@ -46,3 +46,16 @@ def test_readme_trace_volume_figures():
     assert float(size) == round(v["size_bytes"] / 1e12, 2)
     assert float(sent) == round(v["sent_bytes"] / 1e12, 1)
     assert float(nvl) == round(v["sent_one_server"] / 1e12, 1)
+
+
+def test_traces_readme_all_reduce_curve():
+    """traces/README.md's 128-GPU all-reduce time-vs-size figures are what the engine gives."""
+    import rfabric as rf
+
+    text = (ROOT / "traces" / "README.md").read_text()
+    m = re.search(r"1, 2, 4, 8, 16, 32, 64, 128, 256 MiB take ([\d.,\s]+) µs", text)
+    assert m, "traces/README.md's all-reduce curve moved; update this test"
+    said = [float(x) for x in m.group(1).replace("\n", " ").split(",")]
+    sizes = [f"{1 << k}MiB" for k in range(9)]
+    got = rf.collective("all_reduce", rf.topologies.FatTree(128), sizes=sizes)["time_us"].to_pylist()
+    assert said == [round(t, 1) for t in got]
