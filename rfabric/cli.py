@@ -258,9 +258,10 @@ def cmd_collective(args) -> int:
         ecmp=args.ecmp,
     )
     ranks = args.ranks if args.ranks is not None else range(fab.gpus)
+    routing = args.ecmp or f"{fab.routing} (the fabric's own)"
     print(
         f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
-        f"transport {args.transport}, ecmp {args.ecmp}"
+        f"transport {args.transport}, ecmp {routing}"
     )
     print(format_table(table))
     return 0
@@ -323,7 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-e", "--max-bytes", default="256MiB")
     c.add_argument("-f", "--factor", type=int, default=2)
     c.add_argument("--transport", default="roce")
-    c.add_argument("--ecmp", default="dmodk")
+    c.add_argument(
+        "--ecmp",
+        default=None,
+        choices=("dmodk", "flow", "packet", "adaptive"),
+        help="next-hop choice among equal-cost paths (default: the fabric's own routing)",
+    )
     c.set_defaults(func=cmd_collective)
 
     try:

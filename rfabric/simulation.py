@@ -20,14 +20,14 @@ from . import _engine
 from .errors import SpecError
 from .flows import Flows
 from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
-from .spec import NetworkSpec
+from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
 BACKENDS = ("packet",)
-ECMP_MODES = ("dmodk", "flow", "packet", "adaptive")
+ECMP_MODES = ROUTING_MODES
 
 #: The engine's config fields and their defaults in base units (-1: the transport's choice).
 #: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp, which also documents each
@@ -35,7 +35,7 @@ ECMP_MODES = ("dmodk", "flow", "packet", "adaptive")
 ENGINE_FIELDS: dict = _engine.config_fields()
 
 #: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
-#: ecmp_* switches), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
+#: ecmp_* switches; None: the fabric's own), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
 #: the collective executor's settings (passed to load_workload).
 PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk")
 #: Time and size fields that may be zero (the others must be positive).
@@ -117,15 +117,21 @@ class EngineConfig:
         (roce 1 µs and 40 µs, from the DCQCN paper; dctcp a step at 5 µs).
     ecn_pmax : float, optional
         Marking probability at kmax; default the transport's (roce 0.01, dctcp 1).
-    ecmp : str
-        How a switch picks among equal-cost next hops (bench/README.md compares them):
-        ``"dmodk"`` (default): deterministic destination-based routing, as InfiniBand subnet
-        managers program fat-trees: at the h-th hop, next hop (dst / k^(h-1)) mod k of k. Ring
-        collectives run collision-free (~99% of the NICs' rate); each destination is reached
-        over one tree. ``"flow"``: hash of the flow (of its connection, for collectives), as
-        RoCE ECMP: hash collisions included (ring all-reduce drops to 20-50%). ``"packet"``:
-        random per-packet spraying. ``"adaptive"``: per packet, the port with the least queued
-        bytes (InfiniBand AR, Spectrum-X).
+    ecmp : str, optional
+        How a switch picks among equal-cost next hops (bench/README.md compares them).
+        ``None`` (default): the fabric's own (``Topology.routing``: D-mod-K on FatTree,
+        RailOptimized, RFabric and TopoOpt, adaptive on MixNet; each class docstring says why).
+        ``"dmodk"``: deterministic destination-based routing, as InfiniBand subnet managers
+        program fat-trees and rail fabrics: a destination's routing index is its leaf switch's
+        rank times the most GPUs under a leaf plus its position under that leaf, and at its
+        h-th switch hop a switch with k next hops takes digit h of that index (the position
+        under the leaf first, then the leaf's rank) mod k. Ring collectives run
+        collision-free (~99% of the NICs' rate), all-to-all uses every uplink; each
+        destination is reached over one tree. ``"flow"``: hash of the flow (of its
+        connection, for collectives), as RoCE ECMP: hash collisions included (ring
+        all-reduce drops to 20-50%). ``"packet"``: random per-packet spraying.
+        ``"adaptive"``: per packet, the port with the least queued bytes (InfiniBand AR,
+        Spectrum-X).
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
@@ -151,7 +157,7 @@ class EngineConfig:
     ecn_kmin: object = _default("ecn_kmin_ps")
     ecn_kmax: object = _default("ecn_kmax_ps")
     ecn_pmax: float | None = _default("ecn_pmax")
-    ecmp: str = _default_ecmp()
+    ecmp: str | None = None  # None: the fabric's own (Topology.routing)
     pfc_xoff: object = _default("pfc_xoff_ps")
     dcqcn_timer: object = _default("dcqcn_timer_ps")
     dcqcn_byte_counter: object = _default("dcqcn_byte_counter")
@@ -172,26 +178,29 @@ class EngineConfig:
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
 
-    def to_engine(self) -> dict:
+    def to_engine(self, routing: str | None = None) -> dict:
         """The config dict the engine takes, built from the engine's own field list: base
-        units only; fields left None are left out (the engine's default: the transport's)."""
+        units only; fields left None are left out (the engine's default: the transport's).
+        ``routing`` (the fabric's own, ``NetworkSpec.routing``) stands in for ``ecmp=None``;
+        without either, the engine's default routing (D-mod-K)."""
         if self.transport not in _engine.transports():
             raise SpecError(
                 f"unknown transport {self.transport!r} (known: {', '.join(_engine.transports())})"
             )
-        if self.ecmp not in ECMP_MODES:
+        if self.ecmp is not None and self.ecmp not in ECMP_MODES:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
+        ecmp = self.ecmp if self.ecmp is not None else (routing or _default_ecmp())
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
-        routing = {
-            "ecmp_per_packet": self.ecmp == "packet",
-            "ecmp_adaptive": self.ecmp == "adaptive",
-            "ecmp_dmodk": self.ecmp == "dmodk",
+        switches = {
+            "ecmp_per_packet": ecmp == "packet",
+            "ecmp_adaptive": ecmp == "adaptive",
+            "ecmp_dmodk": ecmp == "dmodk",
         }
         out = {}
         for name in ENGINE_FIELDS:
-            if name in routing:
-                out[name] = routing[name]
+            if name in switches:
+                out[name] = switches[name]
                 continue
             value = getattr(self, _python_name(name))
             if value is None:
@@ -265,7 +274,9 @@ class Simulation:
 
         self.spec = _as_spec(topology)
         self.config = _make_config(config, settings)
-        engine_config = self.config.to_engine()
+        engine_config = self.config.to_engine(self.spec.routing)
+        #: the routing the run uses: the config's ``ecmp``, else the fabric's own
+        self.routing = self.config.ecmp if self.config.ecmp is not None else self.spec.routing
         self.trace: Trace | None = None
         self.flows: Flows | None = None
         if isinstance(workload, Trace):
@@ -439,6 +450,7 @@ class Simulation:
         run = {
             "backend": "packet",
             "transport": self.config.transport,
+            "routing": self.routing,
             "events": int(c["events"]),
             "packets": int(c["packets"]),
             "packet_hops": int(c["packet_hops"]),

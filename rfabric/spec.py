@@ -156,6 +156,8 @@ class NetworkSpec:
     destination's rail (NCCL's PXN, rail-optimized fabrics).
     ``deadlock_free``: packet switches route up*/down* (climb toward a root, then descend)
     instead of shortest paths, so lossless (PFC) traffic cannot deadlock on circuit meshes.
+    ``routing``: how the fabric's deployments pick among equal-cost next hops (an
+    ``EngineConfig.ecmp`` mode), used when the run's config leaves ``ecmp`` unset.
     """
 
     nodes: NodeTable
@@ -166,6 +168,7 @@ class NetworkSpec:
     host_forwarding: bool = False
     pxn: bool = False
     deadlock_free: bool = False
+    routing: str = "dmodk"
     #: the fabric's preferred ring orders (``Topology.ring_orders()``): int64 (channels, GPUs),
     #: each row a permutation of GPU ids; None: the collective executor's default order
     rings: np.ndarray | None = field(repr=False, default=None)
@@ -181,6 +184,7 @@ class NetworkSpec:
         host_forwarding: bool = False,
         pxn: bool = False,
         deadlock_free: bool = False,
+        routing: str = "dmodk",
         rings=None,
     ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
@@ -193,6 +197,7 @@ class NetworkSpec:
             host_forwarding=bool(host_forwarding),
             pxn=bool(pxn),
             deadlock_free=bool(deadlock_free),
+            routing=check_routing(routing, name),
             rings=None if rings is None else check_rings(rings, len(gpu_nodes), name),
         )
         spec.validate()
@@ -489,6 +494,19 @@ class NetworkSpec:
             "pxn": self.pxn,
             "deadlock_free": self.deadlock_free,
         }
+
+
+#: EngineConfig.ecmp modes (rfabric.simulation documents them)
+ROUTING_MODES = ("dmodk", "flow", "packet", "adaptive")
+
+
+def check_routing(routing, where: str = "network") -> str:
+    """``routing`` if it is one of ROUTING_MODES, else SpecError naming ``where``."""
+    if routing not in ROUTING_MODES:
+        raise SpecError(
+            f"{where}: routing must be one of {', '.join(map(repr, ROUTING_MODES))}, got {routing!r}"
+        )
+    return routing
 
 
 def check_rings(rings, gpus: int, where: str = "network") -> np.ndarray:

@@ -96,3 +96,56 @@ def test_bad_input_is_named(ft128):
         collective_bound(ft128, "all_reduce", MiB, ranks=[0, 999])
     with pytest.raises(rf.SpecError, match="at least two ranks"):
         collective_bound(ft128, "all_reduce", MiB, ranks=[3])
+
+
+def _efficiency(fab, kind, size, seed=1):
+    if kind == "permutation":  # servers deranged, rail-aligned (bench/fabric_bounds.py)
+        g = fab.gpus_per_server
+        rng = np.random.default_rng(seed)
+        while True:
+            partner = rng.permutation(fab.servers)
+            if not np.any(partner == np.arange(fab.servers)):
+                break
+        src = np.arange(fab.gpus)
+        flows = rf.Flows(src, partner[src // g] * g + src % g, size)
+        res = rf.simulate(fab, flows, seed=seed)
+        assert res.run["flows_done"] == len(flows)
+        return flows_bound(fab, flows, lp=False).time_s / (res.run["makespan_ps"] * 1e-12)
+    sim = rf.collective(kind, fab, sizes=[size], seed=seed)["time_us"][0].as_py() * 1e-6
+    return collective_bound(fab, kind, size, lp=kind == "all_to_all").time_s / sim
+
+
+FABRICS_128 = {
+    "FT": lambda: rf.topologies.FatTree(128),
+    "FT-OS": lambda: rf.topologies.FatTree(128, oversubscription=3),
+    "RO": lambda: rf.topologies.RailOptimized(128),
+    "TopoOpt": lambda: rf.topologies.TopoOpt(128),
+    "MixNet": lambda: rf.topologies.MixNet(128),
+    "RFabric": lambda: rf.topologies.RFabric(128),
+}
+
+
+# (fabric, kind, size, floor): cells of bench/fabric_bounds.py's table at 128 GPUs. Most
+# reach the issue's 0.8 at 32 MiB already; the MixNet ring cell is checked at the README's
+# 256 MiB. The last two are the README's explained misses, pinned so they cannot worsen:
+# a 128-GPU chain broadcast pays a 127-hop pipeline fill, and NCCL's flat rings cross each
+# 3:1 ToR's uplinks with 2 S each way where the partition bound counts S.
+EFFICIENCY_CELLS = [
+    ("RO", "all_to_all", 32 * MiB, 0.8),
+    ("RFabric", "all_to_all", 32 * MiB, 0.8),
+    ("RO", "permutation", 32 * MiB, 0.8),
+    ("RFabric", "permutation", 32 * MiB, 0.8),
+    ("TopoOpt", "all_reduce", 32 * MiB, 0.8),
+    ("FT-OS", "reduce_scatter", 32 * MiB, 0.8),
+    ("MixNet", "all_gather", 256 * MiB, 0.8),
+    ("FT", "broadcast", 256 * MiB, 0.75),
+    ("FT-OS", "all_reduce", 32 * MiB, 0.45),
+]
+
+
+@pytest.mark.parametrize("fabric,kind,size,floor", EFFICIENCY_CELLS)
+def test_fabric_comparison_efficiency_sample(fabric, kind, size, floor):
+    """Simulated time against the fabric's own lower bound: at least the cell's floor, and
+    never above 1 (the bound is a bound)."""
+    eff = _efficiency(FABRICS_128[fabric](), kind, size)
+    assert floor <= eff <= 1.0, f"{fabric} {kind}: efficiency {eff:.3f}"

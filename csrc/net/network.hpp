@@ -30,6 +30,9 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   uint32_t wire_peer = 0;  ///< node at the other end of the link itself
   int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
   bool peer_eps = false;   ///< `peer` is a packet switch
+  uint8_t hop_step = 0;    ///< what an arrival over this channel adds to Packet::hops: 1 when
+                           ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
+                           ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
   uint32_t gen = 1;        ///< channel generation, odd while up: new on every change of
                            ///< peer or state (new_channel); frames carry it when sent
   uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
@@ -266,6 +269,8 @@ class Network final : public engine::Handler {
     pt.peer = peer;
     pt.peer_gpu = nodes_[peer].gpu;
     pt.peer_eps = nodes_[peer].kind == NodeKind::Eps;
+    pt.hop_step = pt.peer_eps || (host_forwarding_ && nodes_[peer].kind != NodeKind::Ocs &&
+                                  nodes_[peer].kind != NodeKind::PatchPanel);
   }
   uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow,
                       bool descending = false) const;
@@ -355,13 +360,22 @@ class Network final : public engine::Handler {
   /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
   /// (no host forwarding, no up*/down*), set at every topology change.
   struct FastRoute {
-    uint32_t gpu = kNone;        ///< GPU whose NIC takes its traffic: itself, or a relay when
-                                 ///< its NIC failed (kNone: route_with decides)
+    uint32_t index = kNone;      ///< D-mod-K routing index of the GPU whose NIC takes its
+                                 ///< traffic (itself, or a relay when its NIC failed); kNone:
+                                 ///< route_with decides
     uint32_t attach = kNone;     ///< switch that GPU's NIC attaches to
     uint32_t attach_in = kNone;  ///< port from that switch to the GPU
     uint32_t key = kNone;        ///< routing key of that switch
   };
   std::vector<FastRoute> fast_route_;
+  /// D-mod-K, as a subnet manager programs a fat-tree or rail fabric: GPU g's routing index is
+  /// (rank of its attach switch among the leaves) x (most GPUs under one leaf) + (its position
+  /// under that leaf), so consecutive indices sit side by side below the same switches. At a
+  /// packet's h-th switch hop a switch with k next hops takes (index / dmodk_div_[h]) mod k:
+  /// the position under the leaf at the first hop, the leaf's rank at the next, and so on.
+  std::vector<uint32_t> dmodk_index_;
+  std::vector<uint64_t> dmodk_div_;  ///< per switch hop (Packet::hops, 256 entries)
+  void build_dmodk();
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner

@@ -236,6 +236,11 @@ class Topology:
     pxn = False
     #: route packet switches up*/down* so PFC cannot deadlock (meshes of circuits between switches)
     deadlock_free = False
+    #: how this fabric's deployments pick among equal-cost next hops (an ``EngineConfig.ecmp``
+    #: mode): runs use it unless their config sets ``ecmp``. D-mod-K, as InfiniBand subnet
+    #: managers program fat-trees and rail fabrics; subclasses whose operators run otherwise
+    #: say so (MixNet). Document the choice in the subclass docstring.
+    routing = "dmodk"
 
     def __init__(
         self,
@@ -346,6 +351,7 @@ class Topology:
                 host_forwarding=self.host_forwarding,
                 pxn=self.pxn,
                 deadlock_free=self.deadlock_free,
+                routing=self.routing,
                 rings=self.ring_orders(),
             )
             if spec.num_gpus != self.gpus:

@@ -30,6 +30,12 @@ class FatTree(Topology):
 
     Capacity is ``k · k/2 · d`` GPUs (k pods at most, the core's radix): ``k³/4`` when non-blocking.
 
+    Routing (``routing = "dmodk"``): D-mod-K, as an InfiniBand subnet manager programs a
+    fat-tree: toward destination ``d`` a ToR takes uplink (``d``'s position under its ToR) mod
+    ``u`` and an aggregation switch takes core (``d``'s ToR's rank in its pod) mod ``k/2``, so
+    each destination is reached over one tree and ring collectives and all-to-all run without
+    collisions (routing index = GPU id here, since NICs fill ToRs in GPU order).
+
     Collective placement: the executor's default ring order (``Topology.ring_orders()`` is
     ``None``): servers in rank order, so consecutive servers share ToRs and pods, and channel
     ``c`` leaves every server through a different GPU's NIC.

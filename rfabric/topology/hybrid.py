@@ -68,6 +68,12 @@ class RFabric(Topology):
     ToR lift to the core (64 core ports per PoD, all used) and 2 pairs join the ToR to its
     same-rail peer; 128 GPUs form one PoD whose two rail-``j`` ToRs are joined by all 8 ports.
 
+    Routing (``routing = "dmodk"``): up*/down* tables (above) with D-mod-K among a switch's
+    equal next hops, by the destination's position below its ToR (its server's place in the
+    rail group) at the first switch and the ToR's rank after, so parallel circuits between two
+    ToRs all carry traffic (on the raw GPU id a rail's traffic took one circuit: 128-GPU
+    all_to_all 4.34x FatTree's time, 1.00x with this routing).
+
     Collective placement: the executor's default ring order (``ring_orders()`` is ``None``):
     servers in rank order (rail groups, then PoDs), channel ``c`` entering each server at GPU
     ``c``; with PXN each channel's inter-server hops stay on rail ``c``, whose ToRs the

@@ -36,6 +36,14 @@ class RailOptimized(Topology):
     Capacity is ``gpus_per_server · (k/2)² · floor(k / gpus_per_server)`` GPUs (at most ``k``
     pods, one per core port), i.e. ``k³/4`` when ``gpus_per_server`` divides ``k``.
 
+    Routing (``routing = "dmodk"``): D-mod-K by the destination's position below the
+    switch, as a subnet manager programs a rail fabric: a rail-ToR takes uplink (the
+    destination server's position in its rail group) mod ``k/2``, an aggregation switch takes
+    core (the destination ToR's rank in its rail-aligned pod) mod ``k/2``. Every uplink carries
+    a share of each rail's traffic (on the raw GPU id every GPU of a rail has the same residue
+    and a rail's traffic would take one uplink: 128-GPU all_to_all 4.35x FatTree's time,
+    1.00x with this routing).
+
     Collective placement: the executor's default ring order (``ring_orders()`` is ``None``):
     servers in rank order, so consecutive servers share rail groups and pods; channel ``c``
     enters each server at GPU ``c`` and leaves from GPU ``c-1``, whose traffic PXN carries

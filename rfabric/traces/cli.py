@@ -165,7 +165,7 @@ def _info(args: argparse.Namespace) -> int:
         if brief:
             print("parameters: " + json.dumps(brief, sort_keys=True))
     rows = trace.summary().to_pylist()
-    header = ("iter", "stage", "phase", "kind", "ops", "bytes (sum)", "compute (sum)", "max ranks")
+    header = ("iter", "stage", "phase", "kind", "ops", "size (sum)", "sent (sum)", "compute (sum)", "max ranks")
     table = [header] + [
         (
             str(r["iteration"]),
@@ -174,6 +174,7 @@ def _info(args: argparse.Namespace) -> int:
             r["kind"],
             str(r["ops"]),
             format_size(r["size_bytes"]),
+            format_size(r["sent_bytes"]),
             format_time(r["compute_ps"]),
             str(r["max_ranks"]),
         )

@@ -250,14 +250,39 @@ class Trace:
         out["gpus"] = self.gpus
         return out
 
+    def sent_bytes(self) -> np.ndarray:
+        """Payload bytes each op's ranks send in total, by the size convention (bytes).
+
+        all_reduce 2(n-1) x size; all_gather, reduce_scatter and all_to_all (n-1) x size;
+        broadcast (n-1) x size (every rank but the root receives the buffer once); send
+        size; m2n senders x size. Every algorithm the executor runs sends exactly this
+        (ring, tree, hierarchical ring and halving-doubling all move 2(n-1) x size for an
+        all-reduce): it is ``res.flows`` summed per op (tested), the volume a replay puts
+        on NVLink and the network together, headers excluded.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, one entry per op, in table order.
+        """
+        a = self.arrays()
+        n = np.diff(a["ranks_offsets"]).astype(np.int64)
+        size = a["size_bytes"].astype(np.int64)
+        kind = np.asarray(KINDS, dtype=object)[a["kind"]] if self.num_ops else np.array([], dtype=object)
+        factor = np.where(kind == "all_reduce", 2 * (n - 1), n - 1)
+        factor = np.where(kind == "send", 1, factor)
+        factor = np.where(kind == "m2n", a["m2n_senders"].astype(np.int64), factor)
+        return factor * size
+
     def summary(self) -> pa.Table:
-        """Per (iteration, stage, phase, kind): op count, total bytes, total compute.
+        """Per (iteration, stage, phase, kind): op count, total sizes and sent bytes, compute.
 
         Returns
         -------
         pyarrow.Table
             Columns ``iteration``, ``stage``, ``phase``, ``kind``, ``ops``, ``size_bytes``
-            (sum, bytes), ``compute_ps`` (sum, ps), ``max_ranks``.
+            (sum, bytes), ``sent_bytes`` (sum of ``sent_bytes()``, bytes), ``compute_ps``
+            (sum, ps), ``max_ranks``.
         """
         t = self._table
         n_ranks = pc.list_value_length(t.column("ranks"))
@@ -268,6 +293,7 @@ class Trace:
                 "phase": t.column("phase").cast(pa.string()),
                 "kind": t.column("kind").cast(pa.string()),
                 "size_bytes": t.column("size_bytes"),
+                "sent_bytes": pa.array(self.sent_bytes(), type=pa.int64()),
                 "compute_ps": t.column("compute_ps"),
                 "n_ranks": n_ranks,
                 "op_id": t.column("op_id"),
@@ -277,6 +303,7 @@ class Trace:
             [
                 ("op_id", "count"),
                 ("size_bytes", "sum"),
+                ("sent_bytes", "sum"),
                 ("compute_ps", "sum"),
                 ("n_ranks", "max"),
                 ("op_id", "min"),
@@ -291,6 +318,7 @@ class Trace:
                 "kind": g.column("kind"),
                 "ops": g.column("op_id_count"),
                 "size_bytes": g.column("size_bytes_sum"),
+                "sent_bytes": g.column("sent_bytes_sum"),
                 "compute_ps": g.column("compute_ps_sum"),
                 "max_ranks": g.column("n_ranks_max"),
             }
