@@ -63,7 +63,9 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="256MiB")
     ap.add_argument("--kinds", default="all_reduce,all_to_all")
     ap.add_argument("--fabrics", default=",".join(FABRICS))
-    ap.add_argument("--ecmp", default=None, help="override every fabric's own routing (dmodk, flow, packet, adaptive)")
+    ap.add_argument(
+        "--ecmp", default=None, help="override every fabric's own routing (dmodk, flow, packet, adaptive)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     size = parse_size(args.size, allow_zero=False)
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
             if name == "FT":
                 ft[kind] = t
             cells.append(f"{t / ft[kind]:.2f}x")
-            print(f"  {name} {kind}: {t * 1e6:.1f} us [{time.perf_counter() - t0:.1f} s]", file=sys.stderr, flush=True)
+            wall = time.perf_counter() - t0
+            print(f"  {name} {kind}: {t * 1e6:.1f} us [{wall:.1f} s]", file=sys.stderr, flush=True)
         routing = args.ecmp or getattr(fab, "routing", "dmodk")
         print(f"{name:8s} {routing:>9s}" + "".join(f"{c:>16s}" for c in cells), flush=True)
     print("FT times: " + ", ".join(f"{k} {ft[k] * 1e6:.0f} us" for k in kinds))

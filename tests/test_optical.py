@@ -193,8 +193,9 @@ def test_flows_return_to_a_repaired_nic():
     res = sim.results()
     assert res.complete
     nic = rows(res.links, link_id=spec.nic_link(3), direction=0)["bytes"][0].as_py()
-    relay = rows(res.links, link_id=spec.nic_link(1), direction=0)["bytes"][0].as_py()
-    assert nic > 20 << 20 and relay > 1 << 20  # relayed over GPU 1's NIC, then home again
+    others = [rows(res.links, link_id=spec.nic_link(g), direction=0)["bytes"][0].as_py() for g in range(8) if g != 3]
+    # relayed over the server's other NICs (frame by frame, each its share), then home again
+    assert nic > 20 << 20 and sum(others) > 1 << 20 and min(others) > 0
 
 
 @pytest.mark.parametrize("name", list(FABRICS))

@@ -127,7 +127,7 @@ void Network::release_held() {
     while (pkt != kNone) {
       const uint32_t next = pool_[pkt].next;
       --held_now_;
-      const uint32_t out = route_cold(node, pool_[pkt]);
+      const uint32_t out = reroute(node, pool_[pkt]);
       if (out == kNone || !ports_[out].up) {
         hold(node, pkt, false);  // still no way on
       } else {
@@ -170,7 +170,7 @@ void Network::evacuate(uint32_t port) {
   while (pt.head != kNone) {
     const uint32_t pkt = pop_queue_cold(pt);
     Packet& p = pool_[pkt];
-    const uint32_t out = lossless_ ? route_cold(pt.node, p) : kNone;
+    const uint32_t out = lossless_ ? reroute(pt.node, p) : kNone;
     if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
       hold(pt.node, pkt);  // no way on now: wait at this node for the next change
     } else if (out == kNone || out == port || !ports_[out].up) {
@@ -193,7 +193,7 @@ void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
 
 void Network::rehome_flows() {
   for (uint32_t f = 0; f < flows_.size(); ++f) {
-    if (flows_.end_ps[f] >= 0 || flows_.sent_bytes[f] >= flows_.size_bytes[f]) continue;
+    if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
     const uint32_t old = flows_.first_port[f];
     // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
     // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)

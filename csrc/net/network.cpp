@@ -280,14 +280,13 @@ void Network::rebuild_routes() {
     routing_in_.port_reverse[p] = ports_[p].reverse;
   }
   routes_.build(routing_in_);
-  // delivery GPU per destination: itself while its NIC works, else a relay of its server
+  // Fast path per destination whose NIC works; traffic to a failed NIC takes route_with,
+  // which spreads it over its server's other NICs frame by frame (relay_ends).
   fast_route_.assign(gpu_node_.size(), FastRoute{});
   if (host_forwarding_ || routing_in_.updown) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
-    if (gpu_key_[g] == kNone) continue;
-    const uint32_t dv = nic_usable(g) ? g : relay_gpu(nodes_[gpu_node_[g]].server, g);
-    if (dv == kNone || gpu_attach_[dv] == kNone) continue;
-    fast_route_[g] = FastRoute{dmodk_index_[dv], gpu_attach_[dv], gpu_attach_in_[dv], gpu_key_[dv]};
+    if (gpu_key_[g] == kNone || !nic_usable(g)) continue;
+    fast_route_[g] = FastRoute{dmodk_index_[g], gpu_attach_[g], gpu_attach_in_[g], gpu_key_[g]};
   }
 }
 
@@ -296,20 +295,46 @@ bool Network::nic_usable(uint32_t gpu) const {
   return p != kNone && ports_[p].up;
 }
 
-uint32_t Network::relay_gpu(int32_t server, uint32_t dst) const {
-  // The GPU of `server` whose NIC should carry traffic to `dst`: with PXN the one on dst's
-  // rail (same position in its server), else (a failed NIC) the next one with a working NIC.
-  // kNone for a node outside any server (server -1): it has no NVLink peers to relay through.
+uint32_t Network::spread_nic(int32_t server, uint64_t key) const {
   if (server < 0 || static_cast<size_t>(server) >= server_gpus_.size()) return kNone;
   const auto& gpus = server_gpus_[static_cast<size_t>(server)];
-  const uint32_t m = static_cast<uint32_t>(gpus.size());
-  if (m == 0) return kNone;
-  const uint32_t start = gpu_local_[dst] % m;
-  for (uint32_t k = 0; k < m; ++k) {
-    const uint32_t g = gpus[(start + k) % m];
-    if (nic_usable(g)) return g;
-  }
+  uint32_t n = 0;
+  for (const uint32_t g : gpus) n += nic_usable(g);
+  if (n == 0) return kNone;
+  uint64_t k = key % n;
+  for (const uint32_t g : gpus)
+    if (nic_usable(g) && k-- == 0) return g;
   return kNone;
+}
+
+uint32_t Network::pxn_gpu(uint32_t src, uint32_t dst) const {
+  const int32_t ss = nodes_[gpu_node_[src]].server;
+  if (ss < 0 || static_cast<size_t>(ss) >= server_gpus_.size()) return src;
+  const auto& sg = server_gpus_[static_cast<size_t>(ss)];
+  return sg[gpu_local_[dst] % sg.size()];
+}
+
+Network::Ends Network::relay_ends(uint32_t src, uint32_t dst, uint64_t key) const {
+  const int32_t ss = nodes_[gpu_node_[src]].server, ds = nodes_[gpu_node_[dst]].server;
+  if (pxn_ && ss >= 0 && ds >= 0 && static_cast<size_t>(std::max(ss, ds)) < server_gpus_.size()) {
+    const auto& sg = server_gpus_[static_cast<size_t>(ss)];
+    const auto& dg = server_gpus_[static_cast<size_t>(ds)];
+    const uint32_t a = pxn_gpu(src, dst);
+    if (nic_usable(a) && nic_usable(dst)) return {a, dst};
+    // One rail at both ends, so a fabric whose rails meet only inside servers (RFabric's
+    // circuits join same-rail ToRs) still carries it: per frame, a rail whose NICs work in
+    // both servers.
+    const size_t rails = std::min(sg.size(), dg.size());
+    uint32_t n = 0;
+    for (size_t r = 0; r < rails; ++r) n += nic_usable(sg[r]) && nic_usable(dg[r]);
+    if (n > 0) {
+      uint64_t k = key % n;
+      for (size_t r = 0; r < rails; ++r)
+        if (nic_usable(sg[r]) && nic_usable(dg[r]) && k-- == 0) return {sg[r], dg[r]};
+    }
+  }
+  // (the destination end draws from the key's other half, so the two ends vary independently)
+  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key >> 32)};
 }
 
 uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) const {
@@ -321,13 +346,14 @@ uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) cons
     if (count == 0) return kNone;
     return hops[((static_cast<uint64_t>(hash) & 0xffffffffULL) * count) >> 32];
   }
+  // Its own NIC when every frame leaves through it (relay_ends gives a = src whatever the
+  // frame); otherwise over NVLink, where the NVSwitch picks each frame's NIC.
   const bool own_nic = nic_usable(src);
   if (own_nic && !pxn_) return gpu_nic_port_[src];
-  if (gpu_nvl_port_[src] == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
-  const int32_t server = nodes_[gpu_node_[src]].server;
-  const uint32_t relay = relay_gpu(server, dst);
-  if (relay == src || relay == kNone) return own_nic ? gpu_nic_port_[src] : kNone;
-  return gpu_nvl_port_[src];  // over NVLink to the relay's NIC (PXN, or a failed NIC)
+  if (own_nic && nic_usable(dst) && pxn_gpu(src, dst) == src) return gpu_nic_port_[src];
+  if (gpu_nvl_port_[src] == kNone || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
+    return own_nic ? gpu_nic_port_[src] : kNone;
+  return gpu_nvl_port_[src];  // over NVLink to the relays' NICs (PXN, or a failed NIC)
 }
 
 uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
@@ -608,6 +634,16 @@ void Network::mark_ecn(Port& pt, Packet& p) {
 }
 
 uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
+
+uint32_t Network::reroute(uint32_t node, const Packet& p) const {
+  // Up*/down*: a frame that was descending when its tables changed may find no way further
+  // down under the new ones (a failed link, a new order); it climbs again from here. Only
+  // frames caught by a change take this, so the fabric's own paths stay up*/down*.
+  if (routing_in_.updown)
+    return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, false,
+                      p.port != kNone ? ports_[p.port].node : kNone);
+  return route(node, p);
+}
 void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
@@ -674,36 +710,68 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   }
   const bool descending =
       routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
-  return route_with(node, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending);
+  return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending,
+                    p.port != kNone ? ports_[p.port].node : kNone);
 }
 
-uint32_t Network::route_with(uint32_t node, uint32_t d, uint32_t hash, uint32_t seq, uint32_t hops_so_far,
-                             uint32_t flow, bool descending) const {
+uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,
+                             uint32_t hops_so_far, uint32_t flow, bool descending, uint32_t from) const {
   if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
+  const uint32_t dst = d;
+  uint32_t count = 0;
+  const uint32_t* hops = nullptr;
   if (!host_forwarding_) {
     if (node == gpu_attach_[d] && ports_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
     const Node& nd = nodes_[node];
-    if (nd.kind == NodeKind::NvSwitch) {
-      // a PXN or failed-NIC relay: on to the server's GPU whose NIC carries dst's traffic
-      const uint32_t relay = relay_gpu(nd.server, d);
-      return relay == kNone ? kNone : gpu_nvs_in_[relay];
-    }
-    if (nd.gpu >= 0) {  // a relay GPU: out of its NIC (or back into the server)
+    if (nd.gpu >= 0) {
+      // A relay GPU: a frame from its NVSwitch leaves through its NIC; one from the network
+      // (into the destination's server, or escaping a rail that no longer reaches it) goes
+      // into the server. (Back into the server too when its NIC has just failed.)
       const uint32_t g = static_cast<uint32_t>(nd.gpu);
-      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g)) return gpu_nvl_port_[g];
+      const bool from_server = from != kNone && from == gpu_nvs_[g];
+      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
       return gpu_nic_port_[g];
     }
-    if (gpu_key_[d] == kNone) return kNone;
-    if (!nic_usable(d)) {
-      // dst's NIC is down: deliver to a GPU of its server with a working NIC, then NVLink
-      const uint32_t relay = relay_gpu(nodes_[gpu_node_[d]].server, d);
-      if (relay == kNone) return kNone;
-      if (node == gpu_attach_[relay]) return gpu_attach_in_[relay];
-      d = relay;
+    // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
+    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
+    // lossy fabric, whose TCP-like transport would read the reordering as loss.
+    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (lossless_ ? seq : 0u));
+    const Ends e = relay_ends(src, d, key);
+    if (nd.kind == NodeKind::NvSwitch) {
+      if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];
+      // a third server, where a frame escaped its rail: out again on b's rail (PXN) or any
+      const int32_t x = nd.server;
+      uint32_t via = kNone;
+      if (pxn_ && e.b != kNone && x >= 0 && static_cast<size_t>(x) < server_gpus_.size()) {
+        const auto& xg = server_gpus_[static_cast<size_t>(x)];
+        via = xg[gpu_local_[e.b] % xg.size()];
+      }
+      if (via == kNone || !nic_usable(via)) via = spread_nic(x, key);
+      return via == kNone ? kNone : gpu_nvs_in_[via];
     }
+    if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
+    if (e.b != d) {  // into the destination's server through another GPU's NIC, then NVLink
+      if (node == gpu_attach_[e.b]) return gpu_attach_in_[e.b];
+      d = e.b;
+    }
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
+    if (count == 0) {
+      // The frame is on a part of the fabric that no longer reaches `b` (with PXN, on a rail
+      // whose NIC failed at the destination, which RFabric's circuits join to no other rail):
+      // back to the GPU of the source server that put it on this rail, which relays it again.
+      for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
+        if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
+        if (node == gpu_attach_[x]) return gpu_attach_in_[x];
+        hops = routes_.next_hops(node, gpu_key_[x], &count, false);
+        if (count > 0) {
+          d = x;
+          break;
+        }
+      }
+    }
+  } else {
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
   }
-  uint32_t count = 0;
-  const uint32_t* hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
   if (count <= 1) return count ? hops[0] : kNone;
   if (cfg_.ecmp_dmodk) return hops[(dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count];
   if (cfg_.ecmp_adaptive) {
@@ -789,6 +857,11 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   in.ingress_bytes = count_ingress(in, p);
+  const uint32_t out = routing_in_.updown ? reroute(node, p) : kNone;
+  if (out != kNone && ports_[out].up) {
+    enqueue(out, pkt);
+    return;
+  }
   hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 
@@ -939,7 +1012,7 @@ std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t f
     const uint32_t node = ports_[port].peer;
     if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
     const bool descending = routing_in_.updown && routes_.descends(ports_[port].node, node);
-    const uint32_t next = route_with(node, dst, flow_hash, 0, hops, 0, descending);
+    const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, ports_[port].node);
     if (next == kNone || next == ports_[port].reverse) break;
     port = next;
   }

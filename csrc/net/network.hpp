@@ -272,9 +272,24 @@ class Network final : public engine::Handler {
     pt.hop_step = pt.peer_eps || (host_forwarding_ && nodes_[peer].kind != NodeKind::Ocs &&
                                   nodes_[peer].kind != NodeKind::PatchPanel);
   }
-  uint32_t route_with(uint32_t node, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops, uint32_t flow,
-                      bool descending = false) const;
-  uint32_t relay_gpu(int32_t server, uint32_t dst) const;
+  /// The general route: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
+  /// node the frame came from (kNone at its source).
+  uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
+                      uint32_t flow, bool descending, uint32_t from) const;
+  /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
+  /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
+  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
+  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
+  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
+  /// kNone: no working NIC in that server.
+  struct Ends {
+    uint32_t a, b;
+  };
+  Ends relay_ends(uint32_t src, uint32_t dst, uint64_t key) const;
+  /// PXN: the GPU of src's server on dst's rail (same position in its server).
+  uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
+  /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
+  uint32_t spread_nic(int32_t server, uint64_t key) const;
   bool nic_usable(uint32_t gpu) const;
   // topology changes (circuits.cpp)
   void build_circuits(const NetworkSpec& spec);
@@ -287,6 +302,9 @@ class Network final : public engine::Handler {
   uint32_t port_into(uint32_t link, uint32_t node) const;
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
+  /// route() for a frame re-forwarded after its tables changed (held, evacuated, or without
+  /// a route on arrival): under up*/down* it may climb again.
+  uint32_t reroute(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
   struct Plan;
