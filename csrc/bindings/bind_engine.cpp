@@ -78,6 +78,8 @@ EngineConfig config_from_dict(const py::dict& d) {
         c.ecmp_per_packet = v.cast<bool>();
       else if (k == "ecmp_adaptive")
         c.ecmp_adaptive = v.cast<bool>();
+      else if (k == "ecmp_multipath")
+        c.ecmp_multipath = v.cast<bool>();
       else if (k == "ecmp_dmodk")
         c.ecmp_dmodk = v.cast<bool>();
       else if (k == "t_ocs_ps")

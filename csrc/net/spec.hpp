@@ -51,6 +51,10 @@ struct EngineConfig {
   /// Adaptive routing: each packet takes the shortest-path port with the least queued
   /// bytes (ties by hash), as InfiniBand AR / Spectrum-X do. Overrides ecmp_per_packet.
   bool ecmp_adaptive = false;
+  /// Multi-path (host-forwarding fabrics; with ecmp_adaptive elsewhere): a server's NVSwitch
+  /// spreads frames over all its NICs whose paths are at most 4 hops (one more server) longer
+  /// than the shortest, least loaded first, weighted by the hops left.
+  bool ecmp_multipath = false;
   /// D-mod-K: at the h-th hop, take next hop (dst / k^(h-1)) mod k of the k equal-cost ones,
   /// so each destination is reached over one tree (InfiniBand's fat-tree routing).
   bool ecmp_dmodk = false;
