@@ -327,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--ecmp",
         default=None,
-        choices=("dmodk", "flow", "packet", "adaptive"),
+        choices=("dmodk", "flow", "packet", "adaptive", "multipath"),
         help="next-hop choice among equal-cost paths (default: the fabric's own routing)",
     )
     c.set_defaults(func=cmd_collective)

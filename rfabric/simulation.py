@@ -120,7 +120,8 @@ class EngineConfig:
     ecmp : str, optional
         How a switch picks among equal-cost next hops (bench/README.md compares them).
         ``None`` (default): the fabric's own (``Topology.routing``: D-mod-K on FatTree,
-        RailOptimized, RFabric and TopoOpt, adaptive on MixNet; each class docstring says why).
+        RailOptimized and RFabric, multipath on TopoOpt, adaptive on MixNet; each class
+        docstring says why).
         ``"dmodk"``: deterministic destination-based routing, as InfiniBand subnet managers
         program fat-trees and rail fabrics: a destination's routing index is its leaf switch's
         rank times the most GPUs under a leaf plus its position under that leaf, and at its
@@ -131,7 +132,10 @@ class EngineConfig:
         connection, for collectives), as RoCE ECMP: hash collisions included (ring
         all-reduce drops to 20-50%). ``"packet"``: random per-packet spraying.
         ``"adaptive"``: per packet, the port with the least queued bytes (InfiniBand AR,
-        Spectrum-X).
+        Spectrum-X). ``"multipath"``: adaptive, and on fabrics whose hosts forward (TopoOpt,
+        MixNet) each server's NVSwitch spreads frames over all its NICs whose paths are at
+        most 4 hops (one more server crossed) longer than the shortest, the least loaded NIC
+        weighted by the hops left (UGAL); a frame's hops are bounded, so no loop can form.
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
@@ -194,7 +198,8 @@ class EngineConfig:
             raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
         switches = {
             "ecmp_per_packet": ecmp == "packet",
-            "ecmp_adaptive": ecmp == "adaptive",
+            "ecmp_adaptive": ecmp in ("adaptive", "multipath"),
+            "ecmp_multipath": ecmp == "multipath",
             "ecmp_dmodk": ecmp == "dmodk",
         }
         out = {}

@@ -497,7 +497,7 @@ class NetworkSpec:
 
 
 #: EngineConfig.ecmp modes (rfabric.simulation documents them)
-ROUTING_MODES = ("dmodk", "flow", "packet", "adaptive")
+ROUTING_MODES = ("dmodk", "flow", "packet", "adaptive", "multipath")
 
 
 def check_routing(routing, where: str = "network") -> str:

@@ -101,7 +101,7 @@ def test_each_fabric_declares_the_routing_its_operators_run():
     assert {cls.__name__: cls.routing for cls in classes} == {
         "FatTree": "dmodk",
         "RailOptimized": "dmodk",
-        "TopoOpt": "dmodk",
+        "TopoOpt": "multipath",
         "MixNet": "adaptive",
         "RFabric": "dmodk",
     }

@@ -95,6 +95,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   }
   pxn_ = spec.pxn;
   routing_in_.updown = spec.deadlock_free;
+  routing_in_.keep_distances = host_forwarding_ && cfg_.ecmp_multipath && !spec.deadlock_free;
   auto optical_node = [&](uint32_t v) {
     return nodes_[v].kind == NodeKind::Ocs || nodes_[v].kind == NodeKind::PatchPanel;
   };
@@ -770,6 +771,10 @@ uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t h
       }
     }
   } else {
+    if (cfg_.ecmp_multipath) {
+      const uint32_t out = route_multipath(node, src, d, hops_so_far, flow, seq, from);
+      if (out != kNone) return out;
+    }
     hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
   }
   if (count <= 1) return count ? hops[0] : kNone;
@@ -799,6 +804,48 @@ uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t h
     h = engine::mix64((static_cast<uint64_t>(hash) << 32) | node);
   }
   return hops[((h & 0xffffffffULL) * count) >> 32];
+}
+
+uint32_t Network::route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow,
+                                  uint32_t seq, uint32_t from) const {
+  // Loop-free by budget: a frame may take at most kMultipathSlack hops more than the shortest
+  // path from its source; a longer hop spends budget, a shortest-path hop keeps it, so every
+  // frame arrives within d0 + slack hops.
+  const uint32_t key = gpu_key_[d];
+  const uint32_t d0 = routes_.distance(gpu_node_[src], key);
+  if (d0 == RoutingTable::kUnreachable) return kNone;
+  const uint32_t budget = d0 + kMultipathSlack;
+  const Node& nd = nodes_[node];
+  if (nd.gpu >= 0) {
+    // sent here by its NVSwitch: out of its NIC while that fits the budget
+    const uint32_t g = static_cast<uint32_t>(nd.gpu);
+    if (from != gpu_nvs_[g] || !nic_usable(g)) return kNone;
+    const uint32_t dm = routes_.distance(ports_[gpu_nic_port_[g]].peer, key);
+    return dm != RoutingTable::kUnreachable && hops + 1 + dm <= budget ? gpu_nic_port_[g] : kNone;
+  }
+  if (nd.kind != NodeKind::NvSwitch || nd.server < 0) return kNone;
+  // The NVSwitch spreads over its server's NICs whose paths fit the budget: the least loaded
+  // NIC (queued bytes, the frame in service, a PAUSE) weighted by the hops left, UGAL-style,
+  // so a longer path must be that much less loaded; the load counts from 8 frames, so a NIC
+  // busy with a frame or two does not send traffic the long way round.
+  const auto& gpus = server_gpus_[static_cast<size_t>(nd.server)];
+  const uint32_t m = static_cast<uint32_t>(gpus.size());
+  const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node) % m);
+  const SimTime now = eng_.now();
+  uint32_t best = kNone;
+  __int128 best_score = 0;
+  for (uint32_t i = 0; i < m; ++i) {
+    const uint32_t g = gpus[(start + i) % m];
+    if (!nic_usable(g)) continue;
+    const Port& nic = ports_[gpu_nic_port_[g]];
+    const uint32_t dm = routes_.distance(nic.peer, key);
+    if (dm == RoutingTable::kUnreachable || hops + 2 + dm > budget) continue;
+    const Bytes load = ports_[gpu_nvs_in_[g]].queued_bytes + nic.queued_bytes + (nic.busy_until > now ? mtu_ : 0) +
+                       (nic.paused ? (Bytes{1} << 40) : 0) + 8 * mtu_;
+    const __int128 score = static_cast<__int128>(load) * (2 + dm);
+    if (best == kNone || score < best_score) best = g, best_score = score;
+  }
+  return best == kNone ? kNone : gpu_nvs_in_[best];
 }
 
 void Network::arrive(uint32_t pkt) {

@@ -286,6 +286,14 @@ class Network final : public engine::Handler {
     uint32_t a, b;
   };
   Ends relay_ends(uint32_t src, uint32_t dst, uint64_t key) const;
+  /// Multi-path routing of a host-forwarding fabric (EngineConfig::ecmp_multipath): the
+  /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
+  /// the shortest; kNone: take the shortest-path tables.
+  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow, uint32_t seq,
+                           uint32_t from) const;
+  /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
+  /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
+  static constexpr uint32_t kMultipathSlack = 4;
   /// PXN: the GPU of src's server on dst's rail (same position in its server).
   uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
   /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).

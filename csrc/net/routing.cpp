@@ -15,6 +15,8 @@ void RoutingTable::build(const RoutingInput& in) {
   const size_t cells = static_cast<size_t>(n) * num_keys_;
   cells_.assign(cells, Cell{});
   ports_.clear();
+  dist_.clear();
+  if (in.keep_distances) dist_.assign(cells, 0xffff);
 
   std::vector<uint32_t> dist(n), frontier, next;
   for (uint32_t k = 0; k < num_keys_; ++k) {
@@ -39,6 +41,7 @@ void RoutingTable::build(const RoutingInput& in) {
     }
     for (uint32_t x = 0; x < n; ++x) {
       const size_t cell = static_cast<size_t>(x) * num_keys_ + k;
+      if (!dist_.empty() && dist[x] < 0xffff) dist_[cell] = static_cast<uint16_t>(dist[x]);
       cells_[cell].begin = static_cast<uint32_t>(ports_.size());
       if (dist[x] == kUnreachable || dist[x] == 0) continue;
       uint32_t c = 0;

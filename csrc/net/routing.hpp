@@ -23,6 +23,9 @@ struct RoutingInput {
   /// paths that climb toward it, then descend. No cyclic buffer dependency can form, so
   /// PFC cannot deadlock; paths may be longer than shortest.
   bool updown = false;
+  /// Keep every node's hop count to every key (shortest-path tables only), for routing that
+  /// admits paths a bounded number of hops longer than the shortest.
+  bool keep_distances = false;
 };
 
 class RoutingTable {
@@ -47,6 +50,12 @@ class RoutingTable {
     return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable &&
            rank_[to] > rank_[from];
   }
+  /// Hops from `node` to key `key` (kUnreachable, or without keep_distances).
+  uint32_t distance(uint32_t node, uint32_t key) const {
+    if (dist_.empty()) return kUnreachable;
+    const uint16_t d = dist_[static_cast<size_t>(node) * num_keys_ + key];
+    return d == 0xffff ? kUnreachable : d;
+  }
   static constexpr uint32_t kUnreachable = 0xffffffffu;
 
  private:
@@ -59,6 +68,7 @@ class RoutingTable {
   };
   std::vector<Cell> cells_;
   std::vector<uint32_t> ports_;
+  std::vector<uint16_t> dist_;  ///< (node, key) -> hops, 0xffff unreachable (keep_distances)
 };
 
 }  // namespace rfabric::net

@@ -57,6 +57,10 @@ struct NetworkSpec {
   X(bool, ecmp_adaptive, false,                                                                        \
     "adaptive routing: each packet takes the shortest-path port with the least queued bytes (ties "    \
     "by hash), as InfiniBand AR / Spectrum-X; overrides ecmp_per_packet")                              \
+  X(bool, ecmp_multipath, false,                                                                       \
+    "multi-path (host-forwarding fabrics; with ecmp_adaptive elsewhere): a server's NVSwitch spreads "  \
+    "frames over all its NICs whose paths are at most 4 hops (one more server) longer than the "       \
+    "shortest, least loaded first, weighted by the hops left")                                         \
   X(bool, ecmp_dmodk, true,                                                                            \
     "D-mod-K (the default): at the h-th hop, next hop (dst / k^(h-1)) mod k of the k equal-cost "      \
     "ones, so each destination is reached over one tree (InfiniBand's fat-tree routing); all three "   \

@@ -239,7 +239,7 @@ class Topology:
     #: how this fabric's deployments pick among equal-cost next hops (an ``EngineConfig.ecmp``
     #: mode): runs use it unless their config sets ``ecmp``. D-mod-K, as InfiniBand subnet
     #: managers program fat-trees and rail fabrics; subclasses whose operators run otherwise
-    #: say so (MixNet). Document the choice in the subclass docstring.
+    #: say so (TopoOpt, MixNet). Document the choice in the subclass docstring.
     routing = "dmodk"
 
     def __init__(

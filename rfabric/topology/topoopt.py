@@ -52,13 +52,21 @@ class TopoOpt(Topology):
     * ``edges=`` (a list of server pairs): exactly that multigraph, replacing the rings;
       a server's degree may not exceed ``d`` and unused NICs stay dark.
 
-    Routing (``routing = "dmodk"``)
-    -------------------------------
-    Hosts forward along static shortest-path routes (TopoOpt's host-based forwarding), with
-    D-mod-K among equal next hops. Measured at 128 GPUs (256 MiB, bench/compare_fabrics.py),
-    D-mod-K, flow hashing, spraying and adaptive routing give the same all_reduce, all_gather,
-    all_to_all and permutation times within 1%: TopoOpt's paths between servers are
-    mostly unique, so the choice among equal next hops hardly matters.
+    Routing (``routing = "multipath"``)
+    -----------------------------------
+    Hosts forward (TopoOpt's host-based forwarding), and a server's NVSwitch spreads the
+    frames it relays over every NIC of the server whose path is at most one more server
+    longer than the shortest, the least loaded first (weighted by the hops left); a flow
+    leaves its own GPU as shortest paths say, so rings on their circuits stay on them.
+    Between two servers the shortest path is mostly one circuit, so spreading among equal
+    next hops alone changes nothing: D-mod-K, flow hashing, spraying and adaptive routing give
+    the same times within 1%. Measured at 128 GPUs (bench/compare_fabrics.py and
+    bench/README.md), against D-mod-K: a rail-aligned server permutation of 256 MiB per GPU
+    takes 40.7 ms instead of 86.5 ms (8 flows no longer share one circuit), all_to_all
+    16.3 ms instead of 16.5 ms, all_reduce and all_gather are unchanged at 4 MiB-256 MiB,
+    and a failed NIC costs a 16 MiB all_reduce 1.07x instead of 1.79x (its ring's detour
+    spreads over the server's other NICs); small all_to_all is slower (1 MiB: 88 us instead
+    of 71 us).
 
     Collective placement (``ring_orders()``)
     ----------------------------------------
@@ -101,6 +109,7 @@ class TopoOpt(Topology):
 
     family = "topoopt"
     host_forwarding = True
+    routing = "multipath"
 
     def __init__(
         self, gpus: int, link="200Gbps", mp_demand=None, mp_degree: int | None = None, edges=None, **kwargs
