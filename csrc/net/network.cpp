@@ -15,158 +15,42 @@ Network::~Network() = default;
 
 Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
                  TransportFactory make_transport)
-    : eng_(eng), cfg_(cfg), rng_(cfg.seed, 0x6e6574776f726bULL) {
-  const size_t n = spec.node_kind.size();
-  const size_t m = spec.link_src.size();
-  RF_CHECK(spec.node_server.size() == n && spec.node_latency_ps.size() == n,
-           "node arrays have different lengths");
-  RF_CHECK(spec.link_dst.size() == m && spec.link_rate_bps.size() == m && spec.link_latency_ps.size() == m &&
-               spec.link_buffer_bytes.size() == m,
-           "link arrays have different lengths");
-  RF_CHECK(n < kNone && 2 * m < kNone, "network too large");
+    : eng_(eng), cfg_(cfg), rng_(cfg.seed, 0x6e6574776f726bULL), fwd_(spec, cfg) {
   RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
            " is outside [256, 65536]");
   RF_CHECK(cfg.pfc_xoff_ps > 0, "pfc_xoff_ps must be positive");
   RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ", cfg.control_bytes,
            " must be in (0, mtu_bytes]");
 
-  host_forwarding_ = spec.host_forwarding;  // (before ports: set_peer reads it)
-  nodes_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    RF_CHECK(spec.node_kind[i] <= static_cast<uint8_t>(NodeKind::PatchPanel), "node ", i,
-             ": unknown kind code ", int(spec.node_kind[i]));
-    RF_CHECK(spec.node_latency_ps[i] >= 0, "node ", i, ": negative latency");
-    Node& nd = nodes_[i];
-    nd.kind = static_cast<NodeKind>(spec.node_kind[i]);
-    nd.server = spec.node_server[i];
-    nd.latency_ps = spec.node_latency_ps[i];
-    nd.gpu = -1;
-    if (nd.kind == NodeKind::Gpu) {
-      nd.gpu = static_cast<int32_t>(gpu_node_.size());
-      gpu_node_.push_back(static_cast<uint32_t>(i));
-    }
-  }
-
+  // Ports: the packet plane's copy of each channel (wiring as built; ports facing optical
+  // devices then take the far end their circuit chain reaches).
+  const size_t m = fwd_.num_links();
   ports_.resize(2 * m);
-  std::vector<uint32_t> degree(n + 1, 0);
   for (size_t l = 0; l < m; ++l) {
-    const uint32_t a = spec.link_src[l], b = spec.link_dst[l];
-    RF_CHECK(a < n && b < n, "link ", l, ": endpoint out of range (", a, ", ", b, ")");
-    RF_CHECK(a != b, "link ", l, ": connects node ", a, " to itself");
-    RF_CHECK(spec.link_rate_bps[l] > 0, "link ", l, ": rate must be positive");
-    RF_CHECK(spec.link_latency_ps[l] >= 0, "link ", l, ": negative latency");
     RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
              " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
     for (int dir = 0; dir < 2; ++dir) {
       const uint32_t id = static_cast<uint32_t>(2 * l + dir);
+      const Channel& c = fwd_.channel(id);
       Port& p = ports_[id];
-      p.node = dir ? b : a;
-      set_peer(p, dir ? a : b);
-      p.wire_peer = p.peer;
+      p.node = c.node;
+      set_peer(p, c.wire_peer);
+      p.wire_peer = c.wire_peer;
       p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
       p.link = static_cast<uint32_t>(l);
-      set_rate(p, spec.link_rate_bps[l]);
-      p.prop_ps = spec.link_latency_ps[l];
-      p.delay_ps = p.prop_ps + nodes_[p.peer].latency_ps;
+      set_rate(p, fwd_.link_rate_bps(p.link));
+      p.prop_ps = fwd_.link_prop_ps(p.link);
+      p.delay_ps = p.prop_ps + nodes()[p.peer].latency_ps;
       p.buffer_bytes = spec.link_buffer_bytes[l];
-      ++degree[p.node];
+      p.inert = c.inert;
+      p.optical = c.optical;
     }
   }
-
-  // adjacency (CSR) for routing
-  routing_in_.num_nodes = static_cast<uint32_t>(n);
-  routing_in_.adj_begin.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) routing_in_.adj_begin[i + 1] = routing_in_.adj_begin[i] + degree[i];
-  routing_in_.adj_ports.resize(2 * m);
-  {
-    std::vector<uint32_t> fill(routing_in_.adj_begin.begin(), routing_in_.adj_begin.end() - 1);
-    for (uint32_t p = 0; p < 2 * m; ++p) routing_in_.adj_ports[fill[ports_[p].node]++] = p;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    nodes_[i].port_begin = routing_in_.adj_begin[i];
-    nodes_[i].port_end = routing_in_.adj_begin[i + 1];
-  }
-  routing_in_.port_peer.resize(2 * m);
-  routing_in_.port_reverse.resize(2 * m);
-  routing_in_.port_up.assign(2 * m, 1);
-  for (uint32_t p = 0; p < 2 * m; ++p) {
-    routing_in_.port_peer[p] = ports_[p].peer;
-    routing_in_.port_reverse[p] = ports_[p].reverse;
-  }
-  pxn_ = spec.pxn;
-  routing_in_.updown = spec.deadlock_free;
-  routing_in_.keep_distances = host_forwarding_ && cfg_.ecmp_multipath && !spec.deadlock_free;
-  auto optical_node = [&](uint32_t v) {
-    return nodes_[v].kind == NodeKind::Ocs || nodes_[v].kind == NodeKind::PatchPanel;
-  };
-  for (Port& p : ports_) {
-    p.inert = optical_node(p.node);
-    p.optical = !p.inert && optical_node(p.wire_peer);
-  }
-  routing_in_.transit.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const NodeKind k = nodes_[i].kind;
-    routing_in_.transit[i] =
-        k == NodeKind::Eps || (host_forwarding_ && (k == NodeKind::Gpu || k == NodeKind::NvSwitch));
-  }
-
-  // GPUs: one NIC link (to a packet switch or an optical device) and at most one NVLink.
-  const size_t g = gpu_node_.size();
-  gpu_nic_port_.assign(g, kNone);
-  gpu_nvl_port_.assign(g, kNone);
-  gpu_attach_.assign(g, kNone);
-  gpu_attach_in_.assign(g, kNone);
-  gpu_nvs_.assign(g, kNone);
-  gpu_nvs_in_.assign(g, kNone);
-  gpu_key_.assign(g, kNone);
-  gpu_local_.assign(g, 0);
-  std::vector<uint32_t> key_of_node(n, kNone);
-  for (uint32_t gpu = 0; gpu < g; ++gpu) {
-    const Node& nd = nodes_[gpu_node_[gpu]];
-    for (uint32_t a = nd.port_begin; a < nd.port_end; ++a) {
-      const uint32_t p = routing_in_.adj_ports[a];
-      const uint32_t peer = ports_[p].wire_peer;
-      if (nodes_[peer].kind == NodeKind::NvSwitch) {
-        RF_CHECK(gpu_nvl_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
-                 ") has more than one NVLink link");
-        gpu_nvl_port_[gpu] = p;
-        gpu_nvs_[gpu] = peer;
-        gpu_nvs_in_[gpu] = ports_[p].reverse;
-        continue;
-      }
-      RF_CHECK(gpu_nic_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
-               ") has more than one NIC link; rfabric models one NIC per GPU");
-      RF_CHECK(nodes_[peer].kind == NodeKind::Eps || (optical_node(peer) && host_forwarding_), "gpu ", gpu,
-               " (node ", gpu_node_[gpu], "): its NIC connects to node ", peer,
-               "; a NIC connects to a packet switch, or to an optical device in a host-forwarding fabric");
-      gpu_nic_port_[gpu] = p;
-      if (nodes_[peer].kind == NodeKind::Eps) {
-        gpu_attach_[gpu] = peer;
-        gpu_attach_in_[gpu] = ports_[p].reverse;
-      }
-    }
-    RF_CHECK(gpu_nic_port_[gpu] != kNone || gpu_nvl_port_[gpu] != kNone, "gpu ", gpu, " (node ",
-             gpu_node_[gpu], ") has no links");
-    // routing keys: the GPU itself when hosts forward, else the switch its NIC attaches to
-    const uint32_t key_node = host_forwarding_ ? gpu_node_[gpu] : gpu_attach_[gpu];
-    if (key_node != kNone) {
-      if (key_of_node[key_node] == kNone) {
-        key_of_node[key_node] = static_cast<uint32_t>(routing_in_.keys.size());
-        routing_in_.keys.push_back(key_node);
-      }
-      gpu_key_[gpu] = key_of_node[key_node];
-    }
-    if (nd.server >= 0) {
-      if (server_gpus_.size() <= static_cast<size_t>(nd.server)) server_gpus_.resize(nd.server + 1);
-      gpu_local_[gpu] = static_cast<uint32_t>(server_gpus_[nd.server].size());
-      server_gpus_[nd.server].push_back(gpu);
-    }
-  }
-  build_circuits(spec);
-  build_dmodk();
+  for (uint32_t p = 0; p < ports_.size(); ++p)
+    if (ports_[p].optical) resolve_channel(p);
   // one NIC scheduler per GPU egress port
-  for (uint32_t gpu = 0; gpu < g; ++gpu) {
-    for (const uint32_t p : {gpu_nic_port_[gpu], gpu_nvl_port_[gpu]}) {
+  for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
+    for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
       if (p == kNone) continue;
       ports_[p].nic = static_cast<int32_t>(nics_.size());
       nics_.emplace_back();
@@ -185,6 +69,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   mtu_ = cfg_.mtu_bytes;
   lossless_ = cfg_.lossless >= 0 ? cfg_.lossless != 0 : transport_->lossless();
+  fwd_.set_per_frame_relays(lossless_);
   const Transport::EcnDefaults ecn = transport_->ecn_defaults();
   if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
   if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
@@ -195,60 +80,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
   ecn_pmax_ = cfg_.ecn_pmax;
   for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
-  built_ = true;
-  rebuild_routes();
-}
-
-void Network::build_dmodk() {
-  const uint32_t g = num_gpus();
-  dmodk_index_.assign(g, 0);
-  dmodk_div_.assign(256, 1);
-  // A GPU's leaf: the switch its NIC attaches to (the GPU itself when hosts forward, or when
-  // its NIC ends at an optical device).
-  auto leaf_of = [&](uint32_t gpu) {
-    return host_forwarding_ || gpu_attach_[gpu] == kNone ? gpu_node_[gpu] : gpu_attach_[gpu];
-  };
-  // Leaves in the order a subnet manager numbers them: those under the same upper switches
-  // (or optical devices) together, as a fat-tree's pods or a rail-aligned pod's ToRs, then
-  // by their first GPU. Each leaf's GPUs in id order give their positions under it.
-  std::vector<uint32_t> leaves;
-  std::vector<std::vector<uint32_t>> under(nodes_.size());
-  for (uint32_t gpu = 0; gpu < g; ++gpu) {
-    const uint32_t l = leaf_of(gpu);
-    if (under[l].empty()) leaves.push_back(l);
-    under[l].push_back(gpu);
-  }
-  std::vector<std::vector<uint32_t>> above(nodes_.size());
-  uint32_t per_leaf = 1, up = 1;
-  for (const uint32_t l : leaves) {
-    per_leaf = std::max<uint32_t>(per_leaf, static_cast<uint32_t>(under[l].size()));
-    uint32_t links_up = 0;
-    for (uint32_t a = nodes_[l].port_begin; a < nodes_[l].port_end; ++a) {
-      const uint32_t w = ports_[routing_in_.adj_ports[a]].wire_peer;
-      if (nodes_[w].kind == NodeKind::Gpu || nodes_[w].kind == NodeKind::NvSwitch) continue;
-      above[l].push_back(w);
-      ++links_up;
-    }
-    std::sort(above[l].begin(), above[l].end());
-    above[l].erase(std::unique(above[l].begin(), above[l].end()), above[l].end());
-    up = std::max(up, links_up);
-  }
-  std::stable_sort(leaves.begin(), leaves.end(), [&](uint32_t a, uint32_t b) {
-    return above[a] != above[b] ? above[a] < above[b] : under[a].front() < under[b].front();
-  });
-  // (a host-forwarding fabric keys every GPU on its own: one GPU per leaf, and the next digit
-  // divides by the widest fan-out instead)
-  const uint32_t first = host_forwarding_ ? up : per_leaf;
-  for (uint32_t r = 0; r < leaves.size(); ++r) {
-    const auto& gpus = under[leaves[r]];
-    for (uint32_t i = 0; i < gpus.size(); ++i) dmodk_index_[gpus[i]] = r * per_leaf + i;
-  }
-  // hop 0 (before any switch) and hop 1: the position under the leaf; then the leaf's rank,
-  // then its rank's higher digits. Past 2^40 every digit is 0.
-  for (size_t h = 2; h < dmodk_div_.size(); ++h) {
-    const uint64_t d = h == 2 ? first : dmodk_div_[h - 1] * up;
-    dmodk_div_[h] = std::min<uint64_t>(d, uint64_t{1} << 40);
-  }
+  built_ = true;  // (fwd_ built its tables from the same channels)
 }
 
 void Network::set_thresholds(uint32_t port) {
@@ -262,99 +94,16 @@ void Network::set_thresholds(uint32_t port) {
   // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
   // flight, the wire in both directions, the peer's latency and one frame in service at
   // each end.
-  const SimTime reaction = 2 * p.prop_ps + nodes_[p.peer].latency_ps;
+  const SimTime reaction = 2 * p.prop_ps + nodes()[p.peer].latency_ps;
   const Bytes headroom =
       static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
   const Bytes xoff = std::max<Bytes>(
       mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
   p.xoff = std::min(xoff, p.buffer_bytes - headroom);
-  RF_CHECK(p.xoff >= mtu_ || nodes_[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
+  RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
            p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
            " B at this rate and latency; raise buffer_bytes or", " run lossy");
   p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
-}
-
-void Network::rebuild_routes() {
-  for (uint32_t p = 0; p < ports_.size(); ++p) {
-    routing_in_.port_up[p] = ports_[p].up && !ports_[p].inert;
-    routing_in_.port_peer[p] = ports_[p].peer;
-    routing_in_.port_reverse[p] = ports_[p].reverse;
-  }
-  routes_.build(routing_in_);
-  // Fast path per destination whose NIC works; traffic to a failed NIC takes route_with,
-  // which spreads it over its server's other NICs frame by frame (relay_ends).
-  fast_route_.assign(gpu_node_.size(), FastRoute{});
-  if (host_forwarding_ || routing_in_.updown) return;
-  for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
-    if (gpu_key_[g] == kNone || !nic_usable(g)) continue;
-    fast_route_[g] = FastRoute{dmodk_index_[g], gpu_attach_[g], gpu_attach_in_[g], gpu_key_[g]};
-  }
-}
-
-bool Network::nic_usable(uint32_t gpu) const {
-  const uint32_t p = gpu_nic_port_[gpu];
-  return p != kNone && ports_[p].up;
-}
-
-uint32_t Network::spread_nic(int32_t server, uint64_t key) const {
-  if (server < 0 || static_cast<size_t>(server) >= server_gpus_.size()) return kNone;
-  const auto& gpus = server_gpus_[static_cast<size_t>(server)];
-  uint32_t n = 0;
-  for (const uint32_t g : gpus) n += nic_usable(g);
-  if (n == 0) return kNone;
-  uint64_t k = key % n;
-  for (const uint32_t g : gpus)
-    if (nic_usable(g) && k-- == 0) return g;
-  return kNone;
-}
-
-uint32_t Network::pxn_gpu(uint32_t src, uint32_t dst) const {
-  const int32_t ss = nodes_[gpu_node_[src]].server;
-  if (ss < 0 || static_cast<size_t>(ss) >= server_gpus_.size()) return src;
-  const auto& sg = server_gpus_[static_cast<size_t>(ss)];
-  return sg[gpu_local_[dst] % sg.size()];
-}
-
-Network::Ends Network::relay_ends(uint32_t src, uint32_t dst, uint64_t key) const {
-  const int32_t ss = nodes_[gpu_node_[src]].server, ds = nodes_[gpu_node_[dst]].server;
-  if (pxn_ && ss >= 0 && ds >= 0 && static_cast<size_t>(std::max(ss, ds)) < server_gpus_.size()) {
-    const auto& sg = server_gpus_[static_cast<size_t>(ss)];
-    const auto& dg = server_gpus_[static_cast<size_t>(ds)];
-    const uint32_t a = pxn_gpu(src, dst);
-    if (nic_usable(a) && nic_usable(dst)) return {a, dst};
-    // One rail at both ends, so a fabric whose rails meet only inside servers (RFabric's
-    // circuits join same-rail ToRs) still carries it: per frame, a rail whose NICs work in
-    // both servers.
-    const size_t rails = std::min(sg.size(), dg.size());
-    uint32_t n = 0;
-    for (size_t r = 0; r < rails; ++r) n += nic_usable(sg[r]) && nic_usable(dg[r]);
-    if (n > 0) {
-      uint64_t k = key % n;
-      for (size_t r = 0; r < rails; ++r)
-        if (nic_usable(sg[r]) && nic_usable(dg[r]) && k-- == 0) return {sg[r], dg[r]};
-    }
-  }
-  // (the destination end draws from the key's other half, so the two ends vary independently)
-  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key >> 32)};
-}
-
-uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) const {
-  const bool same_server = gpu_nvl_port_[src] != kNone && gpu_nvs_[src] == gpu_nvs_[dst];
-  if (same_server) return gpu_nvl_port_[src];
-  if (host_forwarding_) {
-    uint32_t count = 0;
-    const uint32_t* hops = routes_.next_hops(gpu_node_[src], gpu_key_[dst], &count);
-    if (count == 0) return kNone;
-    return hops[((static_cast<uint64_t>(hash) & 0xffffffffULL) * count) >> 32];
-  }
-  // Its own NIC when every frame leaves through it (relay_ends gives a = src whatever the
-  // frame); otherwise over NVLink, where the NVSwitch picks each frame's NIC.
-  const bool own_nic = nic_usable(src);
-  if (own_nic && !pxn_) return gpu_nic_port_[src];
-  if (own_nic && nic_usable(dst) && pxn_gpu(src, dst) == src) return gpu_nic_port_[src];
-  if (gpu_nvl_port_[src] == kNone || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
-    return own_nic ? gpu_nic_port_[src] : kNone;
-  return gpu_nvl_port_[src];  // over NVLink to the relays' NICs (PXN, or a failed NIC)
 }
 
 uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
@@ -405,7 +154,7 @@ uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   const uint32_t f = append_flow(src, dst, size, start_ps);
   if (ecmp_key != 0) {
     flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
-    if (host_forwarding_) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
+    if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
   }
   transport_->prepare(static_cast<uint32_t>(flows_.size()));
   eng_.schedule(start_ps, f, kind_base_ + kStartOne);
@@ -640,7 +389,7 @@ uint32_t Network::reroute(uint32_t node, const Packet& p) const {
   // Up*/down*: a frame that was descending when its tables changed may find no way further
   // down under the new ones (a failed link, a new order); it climbs again from here. Only
   // frames caught by a change take this, so the fabric's own paths stay up*/down*.
-  if (routing_in_.updown)
+  if (fwd_.updown())
     return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, false,
                       p.port != kNone ? ports_[p.port].node : kNone);
   return route(node, p);
@@ -694,158 +443,22 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
 }
 
 uint32_t Network::route(uint32_t node, const Packet& p) const {
-  return route(node, nodes_[node].kind == NodeKind::Eps, p);
+  return route(node, nodes()[node].kind == NodeKind::Eps, p);
 }
 
 uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   // Fast path: a packet switch of a fabric without host forwarding or up*/down*, toward a
-  // GPU whose delivery GPU (itself, or a relay when its NIC failed) was set at the last
-  // topology change. Everything else takes route_with.
-  const FastRoute& fr = fast_route_[p.dst];
-  if (fr.index != kNone && eps) {
-    if (node == fr.attach) return fr.attach_in;
-    uint32_t count = 0;
-    const uint32_t* hops = routes_.shortest_hops(node, fr.key, &count);
-    if (count <= 1) return count ? hops[0] : kNone;
-    if (cfg_.ecmp_dmodk) return hops[(fr.index / dmodk_div_[p.hops]) % count];
-  }
-  const bool descending =
-      routing_in_.updown && p.port != kNone && routes_.descends(ports_[p.port].node, node);
+  // GPU whose NIC works. Everything else takes route_with.
+  uint32_t out;
+  if (fwd_.fast_next_hop(node, eps, p.dst, p.hops, out)) return out;
+  const bool descending = p.port != kNone && fwd_.descends(ports_[p.port].node, node);
   return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending,
                     p.port != kNone ? ports_[p.port].node : kNone);
 }
 
-uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,
-                             uint32_t hops_so_far, uint32_t flow, bool descending, uint32_t from) const {
-  if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
-  const uint32_t dst = d;
-  uint32_t count = 0;
-  const uint32_t* hops = nullptr;
-  if (!host_forwarding_) {
-    if (node == gpu_attach_[d] && ports_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
-    const Node& nd = nodes_[node];
-    if (nd.gpu >= 0) {
-      // A relay GPU: a frame from its NVSwitch leaves through its NIC; one from the network
-      // (into the destination's server, or escaping a rail that no longer reaches it) goes
-      // into the server. (Back into the server too when its NIC has just failed.)
-      const uint32_t g = static_cast<uint32_t>(nd.gpu);
-      const bool from_server = from != kNone && from == gpu_nvs_[g];
-      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
-      return gpu_nic_port_[g];
-    }
-    // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
-    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
-    // lossy fabric, whose TCP-like transport would read the reordering as loss.
-    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (lossless_ ? seq : 0u));
-    const Ends e = relay_ends(src, d, key);
-    if (nd.kind == NodeKind::NvSwitch) {
-      if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];
-      // a third server, where a frame escaped its rail: out again on b's rail (PXN) or any
-      const int32_t x = nd.server;
-      uint32_t via = kNone;
-      if (pxn_ && e.b != kNone && x >= 0 && static_cast<size_t>(x) < server_gpus_.size()) {
-        const auto& xg = server_gpus_[static_cast<size_t>(x)];
-        via = xg[gpu_local_[e.b] % xg.size()];
-      }
-      if (via == kNone || !nic_usable(via)) via = spread_nic(x, key);
-      return via == kNone ? kNone : gpu_nvs_in_[via];
-    }
-    if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
-    if (e.b != d) {  // into the destination's server through another GPU's NIC, then NVLink
-      if (node == gpu_attach_[e.b]) return gpu_attach_in_[e.b];
-      d = e.b;
-    }
-    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
-    if (count == 0) {
-      // The frame is on a part of the fabric that no longer reaches `b` (with PXN, on a rail
-      // whose NIC failed at the destination, which RFabric's circuits join to no other rail):
-      // back to the GPU of the source server that put it on this rail, which relays it again.
-      for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
-        if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
-        if (node == gpu_attach_[x]) return gpu_attach_in_[x];
-        hops = routes_.next_hops(node, gpu_key_[x], &count, false);
-        if (count > 0) {
-          d = x;
-          break;
-        }
-      }
-    }
-  } else {
-    if (cfg_.ecmp_multipath) {
-      const uint32_t out = route_multipath(node, src, d, hops_so_far, flow, seq, from);
-      if (out != kNone) return out;
-    }
-    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
-  }
-  if (count <= 1) return count ? hops[0] : kNone;
-  if (cfg_.ecmp_dmodk) return hops[(dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count];
-  if (cfg_.ecmp_adaptive) {
-    // least loaded eligible port: bytes queued plus the frame in service; ties by a
-    // per-packet rotation so equal ports share the load
-    const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node)) % count;
-    uint32_t best = hops[start];
-    Bytes best_load = ports_[best].queued_bytes + (ports_[best].busy_until > eng_.now() ? 1 : 0) +
-                      (ports_[best].paused ? (Bytes{1} << 40) : 0);
-    for (uint32_t k = 1; k < count; ++k) {
-      const uint32_t cand = hops[(start + k) % count];
-      const Bytes load = ports_[cand].queued_bytes + (ports_[cand].busy_until > eng_.now() ? 1 : 0) +
-                         (ports_[cand].paused ? (Bytes{1} << 40) : 0);
-      if (load < best_load) {
-        best = cand;
-        best_load = load;
-      }
-    }
-    return best;
-  }
-  uint64_t h;
-  if (cfg_.ecmp_per_packet) {
-    h = engine::mix64(static_cast<uint64_t>(hash) << 32 ^ seq ^ (uint64_t{node} << 20));
-  } else {
-    h = engine::mix64((static_cast<uint64_t>(hash) << 32) | node);
-  }
-  return hops[((h & 0xffffffffULL) * count) >> 32];
-}
-
-uint32_t Network::route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow,
-                                  uint32_t seq, uint32_t from) const {
-  // Loop-free by budget: a frame may take at most kMultipathSlack hops more than the shortest
-  // path from its source; a longer hop spends budget, a shortest-path hop keeps it, so every
-  // frame arrives within d0 + slack hops.
-  const uint32_t key = gpu_key_[d];
-  const uint32_t d0 = routes_.distance(gpu_node_[src], key);
-  if (d0 == RoutingTable::kUnreachable) return kNone;
-  const uint32_t budget = d0 + kMultipathSlack;
-  const Node& nd = nodes_[node];
-  if (nd.gpu >= 0) {
-    // sent here by its NVSwitch: out of its NIC while that fits the budget
-    const uint32_t g = static_cast<uint32_t>(nd.gpu);
-    if (from != gpu_nvs_[g] || !nic_usable(g)) return kNone;
-    const uint32_t dm = routes_.distance(ports_[gpu_nic_port_[g]].peer, key);
-    return dm != RoutingTable::kUnreachable && hops + 1 + dm <= budget ? gpu_nic_port_[g] : kNone;
-  }
-  if (nd.kind != NodeKind::NvSwitch || nd.server < 0) return kNone;
-  // The NVSwitch spreads over its server's NICs whose paths fit the budget: the least loaded
-  // NIC (queued bytes, the frame in service, a PAUSE) weighted by the hops left, UGAL-style,
-  // so a longer path must be that much less loaded; the load counts from 8 frames, so a NIC
-  // busy with a frame or two does not send traffic the long way round.
-  const auto& gpus = server_gpus_[static_cast<size_t>(nd.server)];
-  const uint32_t m = static_cast<uint32_t>(gpus.size());
-  const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node) % m);
-  const SimTime now = eng_.now();
-  uint32_t best = kNone;
-  __int128 best_score = 0;
-  for (uint32_t i = 0; i < m; ++i) {
-    const uint32_t g = gpus[(start + i) % m];
-    if (!nic_usable(g)) continue;
-    const Port& nic = ports_[gpu_nic_port_[g]];
-    const uint32_t dm = routes_.distance(nic.peer, key);
-    if (dm == RoutingTable::kUnreachable || hops + 2 + dm > budget) continue;
-    const Bytes load = ports_[gpu_nvs_in_[g]].queued_bytes + nic.queued_bytes + (nic.busy_until > now ? mtu_ : 0) +
-                       (nic.paused ? (Bytes{1} << 40) : 0) + 8 * mtu_;
-    const __int128 score = static_cast<__int128>(load) * (2 + dm);
-    if (best == kNone || score < best_score) best = g, best_score = score;
-  }
-  return best == kNone ? kNone : gpu_nvs_in_[best];
+uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
+                             uint32_t hops, uint32_t flow, bool descending, uint32_t from) const {
+  return fwd_.route_with(node, src, dst, hash, seq, hops, flow, descending, from, QueueLoad{this});
 }
 
 void Network::arrive(uint32_t pkt) {
@@ -904,7 +517,7 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   in.ingress_bytes = count_ingress(in, p);
-  const uint32_t out = routing_in_.updown ? reroute(node, p) : kNone;
+  const uint32_t out = fwd_.updown() ? reroute(node, p) : kNone;
   if (out != kNone && ports_[out].up) {
     enqueue(out, pkt);
     return;
@@ -934,7 +547,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const uint32_t back = in.node;
   p.port = kNone;  // it left the sender's ingress accounting when it was sent
   p.hops -= in.hop_step;
-  const uint32_t out = nodes_[back].gpu >= 0 && static_cast<uint32_t>(nodes_[back].gpu) == p.src
+  const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == p.src
                            ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
   if (out == kNone || !ports_[out].up) {
@@ -987,9 +600,8 @@ void Network::complete_flow(uint32_t flow) {
 }
 
 void Network::set_link_state(uint32_t link, bool up) {
-  const uint32_t a = 2 * link, b = 2 * link + 1;
-  if (ports_[a].link_up == up) return;
-  ports_[a].link_up = ports_[b].link_up = up;
+  if (fwd_.link_up(link) == up) return;
+  fwd_.set_link_up(link, up);
   topology_changed();
 }
 
@@ -1039,31 +651,11 @@ std::vector<Bytes> Network::payload_in_flight() const {
 }
 
 std::pair<SimTime, BitsPerSec> Network::path_cost(uint32_t src, uint32_t dst) const {
-  SimTime latency = 0;
-  BitsPerSec rate = std::numeric_limits<BitsPerSec>::max();
-  for (const uint32_t p : trace_path(src, dst, 0)) {
-    latency += ports_[p].delay_ps;
-    rate = std::min(rate, ports_[p].rate_bps);
-  }
-  return {latency, rate};
+  return fwd_.path_cost(trace_path(src, dst, 0));
 }
 
 std::vector<uint32_t> Network::trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const {
-  RF_CHECK(src < num_gpus() && dst < num_gpus() && src != dst, "trace_path: bad GPU pair ", src, ", ", dst);
-  std::vector<uint32_t> path;
-  uint32_t port = first_port_for(src, dst, flow_hash);
-  uint32_t hops = 0;
-  while (port != kNone && path.size() < 64) {
-    path.push_back(port);
-    hops += ports_[port].hop_step;
-    const uint32_t node = ports_[port].peer;
-    if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
-    const bool descending = routing_in_.updown && routes_.descends(ports_[port].node, node);
-    const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, ports_[port].node);
-    if (next == kNone || next == ports_[port].reverse) break;
-    port = next;
-  }
-  return path;
+  return fwd_.path(src, dst, flow_hash, QueueLoad{this});
 }
 
 }  // namespace rfabric::net

@@ -16,8 +16,8 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
+#include "net/forwarding.hpp"
 #include "net/packet.hpp"
-#include "net/routing.hpp"
 #include "net/spec.hpp"
 #include "net/transport.hpp"
 
@@ -51,7 +51,6 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   bool up = true, paused = false, pause_sent = false;  ///< write up with new_channel, paused with set_paused
   bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool link_up = true;   ///< the link itself (failures); `up` also needs a lit circuit chain
   bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
   bool inert = false;    ///< owned by an optical device: never transmits
   /// Time of the one valid pending TxDone event (-1 before the first; after one fires it
@@ -87,14 +86,6 @@ inline void set_rate(Port& pt, BitsPerSec rate) {
 }
 
 static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
-
-struct Node {
-  NodeKind kind;
-  int32_t server;
-  int32_t gpu;  ///< GPU id for gpu nodes, -1 otherwise
-  SimTime latency_ps;
-  uint32_t port_begin, port_end;
-};
 
 /// Per-flow records, struct-of-arrays (they become result columns).
 struct FlowTable {
@@ -185,7 +176,7 @@ class Network final : public engine::Handler {
   /// current path from GPU src to GPU dst, for cost models.
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const;
   /// Server of a GPU (from the spec), for locality-aware collectives.
-  int32_t gpu_server(uint32_t gpu) const { return nodes_[gpu_node_[gpu]].server; }
+  int32_t gpu_server(uint32_t gpu) const { return fwd_.gpu_server(gpu); }
   /// Take a link down or up at absolute time t (>= now).
   void schedule_link_state(uint32_t link, SimTime t, bool up);
   /// Replace the circuit plan at time t (>= now): circuits not in the new plan go dark at t,
@@ -224,7 +215,10 @@ class Network final : public engine::Handler {
 
   // ---- inspection ----
   const std::vector<Port>& ports() const { return ports_; }
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Node>& nodes() const { return fwd_.nodes(); }
+  /// The forwarding layer: topology, channel states, tables (read-only; changes go through
+  /// schedule_link_state and schedule_plan, which keep the ports in step).
+  const Forwarding& forwarding() const { return fwd_; }
   /// Run counters; packet_hops is the engine's count of arrival events (one per frame
   /// leaving a link), so the arrival path keeps no counter of its own.
   RunCounters counters() const {
@@ -232,8 +226,8 @@ class Network final : public engine::Handler {
     c.packet_hops = eng_.kind_count(kind_base_ + kArrive);
     return c;
   }
-  uint32_t num_links() const { return static_cast<uint32_t>(ports_.size() / 2); }
-  uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
+  uint32_t num_links() const { return fwd_.num_links(); }
+  uint32_t num_gpus() const { return fwd_.num_gpus(); }
   size_t packets_in_flight() const { return pool_.live(); }
   /// Payload bytes of each flow's frames now in the fabric (queued, on a wire, held), by a
   /// walk over the packet pool: for conservation checks between epochs, off the hot path.
@@ -260,54 +254,37 @@ class Network final : public engine::Handler {
     kNumSub
   };
 
-  uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const;
+  uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const {
+    return fwd_.first_port(src_gpu, dst_gpu, hash);
+  }
   RF_HOT uint32_t route(uint32_t node, const Packet& p) const;
   /// route() when the caller knows whether `node` is a packet switch.
   RF_HOT uint32_t route(uint32_t node, bool eps, const Packet& p) const;
   /// A port's peer and what arrivals need to know of it.
   void set_peer(Port& pt, uint32_t peer) {
     pt.peer = peer;
-    pt.peer_gpu = nodes_[peer].gpu;
-    pt.peer_eps = nodes_[peer].kind == NodeKind::Eps;
-    pt.hop_step = pt.peer_eps || (host_forwarding_ && nodes_[peer].kind != NodeKind::Ocs &&
-                                  nodes_[peer].kind != NodeKind::PatchPanel);
+    pt.peer_gpu = fwd_.nodes()[peer].gpu;
+    pt.peer_eps = fwd_.nodes()[peer].kind == NodeKind::Eps;
+    pt.hop_step = fwd_.hop_step(peer);
   }
-  /// The general route: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
-  /// node the frame came from (kNone at its source).
+  /// What forwarding's adaptive and multi-path choices see of a port: its queue, the frame in
+  /// service, a PAUSE. Read lazily, so routes that never look cost nothing.
+  struct QueueLoad {
+    const Network* net;
+    Bytes queued(uint32_t port) const { return net->ports_[port].queued_bytes; }
+    bool busy(uint32_t port) const { return net->ports_[port].busy_until > net->eng_.now(); }
+    bool paused(uint32_t port) const { return net->ports_[port].paused; }
+  };
+  /// The general route (Forwarding::route_with) with this network's queue loads.
   uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
                       uint32_t flow, bool descending, uint32_t from) const;
-  /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
-  /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
-  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
-  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
-  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
-  /// kNone: no working NIC in that server.
-  struct Ends {
-    uint32_t a, b;
-  };
-  Ends relay_ends(uint32_t src, uint32_t dst, uint64_t key) const;
-  /// Multi-path routing of a host-forwarding fabric (EngineConfig::ecmp_multipath): the
-  /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
-  /// the shortest; kNone: take the shortest-path tables.
-  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow, uint32_t seq,
-                           uint32_t from) const;
-  /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
-  /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
-  static constexpr uint32_t kMultipathSlack = 4;
-  /// PXN: the GPU of src's server on dst's rail (same position in its server).
-  uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
-  /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
-  uint32_t spread_nic(int32_t server, uint64_t key) const;
-  bool nic_usable(uint32_t gpu) const;
   // topology changes (circuits.cpp)
-  void build_circuits(const NetworkSpec& spec);
   void resolve_channel(uint32_t port);
   void topology_changed();
   void evacuate(uint32_t port);
   void rehome_flows();
   void apply_plan(uint32_t index);
   void light(uint32_t index);
-  uint32_t port_into(uint32_t link, uint32_t node) const;
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
   /// route() for a frame re-forwarded after its tables changed (held, evacuated, or without
@@ -315,9 +292,6 @@ class Network final : public engine::Handler {
   uint32_t reroute(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
-  struct Plan;
-  void check_plan(const Plan& plan) const;
-  void set_circuits(const Plan& plan, SimTime lit_at);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
   void try_transmit(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port);
@@ -355,7 +329,6 @@ class Network final : public engine::Handler {
   void start_one(uint32_t flow);
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
   void set_link_state(uint32_t link, bool up);
-  void rebuild_routes();
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
@@ -371,51 +344,16 @@ class Network final : public engine::Handler {
   Bytes mtu_ = 0, header_ = 0;
   double ecn_pmax_ = 0;
   engine::Rng rng_;
+  /// Topology, channel states and tables: the ports below copy each channel's far end and
+  /// state for the per-frame path; topology_changed() keeps the two in step.
+  Forwarding fwd_;
 
-  std::vector<Node> nodes_;
   std::vector<Port> ports_;
-  std::vector<uint32_t> gpu_node_;       ///< GPU id -> node
-  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
-  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
-  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
-  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
-  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
-  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
-  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
-  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
-  /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
-  /// (no host forwarding, no up*/down*), set at every topology change.
-  struct FastRoute {
-    uint32_t index = kNone;      ///< D-mod-K routing index of the GPU whose NIC takes its
-                                 ///< traffic (itself, or a relay when its NIC failed); kNone:
-                                 ///< route_with decides
-    uint32_t attach = kNone;     ///< switch that GPU's NIC attaches to
-    uint32_t attach_in = kNone;  ///< port from that switch to the GPU
-    uint32_t key = kNone;        ///< routing key of that switch
-  };
-  std::vector<FastRoute> fast_route_;
-  /// D-mod-K, as a subnet manager programs a fat-tree or rail fabric: GPU g's routing index is
-  /// (rank of its attach switch among the leaves) x (most GPUs under one leaf) + (its position
-  /// under that leaf), so consecutive indices sit side by side below the same switches. At a
-  /// packet's h-th switch hop a switch with k next hops takes (index / dmodk_div_[h]) mod k:
-  /// the position under the leaf at the first hop, the leaf's rank at the next, and so on.
-  std::vector<uint32_t> dmodk_index_;
-  std::vector<uint64_t> dmodk_div_;  ///< per switch hop (Packet::hops, 256 entries)
-  void build_dmodk();
-  std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
-  bool host_forwarding_ = false, pxn_ = false;
-  // circuits: for a port entering an optical device, the port leaving it along the partner
-  // link (kNone: no circuit); lit_at_ is when that circuit carries light
-  std::vector<uint32_t> circuit_next_;
-  std::vector<SimTime> lit_at_;
-  std::vector<uint32_t> optical_ports_;  ///< electrical ports facing optical devices
   struct Plan {
-    std::vector<uint32_t> ocs, a, b;
+    Forwarding::Plan circuits;
     SimTime dark_ps;
   };
   std::vector<Plan> plans_;
-  std::vector<SimTime> link_prop_;  ///< per link, as built (ports hold channel values)
-  std::vector<BitsPerSec> link_rate_;
   bool built_ = false;
   std::vector<CircuitChange> circuit_log_;
   /// Lossless: frames a node could not route (e.g. while a circuit is dark), FIFO per node
@@ -425,8 +363,6 @@ class Network final : public engine::Handler {
   size_t held_now_ = 0;
   void hold(uint32_t node, uint32_t pkt, bool fresh = true);
   void release_held();
-  RoutingInput routing_in_;
-  RoutingTable routes_;
   std::vector<NicScheduler> nics_;
   uint64_t nic_seq_ = 0;
 

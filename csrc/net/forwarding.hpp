@@ -1,0 +1,381 @@
+// forwarding.hpp: where a frame goes, from the topology and the current state of its channels
+// only: links up or down, circuits lit or dark. Owns the node table, each port's channel (the
+// far end its link or circuit chain reaches), the circuit plan in place, the routing tables, the
+// D-mod-K index, the per-destination fast-route records and the choice of relay NICs around
+// failed ones. Knows nothing of packets, queues, flows or the event engine: adaptive choices
+// read port load through a `Load` the caller passes (the packet plane's queues, or IdleLoad),
+// and time enters only as the `now` that decides whether a circuit is lit yet. The packet
+// network owns one by value; a flow-level backend or a controller can own one alone.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/check.hpp"
+#include "engine/event_queue.hpp"  // RF_HOT
+#include "engine/rng.hpp"
+#include "net/packet.hpp"  // kNone
+#include "net/routing.hpp"
+#include "net/spec.hpp"
+
+namespace rfabric::net {
+
+struct Node {
+  NodeKind kind;
+  int32_t server;
+  int32_t gpu;  ///< GPU id for gpu nodes, -1 otherwise
+  SimTime latency_ps;
+  uint32_t port_begin, port_end;
+};
+
+/// One direction of a link as forwarding sees it. For a port facing an optical device
+/// (`optical`), peer/reverse/prop/rate are those of the end-to-end channel its circuit chain
+/// forms (re-resolved by update_channels); otherwise those of the link.
+struct Channel {
+  uint32_t node = 0, wire_peer = 0, link = 0;  ///< fixed wiring
+  uint32_t peer = 0, reverse = 0;              ///< current far end and opposite direction
+  SimTime prop_ps = 0;
+  BitsPerSec rate_bps = 0;
+  bool up = true;        ///< carries traffic now (link up and, through optics, a lit circuit)
+  bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
+  bool inert = false;    ///< owned by an optical device: never transmits
+};
+
+/// A load that is always zero: adaptive and multi-path choices fall to their tie-breaks.
+struct IdleLoad {
+  Bytes queued(uint32_t) const { return 0; }
+  bool busy(uint32_t) const { return false; }
+  bool paused(uint32_t) const { return false; }
+};
+
+class Forwarding {
+ public:
+  /// Validate and build the topology from the spec; channels resolved with the spec's
+  /// circuits lit, tables built. `cfg`: the ecmp_* switches and the MTU (multi-path load).
+  Forwarding(const NetworkSpec& spec, const EngineConfig& cfg);
+
+  // ---- topology ----
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Channel& channel(uint32_t port) const { return channels_[port]; }
+  uint32_t num_ports() const { return static_cast<uint32_t>(channels_.size()); }
+  uint32_t num_links() const { return static_cast<uint32_t>(channels_.size() / 2); }
+  uint32_t num_gpus() const { return static_cast<uint32_t>(gpu_node_.size()); }
+  uint32_t gpu_node(uint32_t gpu) const { return gpu_node_[gpu]; }
+  uint32_t gpu_nic_port(uint32_t gpu) const { return gpu_nic_port_[gpu]; }
+  uint32_t gpu_nvl_port(uint32_t gpu) const { return gpu_nvl_port_[gpu]; }
+  int32_t gpu_server(uint32_t gpu) const { return nodes_[gpu_node_[gpu]].server; }
+  bool host_forwarding() const { return host_forwarding_; }
+  bool pxn() const { return pxn_; }
+  bool updown() const { return routing_in_.updown; }
+  /// What an arrival over a channel ending at `peer` adds to a frame's hop count: 1 at a packet
+  /// switch (or a forwarding host), 0 at a GPU or NVSwitch only relaying or receiving.
+  uint8_t hop_step(uint32_t peer) const {
+    const NodeKind k = nodes_[peer].kind;
+    return k == NodeKind::Eps || (host_forwarding_ && k != NodeKind::Ocs && k != NodeKind::PatchPanel);
+  }
+  /// Relay choice: frame by frame (lossless fabrics, whose RDMA NICs accept frames of a message
+  /// in any order) or per flow (lossy ones). Default: per frame unless cfg.lossless is 0.
+  void set_per_frame_relays(bool per_frame) { per_frame_relays_ = per_frame; }
+
+  // ---- channel state: links and circuits ----
+  bool link_up(uint32_t link) const { return link_up_[link] != 0; }
+  SimTime link_prop_ps(uint32_t link) const { return link_prop_[link]; }  ///< as built
+  BitsPerSec link_rate_bps(uint32_t link) const { return link_rate_[link]; }
+  void set_link_up(uint32_t link, bool up) { link_up_[link] = up; }
+  /// A circuit plan: circuit i joins links a[i] and b[i] inside optical device ocs[i].
+  struct Plan {
+    std::vector<uint32_t> ocs, a, b;
+  };
+  /// SpecError naming the first bad circuit.
+  void check_plan(const Plan& plan) const;
+  /// Replace the circuits: those not in `plan` are gone, those new in it carry light from
+  /// `lit_at_ps` on, those in both are untouched. Returns (added, removed). Call
+  /// update_channels() and rebuild() after (at lit_at_ps again for the new ones to carry).
+  std::pair<uint32_t, uint32_t> set_plan(const Plan& plan, SimTime lit_at_ps);
+  /// Circuits in place as (device, link a, link b) triples, lit or not.
+  std::vector<uint32_t> current_circuits() const;
+  /// Re-resolve every channel from link states and circuits lit by `now_ps`.
+  void update_channels(SimTime now_ps);
+  /// Rebuild the routing tables and fast routes from the channels as they are.
+  void rebuild();
+
+  // ---- queries ----
+  /// A working NIC: the GPU has one and its channel is up.
+  bool nic_usable(uint32_t gpu) const {
+    const uint32_t p = gpu_nic_port_[gpu];
+    return p != kNone && channels_[p].up;
+  }
+  /// The port a frame from GPU src to GPU dst leaves src by (kNone: unreachable).
+  uint32_t first_port(uint32_t src, uint32_t dst, uint32_t hash) const;
+  /// The fast path of a packet switch (no host forwarding, no up*/down*) toward `dst` at the
+  /// frame's `hops`-th switch hop: true with `out` set when it decides, false when route_with
+  /// must (multi-hop ECMP without D-mod-K, relays, ...).
+  RF_HOT bool fast_next_hop(uint32_t node, bool eps, uint32_t dst, uint32_t hops, uint32_t& out) const {
+    const FastRoute& fr = fast_route_[dst];
+    if (fr.index != kNone && eps) {
+      if (node == fr.attach) {
+        out = fr.attach_in;
+        return true;
+      }
+      uint32_t count = 0;
+      const uint32_t* next = routes_.shortest_hops(node, fr.key, &count);
+      if (count <= 1) {
+        out = count ? next[0] : kNone;
+        return true;
+      }
+      if (dmodk_) {
+        out = next[(fr.index / dmodk_div_[hops]) % count];
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Up*/down*: the hop from node `from` to `to` descends.
+  bool descends(uint32_t from, uint32_t to) const { return routing_in_.updown && routes_.descends(from, to); }
+  /// The general next hop: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
+  /// node the frame came from (kNone at its source); `seq`: the frame's sequence number (per-
+  /// frame spreading); `hops`: switch hops so far; `load`: port loads for adaptive choices.
+  template <class Load>
+  uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
+                      uint32_t flow, bool descending, uint32_t from, const Load& load) const;
+  /// Ports a frame from GPU src to GPU dst crosses, following the choices of a flow with
+  /// ECMP hash `flow_hash` and sequence number 0 (at most 64).
+  template <class Load>
+  std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash, const Load& load) const;
+  std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash = 0) const {
+    return path(src, dst, flow_hash, IdleLoad{});
+  }
+  /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of `path`.
+  std::pair<SimTime, BitsPerSec> path_cost(const std::vector<uint32_t>& path) const;
+
+ private:
+  struct Ends {
+    uint32_t a, b;
+  };
+  /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
+  /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
+  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
+  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
+  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
+  /// kNone: no working NIC in that server.
+  Ends relay_ends(uint32_t src, uint32_t dst, uint64_t key) const;
+  /// Multi-path routing of a host-forwarding fabric (EngineConfig::ecmp_multipath): the
+  /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
+  /// the shortest; kNone: take the shortest-path tables.
+  template <class Load>
+  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow, uint32_t seq,
+                           uint32_t from, const Load& load) const;
+  /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
+  /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
+  static constexpr uint32_t kMultipathSlack = 4;
+  /// PXN: the GPU of src's server on dst's rail (same position in its server).
+  uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
+  /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
+  uint32_t spread_nic(int32_t server, uint64_t key) const;
+  void build_dmodk();
+  void resolve(uint32_t port, SimTime now_ps);
+  uint32_t port_into(uint32_t link, uint32_t node) const;
+
+  bool host_forwarding_ = false, pxn_ = false;
+  bool dmodk_ = true, adaptive_ = false, per_packet_ = false, multipath_ = false;
+  bool per_frame_relays_ = true;
+  Bytes mtu_ = 0;
+
+  std::vector<Node> nodes_;
+  std::vector<Channel> channels_;
+  std::vector<uint8_t> link_up_;
+  std::vector<SimTime> link_prop_;  ///< per link, as built (channels hold chain values)
+  std::vector<BitsPerSec> link_rate_;
+  // circuits: for a port entering an optical device, the port leaving it along the partner
+  // link (kNone: no circuit); lit_at_ is when that circuit carries light
+  std::vector<uint32_t> circuit_next_;
+  std::vector<SimTime> lit_at_;
+
+  std::vector<uint32_t> gpu_node_;       ///< GPU id -> node
+  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
+  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
+  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
+  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
+  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
+  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
+  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
+  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
+  std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
+  /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
+  /// (no host forwarding, no up*/down*), set at every rebuild.
+  struct FastRoute {
+    uint32_t index = kNone;      ///< D-mod-K routing index of the GPU whose NIC takes its
+                                 ///< traffic (itself while its NIC works); kNone: route_with decides
+    uint32_t attach = kNone;     ///< switch that GPU's NIC attaches to
+    uint32_t attach_in = kNone;  ///< port from that switch to the GPU
+    uint32_t key = kNone;        ///< routing key of that switch
+  };
+  std::vector<FastRoute> fast_route_;
+  /// D-mod-K, as a subnet manager programs a fat-tree or rail fabric: GPU g's routing index is
+  /// (rank of its attach switch among the leaves) x (most GPUs under one leaf) + (its position
+  /// under that leaf), so consecutive indices sit side by side below the same switches. At a
+  /// packet's h-th switch hop a switch with k next hops takes (index / dmodk_div_[h]) mod k:
+  /// the position under the leaf at the first hop, the leaf's rank at the next, and so on.
+  std::vector<uint32_t> dmodk_index_;
+  std::vector<uint64_t> dmodk_div_;  ///< per switch hop (Packet::hops, 256 entries)
+  RoutingInput routing_in_;
+  RoutingTable routes_;
+};
+
+// ---- templates (the packet plane instantiates them with its queue loads) ----
+
+template <class Load>
+uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,
+                                uint32_t hops_so_far, uint32_t flow, bool descending, uint32_t from,
+                                const Load& load) const {
+  if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
+  const uint32_t dst = d;
+  uint32_t count = 0;
+  const uint32_t* hops = nullptr;
+  if (!host_forwarding_) {
+    if (node == gpu_attach_[d] && channels_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
+    const Node& nd = nodes_[node];
+    if (nd.gpu >= 0) {
+      // A relay GPU: a frame from its NVSwitch leaves through its NIC; one from the network
+      // (into the destination's server, or escaping a rail that no longer reaches it) goes
+      // into the server. (Back into the server too when its NIC has just failed.)
+      const uint32_t g = static_cast<uint32_t>(nd.gpu);
+      const bool from_server = from != kNone && from == gpu_nvs_[g];
+      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
+      return gpu_nic_port_[g];
+    }
+    // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
+    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
+    // lossy fabric, whose TCP-like transport would read the reordering as loss.
+    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (per_frame_relays_ ? seq : 0u));
+    const Ends e = relay_ends(src, d, key);
+    if (nd.kind == NodeKind::NvSwitch) {
+      if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];
+      // a third server, where a frame escaped its rail: out again on b's rail (PXN) or any
+      const int32_t x = nd.server;
+      uint32_t via = kNone;
+      if (pxn_ && e.b != kNone && x >= 0 && static_cast<size_t>(x) < server_gpus_.size()) {
+        const auto& xg = server_gpus_[static_cast<size_t>(x)];
+        via = xg[gpu_local_[e.b] % xg.size()];
+      }
+      if (via == kNone || !nic_usable(via)) via = spread_nic(x, key);
+      return via == kNone ? kNone : gpu_nvs_in_[via];
+    }
+    if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
+    if (e.b != d) {  // into the destination's server through another GPU's NIC, then NVLink
+      if (node == gpu_attach_[e.b]) return gpu_attach_in_[e.b];
+      d = e.b;
+    }
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
+    if (count == 0) {
+      // The frame is on a part of the fabric that no longer reaches `b` (with PXN, on a rail
+      // whose NIC failed at the destination, which RFabric's circuits join to no other rail):
+      // back to the GPU of the source server that put it on this rail, which relays it again.
+      for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
+        if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
+        if (node == gpu_attach_[x]) return gpu_attach_in_[x];
+        hops = routes_.next_hops(node, gpu_key_[x], &count, false);
+        if (count > 0) {
+          d = x;
+          break;
+        }
+      }
+    }
+  } else {
+    if (multipath_) {
+      const uint32_t out = route_multipath(node, src, d, hops_so_far, flow, seq, from, load);
+      if (out != kNone) return out;
+    }
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
+  }
+  if (count <= 1) return count ? hops[0] : kNone;
+  if (dmodk_) return hops[(dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count];
+  if (adaptive_) {
+    // least loaded eligible port: bytes queued plus the frame in service; ties by a
+    // per-packet rotation so equal ports share the load
+    const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node)) % count;
+    uint32_t best = hops[start];
+    Bytes best_load = load.queued(best) + (load.busy(best) ? 1 : 0) + (load.paused(best) ? (Bytes{1} << 40) : 0);
+    for (uint32_t k = 1; k < count; ++k) {
+      const uint32_t cand = hops[(start + k) % count];
+      const Bytes l = load.queued(cand) + (load.busy(cand) ? 1 : 0) + (load.paused(cand) ? (Bytes{1} << 40) : 0);
+      if (l < best_load) {
+        best = cand;
+        best_load = l;
+      }
+    }
+    return best;
+  }
+  uint64_t h;
+  if (per_packet_) {
+    h = engine::mix64(static_cast<uint64_t>(hash) << 32 ^ seq ^ (uint64_t{node} << 20));
+  } else {
+    h = engine::mix64((static_cast<uint64_t>(hash) << 32) | node);
+  }
+  return hops[((h & 0xffffffffULL) * count) >> 32];
+}
+
+template <class Load>
+uint32_t Forwarding::route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow,
+                                     uint32_t seq, uint32_t from, const Load& load) const {
+  // Loop-free by budget: a frame may take at most kMultipathSlack hops more than the shortest
+  // path from its source; a longer hop spends budget, a shortest-path hop keeps it, so every
+  // frame arrives within d0 + slack hops.
+  const uint32_t key = gpu_key_[d];
+  const uint32_t d0 = routes_.distance(gpu_node_[src], key);
+  if (d0 == RoutingTable::kUnreachable) return kNone;
+  const uint32_t budget = d0 + kMultipathSlack;
+  const Node& nd = nodes_[node];
+  if (nd.gpu >= 0) {
+    // sent here by its NVSwitch: out of its NIC while that fits the budget
+    const uint32_t g = static_cast<uint32_t>(nd.gpu);
+    if (from != gpu_nvs_[g] || !nic_usable(g)) return kNone;
+    const uint32_t dm = routes_.distance(channels_[gpu_nic_port_[g]].peer, key);
+    return dm != RoutingTable::kUnreachable && hops + 1 + dm <= budget ? gpu_nic_port_[g] : kNone;
+  }
+  if (nd.kind != NodeKind::NvSwitch || nd.server < 0) return kNone;
+  // The NVSwitch spreads over its server's NICs whose paths fit the budget: the least loaded
+  // NIC (queued bytes, the frame in service, a PAUSE) weighted by the hops left, UGAL-style,
+  // so a longer path must be that much less loaded; the load counts from 8 frames, so a NIC
+  // busy with a frame or two does not send traffic the long way round.
+  const auto& gpus = server_gpus_[static_cast<size_t>(nd.server)];
+  const uint32_t m = static_cast<uint32_t>(gpus.size());
+  const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node) % m);
+  uint32_t best = kNone;
+  __int128 best_score = 0;
+  for (uint32_t i = 0; i < m; ++i) {
+    const uint32_t g = gpus[(start + i) % m];
+    if (!nic_usable(g)) continue;
+    const uint32_t nic = gpu_nic_port_[g];
+    const uint32_t dm = routes_.distance(channels_[nic].peer, key);
+    if (dm == RoutingTable::kUnreachable || hops + 2 + dm > budget) continue;
+    const Bytes l = load.queued(gpu_nvs_in_[g]) + load.queued(nic) + (load.busy(nic) ? mtu_ : 0) +
+                    (load.paused(nic) ? (Bytes{1} << 40) : 0) + 8 * mtu_;
+    const __int128 score = static_cast<__int128>(l) * (2 + dm);
+    if (best == kNone || score < best_score) best = g, best_score = score;
+  }
+  return best == kNone ? kNone : gpu_nvs_in_[best];
+}
+
+template <class Load>
+std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow_hash, const Load& load) const {
+  RF_CHECK(src < num_gpus() && dst < num_gpus() && src != dst, "trace_path: bad GPU pair ", src, ", ", dst);
+  std::vector<uint32_t> out;
+  uint32_t port = first_port(src, dst, flow_hash);
+  uint32_t hops = 0;
+  while (port != kNone && out.size() < 64) {
+    out.push_back(port);
+    const Channel& c = channels_[port];
+    hops += hop_step(c.peer);
+    const uint32_t node = c.peer;
+    if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
+    const bool descending = descends(c.node, node);
+    const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, c.node, load);
+    if (next == kNone || next == c.reverse) break;
+    port = next;
+  }
+  return out;
+}
+
+}  // namespace rfabric::net
