@@ -10,6 +10,7 @@ from . import bounds, topology, traces, units
 from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
+from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
@@ -23,6 +24,7 @@ __all__ = [
     "CircuitTable",
     "EngineConfig",
     "Flows",
+    "Forwarding",
     "NetworkSpec",
     "Results",
     "Simulation",

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "bindings/ndarray.hpp"
+#include "bindings/spec_dict.hpp"
 #include "engine/check.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/rng.hpp"
@@ -25,7 +26,18 @@ using net::EngineConfig;
 using net::NetworkSpec;
 using sim::Simulator;
 
-/// d[key], or SpecError naming what is missing.
+/// Every engine config field and its default, in declaration order.
+py::dict config_fields() {
+  const EngineConfig c;
+  py::dict d;
+#define RF_CONFIG_DEFAULT(type, name, value, doc) d[#name] = c.name;
+  RF_ENGINE_CONFIG_FIELDS(RF_CONFIG_DEFAULT)
+#undef RF_CONFIG_DEFAULT
+  return d;
+}
+
+}  // namespace
+
 py::handle require(const py::dict& d, const char* key, const char* what) {
   if (!d.contains(key)) throw SpecError(std::string(what) + ": missing array '" + key + "'");
   return d[key];
@@ -73,18 +85,6 @@ EngineConfig config_from_dict(const py::dict& d) {
   }
   return c;
 }
-
-/// Every engine config field and its default, in declaration order.
-py::dict config_fields() {
-  const EngineConfig c;
-  py::dict d;
-#define RF_CONFIG_DEFAULT(type, name, value, doc) d[#name] = c.name;
-  RF_ENGINE_CONFIG_FIELDS(RF_CONFIG_DEFAULT)
-#undef RF_CONFIG_DEFAULT
-  return d;
-}
-
-}  // namespace
 
 /// Differential self-check of the calendar queue against the reference heap: a random stream
 /// of pushes (bursts of equal times, near and far future, beyond the wheel's horizon) and

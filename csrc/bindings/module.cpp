@@ -17,4 +17,5 @@ PYBIND11_MODULE(_engine, m) {
     }
   });
   rfabric::bindings::bind_engine(m);
+  rfabric::bindings::bind_forwarding(m);
 }

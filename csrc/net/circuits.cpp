@@ -124,7 +124,8 @@ void Network::rehome_flows() {
     const uint32_t old = flows_.first_port[f];
     // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
     // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
-    if (ports_[old].up && old == fwd_.gpu_nic_port(flows_.src[f]) && !fwd_.host_forwarding() && !fwd_.pxn()) continue;
+    if (ports_[old].up && old == fwd_.gpu_nic_port(flows_.src[f]) && !fwd_.host_forwarding() && !fwd_.pxn())
+      continue;
     const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
     if (fp == kNone || fp == old) continue;
     flows_.first_port[f] = fp;

@@ -128,8 +128,8 @@ Forwarding::Forwarding(const NetworkSpec& spec, const EngineConfig& cfg)
       }
       RF_CHECK(gpu_nic_port_[gpu] == kNone, "gpu ", gpu, " (node ", gpu_node_[gpu],
                ") has more than one NIC link; rfabric models one NIC per GPU");
-      RF_CHECK(nodes_[peer].kind == NodeKind::Eps || (is_optical(nodes_[peer].kind) && host_forwarding_), "gpu ",
-               gpu, " (node ", gpu_node_[gpu], "): its NIC connects to node ", peer,
+      RF_CHECK(nodes_[peer].kind == NodeKind::Eps || (is_optical(nodes_[peer].kind) && host_forwarding_),
+               "gpu ", gpu, " (node ", gpu_node_[gpu], "): its NIC connects to node ", peer,
                "; a NIC connects to a packet switch, or to an optical device in a host-forwarding fabric");
       gpu_nic_port_[gpu] = p;
       if (nodes_[peer].kind == NodeKind::Eps) {

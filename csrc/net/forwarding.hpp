@@ -164,8 +164,8 @@ class Forwarding {
   /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
   /// the shortest; kNone: take the shortest-path tables.
   template <class Load>
-  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow, uint32_t seq,
-                           uint32_t from, const Load& load) const;
+  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow,
+                           uint32_t seq, uint32_t from, const Load& load) const;
   /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
   /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
   static constexpr uint32_t kMultipathSlack = 4;
@@ -295,11 +295,14 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
     // least loaded eligible port: bytes queued plus the frame in service; ties by a
     // per-packet rotation so equal ports share the load
     const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node)) % count;
+    auto port_load = [&](uint32_t port) {
+      return load.queued(port) + (load.busy(port) ? 1 : 0) + (load.paused(port) ? (Bytes{1} << 40) : 0);
+    };
     uint32_t best = hops[start];
-    Bytes best_load = load.queued(best) + (load.busy(best) ? 1 : 0) + (load.paused(best) ? (Bytes{1} << 40) : 0);
+    Bytes best_load = port_load(best);
     for (uint32_t k = 1; k < count; ++k) {
       const uint32_t cand = hops[(start + k) % count];
-      const Bytes l = load.queued(cand) + (load.busy(cand) ? 1 : 0) + (load.paused(cand) ? (Bytes{1} << 40) : 0);
+      const Bytes l = port_load(cand);
       if (l < best_load) {
         best = cand;
         best_load = l;
@@ -359,7 +362,8 @@ uint32_t Forwarding::route_multipath(uint32_t node, uint32_t src, uint32_t d, ui
 }
 
 template <class Load>
-std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow_hash, const Load& load) const {
+std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow_hash,
+                                       const Load& load) const {
   RF_CHECK(src < num_gpus() && dst < num_gpus() && src != dst, "trace_path: bad GPU pair ", src, ", ", dst);
   std::vector<uint32_t> out;
   uint32_t port = first_port(src, dst, flow_hash);
