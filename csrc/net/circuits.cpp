@@ -111,33 +111,6 @@ void Network::evacuate(uint32_t port) {
   }
 }
 
-void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
-  // (so the NIC scheduler need not check, per frame, that an entry's flow still starts here)
-  auto& h = nics_[ports_[port].nic].heap;
-  const auto n = std::erase_if(h, [flow](const NicScheduler::Entry& e) { return e.flow == flow; });
-  if (n > 0) std::make_heap(h.begin(), h.end(), NicScheduler::later);
-}
-
-void Network::rehome_flows() {
-  for (uint32_t f = 0; f < flows_.size(); ++f) {
-    if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
-    const uint32_t old = flows_.first_port[f];
-    // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
-    // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
-    if (ports_[old].up && old == fwd_.gpu_nic_port(flows_.src[f]) && !fwd_.host_forwarding() && !fwd_.pxn())
-      continue;
-    const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
-    if (fp == kNone || fp == old) continue;
-    flows_.first_port[f] = fp;
-    const SimTime pending = flows_.nic_ready[f];
-    if (pending != kNever) {  // move its NIC slot: out of the old port's heap, into the new
-      drop_nic_entries(old, f);
-      flows_.nic_ready[f] = kNever;
-      activate(f, std::max(pending, eng_.now()));
-    }
-  }
-}
-
 void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
                             std::vector<uint32_t> b, SimTime dark_ps) {
   RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
@@ -160,5 +133,18 @@ void Network::apply_plan(uint32_t index) {
 void Network::light(uint32_t /*index*/) { topology_changed(); }
 
 std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_circuits(); }
+
+void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
+  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
+  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
+  link_changes_.push_back({t, link, up});
+  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
+}
+
+void Network::set_link_state(uint32_t link, bool up) {
+  if (fwd_.link_up(link) == up) return;
+  fwd_.set_link_up(link, up);
+  topology_changed();
+}
 
 }  // namespace rfabric::net

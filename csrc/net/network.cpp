@@ -1,8 +1,10 @@
+// network.cpp: the per-frame hot path of the packet plane: enqueue, transmit, the wire,
+// arrivals, forwarding's fast path, PFC pause/resume, NIC pulls, and the event dispatch. The
+// RF_HOT functions are defined here and inlined into their callers in this file only; cold code
+// elsewhere reaches them through the *_cold wrappers.
 #include "net/network.hpp"
 
 #include <algorithm>
-#include <limits>
-#include <numeric>
 
 #include "engine/check.hpp"
 
@@ -10,194 +12,6 @@ namespace rfabric::net {
 
 using engine::kNever;
 using engine::serialization_time;
-
-Network::~Network() = default;
-
-Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
-                 TransportFactory make_transport)
-    : eng_(eng), cfg_(cfg), rng_(cfg.seed, 0x6e6574776f726bULL), fwd_(spec, cfg) {
-  RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
-           " is outside [256, 65536]");
-  RF_CHECK(cfg.pfc_xoff_ps > 0, "pfc_xoff_ps must be positive");
-  RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ", cfg.control_bytes,
-           " must be in (0, mtu_bytes]");
-
-  // Ports: the packet plane's copy of each channel (wiring as built; ports facing optical
-  // devices then take the far end their circuit chain reaches).
-  const size_t m = fwd_.num_links();
-  ports_.resize(2 * m);
-  for (size_t l = 0; l < m; ++l) {
-    RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
-             " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
-    for (int dir = 0; dir < 2; ++dir) {
-      const uint32_t id = static_cast<uint32_t>(2 * l + dir);
-      const Channel& c = fwd_.channel(id);
-      Port& p = ports_[id];
-      p.node = c.node;
-      set_peer(p, c.wire_peer);
-      p.wire_peer = c.wire_peer;
-      p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
-      p.link = static_cast<uint32_t>(l);
-      set_rate(p, fwd_.link_rate_bps(p.link));
-      p.prop_ps = fwd_.link_prop_ps(p.link);
-      p.delay_ps = p.prop_ps + nodes()[p.peer].latency_ps;
-      p.buffer_bytes = spec.link_buffer_bytes[l];
-      p.inert = c.inert;
-      p.optical = c.optical;
-    }
-  }
-  for (uint32_t p = 0; p < ports_.size(); ++p)
-    if (ports_[p].optical) resolve_channel(p);
-  // one NIC scheduler per GPU egress port
-  for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
-    for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
-      if (p == kNone) continue;
-      ports_[p].nic = static_cast<int32_t>(nics_.size());
-      nics_.emplace_back();
-    }
-  }
-
-  // Arrivals and transmit completions, nearly every event, get handlers of their own so the
-  // engine's one indirect call reaches them without the switch in on_event.
-  kind_base_ = eng_.register_handler(&arrive_handler_);
-  eng_.register_handler(&tx_done_handler_);
-  for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
-
-  transport_ = make_transport(*this);
-  header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
-  RF_CHECK(header_ >= 0 && header_ < cfg_.mtu_bytes, "header_bytes ", header_,
-           " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
-  mtu_ = cfg_.mtu_bytes;
-  lossless_ = cfg_.lossless >= 0 ? cfg_.lossless != 0 : transport_->lossless();
-  fwd_.set_per_frame_relays(lossless_);
-  const Transport::EcnDefaults ecn = transport_->ecn_defaults();
-  if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
-  if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
-  if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = ecn.pmax;
-  RF_CHECK(cfg_.ecn_kmin_ps >= 0, "ecn_kmin_ps ", cfg_.ecn_kmin_ps, " is negative");
-  RF_CHECK(cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ecn_kmax_ps ", cfg_.ecn_kmax_ps, " is below ecn_kmin_ps ",
-           cfg_.ecn_kmin_ps, " (a threshold left at -1 is ", cfg_.transport, "'s default)");
-  RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
-  ecn_pmax_ = cfg_.ecn_pmax;
-  for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
-  built_ = true;  // (fwd_ built its tables from the same channels)
-}
-
-void Network::set_thresholds(uint32_t port) {
-  Port& p = ports_[port];
-  // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
-  p.ecn_kmin =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-  p.ecn_kmax =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-  if (!lossless_ || p.inert) return;
-  // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
-  // flight, the wire in both directions, the peer's latency and one frame in service at
-  // each end.
-  const SimTime reaction = 2 * p.prop_ps + nodes()[p.peer].latency_ps;
-  const Bytes headroom =
-      static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
-  const Bytes xoff = std::max<Bytes>(
-      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
-  p.xoff = std::min(xoff, p.buffer_bytes - headroom);
-  RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
-           p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
-           " B at this rate and latency; raise buffer_bytes or", " run lossy");
-  p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
-}
-
-uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
-  const uint32_t i = static_cast<uint32_t>(flows_.size());
-  const uint32_t g = num_gpus();
-  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
-  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
-  RF_CHECK(start >= eng_.now(), "flow ", i, ": start_ps ", start, " is in the past");
-  const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
-  const uint32_t fp = first_port_for(src, dst, hash);
-  RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  flows_.src.push_back(src);
-  flows_.dst.push_back(dst);
-  flows_.size_bytes.push_back(size);
-  flows_.start_ps.push_back(start);
-  flows_.end_ps.push_back(-1);
-  flows_.delivered_bytes.push_back(0);
-  flows_.sent_bytes.push_back(0);
-  flows_.resent_bytes.push_back(0);
-  flows_.duplicate_bytes.push_back(0);
-  flows_.dropped_bytes.push_back(0);
-  flows_.retransmits.push_back(0);
-  flows_.nic_ready.push_back(kNever);
-  flows_.sent_notified.push_back(0);
-  flows_.first_port.push_back(fp);
-  flows_.hash.push_back(hash);
-  return i;
-}
-
-void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
-                        const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
-  RF_CHECK(flows_.size() == 0, "flows were already added");
-  const size_t f = src.size();
-  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i]);
-  transport_->prepare(static_cast<uint32_t>(f));
-  start_order_.resize(f);
-  std::iota(start_order_.begin(), start_order_.end(), 0u);
-  std::stable_sort(start_order_.begin(), start_order_.end(),
-                   [&](uint32_t a, uint32_t b) { return start[a] < start[b]; });
-  next_start_ = 0;
-  if (f > 0) eng_.schedule(start[start_order_[0]], 0, kind_base_ + kFlowStart);
-}
-
-uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
-  const uint32_t f = append_flow(src, dst, size, start_ps);
-  if (ecmp_key != 0) {
-    flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
-    if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
-  }
-  transport_->prepare(static_cast<uint32_t>(flows_.size()));
-  eng_.schedule(start_ps, f, kind_base_ + kStartOne);
-  return f;
-}
-
-void Network::start_one(uint32_t f) {
-  if (flows_.size_bytes[f] == 0) {
-    complete_flow(f);
-  } else {
-    transport_->start_flow(f);
-  }
-}
-
-void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
-  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
-  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
-  link_changes_.push_back({t, link, up});
-  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
-}
-
-void Network::start_flows() {
-  const SimTime now = eng_.now();
-  while (next_start_ < start_order_.size() && flows_.start_ps[start_order_[next_start_]] <= now) {
-    start_one(start_order_[next_start_++]);
-  }
-  if (next_start_ < start_order_.size())
-    eng_.schedule(flows_.start_ps[start_order_[next_start_]], 0, kind_base_ + kFlowStart);
-}
-
-void Network::activate(uint32_t flow, SimTime t) {
-  const uint32_t port = flows_.first_port[flow];
-  NicScheduler& s = nics_[ports_[port].nic];
-  if (flows_.nic_ready[flow] == t) return;
-  flows_.nic_ready[flow] = t;
-  s.heap.push_back({t, nic_seq_++, flow});
-  std::push_heap(s.heap.begin(), s.heap.end(), NicScheduler::later);
-  // Re-paced from inside this NIC's own pull (DCQCN's rate increase): the frame being pulled
-  // is not on the wire yet, so the port only looks idle. try_transmit() schedules the next
-  // pull from the heap once that frame is out.
-  if (port == pulling_port_) return;
-  try_transmit(port);
-}
 
 namespace {
 /// The heap's top is still the entry we served (the transport may have pushed another).
@@ -394,7 +208,9 @@ uint32_t Network::reroute(uint32_t node, const Packet& p) const {
                       p.port != kNone ? ports_[p.port].node : kNone);
   return route(node, p);
 }
+
 void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
+
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
@@ -589,22 +405,6 @@ void Network::send_packet(uint32_t pkt) {
   enqueue(port, pkt);
 }
 
-void Network::complete_flow(uint32_t flow) {
-  flows_.end_ps[flow] = eng_.now();
-  ++counters_.flows_done;
-  if (!flows_.sent_notified[flow]) {
-    flows_.sent_notified[flow] = 1;
-    if (observer_ != nullptr) observer_->on_flow_sent(flow);
-  }
-  if (observer_ != nullptr) observer_->on_flow_done(flow);
-}
-
-void Network::set_link_state(uint32_t link, bool up) {
-  if (fwd_.link_up(link) == up) return;
-  fwd_.set_link_up(link, up);
-  topology_changed();
-}
-
 void Network::on_event(const engine::Event& ev) {
   switch (ev.kind - kind_base_) {
     // (kArrive and kTxDone reach arrive_handler_ and tx_done_handler_, not this switch)
@@ -642,12 +442,6 @@ void Network::on_event(const engine::Event& ev) {
     default:
       break;
   }
-}
-
-std::vector<Bytes> Network::payload_in_flight() const {
-  std::vector<Bytes> out(flows_.size(), 0);
-  pool_.for_each_live([&](const Packet& p) { out[p.flow] += p.payload_bytes; });
-  return out;
 }
 
 std::pair<SimTime, BitsPerSec> Network::path_cost(uint32_t src, uint32_t dst) const {

@@ -6,6 +6,12 @@
 // later of busy_until and its earliest flow slot); older ones are stale and skipped. A packet
 // on a wire has exactly one pending Arrive event, at tx end + propagation + the next node's
 // latency. The network knows transports only through the Transport interface.
+//
+// Where a frame goes is the forwarding layer's (net::Forwarding, forwarding.hpp: topology,
+// channel states, tables, relays), which the network owns by value; the ports copy each
+// channel's far end and state for the per-frame path. The implementation is split by seam:
+// network_build.cpp (building), flows.cpp (flows and NIC scheduling), circuits.cpp (link
+// failures, circuit plans, re-forwarding after a change), network.cpp (the per-frame hot path).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,144 @@
+// flows.cpp: flows and NIC scheduling: creating and starting flows, a flow's slot in its
+// first-hop NIC's heap (activate), completion, and moving flows to another first hop when the
+// topology changes. The per-frame pull from a NIC's heap (pull_nic) stays with the hot path in
+// network.cpp, where the compiler inlines it into the transmit loop.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/check.hpp"
+#include "net/network.hpp"
+
+namespace rfabric::net {
+
+using engine::kNever;
+
+uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
+  const uint32_t i = static_cast<uint32_t>(flows_.size());
+  const uint32_t g = num_gpus();
+  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
+  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
+  RF_CHECK(start >= eng_.now(), "flow ", i, ": start_ps ", start, " is in the past");
+  const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
+  const uint32_t fp = first_port_for(src, dst, hash);
+  RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
+  flows_.src.push_back(src);
+  flows_.dst.push_back(dst);
+  flows_.size_bytes.push_back(size);
+  flows_.start_ps.push_back(start);
+  flows_.end_ps.push_back(-1);
+  flows_.delivered_bytes.push_back(0);
+  flows_.sent_bytes.push_back(0);
+  flows_.resent_bytes.push_back(0);
+  flows_.duplicate_bytes.push_back(0);
+  flows_.dropped_bytes.push_back(0);
+  flows_.retransmits.push_back(0);
+  flows_.nic_ready.push_back(kNever);
+  flows_.sent_notified.push_back(0);
+  flows_.first_port.push_back(fp);
+  flows_.hash.push_back(hash);
+  return i;
+}
+
+void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
+                        const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
+  RF_CHECK(flows_.size() == 0, "flows were already added");
+  const size_t f = src.size();
+  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
+  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i]);
+  transport_->prepare(static_cast<uint32_t>(f));
+  start_order_.resize(f);
+  std::iota(start_order_.begin(), start_order_.end(), 0u);
+  std::stable_sort(start_order_.begin(), start_order_.end(),
+                   [&](uint32_t a, uint32_t b) { return start[a] < start[b]; });
+  next_start_ = 0;
+  if (f > 0) eng_.schedule(start[start_order_[0]], 0, kind_base_ + kFlowStart);
+}
+
+uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
+  const uint32_t f = append_flow(src, dst, size, start_ps);
+  if (ecmp_key != 0) {
+    flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+    if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
+  }
+  transport_->prepare(static_cast<uint32_t>(flows_.size()));
+  eng_.schedule(start_ps, f, kind_base_ + kStartOne);
+  return f;
+}
+
+void Network::start_one(uint32_t f) {
+  if (flows_.size_bytes[f] == 0) {
+    complete_flow(f);
+  } else {
+    transport_->start_flow(f);
+  }
+}
+
+void Network::start_flows() {
+  const SimTime now = eng_.now();
+  while (next_start_ < start_order_.size() && flows_.start_ps[start_order_[next_start_]] <= now) {
+    start_one(start_order_[next_start_++]);
+  }
+  if (next_start_ < start_order_.size())
+    eng_.schedule(flows_.start_ps[start_order_[next_start_]], 0, kind_base_ + kFlowStart);
+}
+
+void Network::activate(uint32_t flow, SimTime t) {
+  const uint32_t port = flows_.first_port[flow];
+  NicScheduler& s = nics_[ports_[port].nic];
+  if (flows_.nic_ready[flow] == t) return;
+  flows_.nic_ready[flow] = t;
+  s.heap.push_back({t, nic_seq_++, flow});
+  std::push_heap(s.heap.begin(), s.heap.end(), NicScheduler::later);
+  // Re-paced from inside this NIC's own pull (DCQCN's rate increase): the frame being pulled
+  // is not on the wire yet, so the port only looks idle. try_transmit() schedules the next
+  // pull from the heap once that frame is out.
+  if (port == pulling_port_) return;
+  try_transmit(port);
+}
+
+void Network::complete_flow(uint32_t flow) {
+  flows_.end_ps[flow] = eng_.now();
+  ++counters_.flows_done;
+  if (!flows_.sent_notified[flow]) {
+    flows_.sent_notified[flow] = 1;
+    if (observer_ != nullptr) observer_->on_flow_sent(flow);
+  }
+  if (observer_ != nullptr) observer_->on_flow_done(flow);
+}
+
+std::vector<Bytes> Network::payload_in_flight() const {
+  std::vector<Bytes> out(flows_.size(), 0);
+  pool_.for_each_live([&](const Packet& p) { out[p.flow] += p.payload_bytes; });
+  return out;
+}
+
+void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
+  // (so the NIC scheduler need not check, per frame, that an entry's flow still starts here)
+  auto& h = nics_[ports_[port].nic].heap;
+  const auto n = std::erase_if(h, [flow](const NicScheduler::Entry& e) { return e.flow == flow; });
+  if (n > 0) std::make_heap(h.begin(), h.end(), NicScheduler::later);
+}
+
+void Network::rehome_flows() {
+  for (uint32_t f = 0; f < flows_.size(); ++f) {
+    if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
+    const uint32_t old = flows_.first_port[f];
+    // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
+    // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
+    if (ports_[old].up && old == fwd_.gpu_nic_port(flows_.src[f]) && !fwd_.host_forwarding() && !fwd_.pxn())
+      continue;
+    const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+    if (fp == kNone || fp == old) continue;
+    flows_.first_port[f] = fp;
+    const SimTime pending = flows_.nic_ready[f];
+    if (pending != kNever) {  // move its NIC slot: out of the old port's heap, into the new
+      drop_nic_entries(old, f);
+      flows_.nic_ready[f] = kNever;
+      activate(f, std::max(pending, eng_.now()));
+    }
+  }
+}
+
+}  // namespace rfabric::net

@@ -1,0 +1,106 @@
+// network_build.cpp: building the packet plane from a NetworkSpec: ports copied from the
+// forwarding layer's channels, one NIC scheduler per GPU egress port, the transport, and each
+// port's ECN and PFC thresholds. Topology checks and tables are Forwarding's (forwarding.cpp).
+#include <algorithm>
+
+#include "engine/check.hpp"
+#include "net/network.hpp"
+
+namespace rfabric::net {
+
+Network::~Network() = default;
+
+Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
+                 TransportFactory make_transport)
+    : eng_(eng), cfg_(cfg), rng_(cfg.seed, 0x6e6574776f726bULL), fwd_(spec, cfg) {
+  RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
+           " is outside [256, 65536]");
+  RF_CHECK(cfg.pfc_xoff_ps > 0, "pfc_xoff_ps must be positive");
+  RF_CHECK(cfg.control_bytes > 0 && cfg.control_bytes <= cfg.mtu_bytes, "control_bytes ", cfg.control_bytes,
+           " must be in (0, mtu_bytes]");
+
+  // Ports: the packet plane's copy of each channel (wiring as built; ports facing optical
+  // devices then take the far end their circuit chain reaches).
+  const size_t m = fwd_.num_links();
+  ports_.resize(2 * m);
+  for (size_t l = 0; l < m; ++l) {
+    RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
+             " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
+    for (int dir = 0; dir < 2; ++dir) {
+      const uint32_t id = static_cast<uint32_t>(2 * l + dir);
+      const Channel& c = fwd_.channel(id);
+      Port& p = ports_[id];
+      p.node = c.node;
+      set_peer(p, c.wire_peer);
+      p.wire_peer = c.wire_peer;
+      p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
+      p.link = static_cast<uint32_t>(l);
+      set_rate(p, fwd_.link_rate_bps(p.link));
+      p.prop_ps = fwd_.link_prop_ps(p.link);
+      p.delay_ps = p.prop_ps + nodes()[p.peer].latency_ps;
+      p.buffer_bytes = spec.link_buffer_bytes[l];
+      p.inert = c.inert;
+      p.optical = c.optical;
+    }
+  }
+  for (uint32_t p = 0; p < ports_.size(); ++p)
+    if (ports_[p].optical) resolve_channel(p);
+  // one NIC scheduler per GPU egress port
+  for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
+    for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
+      if (p == kNone) continue;
+      ports_[p].nic = static_cast<int32_t>(nics_.size());
+      nics_.emplace_back();
+    }
+  }
+
+  // Arrivals and transmit completions, nearly every event, get handlers of their own so the
+  // engine's one indirect call reaches them without the switch in on_event.
+  kind_base_ = eng_.register_handler(&arrive_handler_);
+  eng_.register_handler(&tx_done_handler_);
+  for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
+
+  transport_ = make_transport(*this);
+  header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
+  RF_CHECK(header_ >= 0 && header_ < cfg_.mtu_bytes, "header_bytes ", header_,
+           " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
+  mtu_ = cfg_.mtu_bytes;
+  lossless_ = cfg_.lossless >= 0 ? cfg_.lossless != 0 : transport_->lossless();
+  fwd_.set_per_frame_relays(lossless_);
+  const Transport::EcnDefaults ecn = transport_->ecn_defaults();
+  if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
+  if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
+  if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = ecn.pmax;
+  RF_CHECK(cfg_.ecn_kmin_ps >= 0, "ecn_kmin_ps ", cfg_.ecn_kmin_ps, " is negative");
+  RF_CHECK(cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ecn_kmax_ps ", cfg_.ecn_kmax_ps, " is below ecn_kmin_ps ",
+           cfg_.ecn_kmin_ps, " (a threshold left at -1 is ", cfg_.transport, "'s default)");
+  RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
+  ecn_pmax_ = cfg_.ecn_pmax;
+  for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
+  built_ = true;  // (fwd_ built its tables from the same channels)
+}
+
+void Network::set_thresholds(uint32_t port) {
+  Port& p = ports_[port];
+  // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
+  p.ecn_kmin =
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  p.ecn_kmax =
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+  if (!lossless_ || p.inert) return;
+  // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
+  // flight, the wire in both directions, the peer's latency and one frame in service at
+  // each end.
+  const SimTime reaction = 2 * p.prop_ps + nodes()[p.peer].latency_ps;
+  const Bytes headroom =
+      static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
+  const Bytes xoff = std::max<Bytes>(
+      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
+  p.xoff = std::min(xoff, p.buffer_bytes - headroom);
+  RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
+           p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
+           " B at this rate and latency; raise buffer_bytes or", " run lossy");
+  p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
+}
+
+}  // namespace rfabric::net
