@@ -1,11 +1,8 @@
-// forwarding.hpp: where a frame goes, from the topology and the current state of its channels
-// only: links up or down, circuits lit or dark. Owns the node table, each port's channel (the
-// far end its link or circuit chain reaches), the circuit plan in place, the routing tables, the
-// D-mod-K index, the per-destination fast-route records and the choice of relay NICs around
-// failed ones. Knows nothing of packets, queues, flows or the event engine: adaptive choices
-// read port load through a `Load` the caller passes (the packet plane's queues, or IdleLoad),
-// and time enters only as the `now` that decides whether a circuit is lit yet. The packet
-// network owns one by value; a flow-level backend or a controller can own one alone.
+// forwarding.hpp: where a frame goes, from the topology and its channels' state (links up or
+// down, circuits lit or dark) alone: nodes, channels, circuits, routing tables, D-mod-K, fast
+// routes, relays around failed NICs. INVARIANT: no answer depends on anything else; adaptive
+// choices read port load through the caller's `Load`. Knows nothing of packets, queues, flows
+// or the event engine; the packet network owns one by value, and a flow backend can own one.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +12,6 @@
 #include "engine/check.hpp"
 #include "engine/event_queue.hpp"  // RF_HOT
 #include "engine/rng.hpp"
-#include "net/packet.hpp"  // kNone
 #include "net/routing.hpp"
 #include "net/spec.hpp"
 

@@ -8,10 +8,9 @@
 
 #include "engine/check.hpp"
 #include "engine/time.hpp"
+#include "net/spec.hpp"  // kNone
 
 namespace rfabric::net {
-
-inline constexpr uint32_t kNone = 0xffffffffu;
 
 struct Packet {
   uint32_t next;  ///< intrusive FIFO / free-list link

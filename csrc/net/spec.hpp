@@ -15,6 +15,9 @@ using engine::BitsPerSec;
 using engine::Bytes;
 using engine::SimTime;
 
+/// "None" for node, port, GPU and packet indices.
+inline constexpr uint32_t kNone = 0xffffffffu;
+
 /// Node kinds; the numeric values are part of the Python boundary (rfabric.spec.NODE_KINDS).
 enum class NodeKind : uint8_t { Gpu = 0, NvSwitch = 1, Eps = 2, Ocs = 3, PatchPanel = 4 };
 
