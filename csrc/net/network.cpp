@@ -329,8 +329,8 @@ Network::Ends Network::relay_ends(uint32_t src, uint32_t dst, uint64_t key) cons
         if (nic_usable(sg[r]) && nic_usable(dg[r]) && k-- == 0) return {sg[r], dg[r]};
     }
   }
-  // (the destination end draws from the key's other half, so the two ends vary independently)
-  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key >> 32)};
+  // (the destination end starts from another offset, so the two ends do not move in step)
+  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key + (key >> 32))};
 }
 
 uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) const {
@@ -720,9 +720,12 @@ uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t h
       return gpu_nic_port_[g];
     }
     // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
-    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
-    // lossy fabric, whose TCP-like transport would read the reordering as loss.
-    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (lossless_ ? seq : 0u));
+    // by frame under PFC (RoCE NICs take frames of a message in any order), round-robin by
+    // sequence number from a per-flow offset, so even a 29-frame message spreads evenly
+    // (hashing each frame left the same lumps on the same NICs at every step of a ring: a
+    // connection keeps its hash); per flow on a lossy fabric, whose TCP-like transport would
+    // read the reordering as loss.
+    const uint64_t key = engine::mix64(hash) + (lossless_ ? seq : 0u);
     const Ends e = relay_ends(src, d, key);
     if (nd.kind == NodeKind::NvSwitch) {
       if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];

@@ -267,10 +267,10 @@ class Network final : public engine::Handler {
                       uint32_t flow, bool descending, uint32_t from) const;
   /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
   /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
-  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
-  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
-  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
-  /// kNone: no working NIC in that server.
+  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame
+  /// (round-robin in `key`) over its server's working NICs, so a relayed GPU costs each of
+  /// them its share (1/7 more on an 8-NIC server), not one of them double; with PXN both
+  /// ends stay on one rail. kNone: no working NIC in that server.
   struct Ends {
     uint32_t a, b;
   };
