@@ -167,7 +167,7 @@ def test_a_relayed_gpu_costs_its_servers_share():
         assert link_bytes(fail, spec.nic_link(3), d) <= 9216  # at most a frame sent at t = 0
         others = [spec.nic_link(g) for g in range(8) if g != 3]
         ratio = [link_bytes(fail, link, d) / link_bytes(base, link, d) for link in others]
-        assert all(1.10 < r < 1.19 for r in ratio), ratio  # 8/7 = 1.143
+        assert all(1.13 < r < 1.16 for r in ratio), ratio  # 8/7 = 1.143 (measured 1.142-1.144)
     assert fail.run["makespan_ps"] <= 1.16 * base.run["makespan_ps"]
 
 
