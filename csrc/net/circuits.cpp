@@ -127,7 +127,7 @@ void Network::release_held() {
     while (pkt != kNone) {
       const uint32_t next = pool_[pkt].next;
       --held_now_;
-      const uint32_t out = reroute(node, pool_[pkt]);
+      const uint32_t out = route_cold(node, pool_[pkt]);
       if (out == kNone || !ports_[out].up) {
         hold(node, pkt, false);  // still no way on
       } else {
@@ -170,7 +170,7 @@ void Network::evacuate(uint32_t port) {
   while (pt.head != kNone) {
     const uint32_t pkt = pop_queue_cold(pt);
     Packet& p = pool_[pkt];
-    const uint32_t out = lossless_ ? reroute(pt.node, p) : kNone;
+    const uint32_t out = lossless_ ? route_cold(pt.node, p) : kNone;
     if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
       hold(pt.node, pkt);  // no way on now: wait at this node for the next change
     } else if (out == kNone || out == port || !ports_[out].up) {
@@ -195,9 +195,9 @@ void Network::rehome_flows() {
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
     const uint32_t old = flows_.first_port[f];
-    // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
-    // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
-    if (ports_[old].up && old == gpu_nic_port_[flows_.src[f]] && !host_forwarding_ && !pxn_) continue;
+    // (Every flow is re-evaluated: one on its own NIC moves over NVLink when that NIC's switch
+    // is cut off from the destination's; one relayed around a failed NIC returns when it is
+    // repaired.)
     const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
     if (fp == kNone || fp == old) continue;
     flows_.first_port[f] = fp;
@@ -251,11 +251,15 @@ void Network::apply_plan(uint32_t index) {
     ++added;
   }
   circuit_log_.push_back({now, index, added, removed, plan.dark_ps});
+  circuits_changed_ = true;
   topology_changed();
   if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, index, kind_base_ + kLight);
 }
 
-void Network::light(uint32_t /*index*/) { topology_changed(); }
+void Network::light(uint32_t /*index*/) {
+  circuits_changed_ = true;
+  topology_changed();
+}
 
 std::vector<uint32_t> Network::current_circuits() const {
   std::vector<uint32_t> out;

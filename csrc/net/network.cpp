@@ -164,6 +164,9 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   }
   build_circuits(spec);
   build_dmodk();
+  leaf_gpus_.assign(n, {});
+  for (uint32_t gpu = 0; gpu < g; ++gpu)
+    if (gpu_attach_[gpu] != kNone) leaf_gpus_[gpu_attach_[gpu]].push_back(gpu);
   // one NIC scheduler per GPU egress port
   for (uint32_t gpu = 0; gpu < g; ++gpu) {
     for (const uint32_t p : {gpu_nic_port_[gpu], gpu_nvl_port_[gpu]}) {
@@ -280,6 +283,8 @@ void Network::rebuild_routes() {
     routing_in_.port_peer[p] = ports_[p].peer;
     routing_in_.port_reverse[p] = ports_[p].reverse;
   }
+  routing_in_.keep_order = !circuits_changed_;  // (a failure or repair keeps up*/down*'s order)
+  circuits_changed_ = false;
   routes_.build(routing_in_);
   // Fast path per destination whose NIC works; traffic to a failed NIC takes route_with,
   // which spreads it over its server's other NICs frame by frame (relay_ends).
@@ -308,6 +313,15 @@ uint32_t Network::spread_nic(int32_t server, uint64_t key) const {
   return kNone;
 }
 
+bool Network::relay_reaches(uint32_t a, uint32_t b) const {
+  const uint32_t from = gpu_attach_[a];
+  if (from == kNone || b == kNone || gpu_key_[b] == kNone) return false;
+  if (from == gpu_attach_[b]) return true;
+  uint32_t count = 0;
+  routes_.next_hops(from, gpu_key_[b], &count, false);
+  return count > 0;
+}
+
 uint32_t Network::pxn_gpu(uint32_t src, uint32_t dst) const {
   const int32_t ss = nodes_[gpu_node_[src]].server;
   if (ss < 0 || static_cast<size_t>(ss) >= server_gpus_.size()) return src;
@@ -321,21 +335,38 @@ Network::Ends Network::relay_ends(uint32_t src, uint32_t dst, uint64_t key) cons
     const auto& sg = server_gpus_[static_cast<size_t>(ss)];
     const auto& dg = server_gpus_[static_cast<size_t>(ds)];
     const uint32_t a = pxn_gpu(src, dst);
-    if (nic_usable(a) && nic_usable(dst)) return {a, dst};
+    if (nic_usable(a) && nic_usable(dst) && relay_reaches(a, dst)) return {a, dst};
     // One rail at both ends, so a fabric whose rails meet only inside servers (RFabric's
     // circuits join same-rail ToRs) still carries it: per frame, a rail whose NICs work in
-    // both servers.
+    // both servers and whose switches still reach each other.
     const size_t rails = std::min(sg.size(), dg.size());
+    auto ok = [&](size_t r) { return nic_usable(sg[r]) && nic_usable(dg[r]) && relay_reaches(sg[r], dg[r]); };
     uint32_t n = 0;
-    for (size_t r = 0; r < rails; ++r) n += nic_usable(sg[r]) && nic_usable(dg[r]);
+    for (size_t r = 0; r < rails; ++r) n += ok(r);
     if (n > 0) {
       uint64_t k = key % n;
       for (size_t r = 0; r < rails; ++r)
-        if (nic_usable(sg[r]) && nic_usable(dg[r]) && k-- == 0) return {sg[r], dg[r]};
+        if (ok(r) && k-- == 0) return {sg[r], dg[r]};
     }
   }
-  // (the destination end draws from the key's other half, so the two ends vary independently)
-  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key >> 32)};
+  // (the destination end starts from another offset, so the two ends do not move in step)
+  const Ends e{nic_usable(src) ? src : spread_nic(ss, key),
+               nic_usable(dst) ? dst : spread_nic(ds, key + (key >> 32))};
+  if (e.a == kNone || e.b == kNone || relay_reaches(e.a, e.b)) return e;
+  // Those NICs' switches no longer reach each other (a ToR cut off from the fabric): per
+  // frame, a pair of working NICs of the two servers whose switches do.
+  if (ss < 0 || ds < 0 || static_cast<size_t>(std::max(ss, ds)) >= server_gpus_.size()) return e;
+  const auto& sg = server_gpus_[static_cast<size_t>(ss)];
+  const auto& dg = server_gpus_[static_cast<size_t>(ds)];
+  uint32_t n = 0;
+  for (const uint32_t a : sg)
+    for (const uint32_t b : dg) n += nic_usable(a) && nic_usable(b) && relay_reaches(a, b);
+  if (n == 0) return e;
+  uint64_t k = key % n;
+  for (const uint32_t a : sg)
+    for (const uint32_t b : dg)
+      if (nic_usable(a) && nic_usable(b) && relay_reaches(a, b) && k-- == 0) return {a, b};
+  return e;
 }
 
 uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) const {
@@ -348,10 +379,16 @@ uint32_t Network::first_port_for(uint32_t src, uint32_t dst, uint32_t hash) cons
     return hops[((static_cast<uint64_t>(hash) & 0xffffffffULL) * count) >> 32];
   }
   // Its own NIC when every frame leaves through it (relay_ends gives a = src whatever the
-  // frame); otherwise over NVLink, where the NVSwitch picks each frame's NIC.
+  // frame), and when nothing reaches the destination (its frames wait there, unroutable,
+  // instead of circling through the server); otherwise over NVLink, where the NVSwitch picks
+  // each frame's NIC.
   const bool own_nic = nic_usable(src);
-  if (own_nic && !pxn_) return gpu_nic_port_[src];
-  if (own_nic && nic_usable(dst) && pxn_gpu(src, dst) == src) return gpu_nic_port_[src];
+  if (own_nic) {
+    const Ends e = relay_ends(src, dst, 0);
+    const bool always =
+        pxn_ ? nic_usable(dst) && pxn_gpu(src, dst) == src && relay_reaches(src, dst) : e.a == src;
+    if (always || e.a == kNone || e.b == kNone || !relay_reaches(e.a, e.b)) return gpu_nic_port_[src];
+  }
   if (gpu_nvl_port_[src] == kNone || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
     return own_nic ? gpu_nic_port_[src] : kNone;
   return gpu_nvl_port_[src];  // over NVLink to the relays' NICs (PXN, or a failed NIC)
@@ -636,15 +673,6 @@ void Network::mark_ecn(Port& pt, Packet& p) {
 
 uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
 
-uint32_t Network::reroute(uint32_t node, const Packet& p) const {
-  // Up*/down*: a frame that was descending when its tables changed may find no way further
-  // down under the new ones (a failed link, a new order); it climbs again from here. Only
-  // frames caught by a change take this, so the fabric's own paths stay up*/down*.
-  if (routing_in_.updown)
-    return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, false,
-                      p.port != kNone ? ports_[p.port].node : kNone);
-  return route(node, p);
-}
 void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
@@ -734,21 +762,29 @@ uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t h
       return gpu_nic_port_[g];
     }
     // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
-    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
-    // lossy fabric, whose TCP-like transport would read the reordering as loss.
-    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (lossless_ ? seq : 0u));
+    // by frame under PFC (RoCE NICs take frames of a message in any order), round-robin by
+    // sequence number from a per-flow offset, so even a 29-frame message spreads evenly
+    // (hashing each frame left the same lumps on the same NICs at every step of a ring: a
+    // connection keeps its hash); per flow on a lossy fabric, whose TCP-like transport would
+    // read the reordering as loss.
+    const uint64_t key = engine::mix64(hash) + (lossless_ ? seq : 0u);
     const Ends e = relay_ends(src, d, key);
     if (nd.kind == NodeKind::NvSwitch) {
       if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];
-      // a third server, where a frame escaped its rail: out again on b's rail (PXN) or any
+      // a third server, where a frame escaped a switch that no longer reaches b: out again
+      // on b's rail (PXN), else through any NIC whose switch reaches b
       const int32_t x = nd.server;
-      uint32_t via = kNone;
-      if (pxn_ && e.b != kNone && x >= 0 && static_cast<size_t>(x) < server_gpus_.size()) {
-        const auto& xg = server_gpus_[static_cast<size_t>(x)];
-        via = xg[gpu_local_[e.b] % xg.size()];
-      }
-      if (via == kNone || !nic_usable(via)) via = spread_nic(x, key);
-      return via == kNone ? kNone : gpu_nvs_in_[via];
+      if (e.b == kNone || x < 0 || static_cast<size_t>(x) >= server_gpus_.size()) return kNone;
+      const auto& xg = server_gpus_[static_cast<size_t>(x)];
+      const uint32_t rail = xg[gpu_local_[e.b] % xg.size()];
+      if (pxn_ && nic_usable(rail) && relay_reaches(rail, e.b)) return gpu_nvs_in_[rail];
+      uint32_t n = 0;
+      for (const uint32_t g : xg) n += nic_usable(g) && relay_reaches(g, e.b);
+      if (n == 0) return kNone;
+      uint64_t k = key % n;
+      for (const uint32_t g : xg)
+        if (nic_usable(g) && relay_reaches(g, e.b) && k-- == 0) return gpu_nvs_in_[g];
+      return kNone;
     }
     if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
     if (e.b != d) {  // into the destination's server through another GPU's NIC, then NVLink
@@ -757,18 +793,30 @@ uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t h
     }
     hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
     if (count == 0) {
-      // The frame is on a part of the fabric that no longer reaches `b` (with PXN, on a rail
-      // whose NIC failed at the destination, which RFabric's circuits join to no other rail):
-      // back to the GPU of the source server that put it on this rail, which relays it again.
-      for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
-        if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
-        if (node == gpu_attach_[x]) return gpu_attach_in_[x];
-        hops = routes_.next_hops(node, gpu_key_[x], &count, false);
-        if (count > 0) {
-          d = x;
-          break;
+      // No way on to b from here: this part of the fabric no longer reaches it (with PXN, a
+      // rail whose NIC failed at the destination: RFabric's circuits join no other rail), or,
+      // under up*/down*, no way further down after the tables changed under the frame.
+      const bool way = e.a != kNone && relay_reaches(e.a, e.b);
+      // Back to the source server's GPU that put it on this rail, which relays it again over
+      // `a`, whose switch does reach b (with no such `a` it waits here: no frame circles).
+      if (way)
+        for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
+          if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
+          if (node == gpu_attach_[x]) return gpu_attach_in_[x];
+          hops = routes_.next_hops(node, gpu_key_[x], &count, descending);
+          if (count > 0) {
+            d = x;
+            break;
+          }
         }
-      }
+      // Else into a server below this switch, whose NVSwitch sends it on through a NIC whose
+      // switch reaches b. Servers relay without PFC, so the detour closes no buffer cycle.
+      if (count == 0 && way)
+        for (const uint32_t g : leaf_gpus_[node])
+          if (gpu_nvl_port_[g] != kNone && ports_[gpu_attach_in_[g]].up) return gpu_attach_in_[g];
+      // Else (no server below) climb again: the one turn up*/down* forbids, taken only by
+      // frames caught by a change.
+      if (count == 0 && descending) hops = routes_.next_hops(node, gpu_key_[d], &count, false);
     }
   } else {
     if (cfg_.ecmp_multipath) {
@@ -840,8 +888,8 @@ uint32_t Network::route_multipath(uint32_t node, uint32_t src, uint32_t d, uint3
     const Port& nic = ports_[gpu_nic_port_[g]];
     const uint32_t dm = routes_.distance(nic.peer, key);
     if (dm == RoutingTable::kUnreachable || hops + 2 + dm > budget) continue;
-    const Bytes load = ports_[gpu_nvs_in_[g]].queued_bytes + nic.queued_bytes + (nic.busy_until > now ? mtu_ : 0) +
-                       (nic.paused ? (Bytes{1} << 40) : 0) + 8 * mtu_;
+    const Bytes load = ports_[gpu_nvs_in_[g]].queued_bytes + nic.queued_bytes +
+                       (nic.busy_until > now ? mtu_ : 0) + (nic.paused ? (Bytes{1} << 40) : 0) + 8 * mtu_;
     const __int128 score = static_cast<__int128>(load) * (2 + dm);
     if (best == kNone || score < best_score) best = g, best_score = score;
   }
@@ -904,11 +952,6 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   in.ingress_bytes = count_ingress(in, p);
-  const uint32_t out = routing_in_.updown ? reroute(node, p) : kNone;
-  if (out != kNone && ports_[out].up) {
-    enqueue(out, pkt);
-    return;
-  }
   hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 

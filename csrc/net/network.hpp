@@ -278,10 +278,10 @@ class Network final : public engine::Handler {
                       uint32_t flow, bool descending, uint32_t from) const;
   /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
   /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
-  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
-  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
-  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
-  /// kNone: no working NIC in that server.
+  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame
+  /// (round-robin in `key`) over its server's working NICs, so a relayed GPU costs each of
+  /// them its share (1/7 more on an 8-NIC server), not one of them double; with PXN both
+  /// ends stay on one rail. kNone: no working NIC in that server.
   struct Ends {
     uint32_t a, b;
   };
@@ -289,11 +289,13 @@ class Network final : public engine::Handler {
   /// Multi-path routing of a host-forwarding fabric (EngineConfig::ecmp_multipath): the
   /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
   /// the shortest; kNone: take the shortest-path tables.
-  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow, uint32_t seq,
-                           uint32_t from) const;
+  uint32_t route_multipath(uint32_t node, uint32_t src, uint32_t d, uint32_t hops, uint32_t flow,
+                           uint32_t seq, uint32_t from) const;
   /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
   /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
   static constexpr uint32_t kMultipathSlack = 4;
+  /// The switch a's NIC attaches to has a route to b's (non-host-forwarding fabrics).
+  bool relay_reaches(uint32_t a, uint32_t b) const;
   /// PXN: the GPU of src's server on dst's rail (same position in its server).
   uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
   /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
@@ -310,9 +312,6 @@ class Network final : public engine::Handler {
   uint32_t port_into(uint32_t link, uint32_t node) const;
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
-  /// route() for a frame re-forwarded after its tables changed (held, evacuated, or without
-  /// a route on arrival): under up*/down* it may climb again.
-  uint32_t reroute(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
   struct Plan;
@@ -403,6 +402,7 @@ class Network final : public engine::Handler {
   std::vector<uint64_t> dmodk_div_;  ///< per switch hop (Packet::hops, 256 entries)
   void build_dmodk();
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
+  std::vector<std::vector<uint32_t>> leaf_gpus_;    ///< switch -> GPUs whose NIC attaches to it
   bool host_forwarding_ = false, pxn_ = false;
   // circuits: for a port entering an optical device, the port leaving it along the partner
   // link (kNone: no circuit); lit_at_ is when that circuit carries light
@@ -427,6 +427,7 @@ class Network final : public engine::Handler {
   void release_held();
   RoutingInput routing_in_;
   RoutingTable routes_;
+  bool circuits_changed_ = true;  ///< since the last rebuild: up*/down* then takes a new order
   std::vector<NicScheduler> nics_;
   uint64_t nic_seq_ = 0;
 
