@@ -59,3 +59,21 @@ def test_traces_readme_all_reduce_curve():
     sizes = [f"{1 << k}MiB" for k in range(9)]
     got = rf.collective("all_reduce", rf.topologies.FatTree(128), sizes=sizes)["time_us"].to_pylist()
     assert said == [round(t, 1) for t in got]
+
+
+# Cells of the README's efficiency table that are cheap to recompute (about 1 s each; the
+# whole table is `python bench/fabric_bounds.py --markdown`, about 2 minutes).
+README_CELLS = [("FT-OS", "reduce_scatter"), ("RO", "broadcast"), ("MixNet", "all_gather"), ("RFabric", "permutation")]
+
+
+@pytest.mark.parametrize("fabric,kind", README_CELLS)
+def test_readme_efficiency_cells(fabric, kind):
+    fb = _bench("fabric_bounds")
+    text = (ROOT / "README.md").read_text()
+    header = re.search(r"^\| fabric \| all_reduce \|.*gpu_permutation \|$", text, re.M).group(0)
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    row = re.search(rf"^\| {re.escape(fabric)} \|.*$", text[text.index(header) :], re.M).group(0)
+    said = float(row.strip("|").split("|")[columns.index(kind)].strip().rstrip("!").strip())
+    fab = fb.fabrics(128, "200Gbps")[fabric]
+    got = fb.measure(fabric, fab, kind, 256 << 20, lp=False, seed=1)["efficiency"]
+    assert said == round(got, 2)

@@ -167,7 +167,7 @@ def test_a_relayed_gpu_costs_its_servers_share():
         assert link_bytes(fail, spec.nic_link(3), d) <= 9216  # at most a frame sent at t = 0
         others = [spec.nic_link(g) for g in range(8) if g != 3]
         ratio = [link_bytes(fail, link, d) / link_bytes(base, link, d) for link in others]
-        assert all(1.10 < r < 1.19 for r in ratio), ratio  # 8/7 = 1.143
+        assert all(1.13 < r < 1.16 for r in ratio), ratio  # 8/7 = 1.143 (measured 1.142-1.144)
     assert fail.run["makespan_ps"] <= 1.16 * base.run["makespan_ps"]
 
 
@@ -206,3 +206,22 @@ def test_failed_ocs_ports_finish(name):
         res = rf.simulate(fab, trace, failures=[(int(ports[0]), at), (int(ports[len(ports) // 2]), at)])
         assert res.run["ops_done"] == 1 and res.run["packets_in_flight"] == 0
         assert res.run["makespan_ps"] <= 1.15 * base
+
+
+@pytest.mark.parametrize("pxn", [True, False])
+def test_a_tor_cut_off_from_the_circuits_finishes(pxn):
+    # All 8 uplinks of one RFabric ToR fail: its GPUs reach the rest over NVLink and another
+    # NIC of their server; frames it was relaying go down into a server and out again
+    # (servers relay without PFC, and failures keep the up*/down* order, so no buffer cycle
+    # forms: without both, this all_to_all deadlocked mid-run).
+    fab = T.RFabric(128, pxn=pxn)
+    spec = fab.to_spec()
+    tor = int(np.flatnonzero(spec.nodes.name == "pod0/tor0.r3")[0])
+    ups = [int(link) for link in spec.links_of(tor) if spec.links.kind[link] == "tor-ocs"]
+    assert len(ups) == 8
+    trace = collective("all_to_all", 128, 16 << 20)
+    base = rf.simulate(fab, trace).run["makespan_ps"]
+    for at in (0, base // 3):
+        res = rf.simulate(fab, trace, failures=[(link, at) for link in ups])
+        assert res.run["ops_done"] == 1 and res.run["packets_in_flight"] == 0, (pxn, at, res.summary())
+        assert res.run["makespan_ps"] <= 1.3 * base

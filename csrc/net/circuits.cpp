@@ -53,7 +53,7 @@ void Network::release_held() {
     while (pkt != kNone) {
       const uint32_t next = pool_[pkt].next;
       --held_now_;
-      const uint32_t out = reroute(node, pool_[pkt]);
+      const uint32_t out = route_cold(node, pool_[pkt]);
       if (out == kNone || !ports_[out].up) {
         hold(node, pkt, false);  // still no way on
       } else {
@@ -97,7 +97,7 @@ void Network::evacuate(uint32_t port) {
   while (pt.head != kNone) {
     const uint32_t pkt = pop_queue_cold(pt);
     Packet& p = pool_[pkt];
-    const uint32_t out = lossless_ ? reroute(pt.node, p) : kNone;
+    const uint32_t out = lossless_ ? route_cold(pt.node, p) : kNone;
     if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
       hold(pt.node, pkt);  // no way on now: wait at this node for the next change
     } else if (out == kNone || out == port || !ports_[out].up) {
@@ -130,7 +130,10 @@ void Network::apply_plan(uint32_t index) {
   if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, index, kind_base_ + kLight);
 }
 
-void Network::light(uint32_t /*index*/) { topology_changed(); }
+void Network::light(uint32_t /*index*/) {
+  fwd_.circuits_lit();
+  topology_changed();
+}
 
 std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_circuits(); }
 

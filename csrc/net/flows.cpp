@@ -125,10 +125,9 @@ void Network::rehome_flows() {
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
     const uint32_t old = flows_.first_port[f];
-    // On its own NIC, up, in a fabric without relays: nothing can have moved. (Flows relayed
-    // over NVLink around a failed NIC are re-evaluated, so they return when it comes back.)
-    if (ports_[old].up && old == fwd_.gpu_nic_port(flows_.src[f]) && !fwd_.host_forwarding() && !fwd_.pxn())
-      continue;
+    // (Every flow is re-evaluated: one on its own NIC moves over NVLink when that NIC's switch
+    // is cut off from the destination's; one relayed around a failed NIC returns when it is
+    // repaired.)
     const uint32_t fp = first_port_for(flows_.src[f], flows_.dst[f], flows_.hash[f]);
     if (fp == kNone || fp == old) continue;
     flows_.first_port[f] = fp;

@@ -165,6 +165,9 @@ Forwarding::Forwarding(const NetworkSpec& spec, const EngineConfig& cfg)
   set_plan(initial, 0);
   update_channels(0);
   build_dmodk();
+  leaf_gpus_.assign(n, {});
+  for (uint32_t gpu = 0; gpu < g; ++gpu)
+    if (gpu_attach_[gpu] != kNone) leaf_gpus_[gpu_attach_[gpu]].push_back(gpu);
   rebuild();
 }
 
@@ -226,6 +229,8 @@ void Forwarding::rebuild() {
     routing_in_.port_peer[p] = channels_[p].peer;
     routing_in_.port_reverse[p] = channels_[p].reverse;
   }
+  routing_in_.keep_order = !circuits_changed_;  // (a failure or repair keeps up*/down*'s order)
+  circuits_changed_ = false;
   routes_.build(routing_in_);
   // Fast path per destination whose NIC works; traffic to a failed NIC takes route_with,
   // which spreads it over its server's other NICs frame by frame (relay_ends).
@@ -249,6 +254,15 @@ uint32_t Forwarding::spread_nic(int32_t server, uint64_t key) const {
   return kNone;
 }
 
+bool Forwarding::relay_reaches(uint32_t a, uint32_t b) const {
+  const uint32_t from = gpu_attach_[a];
+  if (from == kNone || b == kNone || gpu_key_[b] == kNone) return false;
+  if (from == gpu_attach_[b]) return true;
+  uint32_t count = 0;
+  routes_.next_hops(from, gpu_key_[b], &count, false);
+  return count > 0;
+}
+
 uint32_t Forwarding::pxn_gpu(uint32_t src, uint32_t dst) const {
   const int32_t ss = nodes_[gpu_node_[src]].server;
   if (ss < 0 || static_cast<size_t>(ss) >= server_gpus_.size()) return src;
@@ -262,21 +276,38 @@ Forwarding::Ends Forwarding::relay_ends(uint32_t src, uint32_t dst, uint64_t key
     const auto& sg = server_gpus_[static_cast<size_t>(ss)];
     const auto& dg = server_gpus_[static_cast<size_t>(ds)];
     const uint32_t a = pxn_gpu(src, dst);
-    if (nic_usable(a) && nic_usable(dst)) return {a, dst};
+    if (nic_usable(a) && nic_usable(dst) && relay_reaches(a, dst)) return {a, dst};
     // One rail at both ends, so a fabric whose rails meet only inside servers (RFabric's
     // circuits join same-rail ToRs) still carries it: per frame, a rail whose NICs work in
-    // both servers.
+    // both servers and whose switches still reach each other.
     const size_t rails = std::min(sg.size(), dg.size());
+    auto ok = [&](size_t r) { return nic_usable(sg[r]) && nic_usable(dg[r]) && relay_reaches(sg[r], dg[r]); };
     uint32_t n = 0;
-    for (size_t r = 0; r < rails; ++r) n += nic_usable(sg[r]) && nic_usable(dg[r]);
+    for (size_t r = 0; r < rails; ++r) n += ok(r);
     if (n > 0) {
       uint64_t k = key % n;
       for (size_t r = 0; r < rails; ++r)
-        if (nic_usable(sg[r]) && nic_usable(dg[r]) && k-- == 0) return {sg[r], dg[r]};
+        if (ok(r) && k-- == 0) return {sg[r], dg[r]};
     }
   }
-  // (the destination end draws from the key's other half, so the two ends vary independently)
-  return {nic_usable(src) ? src : spread_nic(ss, key), nic_usable(dst) ? dst : spread_nic(ds, key >> 32)};
+  // (the destination end starts from another offset, so the two ends do not move in step)
+  const Ends e{nic_usable(src) ? src : spread_nic(ss, key),
+               nic_usable(dst) ? dst : spread_nic(ds, key + (key >> 32))};
+  if (e.a == kNone || e.b == kNone || relay_reaches(e.a, e.b)) return e;
+  // Those NICs' switches no longer reach each other (a ToR cut off from the fabric): per
+  // frame, a pair of working NICs of the two servers whose switches do.
+  if (ss < 0 || ds < 0 || static_cast<size_t>(std::max(ss, ds)) >= server_gpus_.size()) return e;
+  const auto& sg = server_gpus_[static_cast<size_t>(ss)];
+  const auto& dg = server_gpus_[static_cast<size_t>(ds)];
+  uint32_t n = 0;
+  for (const uint32_t a : sg)
+    for (const uint32_t b : dg) n += nic_usable(a) && nic_usable(b) && relay_reaches(a, b);
+  if (n == 0) return e;
+  uint64_t k = key % n;
+  for (const uint32_t a : sg)
+    for (const uint32_t b : dg)
+      if (nic_usable(a) && nic_usable(b) && relay_reaches(a, b) && k-- == 0) return {a, b};
+  return e;
 }
 
 uint32_t Forwarding::first_port(uint32_t src, uint32_t dst, uint32_t hash) const {
@@ -289,10 +320,16 @@ uint32_t Forwarding::first_port(uint32_t src, uint32_t dst, uint32_t hash) const
     return hops[((static_cast<uint64_t>(hash) & 0xffffffffULL) * count) >> 32];
   }
   // Its own NIC when every frame leaves through it (relay_ends gives a = src whatever the
-  // frame); otherwise over NVLink, where the NVSwitch picks each frame's NIC.
+  // frame), and when nothing reaches the destination (its frames wait there, unroutable,
+  // instead of circling through the server); otherwise over NVLink, where the NVSwitch picks
+  // each frame's NIC.
   const bool own_nic = nic_usable(src);
-  if (own_nic && !pxn_) return gpu_nic_port_[src];
-  if (own_nic && nic_usable(dst) && pxn_gpu(src, dst) == src) return gpu_nic_port_[src];
+  if (own_nic) {
+    const Ends e = relay_ends(src, dst, 0);
+    const bool always =
+        pxn_ ? nic_usable(dst) && pxn_gpu(src, dst) == src && relay_reaches(src, dst) : e.a == src;
+    if (always || e.a == kNone || e.b == kNone || !relay_reaches(e.a, e.b)) return gpu_nic_port_[src];
+  }
   if (gpu_nvl_port_[src] == kNone || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
     return own_nic ? gpu_nic_port_[src] : kNone;
   return gpu_nvl_port_[src];  // over NVLink to the relays' NICs (PXN, or a failed NIC)
@@ -361,6 +398,7 @@ std::pair<uint32_t, uint32_t> Forwarding::set_plan(const Plan& plan, SimTime lit
     lit_at_[x] = lit_at_[y] = lit_at_ps;
     ++added;
   }
+  circuits_changed_ = true;
   return {added, removed};
 }
 

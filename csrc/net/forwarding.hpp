@@ -91,6 +91,9 @@ class Forwarding {
   std::pair<uint32_t, uint32_t> set_plan(const Plan& plan, SimTime lit_at_ps);
   /// Circuits in place as (device, link a, link b) triples, lit or not.
   std::vector<uint32_t> current_circuits() const;
+  /// Circuits came up (lit) since the last rebuild: up*/down* takes a new order then. (A
+  /// link failure or repair keeps the order; set_plan marks its own change.)
+  void circuits_lit() { circuits_changed_ = true; }
   /// Re-resolve every channel from link states and circuits lit by `now_ps`.
   void update_channels(SimTime now_ps);
   /// Rebuild the routing tables and fast routes from the channels as they are.
@@ -151,10 +154,10 @@ class Forwarding {
   };
   /// The GPUs through whose NICs a frame from `src` to `dst` leaves the source server (`a`)
   /// and enters the destination's (`b`): src and dst while their NICs work, or with PXN the
-  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame (`key`)
-  /// over its server's working NICs, so a relayed GPU costs each of them its share (1/7 more
-  /// on an 8-NIC server), not one of them double; with PXN both ends stay on one rail.
-  /// kNone: no working NIC in that server.
+  /// source server's GPU on dst's rail. A failed NIC's traffic spreads frame by frame
+  /// (round-robin in `key`) over its server's working NICs, so a relayed GPU costs each of
+  /// them its share (1/7 more on an 8-NIC server), not one of them double; with PXN both
+  /// ends stay on one rail. kNone: no working NIC in that server.
   Ends relay_ends(uint32_t src, uint32_t dst, uint64_t key) const;
   /// Multi-path routing of a host-forwarding fabric (EngineConfig::ecmp_multipath): the
   /// port an NVSwitch or a relaying GPU takes for paths up to kMultipathSlack hops longer than
@@ -165,6 +168,8 @@ class Forwarding {
   /// Extra hops a multi-path frame may take: 4 = one more server crossed (two circuits
   /// instead of one; a server crossing is GPU -> NVSwitch -> GPU).
   static constexpr uint32_t kMultipathSlack = 4;
+  /// The switch a's NIC attaches to has a route to b's (non-host-forwarding fabrics).
+  bool relay_reaches(uint32_t a, uint32_t b) const;
   /// PXN: the GPU of src's server on dst's rail (same position in its server).
   uint32_t pxn_gpu(uint32_t src, uint32_t dst) const;
   /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
@@ -198,6 +203,7 @@ class Forwarding {
   std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
   std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
+  std::vector<std::vector<uint32_t>> leaf_gpus_;    ///< switch -> GPUs whose NIC attaches to it
   /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
   /// (no host forwarding, no up*/down*), set at every rebuild.
   struct FastRoute {
@@ -217,6 +223,7 @@ class Forwarding {
   std::vector<uint64_t> dmodk_div_;  ///< per switch hop (Packet::hops, 256 entries)
   RoutingInput routing_in_;
   RoutingTable routes_;
+  bool circuits_changed_ = true;  ///< since the last rebuild: up*/down* then takes a new order
 };
 
 // ---- templates (the packet plane instantiates them with its queue loads) ----
@@ -242,21 +249,29 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
       return gpu_nic_port_[g];
     }
     // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
-    // by frame under PFC (RoCE NICs take frames of a message in any order); per flow on a
-    // lossy fabric, whose TCP-like transport would read the reordering as loss.
-    const uint64_t key = engine::mix64((uint64_t{hash} << 32) ^ (per_frame_relays_ ? seq : 0u));
+    // by frame under PFC (RoCE NICs take frames of a message in any order), round-robin by
+    // sequence number from a per-flow offset, so even a 29-frame message spreads evenly
+    // (hashing each frame left the same lumps on the same NICs at every step of a ring: a
+    // connection keeps its hash); per flow on a lossy fabric, whose TCP-like transport would
+    // read the reordering as loss.
+    const uint64_t key = engine::mix64(hash) + (per_frame_relays_ ? seq : 0u);
     const Ends e = relay_ends(src, d, key);
     if (nd.kind == NodeKind::NvSwitch) {
       if (node == gpu_nvs_[src]) return e.a == kNone ? kNone : gpu_nvs_in_[e.a];
-      // a third server, where a frame escaped its rail: out again on b's rail (PXN) or any
+      // a third server, where a frame escaped a switch that no longer reaches b: out again
+      // on b's rail (PXN), else through any NIC whose switch reaches b
       const int32_t x = nd.server;
-      uint32_t via = kNone;
-      if (pxn_ && e.b != kNone && x >= 0 && static_cast<size_t>(x) < server_gpus_.size()) {
-        const auto& xg = server_gpus_[static_cast<size_t>(x)];
-        via = xg[gpu_local_[e.b] % xg.size()];
-      }
-      if (via == kNone || !nic_usable(via)) via = spread_nic(x, key);
-      return via == kNone ? kNone : gpu_nvs_in_[via];
+      if (e.b == kNone || x < 0 || static_cast<size_t>(x) >= server_gpus_.size()) return kNone;
+      const auto& xg = server_gpus_[static_cast<size_t>(x)];
+      const uint32_t rail = xg[gpu_local_[e.b] % xg.size()];
+      if (pxn_ && nic_usable(rail) && relay_reaches(rail, e.b)) return gpu_nvs_in_[rail];
+      uint32_t n = 0;
+      for (const uint32_t g : xg) n += nic_usable(g) && relay_reaches(g, e.b);
+      if (n == 0) return kNone;
+      uint64_t k = key % n;
+      for (const uint32_t g : xg)
+        if (nic_usable(g) && relay_reaches(g, e.b) && k-- == 0) return gpu_nvs_in_[g];
+      return kNone;
     }
     if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
     if (e.b != d) {  // into the destination's server through another GPU's NIC, then NVLink
@@ -265,18 +280,30 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
     }
     hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
     if (count == 0) {
-      // The frame is on a part of the fabric that no longer reaches `b` (with PXN, on a rail
-      // whose NIC failed at the destination, which RFabric's circuits join to no other rail):
-      // back to the GPU of the source server that put it on this rail, which relays it again.
-      for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
-        if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
-        if (node == gpu_attach_[x]) return gpu_attach_in_[x];
-        hops = routes_.next_hops(node, gpu_key_[x], &count, false);
-        if (count > 0) {
-          d = x;
-          break;
+      // No way on to b from here: this part of the fabric no longer reaches it (with PXN, a
+      // rail whose NIC failed at the destination: RFabric's circuits join no other rail), or,
+      // under up*/down*, no way further down after the tables changed under the frame.
+      const bool way = e.a != kNone && relay_reaches(e.a, e.b);
+      // Back to the source server's GPU that put it on this rail, which relays it again over
+      // `a`, whose switch does reach b (with no such `a` it waits here: no frame circles).
+      if (way)
+        for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
+          if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
+          if (node == gpu_attach_[x]) return gpu_attach_in_[x];
+          hops = routes_.next_hops(node, gpu_key_[x], &count, descending);
+          if (count > 0) {
+            d = x;
+            break;
+          }
         }
-      }
+      // Else into a server below this switch, whose NVSwitch sends it on through a NIC whose
+      // switch reaches b. Servers relay without PFC, so the detour closes no buffer cycle.
+      if (count == 0 && way)
+        for (const uint32_t g : leaf_gpus_[node])
+          if (gpu_nvl_port_[g] != kNone && channels_[gpu_attach_in_[g]].up) return gpu_attach_in_[g];
+      // Else (no server below) climb again: the one turn up*/down* forbids, taken only by
+      // frames caught by a change.
+      if (count == 0 && descending) hops = routes_.next_hops(node, gpu_key_[d], &count, false);
     }
   } else {
     if (multipath_) {

@@ -199,16 +199,6 @@ void Network::mark_ecn(Port& pt, Packet& p) {
 
 uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
 
-uint32_t Network::reroute(uint32_t node, const Packet& p) const {
-  // Up*/down*: a frame that was descending when its tables changed may find no way further
-  // down under the new ones (a failed link, a new order); it climbs again from here. Only
-  // frames caught by a change take this, so the fabric's own paths stay up*/down*.
-  if (fwd_.updown())
-    return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, false,
-                      p.port != kNone ? ports_[p.port].node : kNone);
-  return route(node, p);
-}
-
 void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
 
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
@@ -333,11 +323,6 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   in.ingress_bytes = count_ingress(in, p);
-  const uint32_t out = fwd_.updown() ? reroute(node, p) : kNone;
-  if (out != kNone && ports_[out].up) {
-    enqueue(out, pkt);
-    return;
-  }
   hold(node, pkt);  // lossless and no route now: wait here for the topology to change
 }
 

@@ -293,9 +293,6 @@ class Network final : public engine::Handler {
   void light(uint32_t index);
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
-  /// route() for a frame re-forwarded after its tables changed (held, evacuated, or without
-  /// a route on arrival): under up*/down* it may climb again.
-  uint32_t reroute(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);

@@ -58,16 +58,10 @@ void RoutingTable::build(const RoutingInput& in) {
   }
 }
 
-void RoutingTable::build_updown(const RoutingInput& in) {
+void RoutingTable::order(const RoutingInput& in) {
+  // BFS over transit nodes from the best-connected one (ties: lowest id); rank = position in
+  // BFS order, so every up hop strictly lowers the rank.
   const uint32_t n = in.num_nodes;
-  num_keys_ = static_cast<uint32_t>(in.keys.size());
-  phases_ = 2;
-  const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
-  cells_.assign(cells, Cell{});
-  ports_.clear();
-
-  // Order: BFS over transit nodes from the best-connected one (ties: lowest id); rank =
-  // position in BFS order, so every up hop strictly lowers the rank.
   auto live = [&](uint32_t p) { return in.port_up[p] != 0; };
   uint32_t root = kUnreachable, best = 0;
   for (uint32_t v = 0; v < n; ++v) {
@@ -101,6 +95,19 @@ void RoutingTable::build_updown(const RoutingInput& in) {
         break;
       }
   }
+}
+
+void RoutingTable::build_updown(const RoutingInput& in) {
+  const uint32_t n = in.num_nodes;
+  num_keys_ = static_cast<uint32_t>(in.keys.size());
+  phases_ = 2;
+  const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
+  cells_.assign(cells, Cell{});
+  ports_.clear();
+
+  auto live = [&](uint32_t p) { return in.port_up[p] != 0; };
+  if (!(in.keep_order && rank_.size() == n)) order(in);
+
   // transit nodes by rank, lowest first
   std::vector<uint32_t> by_rank;
   for (uint32_t v = 0; v < n; ++v)

@@ -23,6 +23,10 @@ struct RoutingInput {
   /// paths that climb toward it, then descend. No cyclic buffer dependency can form, so
   /// PFC cannot deadlock; paths may be longer than shortest.
   bool updown = false;
+  /// Up*/down*: keep the order of the last build. Set when only links failed or came back:
+  /// no edge then changes direction, so frames routed before and after the change cannot
+  /// close a buffer cycle between them (a new order can flip edges under frames in flight).
+  bool keep_order = false;
   /// Keep every node's hop count to every key (shortest-path tables only), for routing that
   /// admits paths a bounded number of hops longer than the shortest.
   bool keep_distances = false;
@@ -60,6 +64,7 @@ class RoutingTable {
 
  private:
   void build_updown(const RoutingInput& in);
+  void order(const RoutingInput& in);
   uint32_t num_keys_ = 0;
   uint32_t phases_ = 1;
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)

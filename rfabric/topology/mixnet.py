@@ -66,7 +66,12 @@ class MixNet(Topology):
     circuits through a relaying server are equally short, so a MixNet operator spreads traffic
     over both by load; measured at 128 GPUs, 256 MiB (bench/compare_fabrics.py), all_to_all
     takes 19.1 ms adaptive against 23.8 ms with D-mod-K (all_reduce, all_gather and a
-    rail-aligned permutation are unchanged).
+    rail-aligned permutation are unchanged). Not ``"multipath"`` (TopoOpt's): spreading a
+    server's frames over NICs whose paths cross one more server takes the rail-aligned
+    permutation from 64.9 to 45.7 ms but all_to_all from 19.1 to 20.2 ms (16-256 MiB: +4% to
+    +7%; equal below), since detours crowd circuits that carry the region's own traffic, and
+    all-to-all is what MixNet is built for. The price: a failed optical NIC's ring detours
+    over one other path, so a 256 MiB all_reduce takes 1.35x (bench/nic_failure.py).
 
     Collective placement (``ring_orders()``), with the default circuit plan
     -----------------------------------------------------------------------
