@@ -38,7 +38,10 @@ struct Channel {
   bool inert = false;    ///< owned by an optical device: never transmits
 };
 
-/// A load that is always zero: adaptive and multi-path choices fall to their tie-breaks.
+/// What adaptive and multi-path choices read of a port (a `Load`): bytes queued, a frame in
+/// service, a PAUSE in force. The packet plane passes its queues; this one is always idle, so
+/// those choices fall to their tie-breaks (what a controller or a flow backend without queues
+/// sees).
 struct IdleLoad {
   Bytes queued(uint32_t) const { return 0; }
   bool busy(uint32_t) const { return false; }
