@@ -42,7 +42,7 @@ class RFabric(Topology):
       shortest paths over rings can close cyclic buffer dependencies under PFC (a lossless
       1024-GPU permutation deadlocks). The switches therefore route up*/down*: ToRs ordered by
       BFS from the best-connected one; a path climbs, then only descends. Tables are
-      recomputed with the order at every circuit change.
+      recomputed with the order at every circuit change; link failures keep the order.
     * PXN (``pxn=True``, default): cross-rail traffic crosses the source server's NVSwitch to
       its GPU on the destination's rail, so the network carries same-rail traffic only (the
       access layer is rail-aligned, §5.1, and §5.4 relays traffic over NVLink to another NIC).
