@@ -84,6 +84,14 @@ void Network::start_flows() {
     eng_.schedule(flows_.start_ps[start_order_[next_start_]], 0, kind_base_ + kFlowStart);
 }
 
+BitsPerSec Network::line_rate(uint32_t flow) const {
+  const BitsPerSec first = ports_[flows_.first_port[flow]].rate_bps;
+  const uint32_t src = flows_.src[flow], nic = fwd_.gpu_nic_port(src);
+  if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[flow]))
+    return first;
+  return std::min(first, fwd_.link_rate_bps(fwd_.channel(nic).link));
+}
+
 void Network::activate(uint32_t flow, SimTime t) {
   const uint32_t port = flows_.first_port[flow];
   NicScheduler& s = nics_[ports_[port].nic];

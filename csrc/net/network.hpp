@@ -204,8 +204,12 @@ class Network final : public engine::Handler {
   PacketPool& pool() { return pool_; }
   Bytes payload_per_packet() const { return mtu_ - header_; }
   Bytes header_bytes() const { return header_; }
-  /// Rate of the flow's first-hop port (its line rate).
-  BitsPerSec line_rate(uint32_t flow) const { return ports_[flows_.first_port[flow]].rate_bps; }
+  /// The flow's line rate: its first-hop port's, but no more than its GPU's NIC link's when
+  /// that NIC failed and the flow leaves the server (its frames spread over the server's
+  /// other NICs): at NVLink rate it would flood their queues and, through PFC, pause their
+  /// own GPUs' traffic (2x their time). (PXN flows keep NVLink's rate: paced upstream of a
+  /// shared NVLink port at the NIC's rate, every delay there is lost NIC time.)
+  BitsPerSec line_rate(uint32_t flow) const;
   /// The flow may send from time t on. Replaces any readiness given before (a transport
   /// that changes its rate re-paces the flow with this), so a flow holds one valid slot.
   void activate(uint32_t flow, SimTime t);
