@@ -1,0 +1,6 @@
+"""Circuit controllers: Python classes the simulation calls at communication-period
+boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circuit plan."""
+
+from .base import Controller, FabricView, Intent
+
+__all__ = ["Controller", "FabricView", "Intent"]

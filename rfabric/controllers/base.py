@@ -1,0 +1,148 @@
+"""What a circuit controller sees and returns (DESIGN §6, paper §5.2-5.3).
+
+The simulation runs in C++ until the next communication-period boundary (the first op of a
+period not seen before becomes ready), then calls the controller once with an :class:`Intent`
+(what the coming period will send) and a :class:`FabricView` (the optical layer now). The
+controller returns a :class:`~rfabric.spec.CircuitTable` to switch to, or ``None`` to keep
+the plan in force. The engine applies a returned plan at the boundary through the same path
+as :meth:`rfabric.Simulation.apply_circuits`: circuits kept carry traffic throughout, removed
+ones go dark at once, new ones carry light ``t_ocs`` later.
+
+Subclass :class:`Controller` and implement :meth:`Controller.plan`::
+
+    class KeepFirst(rf.controllers.Controller):
+        def plan(self, intent, view):
+            return None  # never change the fabric's initial plan
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec import CircuitTable, NetworkSpec
+
+
+@dataclass(frozen=True)
+class Intent:
+    """The coming communication period, computed from the trace.
+
+    Attributes
+    ----------
+    period : int
+        The trace's ``period`` id.
+    iteration : int
+        Iteration of the period's first op.
+    stage, phase : str
+        Stage and phase of the period's first op (``train``, ``gen``, ``weight_sync``, ...).
+    primitive : str
+        The op kind that sends the most bytes in the period (``all_reduce``, ``all_to_all``,
+        ``broadcast``, ...).
+    ops : numpy.ndarray
+        Row indices (int64) of the period's ops in the trace, in trace order.
+    groups : tuple of numpy.ndarray
+        The distinct rank lists (int64 GPU ids) of the period's ops.
+    src, dst, bytes : numpy.ndarray
+        Expected payload bytes per directed GPU pair over the whole period (int64; each
+        ``(src, dst)`` at most once), as the collective executor will send them.
+    """
+
+    period: int
+    iteration: int
+    stage: str
+    phase: str
+    primitive: str
+    ops: np.ndarray
+    groups: tuple[np.ndarray, ...]
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+
+    def demand(self, gpus: int) -> np.ndarray:
+        """Dense ``gpus x gpus`` matrix of expected bytes (int64), row = sender."""
+        d = np.zeros((gpus, gpus), dtype=np.int64)
+        np.add.at(d, (self.src, self.dst), self.bytes)
+        return d
+
+
+@dataclass(frozen=True)
+class FabricView:
+    """The optical layer at a period boundary.
+
+    Attributes
+    ----------
+    spec : NetworkSpec
+        The fabric (node, link and initial circuit tables).
+    now_ps : int
+        Simulated time of the boundary.
+    plan : CircuitTable
+        The circuits in place now (lit or still dark after a change).
+    lit : numpy.ndarray
+        bool per row of ``plan``: the circuit carries light now.
+    ocs_ports : numpy.ndarray
+        Link ids (int64) of every port of an optical device (links ending at an ``ocs`` or
+        ``patch_panel`` node): the ports a plan may join.
+    failed : numpy.ndarray
+        bool per ``ocs_ports`` entry: the link is down now. Failed ports are masked: a plan
+        that uses one is rejected.
+    free : numpy.ndarray
+        bool per ``ocs_ports`` entry: in no circuit of ``plan`` and not failed.
+    slack_ps : int
+        Time from ``now_ps`` until the period's first op starts sending (its compute gap):
+        a plan applied now is fully lit in time when ``slack_ps >= t_ocs_ps``.
+    t_ocs_ps : int
+        Reconfiguration (dark) time of the optical devices.
+    active_periods : tuple of int
+        Periods with ops running or ready now (other stages share the fabric: a plan should
+        keep the circuits they use).
+    """
+
+    spec: NetworkSpec
+    now_ps: int
+    plan: CircuitTable
+    lit: np.ndarray
+    ocs_ports: np.ndarray
+    failed: np.ndarray
+    free: np.ndarray
+    slack_ps: int
+    t_ocs_ps: int
+    active_periods: tuple[int, ...] = field(default=())
+
+    @property
+    def failed_ports(self) -> np.ndarray:
+        """Link ids of the failed (masked) OCS ports."""
+        return self.ocs_ports[self.failed]
+
+    @property
+    def free_ports(self) -> np.ndarray:
+        """Link ids of the OCS ports in no circuit and not failed."""
+        return self.ocs_ports[self.free]
+
+
+class Controller:
+    """Base class of circuit controllers.
+
+    Class attributes
+    ----------------
+    granularity : str
+        ``"period"`` (default): :meth:`plan` is called when the first op of each new
+        communication period becomes ready. ``"op"``: called before every op (fine-grained,
+        per-collective reconfiguration).
+    """
+
+    granularity: str = "period"
+
+    def prepare(self, trace, spec: NetworkSpec):
+        """Called once before the run with the trace and the fabric; returns the trace to
+        replay (the same one by default). A controller may rewrite ops here, e.g. replay
+        the weight sync over its own dissemination forest."""
+        return trace
+
+    def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
+        """The circuit plan for the coming period, or ``None`` to keep the current one."""
+        raise NotImplementedError(f"{type(self).__name__} must implement plan(intent, view)")
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
