@@ -1,6 +1,12 @@
 """Circuit controllers: Python classes the simulation calls at communication-period
 boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circuit plan."""
 
+from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
 
-__all__ = ["Controller", "FabricView", "Intent"]
+__all__ = [
+    "Controller",
+    "FabricView",
+    "Intent",
+    "allocate_circuits",
+]
