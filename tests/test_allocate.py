@@ -151,6 +151,41 @@ def test_large_random_matches_reference_on_medium_case():
     assert steps == want_steps
 
 
+@pytest.mark.parametrize(
+    ("seed", "levels"),
+    [(1, 3), (2, 1000), (3, 1), (4, 2)],  # few distinct sizes: ties across prefix boundaries
+)
+def test_matches_reference_beyond_the_first_prefix(seed, levels):
+    # Enough demanded pairs (> 256, the first prefix phase 1 sorts) that the later, lazily
+    # selected prefixes and the pruning between them decide the plan.
+    rng = np.random.default_rng(seed)
+    n = 60
+    d = rng.integers(1, levels + 1, size=(n, n)) * (rng.random((n, n)) < 0.6)
+    budget = rng.integers(0, 4, size=n)
+    got, steps = allocate_circuits(d, None, budget, 1, return_steps=True)
+    want, want_steps = reference(d, None, budget)
+    assert np.array_equal(got, want)
+    assert steps == want_steps
+
+
+@FAST
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=300),
+    st.integers(1, 310),
+    st.data(),
+)
+def test_prefix_selection_is_a_sorted_prefix(keys, k, data):
+    from rfabric.controllers.allocate import _take_first
+
+    key = -np.array(keys, dtype=np.float64)
+    ids = np.array(sorted(data.draw(st.sets(st.integers(0, len(keys) - 1)))), dtype=np.int64)
+    sel, rest = _take_first(key, ids, k)
+    full = sorted(ids.tolist(), key=lambda i: (key[i], i))
+    assert sel.tolist() == full[: len(sel)]
+    assert len(sel) >= min(k, len(ids))
+    assert sorted(rest.tolist()) == rest.tolist() == sorted(full[len(sel) :])
+
+
 @FAST
 @given(cases())
 def test_matches_reference_oracle(case):
@@ -241,7 +276,10 @@ def test_deterministic():
         ({"demand": np.zeros(3)}, r"demand has shape \(3,\)"),
         ({"demand": np.array([[0, -1, 0], [0, 0, 0], [0, 0, 0]])}, r"demand\[0, 1\] = -1 is negative"),
         ({"demand": np.array([[0, 1, 0], [0, 0, np.nan], [0, 0, 0]])}, r"demand\[1, 2\] = nan is not finite"),
-        ({"demand": sp.csr_matrix(np.array([[0, 0, 0], [0, 0, 0], [-2, 0, 0]]))}, r"demand\[2, 0\] = -2 is negative"),
+        (
+            {"demand": sp.csr_matrix(np.array([[0, 0, 0], [0, 0, 0], [-2, 0, 0]]))},
+            r"demand\[2, 0\] = -2 is negative",
+        ),
         ({"demand": np.array([["a"] * 3] * 3)}, r"demand has dtype"),
         ({"port_budget": [1, 2]}, r"port_budget has shape \(2,\), expected \(3,\)"),
         ({"port_budget": [1, -2, 0]}, r"port_budget\[1\] = -2 is negative"),
