@@ -2,5 +2,13 @@
 boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circuit plan."""
 
 from .base import Controller, FabricView, Intent
+from .static import StaticController
+from .uniform import UniformController
 
-__all__ = ["Controller", "FabricView", "Intent"]
+__all__ = [
+    "Controller",
+    "FabricView",
+    "Intent",
+    "StaticController",
+    "UniformController",
+]
