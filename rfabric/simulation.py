@@ -268,7 +268,9 @@ class Simulation:
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
 
-    def __init__(self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings):
+    def __init__(
+        self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings
+    ):
         if "backend" in settings:
             backend = settings.pop("backend")
             if backend not in BACKENDS:
@@ -332,7 +334,7 @@ class Simulation:
 
     def _prepare(self, controller, workload):
         """The trace the controller wants replayed (``controller.prepare``), checked."""
-        from .controllers.loop import _name
+        from .controllers.loop import GRANULARITIES, _name
         from .traces import Trace
 
         name = _name(controller)
@@ -345,6 +347,11 @@ class Simulation:
             raise SpecError(
                 f"controller {name}: a controller needs a trace workload (rfabric.traces.Trace) whose "
                 f"periods it plans for, got {type(workload).__name__}"
+            )
+        granularity = getattr(controller, "granularity", "period")
+        if granularity not in GRANULARITIES:
+            raise SpecError(
+                f"controller {name}: granularity must be one of {GRANULARITIES}, got {granularity!r}"
             )
         prepare = getattr(controller, "prepare", None)
         if prepare is None:

@@ -464,7 +464,8 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
       dependents_[fill[static_cast<size_t>(w_.deps[k])]++] = static_cast<uint32_t>(i);
 
   for (const auto* col : {&w_.stage, &w_.phase, &w_.period})
-    RF_CHECK(col->empty() || col->size() == n, "workload stage/phase/period arrays have inconsistent lengths");
+    RF_CHECK(col->empty() || col->size() == n, "workload stage/phase/period arrays have inconsistent",
+             " lengths");
   if (!w_.period.empty()) {
     std::vector<int32_t> ids(w_.period);
     std::sort(ids.begin(), ids.end());

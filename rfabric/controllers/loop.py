@@ -5,7 +5,8 @@ The engine stops when an op of a period not seen before becomes ready (granulari
 period, or per op) and the :class:`FabricView` of the moment, calls ``controller.plan`` and
 applies a returned plan at once with ``t_ocs`` through the checks of
 :meth:`rfabric.Simulation.apply_circuits`. A plan equal to the one in force (the same set
-of circuits) is no change: it is not applied and not logged. Python runs only here, never
+of circuits) is checked as any other, then counts as no change: it is not applied and not
+logged. Python runs only here, never
 per packet or per event.
 """
 
@@ -41,11 +42,7 @@ class ControlLoop:
         self.sim = sim
         self.controller = controller
         self.name = _name(controller)
-        self.granularity = getattr(controller, "granularity", "period")
-        if self.granularity not in GRANULARITIES:
-            raise SpecError(
-                f"controller {self.name}: granularity must be one of {GRANULARITIES}, got {self.granularity!r}"
-            )
+        self.granularity = getattr(controller, "granularity", "period")  # checked by Simulation
         self.calls = 0
         self.wall_s = 0.0
         self.changes = 0
@@ -114,6 +111,7 @@ class ControlLoop:
         kinds = a["kind"][rows]
         sent = np.array([f[2].sum() for f in flows], dtype=np.int64)
         by_kind = np.bincount(kinds, weights=sent, minlength=len(self._kind_names))
+        top = int(np.argmax(by_kind)) if by_kind.sum() > 0 else int(kinds[0])
         groups: dict[bytes, np.ndarray] = {}
         for r in rows:
             ranks = a["ranks"][a["ranks_offsets"][r] : a["ranks_offsets"][r + 1]].astype(np.int64)
@@ -124,7 +122,7 @@ class ControlLoop:
             iteration=int(a["iteration"][first]),
             stage=self._stage_names[a["stage"][first]],
             phase=self._phase_names[a["phase"][first]],
-            primitive=self._kind_names[int(np.argmax(by_kind))] if by_kind.sum() > 0 else self._kind_names[kinds[0]],
+            primitive=self._kind_names[top],
             ops=rows.astype(np.int64),
             groups=tuple(groups.values()),
             src=pair // gpus,
@@ -189,7 +187,10 @@ class ControlLoop:
         if plan is None:
             return
         if not isinstance(plan, CircuitTable):
-            raise SpecError(f"{where}: plan() returned {type(plan).__name__}, expected a CircuitTable or None")
+            got = type(plan).__name__
+            raise SpecError(f"{where}: plan() returned {got}, expected a CircuitTable or None")
+        # checked even when it equals the plan in force: a returned plan never uses a masked port
+        self.sim._check_plan(plan, view.now_ps, where)
         if same_plan(plan, view.plan):
             return
         self.sim._apply_plan_now(plan, where, period=intent.period)
