@@ -3,10 +3,14 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
+from .static import StaticController
+from .uniform import UniformController
 
 __all__ = [
     "Controller",
     "FabricView",
     "Intent",
+    "StaticController",
+    "UniformController",
     "allocate_circuits",
 ]
