@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rfabric as rf
+from conftest import tiny_rl_trace
 from rfabric.controllers import Controller, StaticController, UniformController
 from rfabric.controllers.loop import same_plan
 
@@ -14,22 +15,9 @@ US = 1_000_000
 
 @pytest.fixture(scope="module")
 def rl_trace():
-    # train and gen periods interleave: several periods are active at once
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-    )
-    return rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=32,
-        gen_gpus=32,
-        train=dict(tp=8, pp=2, dp=2),
-        gen=dict(tp=8),
-        iterations=2,
-        seed=3,
-        global_batch=16,
-        decode_steps_per_op=256,
-        gen_ranks=range(64, 96),  # train in rail group 0, gen in group 1: weights cross circuits
-    )
+    # train and gen periods interleave: several periods are active at once; train in rail
+    # group 0, gen in group 1: weights cross circuits
+    return tiny_rl_trace(gen_ranks=range(64, 96))
 
 
 @pytest.fixture(scope="module")
@@ -167,12 +155,19 @@ def two_sends(gap_ps):
     )
 
 
-@pytest.mark.parametrize("gap_us", [100, 50])
-def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
+def lit_at_period_1(dark_fabric, gap_us):
+    """The dark fabric lit (t_ocs 50 us) at period 1's boundary, and the fabric lit from the
+    start, running two_sends(gap_us)."""
     spec, dark = dark_fabric
     trace = two_sends(gap_us * US)
     res = rf.simulate(dark, trace, controller=PlanAt(spec.circuits, 1), t_ocs="50us")
-    lit_from_start = rf.simulate(spec, trace, t_ocs="50us")
+    return res, rf.simulate(spec, trace, t_ocs="50us")
+
+
+@pytest.mark.parametrize("gap_us", [100, 50])
+def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
+    spec, _ = dark_fabric
+    res, lit_from_start = lit_at_period_1(dark_fabric, gap_us)
     assert res.ops.equals(lit_from_start.ops)
     (change,) = res.circuits.to_pylist()
     assert change["added"] == len(spec.circuits) and change["period"] == 1
@@ -182,10 +177,7 @@ def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
 
 @pytest.mark.parametrize("gap_us", [10, 0])
 def test_a_plan_with_slack_below_t_ocs_holds_traffic_until_light(dark_fabric, gap_us):
-    spec, dark = dark_fabric
-    trace = two_sends(gap_us * US)
-    res = rf.simulate(dark, trace, controller=PlanAt(spec.circuits, 1), t_ocs="50us")
-    lit_from_start = rf.simulate(spec, trace, t_ocs="50us")
+    res, lit_from_start = lit_at_period_1(dark_fabric, gap_us)
     applied = res.circuits["time_ps"][0].as_py()
     op1 = res.ops.to_pylist()[1]
     # frames wait for the light (the fixture asserts none crossed a dark circuit) and the
