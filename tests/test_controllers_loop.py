@@ -307,3 +307,39 @@ def test_same_seed_same_plans(rfab, rl_trace):
     assert a.run["plan_changes"] > 1
     assert a.circuits.equals(b.circuits) and a.ops.equals(b.ops)
     assert np.array_equal(a.flows["end_ps"].to_numpy(), b.flows["end_ps"].to_numpy())
+
+
+def test_op_flows_dry_run_matches_each_ops_flows(rfab, rl_trace, baseline):
+    # the executor's dry run of every op, before anything ran, against the run's own flows
+    sim = rf.Simulation(rfab, rl_trace, t_ocs="10us")
+    dry = sim.engine.op_flows(np.arange(rl_trace.num_ops))
+    op_ids = rl_trace.table["op_id"].to_numpy()
+    want = {}
+    f = baseline.flows
+    for o, s, d, n in zip(*(f[c].to_numpy() for c in ("op_id", "src", "dst", "size_bytes")), strict=True):
+        if n:
+            want[(int(o), int(s), int(d))] = want.get((int(o), int(s), int(d)), 0) + int(n)
+    got = {
+        (int(op_ids[o]), int(s), int(d)): int(n)
+        for o, s, d, n in zip(dry["op"], dry["src"], dry["dst"], dry["size_bytes"], strict=True)
+        if n
+    }
+    assert got == want
+    assert sim.now == 0 and sim.engine.events_processed == 0  # the dry run touched nothing
+    res = sim.run().results()
+    assert res.ops.equals(baseline.ops)
+
+
+def test_epochs_and_event_limits_go_through_boundaries(rfab, rl_trace, baseline, capsys):
+    rec = Recorder()
+    sim = rf.Simulation(rfab, rl_trace, controller=rec, t_ocs="10us")
+    sim.run(max_events=1000)
+    assert sim.engine.events_processed == 1000 and len(rec.seen) >= 1
+    step = baseline.run["makespan_ps"] // 7
+    while not sim.done:
+        sim.run(until=sim.now + step)
+    res = sim.results()
+    assert res.ops.equals(baseline.ops) and res.run["controller_calls"] == len(rec.seen)
+    assert len(rec.seen) == len(np.unique(rl_trace.table["period"].to_numpy()))
+    res = rf.simulate(rfab, rl_trace, controller=Recorder(), t_ocs="10us", progress=True)
+    assert res.ops.equals(baseline.ops) and "ops" in capsys.readouterr().err
