@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import rfabric as rf
+from conftest import tiny_rl_trace
 from rfabric.controllers import Controller, StaticController, UniformController
 from rfabric.controllers.loop import same_plan
 
@@ -14,22 +15,9 @@ US = 1_000_000
 
 @pytest.fixture(scope="module")
 def rl_trace():
-    # train and gen periods interleave: several periods are active at once
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-    )
-    return rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=32,
-        gen_gpus=32,
-        train=dict(tp=8, pp=2, dp=2),
-        gen=dict(tp=8),
-        iterations=2,
-        seed=3,
-        global_batch=16,
-        decode_steps_per_op=256,
-        gen_ranks=range(64, 96),  # train in rail group 0, gen in group 1: weights cross circuits
-    )
+    # train and gen periods interleave: several periods are active at once; train in rail
+    # group 0, gen in group 1: weights cross circuits
+    return tiny_rl_trace(gen_ranks=range(64, 96), iterations=1)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +84,7 @@ def test_op_granularity_stops_before_every_op(rfab, rl_trace):
 
 def test_a_controller_that_changes_nothing_changes_nothing(rfab, rl_trace, baseline):
     spec = rfab.to_spec()
-    for ctl in (Recorder(), StaticController(spec.circuits), UniformController(), Recorder("op")):
+    for ctl in (StaticController(spec.circuits), UniformController(), Recorder("op")):
         res = rf.simulate(rfab, rl_trace, controller=ctl, t_ocs="10us")
         assert res.run["events"] == baseline.run["events"]
         assert res.run["plan_changes"] == 0 and len(res.circuits) == 0
@@ -167,12 +155,19 @@ def two_sends(gap_ps):
     )
 
 
-@pytest.mark.parametrize("gap_us", [100, 50])
-def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
+def lit_at_period_1(dark_fabric, gap_us):
+    """The dark fabric lit (t_ocs 50 us) at period 1's boundary, and the fabric lit from the
+    start, running two_sends(gap_us)."""
     spec, dark = dark_fabric
     trace = two_sends(gap_us * US)
     res = rf.simulate(dark, trace, controller=PlanAt(spec.circuits, 1), t_ocs="50us")
-    lit_from_start = rf.simulate(spec, trace, t_ocs="50us")
+    return res, rf.simulate(spec, trace, t_ocs="50us")
+
+
+@pytest.mark.parametrize("gap_us", [100, 50])
+def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
+    spec, _ = dark_fabric
+    res, lit_from_start = lit_at_period_1(dark_fabric, gap_us)
     assert res.ops.equals(lit_from_start.ops)
     (change,) = res.circuits.to_pylist()
     assert change["added"] == len(spec.circuits) and change["period"] == 1
@@ -182,10 +177,7 @@ def test_a_plan_with_slack_covering_t_ocs_costs_nothing(dark_fabric, gap_us):
 
 @pytest.mark.parametrize("gap_us", [10, 0])
 def test_a_plan_with_slack_below_t_ocs_holds_traffic_until_light(dark_fabric, gap_us):
-    spec, dark = dark_fabric
-    trace = two_sends(gap_us * US)
-    res = rf.simulate(dark, trace, controller=PlanAt(spec.circuits, 1), t_ocs="50us")
-    lit_from_start = rf.simulate(spec, trace, t_ocs="50us")
+    res, lit_from_start = lit_at_period_1(dark_fabric, gap_us)
     applied = res.circuits["time_ps"][0].as_py()
     op1 = res.ops.to_pylist()[1]
     # frames wait for the light (the fixture asserts none crossed a dark circuit) and the
@@ -315,3 +307,39 @@ def test_same_seed_same_plans(rfab, rl_trace):
     assert a.run["plan_changes"] > 1
     assert a.circuits.equals(b.circuits) and a.ops.equals(b.ops)
     assert np.array_equal(a.flows["end_ps"].to_numpy(), b.flows["end_ps"].to_numpy())
+
+
+def test_op_flows_dry_run_matches_each_ops_flows(rfab, rl_trace, baseline):
+    # the executor's dry run of every op, before anything ran, against the run's own flows
+    sim = rf.Simulation(rfab, rl_trace, t_ocs="10us")
+    dry = sim.engine.op_flows(np.arange(rl_trace.num_ops))
+    op_ids = rl_trace.table["op_id"].to_numpy()
+    want = {}
+    f = baseline.flows
+    for o, s, d, n in zip(*(f[c].to_numpy() for c in ("op_id", "src", "dst", "size_bytes")), strict=True):
+        if n:
+            want[(int(o), int(s), int(d))] = want.get((int(o), int(s), int(d)), 0) + int(n)
+    got = {
+        (int(op_ids[o]), int(s), int(d)): int(n)
+        for o, s, d, n in zip(dry["op"], dry["src"], dry["dst"], dry["size_bytes"], strict=True)
+        if n
+    }
+    assert got == want
+    assert sim.now == 0 and sim.engine.events_processed == 0  # the dry run touched nothing
+    res = sim.run().results()
+    assert res.ops.equals(baseline.ops)
+
+
+def test_epochs_and_event_limits_go_through_boundaries(rfab, rl_trace, baseline, capsys):
+    rec = Recorder()
+    sim = rf.Simulation(rfab, rl_trace, controller=rec, t_ocs="10us")
+    sim.run(max_events=1000)
+    assert sim.engine.events_processed == 1000 and len(rec.seen) >= 1
+    step = baseline.run["makespan_ps"] // 7
+    while not sim.done:
+        sim.run(until=sim.now + step)
+    res = sim.results()
+    assert res.ops.equals(baseline.ops) and res.run["controller_calls"] == len(rec.seen)
+    assert len(rec.seen) == len(np.unique(rl_trace.table["period"].to_numpy()))
+    res = rf.simulate(rfab, rl_trace, controller=Recorder(), t_ocs="10us", progress=True)
+    assert res.ops.equals(baseline.ops) and "ops" in capsys.readouterr().err
