@@ -3,10 +3,14 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
+from .forest import Forest, dissemination_forest, forest_ops
 
 __all__ = [
     "Controller",
     "FabricView",
+    "Forest",
     "Intent",
     "allocate_circuits",
+    "dissemination_forest",
+    "forest_ops",
 ]
