@@ -18,10 +18,12 @@ __all__ = ["allocate_circuits"]
 
 # Phase 1 walks the pairs in greedy order in blocks of _BLOCK: each block is filtered with
 # numpy to "both ends still have a free port", and filtered again after _MISS dead pairs in a
-# row, so Python walks live pairs plus short dead runs. _FIRST is the smallest prefix taken.
+# row, so Python walks live pairs plus short dead runs; it converts _WINDOW pairs at a time
+# to Python ints. _FIRST is the smallest prefix taken.
 _FIRST = 256
 _BLOCK = 1024
 _MISS = 16
+_WINDOW = 64
 
 
 def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *, return_steps=False):
@@ -106,7 +108,7 @@ def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *
     # Phase 1: T = +inf for every pair with no circuit; order by max directional demand
     # (descending), then (a, b) ascending. Only a prefix of that order can matter before the
     # ports run out, so it is materialised lazily: the next `want` candidates in order are
-    # selected in O(m) (argpartition), sorted, scanned; the rest is filtered down to pairs
+    # selected in O(m) (np.partition), sorted and walked; the rest is filtered down to pairs
     # whose ends both still have a free port, and the next, larger, prefix is taken.
     neg = -maxdir
     rest = np.arange(a.size)  # candidate ids still in play, ascending = (a, b) order
@@ -118,41 +120,44 @@ def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *
         for pos in range(0, sel.size, _BLOCK):
             chunk = sel[pos : pos + _BLOCK]
             while chunk.size:
-                # Filter to pairs whose ends both have a free port, walk them, and filter
-                # the remainder again once _MISS pairs in a row were found dead (an
-                # endpoint ran out meanwhile): Python only walks live pairs and short runs.
+                # Filter to pairs whose ends both have a free port, walk them (converted to
+                # Python _WINDOW at a time), and filter the remainder again once _MISS pairs
+                # in a row were found dead (an endpoint ran out meanwhile): Python only walks
+                # live pairs and short dead runs.
                 chunk = chunk[alive[a[chunk]] & alive[b[chunk]]]
-                stop, miss = chunk.size, 0
-                for i, (k, u, v) in enumerate(
-                    zip(chunk.tolist(), a[chunk].tolist(), b[chunk].tolist(), strict=True)
-                ):
-                    if free[u] and free[v]:
-                        free[u] -= 1
-                        free[v] -= 1
-                        first.append(k)
-                        miss = 0
-                        if not free[u]:
-                            alive[u] = False
-                        if not free[v]:
-                            alive[v] = False
-                    else:
-                        miss += 1
-                        if miss == _MISS:
-                            stop = i + 1
-                            break
-                chunk = chunk[stop:]
+                pos, miss, stop = 0, 0, chunk.size
+                while pos < stop:
+                    w = chunk[pos : pos + _WINDOW]
+                    for i, (k, u, v) in enumerate(zip(w.tolist(), a[w].tolist(), b[w].tolist(), strict=True)):
+                        if free[u] and free[v]:
+                            free[u] -= 1
+                            free[v] -= 1
+                            first.append(k)
+                            miss = 0
+                            if not free[u]:
+                                alive[u] = False
+                            if not free[v]:
+                                alive[v] = False
+                        else:
+                            miss += 1
+                            if miss == _MISS:
+                                stop = pos + i + 1
+                                break
+                    pos += w.size
+                chunk = chunk[stop:] if stop < chunk.size else chunk[:0]
         rest = rest[alive[a[rest]] & alive[b[rest]]]
 
     count = dict.fromkeys(first, 1)
     # Phase 2: finite pair times. Only pairs with a circuit can still be candidates: a pair
     # left at zero circuits after phase 1 has an end without a free port, for good.
-    md = maxdir.tolist() if len(first) > 64 else None
-    heap = []
-    for k in first:
-        u, v = int(a[k]), int(b[k])
-        if free[u] and free[v]:
-            m = md[k] if md is not None else float(maxdir[k])
-            heap.append((-m, -m, u, v, k))
+    fk = np.asarray(first, dtype=np.int64)
+    fk = fk[alive[a[fk]] & alive[b[fk]]]
+    # Heap entries: (-T, -maxdir, a, b, id) with T = maxdir / c; the smallest is Algorithm
+    # 3's argmax, ties broken by (a, b) ascending.
+    heap = [
+        (-m, -m, u, v, k)
+        for k, u, v, m in zip(fk.tolist(), a[fk].tolist(), b[fk].tolist(), maxdir[fk].tolist(), strict=True)
+    ]
     heapq.heapify(heap)
     steps = len(first)
     while heap:
