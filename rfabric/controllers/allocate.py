@@ -282,27 +282,38 @@ def _demand_pairs(demand):
         rows = np.asarray(coo.row, dtype=np.int64)
         cols = np.asarray(coo.col, dtype=np.int64)
         vals = _check_values(np.asarray(coo.data), lambda i: (int(rows[i]), int(cols[i])))
-        keep = (vals > 0) & (rows != cols)
-        rows, cols, vals = rows[keep], cols[keep], vals[keep]
-        lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
-        key = lo * n + hi
-        order = np.argsort(key, kind="stable")
-        key, vals = key[order], vals[order]
-        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
-        m = np.maximum.reduceat(vals, start) if key.size else np.zeros(0)
-        key = key[start]
-        return key // n, key % n, m.astype(np.float64), n
+        return _pairs(rows, cols, vals, n)
 
     d = np.asarray(demand)
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise SpecError(f"allocate_circuits: demand has shape {d.shape}, expected (n, n)")
     n = int(d.shape[0])
     _check_values(d, lambda i: tuple(int(x) for x in np.unravel_index(i, d.shape)))
+    flat = d.reshape(-1)
+    if np.count_nonzero(flat) * 8 <= flat.size:  # mostly zeros: go by the entries, as sparse
+        idx = np.flatnonzero(flat)
+        rows, cols = np.divmod(idx, n)
+        return _pairs(rows, cols, flat[idx], n)
     d = d.astype(np.float64, copy=False)
     upper = np.triu(np.maximum(d, d.T), 1)
     idx = np.flatnonzero(upper)
     a, b = np.divmod(idx, n)
     return a, b, upper.ravel()[idx], n
+
+
+def _pairs(rows, cols, vals, n):
+    """Entries ``(rows, cols, vals)`` of D (no duplicates) -> the pairs as `_demand_pairs`."""
+    keep = (vals > 0) & (rows != cols)
+    rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    if rows.size == 0:
+        return rows, cols, np.zeros(0), n
+    key = np.minimum(rows, cols) * n + np.maximum(rows, cols)
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    m = np.maximum.reduceat(vals, start)
+    key = key[start]
+    return key // n, key % n, m.astype(np.float64), n
 
 
 def _check_values(vals, where):
