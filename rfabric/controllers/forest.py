@@ -127,7 +127,9 @@ def dissemination_forest(
         Bytes per shard ``S``, which order the wave scheduler and size the circuit
         equaliser; default 1 for every shard (all shards alike).
     max_circuits_per_edge : int, optional
-        Cap on ``c_uv^(t)``; default none (the paper's per-PoD budgets only).
+        Cap on ``c_uv^(t)``; default none (the paper's per-PoD budgets only). Circuits
+        beyond what the sender can drive idle: a controller whose transfers leave through
+        one GPU's NIC should pass the number of NIC-rate circuits that NIC fills (usually 1).
 
     Returns
     -------
@@ -161,7 +163,7 @@ def dissemination_forest(
       in exactly one wave.
     * **Circuits per edge.** Every edge of a wave gets one circuit; the PoDs' leftover budget
       is then given one circuit at a time to the edge with the largest ``S / c`` (then the
-      larger ``S``, then the lower edge index) whose both PoDs have budget left -- the pair
+      larger ``S``, then the edge planned first) whose both PoDs have budget left -- the pair
       bottleneck greedy of appendix D applied to edges with per-PoD budgets.
     * **Phase B trees.** The remaining receivers of a PoD (sorted by GPU id, minus the seeds)
       are split into ``k`` contiguous blocks whose sizes differ by at most one, one per seed;
