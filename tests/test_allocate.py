@@ -152,20 +152,23 @@ def test_large_random_matches_reference_on_medium_case():
 
 
 @pytest.mark.parametrize(
-    ("seed", "levels"),
-    [(1, 3), (2, 1000), (3, 1), (4, 2)],  # few distinct sizes: ties across prefix boundaries
+    ("seed", "levels", "density"),
+    # Few distinct sizes: ties across prefix boundaries. Density 0.05: a dense matrix that is
+    # mostly zeros, read entry by entry as a sparse one.
+    [(1, 3, 0.6), (2, 1000, 0.6), (3, 1, 0.6), (4, 2, 0.6), (5, 3, 0.05), (6, 1, 0.1)],
 )
-def test_matches_reference_beyond_the_first_prefix(seed, levels):
+def test_matches_reference_beyond_the_first_prefix(seed, levels, density):
     # Enough demanded pairs (> 256, the first prefix phase 1 sorts) that the later, lazily
     # selected prefixes and the pruning between them decide the plan.
     rng = np.random.default_rng(seed)
     n = 60
-    d = rng.integers(1, levels + 1, size=(n, n)) * (rng.random((n, n)) < 0.6)
+    d = rng.integers(1, levels + 1, size=(n, n)) * (rng.random((n, n)) < density)
     budget = rng.integers(0, 4, size=n)
     got, steps = allocate_circuits(d, None, budget, 1, return_steps=True)
     want, want_steps = reference(d, None, budget)
     assert np.array_equal(got, want)
     assert steps == want_steps
+    assert np.array_equal(got, allocate_circuits(sp.csr_matrix(d), None, budget, 1))
 
 
 @FAST

@@ -18,10 +18,12 @@ __all__ = ["allocate_circuits"]
 
 # Phase 1 walks the pairs in greedy order in blocks of _BLOCK: each block is filtered with
 # numpy to "both ends still have a free port", and filtered again after _MISS dead pairs in a
-# row, so Python walks live pairs plus short dead runs. _FIRST is the smallest prefix taken.
+# row, so Python walks live pairs plus short dead runs; it converts _WINDOW pairs at a time
+# to Python ints. _FIRST is the smallest prefix taken.
 _FIRST = 256
 _BLOCK = 1024
 _MISS = 16
+_WINDOW = 64
 
 
 def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *, return_steps=False):
@@ -106,7 +108,7 @@ def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *
     # Phase 1: T = +inf for every pair with no circuit; order by max directional demand
     # (descending), then (a, b) ascending. Only a prefix of that order can matter before the
     # ports run out, so it is materialised lazily: the next `want` candidates in order are
-    # selected in O(m) (argpartition), sorted, scanned; the rest is filtered down to pairs
+    # selected in O(m) (np.partition), sorted and walked; the rest is filtered down to pairs
     # whose ends both still have a free port, and the next, larger, prefix is taken.
     neg = -maxdir
     rest = np.arange(a.size)  # candidate ids still in play, ascending = (a, b) order
@@ -118,41 +120,44 @@ def allocate_circuits(demand, eligible=None, port_budget=None, link_rate=None, *
         for pos in range(0, sel.size, _BLOCK):
             chunk = sel[pos : pos + _BLOCK]
             while chunk.size:
-                # Filter to pairs whose ends both have a free port, walk them, and filter
-                # the remainder again once _MISS pairs in a row were found dead (an
-                # endpoint ran out meanwhile): Python only walks live pairs and short runs.
+                # Filter to pairs whose ends both have a free port, walk them (converted to
+                # Python _WINDOW at a time), and filter the remainder again once _MISS pairs
+                # in a row were found dead (an endpoint ran out meanwhile): Python only walks
+                # live pairs and short dead runs.
                 chunk = chunk[alive[a[chunk]] & alive[b[chunk]]]
-                stop, miss = chunk.size, 0
-                for i, (k, u, v) in enumerate(
-                    zip(chunk.tolist(), a[chunk].tolist(), b[chunk].tolist(), strict=True)
-                ):
-                    if free[u] and free[v]:
-                        free[u] -= 1
-                        free[v] -= 1
-                        first.append(k)
-                        miss = 0
-                        if not free[u]:
-                            alive[u] = False
-                        if not free[v]:
-                            alive[v] = False
-                    else:
-                        miss += 1
-                        if miss == _MISS:
-                            stop = i + 1
-                            break
-                chunk = chunk[stop:]
+                pos, miss, stop = 0, 0, chunk.size
+                while pos < stop:
+                    w = chunk[pos : pos + _WINDOW]
+                    for i, (k, u, v) in enumerate(zip(w.tolist(), a[w].tolist(), b[w].tolist(), strict=True)):
+                        if free[u] and free[v]:
+                            free[u] -= 1
+                            free[v] -= 1
+                            first.append(k)
+                            miss = 0
+                            if not free[u]:
+                                alive[u] = False
+                            if not free[v]:
+                                alive[v] = False
+                        else:
+                            miss += 1
+                            if miss == _MISS:
+                                stop = pos + i + 1
+                                break
+                    pos += w.size
+                chunk = chunk[stop:] if stop < chunk.size else chunk[:0]
         rest = rest[alive[a[rest]] & alive[b[rest]]]
 
     count = dict.fromkeys(first, 1)
     # Phase 2: finite pair times. Only pairs with a circuit can still be candidates: a pair
     # left at zero circuits after phase 1 has an end without a free port, for good.
-    md = maxdir.tolist() if len(first) > 64 else None
-    heap = []
-    for k in first:
-        u, v = int(a[k]), int(b[k])
-        if free[u] and free[v]:
-            m = md[k] if md is not None else float(maxdir[k])
-            heap.append((-m, -m, u, v, k))
+    fk = np.asarray(first, dtype=np.int64)
+    fk = fk[alive[a[fk]] & alive[b[fk]]]
+    # Heap entries: (-T, -maxdir, a, b, id) with T = maxdir / c; the smallest is Algorithm
+    # 3's argmax, ties broken by (a, b) ascending.
+    heap = [
+        (-m, -m, u, v, k)
+        for k, u, v, m in zip(fk.tolist(), a[fk].tolist(), b[fk].tolist(), maxdir[fk].tolist(), strict=True)
+    ]
     heapq.heapify(heap)
     steps = len(first)
     while heap:
@@ -277,27 +282,38 @@ def _demand_pairs(demand):
         rows = np.asarray(coo.row, dtype=np.int64)
         cols = np.asarray(coo.col, dtype=np.int64)
         vals = _check_values(np.asarray(coo.data), lambda i: (int(rows[i]), int(cols[i])))
-        keep = (vals > 0) & (rows != cols)
-        rows, cols, vals = rows[keep], cols[keep], vals[keep]
-        lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
-        key = lo * n + hi
-        order = np.argsort(key, kind="stable")
-        key, vals = key[order], vals[order]
-        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
-        m = np.maximum.reduceat(vals, start) if key.size else np.zeros(0)
-        key = key[start]
-        return key // n, key % n, m.astype(np.float64), n
+        return _pairs(rows, cols, vals, n)
 
     d = np.asarray(demand)
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise SpecError(f"allocate_circuits: demand has shape {d.shape}, expected (n, n)")
     n = int(d.shape[0])
     _check_values(d, lambda i: tuple(int(x) for x in np.unravel_index(i, d.shape)))
+    flat = d.reshape(-1)
+    if np.count_nonzero(flat) * 8 <= flat.size:  # mostly zeros: go by the entries, as sparse
+        idx = np.flatnonzero(flat)
+        rows, cols = np.divmod(idx, n)
+        return _pairs(rows, cols, flat[idx], n)
     d = d.astype(np.float64, copy=False)
     upper = np.triu(np.maximum(d, d.T), 1)
     idx = np.flatnonzero(upper)
     a, b = np.divmod(idx, n)
     return a, b, upper.ravel()[idx], n
+
+
+def _pairs(rows, cols, vals, n):
+    """Entries ``(rows, cols, vals)`` of D (no duplicates) -> the pairs as `_demand_pairs`."""
+    keep = (vals > 0) & (rows != cols)
+    rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    if rows.size == 0:
+        return rows, cols, np.zeros(0), n
+    key = np.minimum(rows, cols) * n + np.maximum(rows, cols)
+    order = np.argsort(key, kind="stable")
+    key, vals = key[order], vals[order]
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    m = np.maximum.reduceat(vals, start)
+    key = key[start]
+    return key // n, key % n, m.astype(np.float64), n
 
 
 def _check_values(vals, where):
