@@ -57,7 +57,7 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
     assert res.run["controller"] == "Recorder" and res.run["plan_changes"] == 0
     assert len({i.period for i, _ in rec.seen}) == len(rec.seen)
     ready = ready_ps(res, rl_trace)
-    start = res.ops["start_ps"].to_numpy()
+    start, end = res.ops["start_ps"].to_numpy(), res.ops["end_ps"].to_numpy()
     for intent, view in rec.seen:
         mine = np.flatnonzero(periods == intent.period)
         # the boundary is the instant the period's first op became ready: no op of the period
@@ -65,6 +65,12 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
         assert view.now_ps == min(ready[i] for i in mine)
         assert view.now_ps + view.slack_ps in set(start[mine].tolist())
         assert intent.period in view.active_periods
+        # active: an op of the period was ready (deps done) and not finished; ops that change
+        # state at this very instant may fall either side
+        t = view.now_ps
+        surely = {int(periods[i]) for i in range(len(start)) if ready[i] < t < end[i]}
+        maybe = {int(periods[i]) for i in range(len(start)) if ready[i] <= t <= end[i]}
+        assert surely <= set(view.active_periods) <= maybe
     # several periods run at once (gen and train overlap in this trace)
     assert max(len(v.active_periods) for _, v in rec.seen) >= 2
 
