@@ -362,9 +362,8 @@ def test_uniform_controller_joins_two_orphaned_ports_of_different_switches():
     x = 5
     dev = int(c.ocs[x])
     ends = {far(dev, c.a[x]), far(dev, c.b[x])}
-    y = next(
-        i for i in range(len(c)) if i != x and c.ocs[i] == dev and {far(dev, c.a[i]), far(dev, c.b[i])} == ends
-    )
+    same = [i for i in range(len(c)) if i != x and c.ocs[i] == dev]
+    y = next(i for i in same if {far(dev, c.a[i]), far(dev, c.b[i])} == ends)
     # fail x's port at one switch and y's port at the other: their partners sit at different
     # switches, so the uniform plan joins them
     y_fail = int(c.a[y]) if far(dev, c.a[y]) == far(dev, c.b[x]) else int(c.b[y])
