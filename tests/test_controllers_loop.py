@@ -8,7 +8,7 @@ import pytest
 import rfabric as rf
 from conftest import tiny_rl_trace
 from rfabric.controllers import Controller, StaticController, UniformController
-from rfabric.controllers.loop import same_plan
+from rfabric.controllers.loop import plan_key, same_plan
 
 US = 1_000_000
 
@@ -57,7 +57,7 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
     assert res.run["controller"] == "Recorder" and res.run["plan_changes"] == 0
     assert len({i.period for i, _ in rec.seen}) == len(rec.seen)
     ready = ready_ps(res, rl_trace)
-    start = res.ops["start_ps"].to_numpy()
+    start, end = res.ops["start_ps"].to_numpy(), res.ops["end_ps"].to_numpy()
     for intent, view in rec.seen:
         mine = np.flatnonzero(periods == intent.period)
         # the boundary is the instant the period's first op became ready: no op of the period
@@ -65,6 +65,12 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
         assert view.now_ps == min(ready[i] for i in mine)
         assert view.now_ps + view.slack_ps in set(start[mine].tolist())
         assert intent.period in view.active_periods
+        # active: an op of the period was ready (deps done) and not finished; ops that change
+        # state at this very instant may fall either side
+        t = view.now_ps
+        surely = {int(periods[i]) for i in range(len(start)) if ready[i] < t < end[i]}
+        maybe = {int(periods[i]) for i in range(len(start)) if ready[i] <= t <= end[i]}
+        assert surely <= set(view.active_periods) <= maybe
     # several periods run at once (gen and train overlap in this trace)
     assert max(len(v.active_periods) for _, v in rec.seen) >= 2
 
@@ -254,8 +260,9 @@ def test_a_plan_using_a_failed_port_is_refused(dark_fabric):
     assert view.lit.all() and len(view.plan) == len(spec.circuits)
 
 
-def test_uniform_controller_masks_failed_ports_and_re_pairs_their_partners(dark_fabric):
-    spec, _ = dark_fabric
+@pytest.mark.parametrize("fabric", ["RFabric", "MixNet"])
+def test_uniform_controller_masks_failed_ports_and_re_pairs_their_partners(fabric):
+    spec = getattr(rf.topologies, fabric)(128).to_spec()
     port = int(spec.circuits.a[5])
     partner = int(spec.circuits.b[5])
     sim = rf.Simulation(spec, two_sends(10 * US), controller=UniformController(), t_ocs="50us")
@@ -343,3 +350,28 @@ def test_epochs_and_event_limits_go_through_boundaries(rfab, rl_trace, baseline,
     assert len(rec.seen) == len(np.unique(rl_trace.table["period"].to_numpy()))
     res = rf.simulate(rfab, rl_trace, controller=Recorder(), t_ocs="10us", progress=True)
     assert res.ops.equals(baseline.ops) and "ops" in capsys.readouterr().err
+
+
+def test_uniform_controller_joins_two_orphaned_ports_of_different_switches():
+    spec = rf.topologies.RFabric(128).to_spec()
+    c, src, dst = spec.circuits, spec.links.src, spec.links.dst
+
+    def far(device, link):
+        return int(dst[link] if src[link] == device else src[link])
+
+    x = 5
+    dev = int(c.ocs[x])
+    ends = {far(dev, c.a[x]), far(dev, c.b[x])}
+    same = [i for i in range(len(c)) if i != x and c.ocs[i] == dev]
+    y = next(i for i in same if {far(dev, c.a[i]), far(dev, c.b[i])} == ends)
+    # fail x's port at one switch and y's port at the other: their partners sit at different
+    # switches, so the uniform plan joins them
+    y_fail = int(c.a[y]) if far(dev, c.a[y]) == far(dev, c.b[x]) else int(c.b[y])
+    y_orphan = int(c.b[y]) if y_fail == int(c.a[y]) else int(c.a[y])
+    sim = rf.Simulation(spec, two_sends(10 * US), controller=UniformController(), t_ocs="50us")
+    sim.fail_link(int(c.a[x]), at=0)
+    sim.fail_link(y_fail, at=0)
+    sim.run()
+    plan = plan_key(sim.current_circuits()).tolist()
+    assert [dev, *sorted((int(c.b[x]), y_orphan))] in plan
+    assert len(plan) == len(c) - 1
