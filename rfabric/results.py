@@ -93,10 +93,11 @@ STAGE_SCHEMA = pa.schema(
 CIRCUIT_SCHEMA = pa.schema(
     [
         ("time_ps", pa.int64()),  # when the plan was applied: removed circuits go dark
-        ("plan_id", pa.int64()),  # order in which plans were given to Simulation.apply_circuits
+        ("plan_id", pa.int64()),  # order in which plans were given (apply_circuits or a controller)
         ("added", pa.int64()),  # circuits in the new plan and not in the old
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
+        ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
     ]
 )
 

@@ -4,12 +4,16 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
 from .forest import Forest, dissemination_forest, forest_ops
+from .static import StaticController
+from .uniform import UniformController
 
 __all__ = [
     "Controller",
     "FabricView",
     "Forest",
     "Intent",
+    "StaticController",
+    "UniformController",
     "allocate_circuits",
     "dissemination_forest",
     "forest_ops",
