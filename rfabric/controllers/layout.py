@@ -164,11 +164,44 @@ class RFabricLayout:
         servers = int(self.gpu_server.max()) + 1
         self.server_rail_tor = np.full((servers, int(rail.max()) + 1), -1, dtype=np.int64)
         self.server_rail_tor[self.gpu_server, rail] = gpu_tor
+        self._tor_index = tor_index
+        self._defaults = None
+        self.tor_rail = np.array(
+            [int(_TOR.match(str(names[n])).group(3)) for n in self.tors.tolist()], dtype=np.int64
+        )
         self.port_of_link = {}  # link id -> ("tor", ToR index) or ("core", PoD)
         for link, t in zip(tp_link, tp_tor, strict=True):
             self.port_of_link[link] = ("tor", t)
         for link, p in zip(cp_link, cp_pod, strict=True):
             self.port_of_link[link] = ("core", p)
+
+    def default_channels(self) -> list[tuple[tuple, int, int]]:
+        """The spec's initial plan (the uniform splitting) as channels between ToRs:
+        ``(rows, ToR, ToR)`` with ``rows`` the ``(device, link, link)`` circuits of the chain."""
+        if self._defaults is None:
+            self._defaults = self._channels(self.spec.circuits)
+        return self._defaults
+
+    def channels_of(self, rows) -> list[tuple[int, int]]:
+        """ToR index pairs joined end to end by the given ``(device, link, link)`` rows."""
+        from ..spec import CircuitTable
+
+        if not rows:
+            return []
+        o, a, b = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+        return [(x, y) for _, x, y in self._channels(CircuitTable.build(o, a, b))]
+
+    def _channels(self, plan) -> list[tuple[tuple, int, int]]:
+        u, v, chains = self.spec.resolve_circuits(plan)
+        by_links = {}
+        for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True):
+            by_links[(min(a, b), max(a, b))] = (o, a, b)
+        out = []
+        for x, y, chain in zip(u.tolist(), v.tolist(), chains, strict=True):
+            if x in self._tor_index and y in self._tor_index:
+                rows = tuple(by_links[(min(p, q), max(p, q))] for p, q in zip(chain, chain[1:], strict=False))
+                out.append((rows, self._tor_index[x], self._tor_index[y]))
+        return out
 
     @property
     def num_tors(self) -> int:
@@ -199,6 +232,6 @@ class RFabricLayout:
         n = len(tors)
         ok = ~np.eye(n, dtype=bool)
         if self.pxn:
-            rail = np.array([int(_TOR.match(str(self.spec.nodes.name[self.tors[t]])).group(3)) for t in tors])
+            rail = self.tor_rail[tors]
             ok &= rail[:, None] == rail[None, :]
         return ok

@@ -486,7 +486,7 @@ class StageAwareController(Controller):
                     take(free_tor[(b, gb)], tb_port)
                     take(free_core[(int(pod_of[a]), ga, c)], ka)
                     take(free_core[(int(pod_of[b]), gb, c)], kb)
-                    new += [ra, rc, rb]
+                    new.append(((ra, rc, rb), a, b))
                     exist_chain[(a, b)].remove((ra, rc, rb))
                     placed = True
                     break
@@ -519,7 +519,7 @@ class StageAwareController(Controller):
             kb = free_core[(pb_, gb, c)].pop(0)
             pa_port = free_tor[(a, ga)].pop(0)
             pb_port = free_tor[(b, gb)].pop(0)
-            new += [(ga, pa_port, ka), (c, ka, kb), (gb, kb, pb_port)]
+            new.append((((ga, pa_port, ka), (c, ka, kb), (gb, kb, pb_port)), a, b))
 
         # 6. intra-PoD ToR-ToR circuits
         unplaced = 0
@@ -538,7 +538,7 @@ class StageAwareController(Controller):
                         if port_free(a, r[0], pa_port) and port_free(b, r[0], pb_port):
                             take(free_tor[(a, r[0])], pa_port)
                             take(free_tor[(b, r[0])], pb_port)
-                            new.append(r)
+                            new.append(((r,), a, b))
                             need -= 1
                     for _ in range(need):
                         opts = [
@@ -550,26 +550,40 @@ class StageAwareController(Controller):
                             unplaced += 1
                             continue
                         g = max(opts)[2]
-                        new.append((g, free_tor[(a, g)].pop(0), free_tor[(b, g)].pop(0)))
+                        new.append((((g, free_tor[(a, g)].pop(0), free_tor[(b, g)].pop(0)),), a, b))
 
-        # 7. leftover ports: the fabric's default circuits where all their ports are free
-        used = {x for r in kept + new for x in (r[1], r[2])} | failed
+        # 7. leftover ports: the fabric's default channels where all their ports are free
+        n_alloc = len(new)
+        used = {x for r in kept for x in (r[1], r[2])} | {x for u in new for r in u[0] for x in (r[1], r[2])}
+        used |= failed
         agg_in = {g for g, p in lay.agg_pod.items() if p in pods}
-        filled = 0
-        for r in _rows(spec.circuits):
-            if (r[0] in agg_in or r[0] in core_set) and r[1] not in used and r[2] not in used:
-                if r[0] in core_set and not (pol[r[1]][1] in pods or pol[r[2]][1] in pods):
-                    continue
-                new.append(r)
-                used |= {r[1], r[2]}
-                filled += 1
+        defaults = lay.default_channels()
+        in_kept = {(r[0], min(r[1], r[2]), max(r[1], r[2])) for r in kept}
+        for rws, a, b in defaults:
+            need = _missing(rws, in_kept)
+            ports = {x for r in need for x in (r[1], r[2])}
+            if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
+                continue
+            new.append((need, a, b))
+            used |= ports
+        filled = len(new) - n_alloc
+
+        # 8. connectivity (§5.4): ToRs that must reach each other (with PXN the ToRs of one
+        # rail, else all) and do not get a default channel back, taking its ports from
+        # allocated channels of ToR pairs that keep another channel
+        n_intra = sum(1 for u in new[:n_alloc] if len(u[0]) == 1)
+        stolen = _connect(lay, kept, new, n_alloc, failed, defaults, agg_in | core_set, in_kept)
+        rows_new = [r for u in new for r in u[0]]
         detail = (
-            f"PoDs {sorted(pods)}: {len(chain_list)} core chains, {len(new) - filled - 3 * len(chain_list)} "
-            f"ToR-ToR circuits, {filled} default circuits on leftover ports, {len(kept)} rows kept"
+            f"PoDs {sorted(pods)}: {len(chain_list)} core chains, "
+            f"{n_intra} ToR-ToR circuits, {filled} default "
+            f"channels on leftover ports, {len(kept)} rows kept"
         )
+        if stolen:
+            detail += f", {stolen} allocated channels given up to keep ToRs connected"
         if unplaced:
             detail += f", {unplaced} ToR-ToR circuits found no OCS-Agg with a free port at both ToRs"
-        return _table(kept + new), detail
+        return _table(kept + rows_new), detail
 
     # -- prepare: the weight-sync forest (App. E) --------------------------------------------
 
@@ -714,9 +728,9 @@ class StageAwareController(Controller):
             out["period"].append(int(period[r]))
             out_m2n.append(int(m2n[r]))
             nid += 1
-        meta = trace.metadata
-        meta["weight_sync"] = "rfabric_forest"
-        return Trace.from_columns(**out, m2n_senders=out_m2n if has_m2n else None, metadata=meta, gpus=trace.gpus)
+        return Trace.from_columns(
+            **out, m2n_senders=out_m2n if has_m2n else None, metadata=trace.metadata, gpus=trace.gpus
+        )
 
     @staticmethod
     def _shards(rws, ranks, kind, size, deps, ids):
@@ -752,6 +766,84 @@ class StageAwareController(Controller):
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _missing(rws, present) -> tuple:
+    """The rows of a chain not already among ``present`` ((device, low link, high link) keys)."""
+    return tuple(r for r in rws if (r[0], min(r[1], r[2]), max(r[1], r[2])) not in present)
+
+
+def _ends(rows) -> set:
+    """The (device, link) ends the rows occupy (a link has one end at each of its devices)."""
+    return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
+
+
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+    """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
+    each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
+    channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
+    links and default channels already added are never touched. Modifies ``new``; returns
+    the number of allocated channels removed."""
+    n = lay.num_tors
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner = {}  # (device, link) end -> index of the unit in `new` using it
+    pair_count: dict[tuple[int, int], int] = {}
+    for i, (rws, a, b) in enumerate(new):
+        for e in _ends(rws):
+            owner[e] = i
+        pair_count[(min(a, b), max(a, b))] = pair_count.get((min(a, b), max(a, b)), 0) + 1
+    blocked = _ends(kept)
+    for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
+        parent[find(a)] = find(b)
+    group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
+
+    def split():
+        roots = {}
+        for t in range(n):
+            roots.setdefault(int(group[t]), set()).add(find(t))
+        return any(len(r) > 1 for r in roots.values())
+
+    if not split():
+        return 0
+    removed = set()
+    for full, a, b in defaults:
+        rws = _missing(full, in_kept)
+        if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+            continue
+        ends = _ends(rws)
+        if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+            continue
+        victims = {owner[e] for e in ends if e in owner}
+        ok = True
+        for v in victims:
+            va, vb = new[v][1], new[v][2]
+            if v in removed or v >= n_alloc or pair_count[(min(va, vb), max(va, vb))] < 2:
+                ok = False
+                break
+        if not ok:
+            continue
+        for v in victims:
+            va, vb = new[v][1], new[v][2]
+            pair_count[(min(va, vb), max(va, vb))] -= 1
+            removed.add(v)
+            for e in _ends(new[v][0]):
+                owner.pop(e, None)
+        new.append((rws, a, b))
+        for e in ends:
+            owner[e] = len(new) - 1
+        parent[find(a)] = find(b)
+        if not split():
+            break
+    for v in sorted(removed, reverse=True):
+        del new[v]
+    return len(removed)
 
 
 def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
