@@ -362,3 +362,101 @@ def test_stage_aware_finishes_a_skewed_all_to_all_faster_than_uniform():
     t_sa = sa.ops["end_ps"].to_numpy().max()
     assert t_sa < 0.8 * t_uni
     assert sa.run["plan_changes"] == 1 and [d.action for d in ctl.log] == ["cached template", "commit"]
+
+
+# -- weight sync over the dissemination forest (App. E) -------------------------------------
+
+
+class Recording(StageAwareController):
+    """Keeps every (intent, view, returned plan)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def plan(self, intent, view):
+        out = super().plan(intent, view)
+        self.calls.append((intent, view, out))
+        return out
+
+
+@pytest.fixture(scope="module")
+def ws_run():
+    # train on PoD 0, gen on PoD 1 of RFabric 256 with 16 core ports per PoD: 32 weight
+    # shards cross the boundary, so the forest needs two waves of 16 circuits. t_ocs = 0:
+    # the generator's weight sync starts the instant training ends (no slack), so only a
+    # zero reconfiguration time lets its first wave commit in a safe window
+    tiny = rf.traces.ModelConfig(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000)
+    trace = rf.traces.generate_rl(
+        model=tiny, train_gpus=128, gen_gpus=128, train=dict(tp=8, pp=2, dp=8), gen=dict(tp=8),
+        iterations=2, seed=3, global_batch=16, decode_steps_per_op=256, pod_gpus=64,
+    )
+    top = rf.topologies.RFabric(256, core_ports=16)
+    ctl = Recording()
+    res = rf.simulate(top, trace, controller=ctl, t_ocs="0us")
+    return trace, top.to_spec(), ctl, res
+
+
+def test_prepare_replays_each_shard_to_the_same_receivers_once(ws_run):
+    trace, spec, ctl, res = ws_run
+    new = ctl.prepare(trace, spec)
+    ws_old = trace.table.filter(pc_equal(trace.table["stage"], "weight_sync"))
+    ws_new = new.table.filter(pc_equal(new.table["stage"], "weight_sync"))
+    sent_old = trace.sent_bytes()[np.asarray(trace.table["stage"].cast("string").to_pylist()) == "weight_sync"].sum()
+    sent_new = new.sent_bytes()[np.asarray(new.table["stage"].cast("string").to_pylist()) == "weight_sync"].sum()
+    assert sent_old == sent_new > 0
+    assert set(ws_new["kind"].cast("string").to_pylist()) == {"send"} and ws_old.num_rows < ws_new.num_rows
+    # new periods for the forest, after every period of the trace
+    assert min(ws_new["period"].to_pylist()) > max(trace.table["period"].to_pylist())
+    # each inter_pod broadcast's shard reaches, once each, its receiver and the receivers of
+    # the intra_pod broadcasts that receiver roots (the generator's two levels)
+    f = ctl.forest_plan
+    last = ws_old.filter(pc_equal(ws_old["iteration"].cast("string"), "1"))
+    ranks = last["ranks"].to_pylist()
+    phases = last["phase"].cast("string").to_pylist()
+    relay = {r[0]: r[1:] for r, ph in zip(ranks, phases, strict=True) if ph == "intra_pod"}
+    inter = [r for r, ph in zip(ranks, phases, strict=True) if ph == "inter_pod"]
+    assert int(f.shard.max()) + 1 == len(inter)
+    for shard, r in enumerate(inter):
+        want = set(r[1:]) | {g for x in r[1:] for g in relay.get(x, [])}
+        got = f.dst[f.shard == shard].tolist()
+        assert len(got) == len(set(got)) and set(got) == want and len(want) == 8
+    # other ops unchanged
+    assert trace.num_ops - ws_old.num_rows == new.num_ops - ws_new.num_rows
+    assert (res.ops["end_ps"].to_numpy() >= 0).all()
+
+
+def pc_equal(col, value):
+    import pyarrow.compute as pc
+
+    return pc.equal(col.cast("string"), value)
+
+
+def test_every_forest_wave_respects_every_per_pod_budget(ws_run):
+    trace, spec, ctl, res = ws_run
+    lay = RFabricLayout(spec)
+    waves = [(i, v, p) for i, v, p in ctl.calls if i.period in ctl._forest_waves]
+    assert len(waves) == 4 and all(p is not None for _, _, p in waves)  # 2 waves x 2 iterations
+    d_p = np.bincount(lay.core_port_pod, minlength=lay.pods)
+    for intent, view, plan in waves:
+        assert_budgets(spec, lay, plan, view.failed_ports.tolist())
+        core = np.isin(plan.ocs, lay.core_nodes)
+        ports = np.concatenate([plan.a[core], plan.b[core]])
+        load = np.bincount(lay.core_port_pod[np.isin(lay.core_port_link, ports)], minlength=lay.pods)
+        assert (load <= d_p).all()
+        # each edge of the wave has its chain: sender ToR to receiver ToR
+        edges = ctl._forest_waves[intent.period]
+        ts, td, _ = lay.tor_pairs(np.array([e[0] for e in edges]), np.array([e[1] for e in edges]))
+        want = {}
+        for a, b in zip(ts.tolist(), td.tolist(), strict=True):
+            want[(min(a, b), max(a, b))] = want.get((min(a, b), max(a, b)), 0) + 1
+        have = channels_between(spec, lay, plan, set(want))
+        assert all(have[k] >= n for k, n in want.items())
+    # the forest is torn down: the first gen plan after a weight sync restores the rows in
+    # place before it
+    after = [(i, v, p) for i, v, p in ctl.calls if i.stage == "gen" and i.iteration == 1]
+    assert after and after[0][2] is not None
+    before = next(v.plan for i, v, p in ctl.calls if i.period in ctl._forest_waves)
+    from rfabric.controllers.loop import same_plan
+
+    assert same_plan(after[0][2], before)
