@@ -460,3 +460,19 @@ def test_every_forest_wave_respects_every_per_pod_budget(ws_run):
     from rfabric.controllers.loop import same_plan
 
     assert same_plan(after[0][2], before)
+
+
+def test_only_the_first_period_of_a_forest_waits_for_a_safe_window(ws_run):
+    trace, spec, ctl, _ = ws_run
+    fresh = StageAwareController()
+    fresh.prepare(trace, spec)
+    waves = [(i, v) for i, v, _ in ctl.calls if i.period in fresh._forest_waves and i.iteration == 0]
+    assert len(waves) == 2
+    for intent, view in sorted(waves, key=lambda w: w[0].period):
+        out = fresh.plan(intent, dataclasses.replace(view, slack_ps=0, t_ocs_ps=10 * US))
+        if intent.period in fresh._ws_first:
+            assert out is None and fresh.log[-1].action == "keep: slack"
+        else:  # a later wave replaces the previous wave's circuits: it commits and waits for light
+            assert out is not None and fresh.log[-1].action == "commit"
+    # without the forest the trace is replayed as it is
+    assert StageAwareController(forest=False).prepare(trace, spec) is trace

@@ -96,7 +96,11 @@ class StageAwareController(Controller):
          only at the first op of each such period.
     3. **Safe window (§5.3).** If ``view.slack_ps < view.t_ocs_ps`` nothing is computed:
        ``None`` (keep the current plan), ``"keep: slack"``. The plan is not deferred: the
-       next call re-plans from the demand of its own period.
+       next call re-plans from the demand of its own period. One exception, the forest's
+       own schedule: Phase A waves after the first and Phase B of a forest commit whatever
+       the slack, because appendix E's waves replace each other's circuits by design
+       (``T_A = sum_t T_A^(t)``), so each waits for its light; the first period of a forest
+       obeys the safe window like any other.
     4. **Scope.** Only the PoDs the intent's traffic uses are re-planned. Rows of
        ``view.plan`` kept as they are: every row in another PoD's OCS-Agg, OCS-Core rows
        between two such PoDs, and circuits still used by another active period
@@ -132,10 +136,16 @@ class StageAwareController(Controller):
        already in place between the same ToR pair (and chains between the same ToRs) are
        reused first, so re-planning the same demand changes nothing; new ones take the
        lowest free link ids, on the OCS-Agg where both ToRs have the most free ports.
-    9. **Leftover ports.** Ports of re-planned PoDs that no allocated circuit uses get the
-       fabric's default (uniform) circuits wherever all of a default row's ports are free
-       and work, so ToRs the period does not use keep connectivity (§5.4: switch-to-switch
-       connectivity is kept while bandwidth moves).
+    9. **Leftover ports and connectivity (§5.4).** Ports of re-planned PoDs that no
+       allocated circuit uses get the fabric's default (uniform) channels wherever all of
+       a channel's missing rows have free ports; then, if ToRs that must reach each other
+       (with PXN the ToRs of one rail, else all ToRs) are apart, default channels between
+       the parts are added back, taking ports from allocated channels of ToR pairs that
+       keep another circuit (never from kept rows). Without this a PoD re-planned for its
+       own train period dropped the core chains a later response-stream send needed, and
+       that send waited forever on a lossless fabric. Connectivity is restored as far as
+       such channels allow; it is not guaranteed when every candidate port belongs to a
+       ToR pair's only circuit.
     10. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
         ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
