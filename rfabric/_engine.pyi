@@ -42,7 +42,8 @@ class Engine:
     def resume(self) -> None:
         """Clear the pending boundary so that run() goes on."""
     def active_periods(self) -> NDArray[np.int32]:
-        """Periods with an op running or ready (deps done, not finished), sorted."""
+        """Periods with an op running or ready (deps done, not finished), sorted; loaded with
+        boundaries only."""
     def op_flows(self, ops: NDArray[np.int64]) -> dict[str, NDArray[np.generic]]:
         """Bytes each op (rows) would send per directed GPU pair, by a dry run of its
         algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``."""

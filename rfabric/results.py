@@ -156,7 +156,10 @@ class Results:
         end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``,
         ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
         never lift: a cyclic buffer dependency of the lossless fabric), ``unroutable`` (True
-        when frames ended held at switches with no route to their destination).
+        when frames ended held at switches with no route to their destination),
+        ``controller`` (its name, None without one), ``controller_calls``,
+        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``) and
+        ``plan_changes`` (plans the controller applied).
     """
 
     flows: pa.Table

@@ -484,7 +484,11 @@ class Simulation:
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:
-        """Advance to simulated time ``until`` (unit string or ps), or until idle if None."""
+        """Advance to simulated time ``until`` (unit string or ps), or until idle if None.
+
+        With a controller, the engine stops at every boundary on the way, the controller
+        plans, and the run goes on; ``max_events`` counts events across those stops.
+        """
         limit = parse_time(until) if until is not None else np.iinfo(np.int64).max
         t0 = time.perf_counter()
         control0 = self._loop.wall_s if self._loop else 0.0
@@ -492,10 +496,15 @@ class Simulation:
             if progress:
                 self._run_with_progress(limit)
             else:
+                left = int(max_events)  # 0: no limit; with a controller, counted across boundaries
                 while True:
-                    self._engine.run(limit, int(max_events))
+                    n = self._engine.run(limit, left)
                     if not self._boundary():
                         break
+                    if left:
+                        left -= n
+                        if left <= 0:
+                            break
         finally:
             # engine time only: the controller's own time is Results.run["controller_wall_s"]
             control = (self._loop.wall_s if self._loop else 0.0) - control0

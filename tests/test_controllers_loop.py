@@ -17,7 +17,7 @@ US = 1_000_000
 def rl_trace():
     # train and gen periods interleave: several periods are active at once; train in rail
     # group 0, gen in group 1: weights cross circuits
-    return tiny_rl_trace(gen_ranks=range(64, 96))
+    return tiny_rl_trace(gen_ranks=range(64, 96), iterations=1)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
     assert res.run["controller"] == "Recorder" and res.run["plan_changes"] == 0
     assert len({i.period for i, _ in rec.seen}) == len(rec.seen)
     ready = ready_ps(res, rl_trace)
-    start = res.ops["start_ps"].to_numpy()
+    start, end = res.ops["start_ps"].to_numpy(), res.ops["end_ps"].to_numpy()
     for intent, view in rec.seen:
         mine = np.flatnonzero(periods == intent.period)
         # the boundary is the instant the period's first op became ready: no op of the period
@@ -65,6 +65,12 @@ def test_loop_stops_once_per_period_when_its_first_op_becomes_ready(rfab, rl_tra
         assert view.now_ps == min(ready[i] for i in mine)
         assert view.now_ps + view.slack_ps in set(start[mine].tolist())
         assert intent.period in view.active_periods
+        # active: an op of the period was ready (deps done) and not finished; ops that change
+        # state at this very instant may fall either side
+        t = view.now_ps
+        surely = {int(periods[i]) for i in range(len(start)) if ready[i] < t < end[i]}
+        maybe = {int(periods[i]) for i in range(len(start)) if ready[i] <= t <= end[i]}
+        assert surely <= set(view.active_periods) <= maybe
     # several periods run at once (gen and train overlap in this trace)
     assert max(len(v.active_periods) for _, v in rec.seen) >= 2
 
@@ -84,7 +90,7 @@ def test_op_granularity_stops_before_every_op(rfab, rl_trace):
 
 def test_a_controller_that_changes_nothing_changes_nothing(rfab, rl_trace, baseline):
     spec = rfab.to_spec()
-    for ctl in (Recorder(), StaticController(spec.circuits), UniformController(), Recorder("op")):
+    for ctl in (StaticController(spec.circuits), UniformController(), Recorder("op")):
         res = rf.simulate(rfab, rl_trace, controller=ctl, t_ocs="10us")
         assert res.run["events"] == baseline.run["events"]
         assert res.run["plan_changes"] == 0 and len(res.circuits) == 0
@@ -307,3 +313,39 @@ def test_same_seed_same_plans(rfab, rl_trace):
     assert a.run["plan_changes"] > 1
     assert a.circuits.equals(b.circuits) and a.ops.equals(b.ops)
     assert np.array_equal(a.flows["end_ps"].to_numpy(), b.flows["end_ps"].to_numpy())
+
+
+def test_op_flows_dry_run_matches_each_ops_flows(rfab, rl_trace, baseline):
+    # the executor's dry run of every op, before anything ran, against the run's own flows
+    sim = rf.Simulation(rfab, rl_trace, t_ocs="10us")
+    dry = sim.engine.op_flows(np.arange(rl_trace.num_ops))
+    op_ids = rl_trace.table["op_id"].to_numpy()
+    want = {}
+    f = baseline.flows
+    for o, s, d, n in zip(*(f[c].to_numpy() for c in ("op_id", "src", "dst", "size_bytes")), strict=True):
+        if n:
+            want[(int(o), int(s), int(d))] = want.get((int(o), int(s), int(d)), 0) + int(n)
+    got = {
+        (int(op_ids[o]), int(s), int(d)): int(n)
+        for o, s, d, n in zip(dry["op"], dry["src"], dry["dst"], dry["size_bytes"], strict=True)
+        if n
+    }
+    assert got == want
+    assert sim.now == 0 and sim.engine.events_processed == 0  # the dry run touched nothing
+    res = sim.run().results()
+    assert res.ops.equals(baseline.ops)
+
+
+def test_epochs_and_event_limits_go_through_boundaries(rfab, rl_trace, baseline, capsys):
+    rec = Recorder()
+    sim = rf.Simulation(rfab, rl_trace, controller=rec, t_ocs="10us")
+    sim.run(max_events=1000)
+    assert sim.engine.events_processed == 1000 and len(rec.seen) >= 1
+    step = baseline.run["makespan_ps"] // 7
+    while not sim.done:
+        sim.run(until=sim.now + step)
+    res = sim.results()
+    assert res.ops.equals(baseline.ops) and res.run["controller_calls"] == len(rec.seen)
+    assert len(rec.seen) == len(np.unique(rl_trace.table["period"].to_numpy()))
+    res = rf.simulate(rfab, rl_trace, controller=Recorder(), t_ocs="10us", progress=True)
+    assert res.ops.equals(baseline.ops) and "ops" in capsys.readouterr().err

@@ -280,7 +280,8 @@ void bind_engine(py::module_& m) {
             RF_CHECK(s.executor() != nullptr, "no workload loaded");
             return to_numpy(s.executor()->active_periods());
           },
-          "Periods (sorted) with an op running, or ready and waiting out its compute gap.")
+          "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
+          "boundaries only: counted as ops become ready and finish).")
       .def(
           "op_flows",
           [](Simulator& s, py::handle ops_in) {

@@ -474,11 +474,13 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
     for (size_t i = 0; i < n; ++i)
       period_index_[i] =
           static_cast<uint32_t>(std::lower_bound(ids.begin(), ids.end(), w_.period[i]) - ids.begin());
-    period_epoch_.assign(ids.size(), -1);
+    period_ids_ = std::move(ids);
   } else {
     period_index_.assign(n, 0);
-    period_epoch_.assign(1, -1);
+    period_ids_.assign(1, 0);
   }
+  period_epoch_.assign(period_ids_.size(), -1);
+  period_active_.assign(period_ids_.size(), 0);
 
   start_.assign(n, -1);
   end_.assign(n, -1);
@@ -562,6 +564,7 @@ void Executor::finish_op(uint32_t op) {
   const SimTime now = net_.now();
   end_[op] = now;
   ++ops_done_;
+  if (stops()) --period_active_[period_index_[op]];
   runs_[op] = OpRun{};
   for (uint32_t k = dependents_begin_[op]; k < dependents_begin_[op + 1]; ++k) {
     const uint32_t d = dependents_[k];
@@ -574,6 +577,7 @@ void Executor::finish_op(uint32_t op) {
 }
 
 void Executor::became_ready(uint32_t op) {
+  ++period_active_[period_index_[op]];
   if (cfg_.boundaries == Boundaries::kPeriod) {
     // A period's first op to become ready opens the boundary; its other ops that become ready
     // in the same stop (the same event) join it.
@@ -592,11 +596,12 @@ void Executor::resume() {
 }
 
 std::vector<int32_t> Executor::active_periods() const {
+  // Counted as ops become ready and finish (with boundaries only): O(periods) per call, so a
+  // per-op control loop does not scan every op at every op.
+  RF_CHECK(stops(), "active_periods needs a workload loaded with boundaries ('period' or 'op')");
   std::vector<int32_t> out;
-  for (size_t i = 0; i < pending_.size(); ++i)
-    if (pending_[i] == 0 && end_[i] < 0) out.push_back(period(static_cast<uint32_t>(i)));
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (size_t p = 0; p < period_ids_.size(); ++p)
+    if (period_active_[p] > 0) out.push_back(period_ids_[p]);
   return out;
 }
 

@@ -97,7 +97,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// Clear the pending boundary and let the engine run on.
   void resume();
   /// Periods (sorted, distinct) with an op whose dependencies are done and that has not
-  /// finished: running, or ready and waiting out its compute gap.
+  /// finished: running, or ready and waiting out its compute gap. Only with boundaries.
   std::vector<int32_t> active_periods() const;
   /// The flows op `op` would create, run by its algorithm on the current paths without
   /// touching the network or the clock: bytes per directed (src, dst) GPU pair, sorted by
@@ -162,6 +162,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   // control-loop boundaries
   std::vector<uint32_t> period_index_;  ///< op -> dense period index
   std::vector<int64_t> period_epoch_;   ///< dense period -> epoch it was first seen in (-1: not yet)
+  std::vector<int32_t> period_ids_;     ///< dense period -> trace period id
+  std::vector<uint32_t> period_active_;  ///< dense period -> ops ready or running (with boundaries)
   int64_t epoch_ = 0;                   ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows

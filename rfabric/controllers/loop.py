@@ -139,7 +139,8 @@ class ControlLoop:
         now = int(sim.engine.now)
         plan = sim.current_circuits()
         lit = sim.engine.current_circuits_lit_at() <= now
-        failed = np.array([sim._link_down_at(int(p), now) for p in self.ocs_ports], dtype=bool)
+        down = [link for link in sim._link_changes if sim._link_down_at(link, now)]
+        failed = np.isin(self.ocs_ports, down) if down else np.zeros(len(self.ocs_ports), dtype=bool)
         used = np.zeros(sim.spec.num_links, dtype=bool)
         used[plan.a] = True
         used[plan.b] = True

@@ -23,7 +23,10 @@ class UniformController(Controller):
       are the same node (a circuit from a switch back to itself carries nothing); a port left
       over stays dark.
 
-    With no failures the plan is the fabric's initial one, so nothing changes. The plan does
+    The plan starts from the spec's initial circuits: a fabric built to follow a demand
+    (``MixNet(..., demand=D)``) starts from that demand's plan, and so does this controller;
+    build it without ``demand`` for the uniform baseline. With no failures the plan is the
+    fabric's initial one, so nothing changes. The plan does
     not depend on the intent: it is returned at every boundary and applied only when it
     differs from the plan in force (after a failure, or after another plan was installed).
     """
