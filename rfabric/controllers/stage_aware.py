@@ -823,32 +823,38 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     if not split():
         return 0
     removed = set()
-    for full, a, b in defaults:
-        rws = _missing(full, in_kept)
-        if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
-            continue
-        ends = _ends(rws)
-        if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
-            continue
-        victims = {owner[e] for e in ends if e in owner}
-        ok = True
-        for v in victims:
-            va, vb = new[v][1], new[v][2]
-            if v in removed or v >= n_alloc or pair_count[(min(va, vb), max(va, vb))] < 2:
-                ok = False
+    # candidates that free the fewest allocated channels first (none, then one, ...)
+    for budget in range(4):
+        for full, a, b in defaults:
+            rws = _missing(full, in_kept)
+            if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+                continue
+            ends = _ends(rws)
+            if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+                continue
+            victims = {owner[e] for e in ends if e in owner}
+            if len(victims) > budget:
+                continue
+            ok = True
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                if v in removed or v >= n_alloc or pair_count[(min(va, vb), max(va, vb))] < 2:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                pair_count[(min(va, vb), max(va, vb))] -= 1
+                removed.add(v)
+                for e in _ends(new[v][0]):
+                    owner.pop(e, None)
+            new.append((rws, a, b))
+            for e in ends:
+                owner[e] = len(new) - 1
+            parent[find(a)] = find(b)
+            if not split():
                 break
-        if not ok:
-            continue
-        for v in victims:
-            va, vb = new[v][1], new[v][2]
-            pair_count[(min(va, vb), max(va, vb))] -= 1
-            removed.add(v)
-            for e in _ends(new[v][0]):
-                owner.pop(e, None)
-        new.append((rws, a, b))
-        for e in ends:
-            owner[e] = len(new) - 1
-        parent[find(a)] = find(b)
         if not split():
             break
     for v in sorted(removed, reverse=True):
