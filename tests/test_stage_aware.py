@@ -252,11 +252,17 @@ def test_gen_keeps_its_plan_for_the_deployment_and_other_stages_keep_theirs(rf12
         for o, a, b in zip(p1.ocs.tolist(), p1.a.tolist(), p1.b.tolist(), strict=True)
         if pol[a][1] in gen_tors and pol[b][1] in gen_tors
     }
-    rows2 = {(o, min(a, b), max(a, b)) for o, a, b in zip(p2.ocs.tolist(), p2.a.tolist(), p2.b.tolist(), strict=True)}
+    rows2 = {
+        (o, min(a, b), max(a, b))
+        for o, a, b in zip(p2.ocs.tolist(), p2.a.tolist(), p2.b.tolist(), strict=True)
+    }
     assert gen_rows and gen_rows <= rows2
     # ... but not when gen is no longer active: train may take those ports
     p3 = ctl.plan(dataclasses.replace(train, period=4), view_for(spec, plan=p1, active=(4,)))
-    rows3 = {(o, min(a, b), max(a, b)) for o, a, b in zip(p3.ocs.tolist(), p3.a.tolist(), p3.b.tolist(), strict=True)}
+    rows3 = {
+        (o, min(a, b), max(a, b))
+        for o, a, b in zip(p3.ocs.tolist(), p3.a.tolist(), p3.b.tolist(), strict=True)
+    }
     assert not gen_rows <= rows3
 
 
@@ -271,8 +277,10 @@ def test_untouched_pods_keep_their_rows():
     def rows_of(p, pods):
         out = set()
         for o, a, b in zip(p.ocs.tolist(), p.a.tolist(), p.b.tolist(), strict=True):
-            ends = {lay.port_of_link[a][1] if lay.port_of_link[a][0] == "core" else -1,
-                    lay.port_of_link[b][1] if lay.port_of_link[b][0] == "core" else -1}
+            ends = {
+                lay.port_of_link[a][1] if lay.port_of_link[a][0] == "core" else -1,
+                lay.port_of_link[b][1] if lay.port_of_link[b][0] == "core" else -1,
+            }
             if lay.agg_pod.get(o) in pods or (o in lay.core_nodes and ends <= pods):
                 out.add((o, min(a, b), max(a, b)))
         return out
@@ -386,10 +394,20 @@ def ws_run():
     # shards cross the boundary, so the forest needs two waves of 16 circuits. t_ocs = 0:
     # the generator's weight sync starts the instant training ends (no slack), so only a
     # zero reconfiguration time lets its first wave commit in a safe window
-    tiny = rf.traces.ModelConfig(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000)
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
+    )
     trace = rf.traces.generate_rl(
-        model=tiny, train_gpus=128, gen_gpus=128, train=dict(tp=8, pp=2, dp=8), gen=dict(tp=8),
-        iterations=2, seed=3, global_batch=16, decode_steps_per_op=256, pod_gpus=64,
+        model=tiny,
+        train_gpus=128,
+        gen_gpus=128,
+        train=dict(tp=8, pp=2, dp=8),
+        gen=dict(tp=8),
+        iterations=2,
+        seed=3,
+        global_batch=16,
+        decode_steps_per_op=256,
+        pod_gpus=64,
     )
     top = rf.topologies.RFabric(256, core_ports=16)
     ctl = Recording()
@@ -402,8 +420,12 @@ def test_prepare_replays_each_shard_to_the_same_receivers_once(ws_run):
     new = ctl.prepare(trace, spec)
     ws_old = trace.table.filter(pc_equal(trace.table["stage"], "weight_sync"))
     ws_new = new.table.filter(pc_equal(new.table["stage"], "weight_sync"))
-    sent_old = trace.sent_bytes()[np.asarray(trace.table["stage"].cast("string").to_pylist()) == "weight_sync"].sum()
-    sent_new = new.sent_bytes()[np.asarray(new.table["stage"].cast("string").to_pylist()) == "weight_sync"].sum()
+    sent_old = trace.sent_bytes()[
+        np.asarray(trace.table["stage"].cast("string").to_pylist()) == "weight_sync"
+    ].sum()
+    sent_new = new.sent_bytes()[
+        np.asarray(new.table["stage"].cast("string").to_pylist()) == "weight_sync"
+    ].sum()
     assert sent_old == sent_new > 0
     assert set(ws_new["kind"].cast("string").to_pylist()) == {"send"} and ws_old.num_rows < ws_new.num_rows
     # new periods for the forest, after every period of the trace
@@ -485,9 +507,17 @@ def test_mixnet_controller_follows_a_skewed_all_to_all_end_to_end():
     hot = list(range(0, 16))
     cold = [list(range(16 * k, 16 * k + 16)) for k in range(1, 8)]
     trace = rf.traces.Trace.from_columns(
-        op_id=list(range(8)), stage="train", phase="fwd", kind="all_to_all", ranks=[hot, *cold],
-        size_bytes=[16 << 20] + [1 << 20] * 7, deps=[[]] * 8, compute_ps=50 * US, period=0,
-        algorithm="direct", gpus=128,
+        op_id=list(range(8)),
+        stage="train",
+        phase="fwd",
+        kind="all_to_all",
+        ranks=[hot, *cold],
+        size_bytes=[16 << 20] + [1 << 20] * 7,
+        deps=[[]] * 8,
+        compute_ps=50 * US,
+        period=0,
+        algorithm="direct",
+        gpus=128,
     )
     top = rf.topologies.MixNet(128)
     uni = rf.simulate(top, trace, controller=UniformController(), t_ocs="10us")

@@ -105,7 +105,10 @@ class MixNetController(Controller):
         if view.slack_ps < view.t_ocs_ps:
             self.log.append(
                 Decision(
-                    intent.period, intent.stage, "keep: slack", len(view.plan),
+                    intent.period,
+                    intent.stage,
+                    "keep: slack",
+                    len(view.plan),
                     f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps",
                 )
             )
@@ -127,8 +130,10 @@ class MixNetController(Controller):
             sel = m & (rs == r)
             np.add.at(
                 w,
-                (np.array([index[s] for s in ss[sel].tolist()], dtype=np.int64),
-                 np.array([index[s] for s in sd[sel].tolist()], dtype=np.int64)),
+                (
+                    np.array([index[s] for s in ss[sel].tolist()], dtype=np.int64),
+                    np.array([index[s] for s in sd[sel].tolist()], dtype=np.int64),
+                ),
                 np.asarray(intent.bytes, dtype=np.float64)[sel],
             )
             ports = [[p for p in reg.ports[r][i] if p not in failed] for i in range(k)]
@@ -140,7 +145,10 @@ class MixNetController(Controller):
         view.spec.validate_circuits(out, where=f"{self.name}, period {intent.period}")
         self.log.append(
             Decision(
-                intent.period, intent.stage, "commit", len(out),
+                intent.period,
+                intent.stage,
+                "commit",
+                len(out),
                 f"regions {touched}: {len(new)} circuits, {len(keep)} rows kept",
             )
         )

@@ -173,9 +173,13 @@ class StageAwareController(Controller):
         Cached templates by key.
     """
 
-    def __init__(self, granularity: str = "period", *, forest: bool = True, seeds_per_pod: int = 1, fanout: int = 2):
+    def __init__(
+        self, granularity: str = "period", *, forest: bool = True, seeds_per_pod: int = 1, fanout: int = 2
+    ):
         if granularity not in ("period", "op"):
-            raise SpecError(f"StageAwareController: granularity must be 'period' or 'op', got {granularity!r}")
+            raise SpecError(
+                f"StageAwareController: granularity must be 'period' or 'op', got {granularity!r}"
+            )
         self.granularity = granularity
         self.forest = bool(forest)
         self.seeds_per_pod = seeds_per_pod
@@ -244,7 +248,9 @@ class StageAwareController(Controller):
         tpl, first = self._template(lay, intent)
         if first:
             self.log.append(
-                Decision(intent.period, intent.stage, "cached template", len(view.plan), f"{len(tpl.tors)} ToRs")
+                Decision(
+                    intent.period, intent.stage, "cached template", len(view.plan), f"{len(tpl.tors)} ToRs"
+                )
             )
         self._period_tors[intent.period] = tpl.tors
         self._period_stage[intent.period] = intent.stage
@@ -256,9 +262,15 @@ class StageAwareController(Controller):
             done = self._committed.get(tpl.key)
             if done is not None and _contains(view.plan, done):
                 return self._keep(intent, view, "keep: deployment", "the deployment's circuits are in place")
-        forest_step = stage == "weight_sync" and intent.period in self._ws_periods and intent.period not in self._ws_first
+        forest_step = (
+            stage == "weight_sync"
+            and intent.period in self._ws_periods
+            and intent.period not in self._ws_first
+        )
         if view.slack_ps < view.t_ocs_ps and not forest_step:
-            return self._keep(intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps")
+            return self._keep(
+                intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
+            )
         ws_active = any(
             self._period_stage.get(int(p)) == "weight_sync" for p in view.active_periods if p != intent.period
         )
@@ -310,7 +322,12 @@ class StageAwareController(Controller):
         keep = [r for r in cur if not _in_pods(lay, r, pods)]
         used = {x for r in keep for x in (r[1], r[2])}
         for r in old:
-            if _in_pods(lay, r, pods) and r[1] not in used and r[2] not in used and not ({r[1], r[2]} & failed):
+            if (
+                _in_pods(lay, r, pods)
+                and r[1] not in used
+                and r[2] not in used
+                and not ({r[1], r[2]} & failed)
+            ):
                 keep.append(r)
                 used |= {r[1], r[2]}
         return _table(keep)
@@ -319,7 +336,6 @@ class StageAwareController(Controller):
 
     def _materialize(self, lay, view, base, D, pods, protected, forced_chains):
         """(plan, detail), or a str saying why the plan is infeasible."""
-        spec = view.spec
         failed = set(view.failed_ports.tolist())
         pods = set(pods)
         if forced_chains is not None:
@@ -358,7 +374,12 @@ class StageAwareController(Controller):
             ka, kb = pol.get(r[1]), pol.get(r[2])
             if ka and kb and ka[0] == kb[0] == "tor" and ka[1] in protected and kb[1] in protected:
                 kept.append(r)
-            elif ka and kb and {ka[0], kb[0]} == {"tor", "core"} and (r[1] in kept_core_ports or r[2] in kept_core_ports):
+            elif (
+                ka
+                and kb
+                and {ka[0], kb[0]} == {"tor", "core"}
+                and (r[1] in kept_core_ports or r[2] in kept_core_ports)
+            ):
                 kept.append(r)
         # a chain kept on the core side keeps its lift row, which may come after it: second pass
         kept_set = set(kept)
@@ -372,13 +393,18 @@ class StageAwareController(Controller):
 
         # 2. free ports of the re-planned PoDs
         free_tor: dict[tuple[int, int], list[int]] = {}  # (ToR, agg) -> links
-        for link, t, g in zip(lay.tor_port_link.tolist(), lay.tor_port_tor.tolist(), lay.tor_port_agg.tolist(), strict=True):
+        for link, t, g in zip(
+            lay.tor_port_link.tolist(), lay.tor_port_tor.tolist(), lay.tor_port_agg.tolist(), strict=True
+        ):
             if link not in taken and int(lay.tor_pod[t]) in pods:
                 free_tor.setdefault((t, g), []).append(link)
         free_core: dict[tuple[int, int, int], list[int]] = {}  # (PoD, agg, core) -> links
         for link, p, g, c in zip(
-            lay.core_port_link.tolist(), lay.core_port_pod.tolist(), lay.core_port_agg.tolist(),
-            lay.core_port_core.tolist(), strict=True,
+            lay.core_port_link.tolist(),
+            lay.core_port_pod.tolist(),
+            lay.core_port_agg.tolist(),
+            lay.core_port_core.tolist(),
+            strict=True,
         ):
             if link not in taken and p in pods:
                 free_core.setdefault((p, g, c), []).append(link)
@@ -403,7 +429,10 @@ class StageAwareController(Controller):
         else:
             inter = pod_of[:, None] != pod_of[None, :]
             P = np.zeros((lay.pods, lay.pods))
-            np.add.at(P, (np.repeat(pod_of, lay.num_tors), np.tile(pod_of, lay.num_tors)), (D * inter).ravel())
+            np.add.at(
+                P, (np.repeat(pod_of, lay.num_tors), np.tile(pod_of, lay.num_tors)), (D * inter).ravel()
+            )
+
             def agg(p, u_budget):
                 """allocate_circuits over PoD p's ToRs and its boundary endpoint U."""
                 tors = lay.pod_tors[p]
@@ -426,7 +455,9 @@ class StageAwareController(Controller):
                 for p in sorted(pods):
                     tors, C = agg(p, pod_budget[p])
                     access[p] = C[: len(tors), len(tors)].sum()
-                core_c = allocate_circuits(P, ~np.eye(lay.pods, dtype=bool), np.minimum(pod_budget, access), rate)
+                core_c = allocate_circuits(
+                    P, ~np.eye(lay.pods, dtype=bool), np.minimum(pod_budget, access), rate
+                )
             lifts = np.zeros(lay.num_tors, dtype=np.int64)
             intra_C = {}
             for p in sorted(pods):
@@ -653,14 +684,32 @@ class StageAwareController(Controller):
         if not is_ws.any():
             return trace
         pod_of = lay.tor_pod[lay.gpu_tor]
-        d_p = np.bincount(lay.core_port_pod, minlength=lay.pods) if lay.core_port_pod.size else np.zeros(lay.pods, np.int64)
+        d_p = (
+            np.bincount(lay.core_port_pod, minlength=lay.pods)
+            if lay.core_port_pod.size
+            else np.zeros(lay.pods, np.int64)
+        )
         d_p = np.maximum(d_p, 1)  # a single PoD crosses no boundary; the forest needs d_p >= 1 only to cross
         next_period = int(period.max()) + 1
         blocks = {}
         for r in np.flatnonzero(is_ws).tolist():
             blocks.setdefault((int(iteration[r]), int(period[r])), []).append(r)
-        out = {k: [] for k in ("op_id", "iteration", "stage", "phase", "kind", "ranks", "size_bytes",
-                               "algorithm", "deps", "compute_ps", "period")}
+        out = {
+            k: []
+            for k in (
+                "op_id",
+                "iteration",
+                "stage",
+                "phase",
+                "kind",
+                "ranks",
+                "size_bytes",
+                "algorithm",
+                "deps",
+                "compute_ps",
+                "period",
+            )
+        }
         m2n = a["m2n_senders"].astype(np.int64)
         has_m2n = "m2n_senders" in t.schema.names
         out_m2n = []
@@ -684,13 +733,23 @@ class StageAwareController(Controller):
                 if not shards:
                     continue
                 f = dissemination_forest(
-                    shards, pod_of, d_p, seeds_per_pod=self.seeds_per_pod, fanout=self.fanout,
-                    shard_bytes=sizes, max_circuits_per_edge=1,
+                    shards,
+                    pod_of,
+                    d_p,
+                    seeds_per_pod=self.seeds_per_pod,
+                    fanout=self.fanout,
+                    shard_bytes=sizes,
+                    max_circuits_per_edge=1,
                 )
                 self.forest_plan = f
                 ext_new = sorted({x for d in ext for x in new_id.get(d, [])})
                 cols = forest_ops(
-                    f, sizes, first_op_id=nid, deps=ext_new, iteration=key[0], period=next_period,
+                    f,
+                    sizes,
+                    first_op_id=nid,
+                    deps=ext_new,
+                    iteration=key[0],
+                    period=next_period,
                     compute_ps=0,
                 )
                 k = len(cols["op_id"])

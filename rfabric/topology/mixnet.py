@@ -61,6 +61,7 @@ def greedy_circuits(demand, free) -> list[tuple[int, int]]:
         have[i, j] += 1
     return out
 
+
 #: Servers per region when not given: 16 (128 GPUs), see the class docstring.
 REGION_SERVERS = 16
 
