@@ -524,3 +524,47 @@ def test_mixnet_controller_follows_a_skewed_all_to_all_end_to_end():
     mix = rf.simulate(top, trace, controller=MixNetController(), t_ocs="10us")
     assert mix.ops["end_ps"].to_numpy().max() < 0.5 * uni.ops["end_ps"].to_numpy().max()
     assert mix.run["plan_changes"] == 1
+
+
+def test_end_to_end_a_failed_port_is_masked_in_every_later_plan():
+    # two periods of the skewed all_to_all, the second after the first; one uplink of a hot
+    # ToR and one of a cold ToR fail mid-way through the first. The loop rejects any plan that
+    # uses a failed port, so finishing proves both plans masked them.
+    top = rf.topologies.RFabric(128, pxn=False)
+    spec = top.to_spec()
+    lay = RFabricLayout(spec)
+    groups = [HOT, *COLD]
+    n = len(groups)
+    trace = rf.traces.Trace.from_columns(
+        op_id=list(range(2 * n)),
+        stage="train",
+        phase="fwd",
+        kind="all_to_all",
+        ranks=groups * 2,
+        size_bytes=([4 << 20] + [256 << 10] * (n - 1)) * 2,
+        deps=[[]] * n + [list(range(n))] * n,
+        compute_ps=50 * US,
+        period=[0] * n + [1] * n,
+        algorithm="direct",
+        gpus=128,
+    )
+    ctl = Recording()
+    sim = rf.Simulation(top, trace, controller=ctl, t_ocs="10us")
+    bad = [
+        int(lay.tor_port_link[lay.tor_port_tor == lay.gpu_tor[0]][2]),
+        int(lay.tor_port_link[lay.tor_port_tor == lay.gpu_tor[9]][5]),
+    ]
+    for link in bad:
+        sim.fail_link(link, at="80us")
+    sim.run()
+    res = sim.results()
+    assert (res.ops["end_ps"].to_numpy() >= 0).all()
+    plans = [(i, p) for i, _, p in ctl.calls if p is not None]
+    assert [i.period for i, _ in plans] == [0, 1]
+    # the failure falls between the two boundaries (period 1 starts at about 146 us)
+    views = [v for _, v, _ in ctl.calls]
+    assert not views[0].failed.any() and set(views[1].failed_ports.tolist()) == set(bad)
+    first, second = plans[0][1], plans[1][1]
+    assert set(bad) & set(first.a.tolist() + first.b.tolist())  # in use before the failure
+    assert not set(bad) & set(second.a.tolist() + second.b.tolist())
+    assert_budgets(spec, lay, second, bad)
