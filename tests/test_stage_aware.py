@@ -568,3 +568,23 @@ def test_end_to_end_a_failed_port_is_masked_in_every_later_plan():
     assert set(bad) & set(first.a.tolist() + first.b.tolist())  # in use before the failure
     assert not set(bad) & set(second.a.tolist() + second.b.tolist())
     assert_budgets(spec, lay, second, bad)
+
+
+def test_bad_inputs_name_the_culprit(rf256):
+    ws = rf.traces.Trace.from_columns(
+        op_id=[0, 1],
+        stage=["train", "weight_sync"],
+        phase=["grad_sync", "broadcast"],
+        kind=["all_reduce", "all_gather"],
+        ranks=[[0, 8], [0, 128, 136]],
+        size_bytes=[1 << 20, 1 << 20],
+        deps=[[], [0]],
+        gpus=256,
+    )
+    with pytest.raises(rf.SpecError, match="weight-sync op 1 has kind 'all_gather'"):
+        StageAwareController().prepare(ws, rf256)
+    assert StageAwareController(forest=False).prepare(ws, rf256) is ws
+    with pytest.raises(rf.SpecError, match="MixNetController: fabric .* has no OCS whose ports are GPU NICs"):
+        MixNetController().plan(a2a_intent([[0, 8]], [1 << 20]), view_for(rf256))
+    with pytest.raises(rf.SpecError, match="MixNetController: granularity"):
+        MixNetController(granularity="layer")

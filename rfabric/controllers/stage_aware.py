@@ -810,7 +810,7 @@ class StageAwareController(Controller):
         for r in rws:
             if kind[r] not in ("broadcast", "send"):
                 raise SpecError(
-                    f"StageAwareController.prepare: weight-sync op {int(ids[r])} is a {kind[r]}; the forest "
+                    f"StageAwareController.prepare: weight-sync op {int(ids[r])} has kind {kind[r]!r}; the forest "
                     "replays broadcast and send ops only (pass forest=False to keep it)"
                 )
             fwd.setdefault(ranks[r][0], []).append(r)
