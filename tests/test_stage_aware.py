@@ -427,7 +427,29 @@ def test_prepare_replays_each_shard_to_the_same_receivers_once(ws_run):
         np.asarray(new.table["stage"].cast("string").to_pylist()) == "weight_sync"
     ].sum()
     assert sent_old == sent_new > 0
-    assert set(ws_new["kind"].cast("string").to_pylist()) == {"send"} and ws_old.num_rows < ws_new.num_rows
+    # Phase A: one send per seed; Phase B: one pipelined chain broadcast per fan-out tree
+    kinds = zip(
+        ws_new["phase"].cast("string").to_pylist(),
+        ws_new["kind"].cast("string").to_pylist(),
+        ws_new["algorithm"].cast("string").to_pylist(),
+        strict=True,
+    )
+    assert set(kinds) == {("inter_pod", "send", "direct"), ("intra_pod", "broadcast", "chain")}
+    sends = StageAwareController(fanout_ops="send").prepare(trace, spec)
+    ws_sends = sends.table.filter(pc_equal(sends.table["stage"], "weight_sync"))
+    assert set(ws_sends["kind"].cast("string").to_pylist()) == {"send"}
+    assert ws_old.num_rows < ws_new.num_rows < ws_sends.num_rows
+    # every GPU receives as many bytes in the replay as in the original weight sync
+
+    def received(t):
+        out = np.zeros(256, dtype=np.int64)
+        for r, size in zip(t["ranks"].to_pylist(), t["size_bytes"].to_pylist(), strict=True):
+            out[r[1:]] += size
+        return out
+
+    assert received(ws_old).sum() > 0
+    assert np.array_equal(received(ws_new), received(ws_old))
+    assert np.array_equal(received(ws_sends), received(ws_old))
     # new periods for the forest, after every period of the trace
     assert min(ws_new["period"].to_pylist()) > max(trace.table["period"].to_pylist())
     # each inter_pod broadcast's shard reaches, once each, its receiver and the receivers of
