@@ -4,6 +4,8 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
 from .forest import Forest, dissemination_forest, forest_ops
+from .mixnet import MixNetController
+from .stage_aware import StageAwareController
 from .static import StaticController
 from .uniform import UniformController
 
@@ -12,6 +14,8 @@ __all__ = [
     "FabricView",
     "Forest",
     "Intent",
+    "MixNetController",
+    "StageAwareController",
     "StaticController",
     "UniformController",
     "allocate_circuits",
