@@ -6,7 +6,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 
 from __future__ import annotations
 
-from . import bounds, controllers, topology, traces, units
+from . import bounds, controllers, cost, topology, traces, units
 from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
@@ -34,6 +34,7 @@ __all__ = [
     "bounds",
     "controllers",
     "collective",
+    "cost",
     "simulate",
     "topologies",
     "topology",
