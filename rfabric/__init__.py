@@ -6,7 +6,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 
 from __future__ import annotations
 
-from . import bounds, controllers, cost, topology, traces, units
+from . import bounds, controllers, cost, pareto, topology, traces, units
 from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
@@ -35,6 +35,7 @@ __all__ = [
     "controllers",
     "collective",
     "cost",
+    "pareto",
     "simulate",
     "topologies",
     "topology",
