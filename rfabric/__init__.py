@@ -14,6 +14,7 @@ from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
+from .sweep import sweep
 from .topology import Topology
 
 topologies = topology  # DESIGN §11 spells it rf.topologies
@@ -37,6 +38,7 @@ __all__ = [
     "cost",
     "pareto",
     "simulate",
+    "sweep",
     "topologies",
     "topology",
     "traces",

@@ -168,3 +168,24 @@ def test_gpu_price_adds_a_row_but_not_to_network_cost():
     assert cost.cluster_cost(fab, prices={"gpu": 30_000}) == cost.network_cost(fab) + 480_000
     with pytest.raises(rf.SpecError, match="no GPU price"):
         cost.cluster_cost(fab)
+
+
+def test_cost_cli_prints_the_bill(capsys):
+    from rfabric.cli import main
+
+    assert main(["cost", "topologies/rfabric_128_200g.toml", "--gpu-price", "25000"]) == 0
+    out = capsys.readouterr().out
+    assert "ocs_port" in out and "network total: 637,440.00 USD" in out and "network share" in out
+    # 128 x 1291 + 384 x 499 + 256 x 876 + 128 x 350 + 256 x 45 = 637,440
+    assert main(["cost", "FT-OS", "--gpus", "128", "--link", "400Gbps"]) == 0
+    assert "fat_tree-os3-128" in capsys.readouterr().out
+
+
+def test_cost_cli_reports_bad_prices_file(tmp_path, capsys):
+    from rfabric.cli import main
+
+    path = tmp_path / "bad.toml"
+    path.write_text('["400Gbps"]\nswitch = 1\n')
+    assert main(["cost", "FT", "--prices", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "'switch'" in err
