@@ -6,7 +6,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 
 from __future__ import annotations
 
-from . import bounds, controllers, topology, traces, units
+from . import bounds, controllers, cost, pareto, topology, traces, units
 from .collective import collective
 from .errors import SpecError, TraceError
 from .flows import Flows
@@ -14,6 +14,7 @@ from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
+from .sweep import sweep
 from .topology import Topology
 
 topologies = topology  # DESIGN §11 spells it rf.topologies
@@ -34,7 +35,10 @@ __all__ = [
     "bounds",
     "controllers",
     "collective",
+    "cost",
+    "pareto",
     "simulate",
+    "sweep",
     "topologies",
     "topology",
     "traces",

@@ -267,6 +267,72 @@ def cmd_collective(args) -> int:
     return 0
 
 
+def _fabric_arg(text: str, gpus: int, link: str):
+    """A topology preset (TOML path, or a name in the repository's topologies/ folder), or a
+    fabric name from rf.sweep's list ("FT", "FT-OS", "RFabric", ...) built at --gpus/--link."""
+    from .sweep import resolve_fabric
+    from .topology import load
+    from .units import parse_rate
+
+    path = Path(text)
+    if path.suffix == ".toml" or path.exists():
+        return load(path)
+    preset = Path(__file__).resolve().parent.parent / "topologies" / f"{text}.toml"
+    if preset.exists():
+        return load(preset)
+    return resolve_fabric(text, where="rfabric cost").build(gpus, parse_rate(link))
+
+
+def cmd_cost(args) -> int:
+    """Print a fabric's network bill of materials (DESIGN §8; prices: the paper's table 4)."""
+    from . import cost
+
+    fab = _fabric_arg(args.fabric, args.gpus, args.link)
+    bom = cost.bill_of_materials(fab, args.prices, gpu_price_usd=args.gpu_price)
+    prices = cost.load_prices(args.prices)
+    print(cost.format_bill(bom, f"{fab.name} ({fab.gpus} GPUs): network bill of materials"))
+    print(f"prices: {args.prices or 'rfabric/data/prices.toml'} ({prices.source})")
+    if args.output:
+        from .pareto import export
+
+        print(f"wrote {export(bom, args.output)}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    """Run a sweep described by a TOML file; print one line per point and where rows went."""
+    from .sweep import load_config, sweep
+
+    kwargs = load_config(args.config)
+    overrides = {"executor": args.executor, "out": args.output, "workers": args.workers}
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    if args.no_progress:
+        kwargs["progress"] = False
+    table = sweep(**kwargs)
+    rows = table.to_pylist()
+    for r in rows:
+        r["iteration_ms"] = r["iteration_time_s"] * 1e3
+        r["cost_kusd"] = r["network_cost_usd"] / 1e3
+    if rows:
+        print(
+            _table(
+                rows,
+                [
+                    ("fabric", "{}"),
+                    ("link_speed", "{}"),
+                    ("gpus", "{}"),
+                    ("workload", "{}"),
+                    ("cost_kusd", "{:,.1f}"),
+                    ("iteration_ms", "{:.3f}"),
+                    ("throughput_iter_per_s", "{:.2f}"),
+                    ("wall_s", "{:.2f}"),
+                ],
+            )
+        )
+    print(f"{len(rows)} points; rows in {kwargs.get('out', 'sweep.parquet')}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .units import parse_size
 
@@ -331,6 +397,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="next-hop choice among equal-cost paths (default: the fabric's own routing)",
     )
     c.set_defaults(func=cmd_collective)
+
+    k = sub.add_parser("cost", help="print a fabric's network bill of materials and cost")
+    k.add_argument(
+        "fabric",
+        help="topology preset (TOML path or a topologies/ name) or a fabric name (FT, FT-OS, RO, RFabric, ...)",
+    )
+    k.add_argument("--gpus", type=int, default=128, help="GPUs when FABRIC is a name (default 128)")
+    k.add_argument("--link", default="200Gbps", help="link speed when FABRIC is a name (default 200Gbps)")
+    k.add_argument("--prices", help="TOML file of prices laid over the paper's table 4")
+    k.add_argument("--gpu-price", type=float, help="USD per GPU (not in the paper): adds the cluster total")
+    k.add_argument("-o", "--output", help="write the bill as .csv or .parquet")
+    k.set_defaults(func=cmd_cost)
+
+    s = sub.add_parser(
+        "sweep", help="run a sweep of fabrics x link speeds x scales x workloads (TOML config)"
+    )
+    s.add_argument("config", help="sweep config (TOML); see README 'Sweeps'")
+    s.add_argument("--executor", choices=["local", "serial", "ray"], help="override the config's executor")
+    s.add_argument("--workers", type=int, help="processes (local) or CPUs (local Ray instance)")
+    s.add_argument("-o", "--output", help="override the config's out (Parquet)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_sweep)
 
     try:
         from .traces.cli import add_subcommand

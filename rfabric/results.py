@@ -19,6 +19,7 @@ __all__ = [
     "OP_SCHEMA",
     "STAGE_SCHEMA",
     "CIRCUIT_SCHEMA",
+    "SWEEP_SCHEMA",
     "RUN_KEYS",
     "BUSBW_FACTOR",
 ]
@@ -98,6 +99,50 @@ CIRCUIT_SCHEMA = pa.schema(
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
         ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
+    ]
+)
+
+#: One row per sweep point (``rf.sweep``). Times in seconds (``_s``), money in US dollars
+#: (``_usd``); a point whose workload did not finish has ``complete`` false and NaN times.
+SWEEP_SCHEMA = pa.schema(
+    [
+        ("point", pa.int64()),  # index in the grid (fabric, link, gpus, workload; last fastest)
+        ("config_id", pa.string()),  # hash of everything that determines the row (resume key)
+        ("fabric", pa.string()),  # the fabric's label in the sweep ("FT", "FT-OS", ...)
+        ("family", pa.string()),  # Topology.family
+        ("topology", pa.string()),  # Topology.name
+        ("link_speed", pa.string()),  # e.g. "200Gbps"
+        ("link_bps", pa.int64()),
+        ("gpus", pa.int64()),
+        ("workload", pa.string()),  # the workload's label
+        ("controller", pa.string()),  # controller class or name; "none" without one
+        ("seed", pa.int64()),  # engine seed, derived from the sweep seed and the point
+        ("workload_seed", pa.int64()),  # seed of a generated workload (sweep seed, workload, gpus)
+        ("network_cost_usd", pa.float64()),  # rf.cost.network_cost
+        ("cluster_cost_usd", pa.float64()),  # network + GPUs; null without a GPU price
+        ("complete", pa.bool_()),  # every flow / op finished
+        ("makespan_s", pa.float64()),  # simulated time from 0 to the last flow's or op's end
+        ("iterations", pa.int64()),  # RL iterations in the trace; 1 for a flow set
+        ("iteration_time_s", pa.float64()),  # makespan_s / iterations
+        ("throughput_iter_per_s", pa.float64()),  # iterations / makespan_s
+        ("samples_per_s", pa.float64()),  # global_batch x iterations / makespan_s; null if unknown
+        ("throughput_per_musd", pa.float64()),  # throughput_iter_per_s per million USD of network
+        ("stage_gen_s", pa.float64()),  # per stage: sum over iterations of first start to last end
+        ("stage_response_stream_s", pa.float64()),
+        ("stage_train_s", pa.float64()),
+        ("stage_weight_sync_s", pa.float64()),
+        ("stage_s", pa.map_(pa.string(), pa.float64())),  # every stage of the trace, by name
+        ("events", pa.int64()),  # engine counters (Results.run)
+        ("packets", pa.int64()),
+        ("packet_hops", pa.int64()),
+        ("drops", pa.int64()),
+        ("ecn_marks", pa.int64()),
+        ("pfc_pauses", pa.int64()),
+        ("flows", pa.int64()),
+        ("flows_done", pa.int64()),
+        ("sim_ps", pa.int64()),
+        ("deadlock", pa.bool_()),
+        ("wall_s", pa.float64()),  # wall-clock seconds for the point (build, price, simulate)
     ]
 )
 

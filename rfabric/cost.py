@@ -1,0 +1,310 @@
+"""Network cost: a bill of materials counted from a fabric's own node and link tables.
+
+Nothing here knows the fabric families: the counts come from the ``NetworkSpec`` (node kinds,
+servers, link rates), so a user's Topology subclass is priced with no extra code. Rules
+(DESIGN §8), applied to every link of the spec:
+
+* **Scale-up links are not network cost.** A link with an NVSwitch at either end, or whose
+  two ends sit in the same server (NVLink), belongs to the server and is left out.
+* Every other link is an **optical link**: **one fibre**, priced at the link's speed.
+* Each end of it adds, by the kind of node it ends at:
+
+  - ``gpu``: a **NIC** port and a **transceiver** (one NIC per GPU in every built-in fabric,
+    each GPU having one network link);
+  - ``eps`` (electrical packet switch): a **switch port** and a **transceiver**;
+  - ``ocs``: an **OCS port** (light passes through: no transceiver);
+  - ``patch_panel``: a **patch-panel port** (no transceiver).
+
+* Only connected ports are counted. Table 4 prices a packet switch *per port* (a listed
+  switch's price over its port count), so a switch is charged for the ports the fabric
+  wires; ports a partly used switch leaves dark are not charged (for example the core
+  switches that FatTree keeps whole at 128 GPUs). OCS and patch-panel ports likewise.
+
+Prices per link speed (100/200/400/800 Gbps) are Table 4 of the OrchestrRL paper
+(Appendix G), shipped as ``rfabric/data/prices.toml`` with the listing cited for each figure.
+Override them with a dict or a TOML file of the same shape (only the figures that change)::
+
+    rf.cost.network_cost(fab, prices={"400Gbps": {"transceiver": 650}})
+    rf.cost.network_cost(fab, prices="my_prices.toml")
+
+A GPU price (``gpu`` in the prices, or ``gpu_price_usd=``) is not in the paper; give it to
+get a ``gpu`` row in the bill and :func:`cluster_cost` for cost-per-throughput figures.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import SpecError
+from .spec import NODE_KINDS, NetworkSpec
+from .units import format_rate, parse_rate
+
+__all__ = [
+    "COMPONENTS",
+    "BOM_SCHEMA",
+    "Prices",
+    "load_prices",
+    "bill_of_materials",
+    "network_cost",
+    "cluster_cost",
+    "format_bill",
+]
+
+#: Priced components, in bill order. Units: one NIC port, one pluggable optic, one packet-switch
+#: port, one OCS port, one patch-panel port, one fibre cable.
+COMPONENTS = ("nic", "transceiver", "switch_port", "ocs_port", "patch_panel_port", "fiber")
+
+BOM_SCHEMA = pa.schema(
+    [
+        ("component", pa.string()),  # a COMPONENTS name, or "gpu"
+        ("link_speed", pa.string()),  # e.g. "200Gbps"; null for the gpu row
+        ("link_bps", pa.int64()),  # the same speed in bit/s; null for the gpu row
+        ("count", pa.int64()),
+        ("unit_price_usd", pa.float64()),
+        ("total_usd", pa.float64()),  # count x unit_price_usd
+    ]
+)
+
+_DEFAULT_FILE = "prices.toml"
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Unit prices in USD: ``by_speed[rate_bps][component]``; ``where[(rate_bps, component)]``
+    says which file or dict each figure came from; ``gpu_usd`` is the optional GPU price."""
+
+    by_speed: dict[int, dict[str, float]]
+    where: dict[tuple[int, str], str] = field(repr=False)
+    gpu_usd: float | None = None
+    source: str = ""
+
+    def unit(self, rate_bps: int, component: str, context: str) -> float:
+        """The price of one ``component`` at ``rate_bps``; SpecError naming ``context`` if none."""
+        row = self.by_speed.get(int(rate_bps))
+        if row is None:
+            speeds = ", ".join(format_rate(r) for r in sorted(self.by_speed))
+            raise SpecError(
+                f"{context}: link speed {format_rate(rate_bps)} has no prices "
+                f'(priced speeds: {speeds}; add a ["{format_rate(rate_bps)}"] table to the prices)'
+            )
+        if component not in row:
+            raise SpecError(
+                f"{context}: no price for {component!r} at {format_rate(rate_bps)} "
+                f"(prices for that speed come from {self._origin(rate_bps)})"
+            )
+        return row[component]
+
+    def _origin(self, rate_bps: int) -> str:
+        names = sorted({w for (r, _), w in self.where.items() if r == rate_bps})
+        return ", ".join(names) or "nowhere"
+
+
+def _check_price(value, key: str, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise SpecError(f"{where}: {key} must be a non-negative number of USD, got {value!r}")
+    return float(value)
+
+
+def _merge(prices: Prices, doc: Mapping, where: str) -> Prices:
+    """``prices`` with the figures of ``doc`` (a parsed prices file or dict) laid over it."""
+    if not isinstance(doc, Mapping):
+        raise SpecError(f"{where}: prices must be a table (dict), got {type(doc).__name__}")
+    by_speed = {r: dict(row) for r, row in prices.by_speed.items()}
+    origin = dict(prices.where)
+    gpu = prices.gpu_usd
+    source = prices.source
+    for key, value in doc.items():
+        if key == "source":
+            if not isinstance(value, Mapping):
+                raise SpecError(f"{where}: [source] must be a table of text fields")
+            source = "; ".join(f"{k}: {v}" for k, v in value.items())
+            continue
+        if key == "gpu":
+            gpu = _check_price(value, "gpu", where)
+            continue
+        try:
+            rate = parse_rate(key)
+        except SpecError:
+            raise SpecError(
+                f'{where}: unknown key {key!r}: expected a link speed such as "200Gbps" '
+                f"(a table of {', '.join(COMPONENTS)}), 'gpu' or 'source'"
+            ) from None
+        if not isinstance(value, Mapping):
+            raise SpecError(f"{where}: [{key!r}] must be a table of component prices, got {value!r}")
+        row = by_speed.setdefault(rate, {})
+        for comp, usd in value.items():
+            if comp not in COMPONENTS:
+                raise SpecError(
+                    f"{where}: [{key!r}] unknown component {comp!r} (known: {', '.join(COMPONENTS)})"
+                )
+            row[comp] = _check_price(usd, f"[{key!r}] {comp}", where)
+            origin[(rate, comp)] = where
+    return Prices(by_speed=by_speed, where=origin, gpu_usd=gpu, source=source)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such prices file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+
+
+def default_prices() -> Prices:
+    """Table 4 of the paper, as shipped in ``rfabric/data/prices.toml``."""
+    ref = resources.files("rfabric") / "data" / _DEFAULT_FILE
+    with ref.open("rb") as fh:
+        doc = tomllib.load(fh)
+    return _merge(Prices({}, {}), doc, f"rfabric/data/{_DEFAULT_FILE}")
+
+
+def load_prices(prices=None) -> Prices:
+    """Resolve a ``prices`` argument: None (Table 4), a dict or a TOML path laid over Table 4,
+    or a ``Prices`` (used as is). Unknown keys raise SpecError naming the key and the file."""
+    if isinstance(prices, Prices):
+        return prices
+    base = default_prices()
+    if prices is None:
+        return base
+    if isinstance(prices, (str, Path)):
+        path = Path(prices)
+        return _merge(base, _read_toml(path), str(path))
+    if isinstance(prices, Mapping):
+        return _merge(base, prices, "prices dict")
+    raise SpecError(
+        f"prices: expected None, a dict, a TOML path or rf.cost.Prices, got {type(prices).__name__}"
+    )
+
+
+def _spec(fabric) -> NetworkSpec:
+    if isinstance(fabric, NetworkSpec):
+        return fabric
+    to_spec = getattr(fabric, "to_spec", None)
+    if to_spec is None:
+        raise SpecError(f"cost: expected a Topology or NetworkSpec, got {type(fabric).__name__}")
+    return to_spec()
+
+
+def _count(spec: NetworkSpec) -> dict[tuple[str, int], int]:
+    """(component, rate_bps) -> count, by the module's rules."""
+    kind = spec.nodes.kind
+    server = spec.nodes.server
+    src, dst, rate = spec.links.src, spec.links.dst, spec.links.rate_bps
+    nvs = NODE_KINDS["nvswitch"]
+    same_server = (server[src] >= 0) & (server[src] == server[dst])
+    network = ~((kind[src] == nvs) | (kind[dst] == nvs) | same_server)
+    counts: dict[tuple[str, int], int] = {}
+
+    def add(component: str, rates: np.ndarray) -> None:
+        values, n = np.unique(rates, return_counts=True)
+        for r, c in zip(values.tolist(), n.tolist(), strict=True):
+            counts[(component, r)] = counts.get((component, r), 0) + c
+
+    add("fiber", rate[network])
+    ends = {"gpu": ("nic", "transceiver"), "eps": ("switch_port", "transceiver")}
+    ends.update(ocs=("ocs_port",), patch_panel=("patch_panel_port",))
+    for end in (src, dst):
+        k = kind[end]
+        for node_kind, components in ends.items():
+            sel = network & (k == NODE_KINDS[node_kind])
+            for comp in components:
+                add(comp, rate[sel])
+    return counts
+
+
+def bill_of_materials(fabric, prices=None, *, gpu_price_usd: float | None = None) -> pa.Table:
+    """The fabric's network bill of materials (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    fabric : Topology or NetworkSpec
+    prices : None, dict, str or Path, or Prices
+        Unit prices in USD; default Table 4 of the paper. A dict or TOML file overrides only
+        the figures it gives: ``{"200Gbps": {"transceiver": 450}, "gpu": 30000}``.
+    gpu_price_usd : float, optional
+        USD per GPU (overrides ``gpu`` in the prices); when known, the bill ends with a
+        ``gpu`` row (one per GPU), which :func:`network_cost` leaves out.
+
+    Returns
+    -------
+    pyarrow.Table
+        ``BOM_SCHEMA``: component, link_speed, link_bps, count, unit_price_usd, total_usd;
+        one row per (component, speed) in ``COMPONENTS`` order, then by speed.
+    """
+    spec = _spec(fabric)
+    p = load_prices(prices)
+    counts = _count(spec)
+    rows = []
+    for comp in COMPONENTS:
+        for rate in sorted(r for c, r in counts if c == comp):
+            n = counts[(comp, rate)]
+            unit = p.unit(rate, comp, f"{spec.name}: {comp} of a {format_rate(rate)} link")
+            rows.append((comp, format_rate(rate), rate, n, unit, n * unit))
+    gpu = p.gpu_usd if gpu_price_usd is None else _check_price(gpu_price_usd, "gpu_price_usd", "cost")
+    if gpu is not None:
+        rows.append(("gpu", None, None, spec.num_gpus, gpu, spec.num_gpus * gpu))
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * len(BOM_SCHEMA)
+    return pa.table({f.name: pa.array(list(c), f.type) for f, c in zip(BOM_SCHEMA, cols, strict=True)})
+
+
+def network_cost(fabric, prices=None) -> float:
+    """Total network cost in USD (the bill of materials without GPUs)."""
+    bom = bill_of_materials(fabric, prices, gpu_price_usd=None)
+    comp = bom["component"].to_pylist()
+    return float(sum(t for c, t in zip(comp, bom["total_usd"].to_pylist(), strict=True) if c != "gpu"))
+
+
+def cluster_cost(fabric, prices=None, *, gpu_price_usd: float | None = None) -> float:
+    """Network cost plus GPUs, in USD. Needs a GPU price (``gpu_price_usd`` or ``gpu`` in the
+    prices): the paper gives none, so there is no default."""
+    p = load_prices(prices)
+    gpu = p.gpu_usd if gpu_price_usd is None else _check_price(gpu_price_usd, "gpu_price_usd", "cost")
+    if gpu is None:
+        raise SpecError("cluster_cost: no GPU price (pass gpu_price_usd=, or set 'gpu' in the prices)")
+    return network_cost(fabric, p) + _spec(fabric).num_gpus * gpu
+
+
+def format_bill(bom: pa.Table, title: str = "") -> str:
+    """The bill as aligned text, with the network total (and the cluster total with GPUs)."""
+    head = ("component", "speed", "count", "unit USD", "total USD")
+    body = [
+        (
+            r["component"],
+            r["link_speed"] or "",
+            f"{r['count']:,}",
+            f"{r['unit_price_usd']:,.2f}",
+            f"{r['total_usd']:,.2f}",
+        )
+        for r in bom.to_pylist()
+    ]
+    net = sum(r["total_usd"] for r in bom.to_pylist() if r["component"] != "gpu")
+    width = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+
+    def line(cells):
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, width, strict=True))
+        )
+
+    out = [title] if title else []
+    out += [line(head), line(["-" * w for w in width]), *(line(b) for b in body)]
+    out.append(f"network total: {net:,.2f} USD")
+    gpus = [r for r in bom.to_pylist() if r["component"] == "gpu"]
+    if gpus:
+        total = net + gpus[0]["total_usd"]
+        out.append(f"cluster total (network + GPUs): {total:,.2f} USD; network share {net / total:.1%}")
+    return "\n".join(out)

@@ -1,0 +1,294 @@
+"""rf.sweep: reproducible rows whatever the executor, resume, configs and their errors."""
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import rfabric as rf
+import rfabric.sweep  # noqa: F401  (rf.sweep is the function; the module is in sys.modules)
+from rfabric.results import SWEEP_SCHEMA
+
+sweep_mod = sys.modules["rfabric.sweep"]
+
+PERM = {"flows": {"pattern": "permutation", "size": "64KiB"}}
+GRID = dict(fabrics=["FT", "RFabric"], links=["100Gbps", "200Gbps"], gpus=[16], workload=PERM)
+
+
+def without_wall(table):
+    return table.drop_columns(["wall_s"])
+
+
+def test_rows_have_the_schema_cost_and_performance(tmp_path):
+    out = tmp_path / "s.parquet"
+    t = rf.sweep(**GRID, executor="serial", out=out, progress=False)
+    assert t.schema == SWEEP_SCHEMA and t.num_rows == 4
+    assert [(r["fabric"], r["link_speed"]) for r in t.to_pylist()] == [
+        ("FT", "100Gbps"),
+        ("FT", "200Gbps"),
+        ("RFabric", "100Gbps"),
+        ("RFabric", "200Gbps"),
+    ]
+    for r in t.to_pylist():
+        fab = sweep_mod.resolve_fabric(r["fabric"]).build(16, r["link_bps"])
+        assert r["network_cost_usd"] == rf.cost.network_cost(fab)
+        assert r["complete"] and r["flows"] == r["flows_done"] == 16
+        assert r["iteration_time_s"] == r["makespan_s"] > 0  # a flow set is one iteration
+        assert r["throughput_iter_per_s"] == pytest.approx(1 / r["makespan_s"])
+        assert r["controller"] == "none" and r["cluster_cost_usd"] is None
+    # 64 KiB at 200 Gb/s finishes before 64 KiB at 100 Gb/s
+    ms = {(r["fabric"], r["link_speed"]): r["makespan_s"] for r in t.to_pylist()}
+    assert ms[("FT", "200Gbps")] < ms[("FT", "100Gbps")]
+    assert pq.read_table(out).equals(t)
+    assert not (tmp_path / "s.parquet.parts").exists()
+
+
+def test_two_runs_and_the_local_pool_give_identical_rows(tmp_path):
+    a = rf.sweep(**GRID, executor="serial", out=None, progress=False)
+    b = rf.sweep(**GRID, executor="serial", out=None, progress=False)
+    c = rf.sweep(**GRID, executor="local", workers=2, out=tmp_path / "c.parquet", progress=False)
+    assert without_wall(a).equals(without_wall(b))
+    assert without_wall(a).equals(without_wall(c))
+
+
+def test_ray_executor_gives_the_same_rows(tmp_path):
+    pytest.importorskip("ray")
+    a = rf.sweep(**GRID, executor="serial", out=None, progress=False)
+    b = rf.sweep(**GRID, executor="ray", workers=2, out=tmp_path / "r.parquet", progress=False)
+    assert without_wall(a).equals(without_wall(b))
+
+
+def test_rows_do_not_depend_on_grid_order():
+    a = rf.sweep(**GRID, executor="serial", out=None, progress=False)
+    b = rf.sweep(**dict(GRID, fabrics=["RFabric", "FT"]), executor="serial", out=None, progress=False)
+    key = ["fabric", "link_speed"]
+    a_rows = {tuple(r[k] for k in key): r for r in without_wall(a).drop_columns(["point"]).to_pylist()}
+    b_rows = {tuple(r[k] for k in key): r for r in without_wall(b).drop_columns(["point"]).to_pylist()}
+    assert a_rows == b_rows
+
+
+def test_seeds_are_a_stable_hash_of_sweep_seed_and_point():
+    key = "fabric=FT|link=200Gbps|gpus=16|workload=x|controller=none"
+    digest = hashlib.sha256(f"7\x1fengine\x1f{key}".encode()).digest()
+    assert sweep_mod.derive_seed(7, "engine", key) == int.from_bytes(digest[:8], "little") % 2**31
+    t = rf.sweep(**dict(GRID, links=["200Gbps"]), executor="serial", out=None, progress=False, seed=7)
+    assert t["seed"].to_pylist() == [
+        sweep_mod.derive_seed(
+            7, "engine", f"fabric={f}|link=200Gbps|gpus=16|workload=permutation 64KiB|controller=none"
+        )
+        for f in ("FT", "RFabric")
+    ]
+    # the workload's seed does not depend on the fabric: every fabric replays the same flows
+    assert len(set(t["workload_seed"].to_pylist())) == 1
+    other = rf.sweep(**dict(GRID, links=["200Gbps"]), executor="serial", out=None, progress=False, seed=8)
+    assert other["seed"].to_pylist() != t["seed"].to_pylist()
+
+
+CALLS = []
+FAIL_AT = {"gpus": None}
+
+
+def flaky_fat_tree(gpus, link):
+    """A fabric factory that fails at one scale while FAIL_AT says so (a crashed point)."""
+    CALLS.append((gpus, link))
+    if gpus == FAIL_AT["gpus"]:
+        raise rf.SpecError(f"injected failure at {gpus} GPUs")
+    return rf.topologies.FatTree(gpus, link)
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
+    grid = dict(fabrics={"FT": flaky_fat_tree}, links=["200Gbps"], gpus=[16, 24, 32], workload=PERM)
+    whole = rf.sweep(**grid, executor="serial", out=tmp_path / "whole.parquet", progress=False)
+
+    out = tmp_path / "resumed.parquet"
+    FAIL_AT["gpus"] = 32  # the third point fails: the first two are on disk
+    CALLS.clear()
+    with pytest.raises(
+        rf.SpecError, match=r"^sweep: sweep point fabric=FT\|link=200Gbps\|gpus=32.*injected failure"
+    ):
+        rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert len(list((tmp_path / "resumed.parquet.parts").glob("*.parquet"))) == 2
+    assert not out.exists()
+
+    FAIL_AT["gpus"] = None
+    CALLS.clear()
+    resumed = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert CALLS == [(32, 200 * 10**9)]  # only the missing point ran
+    assert without_wall(resumed).equals(without_wall(whole))
+    assert not (tmp_path / "resumed.parquet.parts").exists()
+
+    CALLS.clear()
+    again = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert CALLS == [] and again.equals(resumed)  # a finished sweep reruns nothing
+
+
+def test_a_changed_configuration_does_not_reuse_rows(tmp_path):
+    out = tmp_path / "s.parquet"
+    a = rf.sweep(**GRID, executor="serial", out=out, progress=False)
+    b = rf.sweep(**GRID, executor="serial", out=out, progress=False, prices={"200Gbps": {"nic": 0}})
+    assert set(a["config_id"].to_pylist()).isdisjoint(b["config_id"].to_pylist())
+    cheaper = {(r["fabric"], r["link_speed"]): r["network_cost_usd"] for r in b.to_pylist()}
+    for r in a.to_pylist():
+        saved = 16 * 1291 if r["link_speed"] == "200Gbps" else 0
+        assert cheaper[(r["fabric"], r["link_speed"])] == r["network_cost_usd"] - saved
+
+
+def test_workload_forms_trace_flows_factory_and_rl_generator():
+    flows = rf.Flows.permutation(16, 1 << 16, seed=3)
+
+    def make(gpus, seed):
+        return rf.Flows.permutation(gpus, 1 << 16, seed=seed)
+
+    rl = {
+        "generate_rl": {
+            "model": {"base": "qwen2.5-14b", "layers": 1},
+            "global_batch": 4,
+            "decode_steps_per_op": 1024,
+        }
+    }
+    t = rf.sweep(
+        fabrics=["FT"],
+        links=["200Gbps"],
+        gpus=[16],
+        workload={"fixed": flows, "made": make, "rl": rl},
+        executor="serial",
+        out=None,
+        progress=False,
+        gpu_price_usd=20_000,
+    )
+    rows = {r["workload"]: r for r in t.to_pylist()}
+    assert set(rows) == {"fixed", "made", "rl"}
+    assert rows["fixed"]["flows"] == rows["made"]["flows"] == 16
+    r = rows["rl"]
+    assert r["complete"] and r["iterations"] == 1
+    assert r["samples_per_s"] == pytest.approx(4 / r["makespan_s"])
+    assert r["stage_train_s"] > 0 and r["stage_weight_sync_s"] > 0
+    assert dict(r["stage_s"])["train"] == r["stage_train_s"]
+    assert r["cluster_cost_usd"] == r["network_cost_usd"] + 16 * 20_000
+
+
+def test_controller_is_passed_to_simulate_fresh_per_point(monkeypatch):
+    seen = []
+    real = rf.simulation.simulate
+
+    def spy(fab, workload, **kwargs):
+        ctrl = kwargs.pop("controller")
+        seen.append(ctrl)
+        ctrl.calls += 1
+        return real(fab, workload, **kwargs)
+
+    class Recorder:
+        name = "recorder"
+
+        def __init__(self):
+            self.calls = 0
+
+    monkeypatch.setattr(rf.simulation, "simulate", spy)
+    proto = Recorder()
+    t = rf.sweep(**GRID, controller=proto, executor="serial", out=None, progress=False)
+    assert t["controller"].to_pylist() == ["recorder"] * 4
+    assert len(seen) == 4 and len({id(c) for c in seen}) == 4 and proto.calls == 0
+    assert all(c.calls == 1 for c in seen)  # a deep copy per point: no state crosses points
+
+
+def test_unpicklable_factories_are_named_for_process_executors():
+    with pytest.raises(rf.SpecError, match="define factories at module level"):
+        rf.sweep(
+            **dict(GRID, fabrics={"L": lambda g, link: rf.topologies.FatTree(g, link)}),
+            out=None,
+            progress=False,
+        )
+
+
+def test_progress_bar(capsys):
+    rf.sweep(**dict(GRID, links=["200Gbps"]), executor="serial", out=None, progress=True)
+    err = capsys.readouterr().err
+    assert "sweep" in err and "2/2" in err
+
+
+def write(tmp_path, text: str, name="sweep.toml") -> Path:
+    """Write a config file; GOOD's {extra} (top-level keys) defaults to nothing."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+GOOD = """
+fabrics = ["FT", {{ name = "FT-OS k8", family = "fat_tree", oversubscription = 3, radix = 8 }}]
+links = [{links}]
+gpus = [16]
+executor = "serial"
+out = "rows.parquet"
+{extra}
+{workload}
+"""
+WORKLOAD = '[workload.flows]\npattern = "permutation"\nsize = "64KiB"\n'
+
+
+def test_config_file_and_cli(tmp_path, capsys):
+    from rfabric.cli import main
+
+    path = write(tmp_path, GOOD.format(links='"100Gbps", "200Gbps"', workload=WORKLOAD, extra=""))
+    assert main(["sweep", str(path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "FT-OS k8" in out and "4 points" in out
+    t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
+    assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
+    assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
+
+
+@pytest.mark.parametrize(
+    "links, workload, message",
+    [
+        ('"200Gbps"', WORKLOAD.replace("permutation", "ring"), r"unknown flows pattern 'ring'"),
+        ('"200Gbs"', WORKLOAD, r"links\[0\]: .*200Gbs"),
+        ('"200Gbps"', "", r"missing key 'workload'"),
+        ('"200Gbps"', "[workload.generate_rl]\ntrain_gpus = 8\n", r"workload: generate_rl needs 'model'"),
+    ],
+)
+def test_bad_configs_name_the_key_and_file(tmp_path, links, workload, message):
+    path = write(tmp_path, GOOD.format(links=links, workload=workload, extra=""))
+    with pytest.raises(rf.SpecError, match=rf"{path.name}.*{message}|{message}.*{path.name}") as info:
+        sweep_mod.run_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_fabric_and_unknown_key_name_the_file(tmp_path):
+    path = write(
+        tmp_path,
+        GOOD.format(links='"200Gbps"', workload=WORKLOAD, extra="").replace('"FT",', '"FT", "Torus",'),
+    )
+    with pytest.raises(rf.SpecError, match=rf"{path}: fabrics\[1\]: unknown fabric 'Torus'"):
+        sweep_mod.run_config(path)
+    path = write(tmp_path, GOOD.format(links='"200Gbps"', workload=WORKLOAD, extra="fabric_list = []"))
+    with pytest.raises(rf.SpecError, match=rf"{path}: unknown key\(s\) fabric_list"):
+        sweep_mod.run_config(path)
+
+
+def test_unknown_price_key_in_a_sweep_names_the_prices_file(tmp_path):
+    prices = write(tmp_path, '["200Gbps"]\nswitch = 700\n', name="prices.toml")
+    path = write(tmp_path, GOOD.format(links='"200Gbps"', workload=WORKLOAD, extra='prices = "prices.toml"'))
+    with pytest.raises(rf.SpecError, match=rf"{prices}: \['200Gbps'\] unknown component 'switch'"):
+        sweep_mod.run_config(path)
+
+
+def test_bad_arguments_to_sweep():
+    with pytest.raises(rf.SpecError, match="unknown executor 'dask'"):
+        rf.sweep(**GRID, executor="dask", out=None)
+    with pytest.raises(rf.SpecError, match="sweep: workload: missing workload"):
+        rf.sweep(**dict(GRID, workload=None), out=None)
+    with pytest.raises(rf.SpecError, match=r"sweep: gpus\[0\]: expected a positive integer"):
+        rf.sweep(**dict(GRID, gpus=[0]), out=None)
+    with pytest.raises(rf.SpecError, match="fabric 'FT' appears twice"):
+        rf.sweep(**dict(GRID, fabrics=["FT", "FT"]), out=None)
+    with pytest.raises(rf.SpecError, match="built fabric"):
+        rf.sweep(**dict(GRID, fabrics=[rf.topologies.FatTree(16)]), out=None)
+
+
+def test_fabric_names():
+    assert sweep_mod.resolve_fabric("FT-OS").build(128, 200 * 10**9).oversubscription == 3
+    assert sweep_mod.resolve_fabric("FT-OS7").build(128, 200 * 10**9).tor_ports == (14, 2)
+    for name, family in [("RO", "rail_optimized"), ("fat_tree", "fat_tree"), ("TopoOpt", "topoopt")]:
+        assert sweep_mod.resolve_fabric(name).build(16, 100 * 10**9).family == family
