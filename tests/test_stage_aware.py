@@ -618,3 +618,12 @@ def test_plans_are_deterministic(rf256):
     plans = [StageAwareController().plan(intent, view_for(rf256, failed=failed)) for _ in range(2)]
     for col in ("ocs", "a", "b"):
         assert np.array_equal(getattr(plans[0], col), getattr(plans[1], col))
+
+
+def test_op_granularity_tries_a_weight_sync_period_once(rf256):
+    ctl = StageAwareController(granularity="op")
+    sync = a2a_intent([[0, 128], [8, 136]], [64 << 20, 64 << 20], period=7, stage="weight_sync")
+    assert ctl.plan(sync, view_for(rf256, slack_ps=0)) is None  # no safe window at its first op
+    assert ctl.plan(sync, view_for(rf256)) is None  # a later op of the same period: not again
+    assert [d.action for d in ctl.log][-2:] == ["keep: slack", "keep: same broadcast"]
+    assert ctl.plan(dataclasses.replace(sync, period=8), view_for(rf256)) is not None

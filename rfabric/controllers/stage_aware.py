@@ -93,7 +93,8 @@ class StageAwareController(Controller):
          do not re-plan.
        * ``weight_sync``: re-planned at each weight-sync period (each wave of the forest
          and its fan-out is a period), right before its sends; with ``granularity="op"``
-         only at the first op of each such period.
+         only at the first op of each such period (one attempt: a period whose first op
+         found no safe window keeps the plan for its other ops too).
     3. **Safe window (§5.3).** If ``view.slack_ps < view.t_ocs_ps`` nothing is computed:
        ``None`` (keep the current plan), ``"keep: slack"``. The plan is not deferred: the
        next call re-plans from the demand of its own period. One exception, the forest's
@@ -272,6 +273,7 @@ class StageAwareController(Controller):
         if stage == "weight_sync":
             if self.granularity == "op" and intent.period == self._last_ws_period:
                 return self._keep(intent, view, "keep: same broadcast")
+            self._last_ws_period = intent.period  # one attempt per period, at its first op
         if stage == "gen":
             done = self._committed.get(tpl.key)
             if done is not None and _contains(view.plan, done):
@@ -313,7 +315,6 @@ class StageAwareController(Controller):
             if self._pre_ws is None:
                 self._pre_ws = view.plan
             self._ws_pods |= set(tpl.pods)
-            self._last_ws_period = intent.period
         elif teardown:
             self._pre_ws = None
             self._ws_pods = set()
