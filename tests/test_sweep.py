@@ -237,6 +237,12 @@ def test_config_file_and_cli(tmp_path, capsys):
     t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
     assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
     assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
+    # again, with a plot: every point comes from rows.parquet (nothing reruns)
+    assert main(["sweep", str(path), "--no-progress", "--plot", str(tmp_path / "f.png")]) == 0
+    out = capsys.readouterr().out
+    assert "pareto" in out and f"wrote {tmp_path / 'f.png'}" in out
+    assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
+    assert pq.read_table(tmp_path / "rows.parquet").equals(t)
 
 
 @pytest.mark.parametrize(
@@ -292,3 +298,25 @@ def test_fabric_names():
     assert sweep_mod.resolve_fabric("FT-OS7").build(128, 200 * 10**9).tor_ports == (14, 2)
     for name, family in [("RO", "rail_optimized"), ("fat_tree", "fat_tree"), ("TopoOpt", "topoopt")]:
         assert sweep_mod.resolve_fabric(name).build(16, 100 * 10**9).family == family
+
+
+def test_the_readme_config_and_the_example_config_resolve(tmp_path):
+    import re
+
+    root = Path(__file__).parent.parent
+    text = re.search(r"```toml\n(.*?)```", (root / "README.md").read_text(), re.S).group(1)
+    kwargs = sweep_mod.load_config(write(tmp_path, text))
+    points = grid(kwargs)
+    assert len(points) == 7 * 2 * 2 * 2  # fabrics x links x gpus x workloads
+    assert {p.workload.label for p in points} == {"rl", "perm"}
+    kwargs = sweep_mod.load_config(root / "examples" / "sweep.toml")
+    points = grid(kwargs)
+    assert [p.fabric.label for p in points[::2]] == ["FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"]
+    assert points[0].workload.label == "rl qwen2.5-14b-2L"
+    assert kwargs["out"] == str(root / "examples" / "sweep.parquet")
+
+
+def grid(kw):
+    """The points a config's sweep would run, without running them."""
+    args = [kw["fabrics"], kw["links"], kw["gpus"], kw["workload"], kw.get("controller"), kw.get("seed", 0)]
+    return sweep_mod._grid(*args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"])
