@@ -11,7 +11,7 @@ fabric
     A name (``"FT"``, ``"FT-OS"`` = FatTree 3:1, ``"FT-OS4"``, ``"RO"``, ``"TopoOpt"``,
     ``"MixNet"``, ``"RFabric"``; class names such as ``"FatTree"`` and family names such as
     ``"fat_tree"`` or a ``rf.topologies.register``-ed family work too); a Topology subclass; a
-    factory ``f(gpus, link) -> Topology``; or a dict ``{"family": ..., "name": label,
+    factory ``f(gpus, link_bps) -> Topology``; or a dict ``{"family": ..., "name": label,
     **params}`` (constructor keyword arguments, e.g. ``oversubscription = 4``). Give
     ``fabrics`` as a list, or as a dict ``{label: spec}`` to choose the row labels.
 workload
@@ -803,7 +803,7 @@ def sweep(
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="sweep", unit="point")
 
