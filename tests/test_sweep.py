@@ -124,6 +124,32 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     assert CALLS == [] and again.equals(resumed)  # a finished sweep reruns nothing
 
 
+def fat_tree_failing_by_env(gpus, link):
+    """Fails at the scale RF_TEST_FAIL_GPUS names: worker processes see the environment,
+    not this module's globals."""
+    import os
+
+    if str(gpus) == os.environ.get("RF_TEST_FAIL_GPUS"):
+        raise rf.SpecError(f"injected failure at {gpus} GPUs")
+    return rf.topologies.FatTree(gpus, link)
+
+
+def test_a_sweep_interrupted_on_the_process_pool_resumes_serially(tmp_path, monkeypatch):
+    grid = dict(
+        fabrics={"FT": fat_tree_failing_by_env}, links=["100Gbps", "200Gbps"], gpus=[16, 24], workload=PERM
+    )
+    whole = rf.sweep(**grid, executor="serial", out=None, progress=False)
+    out = tmp_path / "s.parquet"
+    monkeypatch.setenv("RF_TEST_FAIL_GPUS", "24")
+    with pytest.raises(rf.SpecError, match="injected failure at 24 GPUs"):
+        rf.sweep(**grid, executor="local", workers=2, out=out, progress=False)
+    saved = len(list((tmp_path / "s.parquet.parts").glob("*.parquet")))
+    assert saved <= 2  # points that finished before the failure (the 16-GPU ones at most)
+    monkeypatch.delenv("RF_TEST_FAIL_GPUS")
+    resumed = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert without_wall(resumed).equals(without_wall(whole))
+
+
 def test_a_changed_configuration_does_not_reuse_rows(tmp_path):
     out = tmp_path / "s.parquet"
     a = rf.sweep(**GRID, executor="serial", out=out, progress=False)
