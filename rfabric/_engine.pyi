@@ -27,8 +27,30 @@ class Engine:
         start_ps: NDArray[np.int64],
     ) -> None: ...
     def load_workload(
-        self, arrays: dict[str, object], channels: int = 8, chunk_bytes: int = 524288
-    ) -> None: ...
+        self,
+        arrays: dict[str, object],
+        channels: int = 8,
+        chunk_bytes: int = 524288,
+        rings: NDArray[np.uint32] | None = None,
+        boundaries: str = "none",
+    ) -> None:
+        """boundaries: 'none', 'period' (run() returns when an op of a new period becomes
+        ready) or 'op' (when any op becomes ready); see boundary() and resume()."""
+    def boundary(self) -> dict[str, NDArray[np.generic]]:
+        """Pending boundary: ``op`` (int64 rows), ``period`` (int32), ``start_ps`` (int64,
+        when each op starts sending); empty arrays when none is pending."""
+    def resume(self) -> None:
+        """Clear the pending boundary so that run() goes on."""
+    def active_periods(self) -> NDArray[np.int32]:
+        """Periods with an op running or ready (deps done, not finished), sorted; loaded with
+        boundaries only."""
+    def op_flows(self, ops: NDArray[np.int64]) -> dict[str, NDArray[np.generic]]:
+        """Bytes each op (rows) would send per directed GPU pair, by a dry run of its
+        algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``."""
+    def apply_plan(
+        self, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
+    ) -> None:
+        """Replace the circuit plan now, at once; a bad plan raises and changes nothing."""
     def schedule_plan(
         self, at_ps: int, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
     ) -> None: ...
@@ -66,6 +88,8 @@ class Engine:
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
     def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
     def current_circuits(self) -> NDArray[np.uint32]: ...
+    def current_circuits_lit_at(self) -> NDArray[np.int64]:
+        """When each circuit of current_circuits() carries light (ps)."""
     def trace_path(self, src: int, dst: int, flow_hash: int = 0) -> list[int]: ...
 
 class Forwarding:

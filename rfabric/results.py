@@ -94,10 +94,11 @@ STAGE_SCHEMA = pa.schema(
 CIRCUIT_SCHEMA = pa.schema(
     [
         ("time_ps", pa.int64()),  # when the plan was applied: removed circuits go dark
-        ("plan_id", pa.int64()),  # order in which plans were given to Simulation.apply_circuits
+        ("plan_id", pa.int64()),  # order in which plans were given (apply_circuits or a controller)
         ("added", pa.int64()),  # circuits in the new plan and not in the old
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
+        ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
     ]
 )
 
@@ -200,7 +201,10 @@ class Results:
         end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``,
         ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
         never lift: a cyclic buffer dependency of the lossless fabric), ``unroutable`` (True
-        when frames ended held at switches with no route to their destination).
+        when frames ended held at switches with no route to their destination),
+        ``controller`` (its name, None without one), ``controller_calls``,
+        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``) and
+        ``plan_changes`` (plans the controller applied).
     """
 
     flows: pa.Table

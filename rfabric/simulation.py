@@ -258,16 +258,19 @@ class Simulation:
         Plain point-to-point flows, or a trace of collective ops replayed by the engine's
         collective executor (ops start when their dependencies end plus their compute gap).
     config : EngineConfig, optional
+    controller : rfabric.controllers.Controller, optional
+        Circuit controller called at each communication-period boundary of a trace workload
+        (README "Circuit controllers"): ``controller.prepare(trace, spec)`` picks the trace to
+        replay, then ``run()`` stops in C++ whenever an op of a new period becomes ready,
+        calls ``controller.plan(intent, view)`` and applies a returned plan at once with
+        ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
 
-    def __init__(self, topology, workload, config: EngineConfig | None = None, **settings):
-        if "controller" in settings:
-            raise SpecError(
-                "controllers (StageAwareController and others) are not built yet; plan circuits "
-                "yourself with Simulation.apply_circuits(plan, at=...)"
-            )
+    def __init__(
+        self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings
+    ):
         if "backend" in settings:
             backend = settings.pop("backend")
             if backend not in BACKENDS:
@@ -284,6 +287,11 @@ class Simulation:
         self.routing = self.config.ecmp if self.config.ecmp is not None else self.spec.routing
         self.trace: Trace | None = None
         self.flows: Flows | None = None
+        #: the OCS reconfiguration (dark) time, ps
+        self.t_ocs_ps = parse_time(self.config.t_ocs)
+        self.controller = controller
+        if controller is not None:
+            workload = self._prepare(controller, workload)
         if isinstance(workload, Trace):
             if workload.gpus is not None and workload.gpus > self.spec.num_gpus:
                 raise SpecError(
@@ -296,6 +304,7 @@ class Simulation:
                 int(self.config.coll_channels),
                 parse_size(self.config.coll_chunk),
                 None if self.spec.rings is None else self.spec.rings.astype(np.uint32),
+                "none" if controller is None else getattr(controller, "granularity", "period"),
             )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
@@ -313,9 +322,49 @@ class Simulation:
             )
         self.wall_s = 0.0
         self._plans = 0
+        self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
+        self._loop = None
+        if controller is not None:
+            from .controllers.loop import ControlLoop
+
+            self._loop = ControlLoop(self, controller)
         # Link state changes scheduled so far, per link: [(at_ps, up)] in call order. A circuit
         # plan may not use an OCS port that is down at the plan's own time.
         self._link_changes: dict[int, list[tuple[int, bool]]] = {}
+
+    def _prepare(self, controller, workload):
+        """The trace the controller wants replayed (``controller.prepare``), checked."""
+        from .controllers.loop import GRANULARITIES, _name
+        from .traces import Trace
+
+        name = _name(controller)
+        if not callable(getattr(controller, "plan", None)):
+            raise SpecError(
+                f"controller must be an rfabric.controllers.Controller (with plan(intent, view)), "
+                f"got {type(controller).__name__}"
+            )
+        if not isinstance(workload, Trace):
+            raise SpecError(
+                f"controller {name}: a controller needs a trace workload (rfabric.traces.Trace) whose "
+                f"periods it plans for, got {type(workload).__name__}"
+            )
+        granularity = getattr(controller, "granularity", "period")
+        if granularity not in GRANULARITIES:
+            raise SpecError(
+                f"controller {name}: granularity must be one of {GRANULARITIES}, got {granularity!r}"
+            )
+        prepare = getattr(controller, "prepare", None)
+        if prepare is None:
+            return workload
+        try:
+            out = prepare(workload, self.spec)
+        except SpecError:
+            raise
+        except Exception as exc:
+            raise SpecError(f"controller {name}: prepare() raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(out, Trace):
+            raise SpecError(f"controller {name}: prepare() returned {type(out).__name__}, expected a Trace")
+        return out
 
     @property
     def now(self) -> int:
@@ -379,17 +428,8 @@ class Simulation:
 
         if not isinstance(plan, CircuitTable):
             raise SpecError(f"plan must be a CircuitTable, got {type(plan).__name__}")
-        self.spec.validate_circuits(plan, where="apply_circuits")
         at_ps = parse_time(at)
-        ports = set(plan.a.tolist()) | set(plan.b.tolist())
-        masked = sorted(
-            link for link in self._link_changes if link in ports and self._link_down_at(link, at_ps)
-        )
-        if masked:
-            raise SpecError(
-                f"apply_circuits: circuit plan uses failed OCS port(s) on link(s) {masked} at {at_ps} ps; "
-                "failed ports are masked from later plans"
-            )
+        self._check_plan(plan, at_ps, "apply_circuits")
         dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs)
         self._engine.schedule_plan(
             at_ps,
@@ -398,8 +438,39 @@ class Simulation:
             plan.b.astype(np.uint32),
             dark,
         )
+        return self._new_plan_id(-1)
+
+    def _check_plan(self, plan, at_ps: int, where: str) -> None:
+        """SpecError (naming ``where`` and the first bad row) unless ``plan`` is a valid plan
+        for this fabric that uses no OCS port down at ``at_ps`` (failed ports are masked)."""
+        self.spec.validate_circuits(plan, where=where)
+        down = [link for link in self._link_changes if self._link_down_at(link, at_ps)]
+        bad = np.isin(plan.a, down) | np.isin(plan.b, down)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            masked = sorted(set(plan.a[bad].tolist() + plan.b[bad].tolist()) & set(down))
+            raise SpecError(
+                f"{where}: circuit {i} (device {plan.ocs[i]}, links {plan.a[i]}-{plan.b[i]}) uses failed "
+                f"OCS port(s) on link(s) {masked} at {at_ps} ps; failed ports are masked from later plans"
+            )
+
+    def _new_plan_id(self, period: int) -> int:
         self._plans += 1
+        self._plan_periods.append(period)
         return self._plans - 1
+
+    def _apply_plan_now(self, plan, where: str, period: int) -> int:
+        """Check ``plan`` as apply_circuits does and switch to it at once (the control
+        loop's path: before any event already queued for this instant). On error nothing
+        changes."""
+        self._check_plan(plan, int(self._engine.now), where)
+        try:
+            self._engine.apply_plan(
+                plan.ocs.astype(np.uint32), plan.a.astype(np.uint32), plan.b.astype(np.uint32), self.t_ocs_ps
+            )
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+        return self._new_plan_id(period)
 
     def current_circuits(self):
         """The circuits in place now (lit or dark) as a CircuitTable."""
@@ -413,15 +484,44 @@ class Simulation:
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:
-        """Advance to simulated time ``until`` (unit string or ps), or until idle if None."""
+        """Advance to simulated time ``until`` (unit string or ps), or until idle if None.
+
+        With a controller, the engine stops at every boundary on the way, the controller
+        plans, and the run goes on; ``max_events`` counts events across those stops.
+        """
         limit = parse_time(until) if until is not None else np.iinfo(np.int64).max
         t0 = time.perf_counter()
-        if progress:
-            self._run_with_progress(limit)
-        else:
-            self._engine.run(limit, int(max_events))
-        self.wall_s += time.perf_counter() - t0
+        control0 = self._loop.wall_s if self._loop else 0.0
+        try:
+            if progress:
+                self._run_with_progress(limit)
+            else:
+                left = int(max_events)  # 0: no limit; with a controller, counted across boundaries
+                while True:
+                    n = self._engine.run(limit, left)
+                    if not self._boundary():
+                        break
+                    if left:
+                        left -= n
+                        if left <= 0:
+                            break
+        finally:
+            # engine time only: the controller's own time is Results.run["controller_wall_s"]
+            control = (self._loop.wall_s if self._loop else 0.0) - control0
+            self.wall_s += time.perf_counter() - t0 - control
         return self
+
+    def _boundary(self) -> bool:
+        """At a pending control-loop boundary: call the controller, apply its plan, let the
+        engine go on and return True. Otherwise False. On error the boundary stays pending."""
+        if self._loop is None:
+            return False
+        b = self._engine.boundary()
+        if not len(b["op"]):
+            return False
+        self._loop.handle(b)
+        self._engine.resume()
+        return True
 
     def _run_with_progress(self, limit: int) -> None:
         total = len(self.flows) if self.flows is not None else self.trace.num_ops
@@ -441,6 +541,8 @@ class Simulation:
                 f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s "
             )
             sys.stderr.flush()
+            if self._boundary():
+                continue
             if n < chunk or self._engine.idle or self._engine.now >= limit:
                 break
         sys.stderr.write("\n")
@@ -492,10 +594,15 @@ class Simulation:
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=build_flow_table(log), links=links, run=run)
-        circuit_log = self._engine.circuit_log()
-        res.circuits = pa.table(
-            {k: np.asarray(v, dtype=np.int64) for k, v in circuit_log.items()}, schema=CIRCUIT_SCHEMA
-        )
+        circuit_log = {k: np.asarray(v, dtype=np.int64) for k, v in self._engine.circuit_log().items()}
+        periods = np.asarray(self._plan_periods, dtype=np.int64)
+        circuit_log["period"] = periods[circuit_log["plan_id"]]
+        res.circuits = pa.table(circuit_log, schema=CIRCUIT_SCHEMA)
+        loop = self._loop
+        run["controller"] = loop.name if loop else None
+        run["controller_calls"] = loop.calls if loop else 0
+        run["controller_wall_s"] = loop.wall_s if loop else 0.0
+        run["plan_changes"] = loop.changes if loop else 0
         if self.trace is not None:
             res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
             end = res.ops["end_ps"].to_numpy()
@@ -517,6 +624,7 @@ def simulate(
     until=None,
     config: EngineConfig | None = None,
     failures=(),
+    controller=None,
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -545,10 +653,12 @@ def simulate(
     failures : iterable of (link, time)
         Failure schedule: link rows that go down at the given times (see
         ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
+    controller : rfabric.controllers.Controller, optional
+        Circuit controller called at each communication-period boundary (see Simulation).
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
-    sim = Simulation(topology, workload, config, backend=backend, **settings)
+    sim = Simulation(topology, workload, config, controller=controller, backend=backend, **settings)
     for item in failures:
         try:
             link, at = item

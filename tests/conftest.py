@@ -53,6 +53,23 @@ def jain(x) -> float:
     return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
 
 
+def tiny_rl_trace(**overrides):
+    """Two RL iterations of a small user-given model on 32 train + 32 gen GPUs (a unit-test
+    size: a Qwen2.5-14B iteration on 64 GPUs moves ~300 GB, 650 M packet-hops, ~25 s)."""
+    tiny = rf.traces.ModelConfig(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000)
+    args = dict(
+        train_gpus=32,
+        gen_gpus=32,
+        train=dict(tp=8, pp=2, dp=2),
+        gen=dict(tp=8),
+        iterations=2,
+        seed=3,
+        global_batch=16,
+        decode_steps_per_op=256,
+    )
+    return rf.traces.generate_rl(model=tiny, **(args | overrides))
+
+
 @pytest.fixture(scope="session")
 def ft128():
     return rf.topologies.FatTree(gpus=128, link="200Gbps", radix=16)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import rfabric as rf
+from conftest import tiny_rl_trace
 from rfabric.traces import Trace
 
 B = 25e9  # bytes/s: a 200 Gb/s NIC
@@ -247,22 +248,7 @@ def test_zero_size_and_single_rank_ops_finish_at_their_start(ft16):
 
 
 def test_generated_rl_iteration_replays_end_to_end():
-    # a small user-given model keeps this a unit test (a Qwen2.5-14B iteration on 64 GPUs
-    # moves ~300 GB: 650 M packet-hops, ~25 s)
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-    )
-    trace = rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=32,
-        gen_gpus=32,
-        train=dict(tp=8, pp=2, dp=2),
-        gen=dict(tp=8),
-        iterations=2,
-        seed=3,
-        global_batch=16,
-        decode_steps_per_op=256,
-    )
+    trace = tiny_rl_trace()  # a small user-given model keeps this a unit test
     fab = rf.topologies.FatTree(gpus=64, radix=16)
     res = rf.simulate(fab, trace)
     assert res.run["ops_done"] == trace.num_ops

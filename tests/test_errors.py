@@ -134,7 +134,20 @@ def test_bad_engine_settings(fab):
     raises(r"unknown transport 'tcp' \(known: roce, dctcp\)", rf.simulate, fab, flows, transport="tcp")
     raises(r"unknown engine setting\(s\): mtu", rf.simulate, fab, flows, mtu=1500)
     raises(r"unknown backend 'flow'", rf.simulate, fab, flows, backend="flow")
-    raises(r"controllers .* are not built yet", rf.Simulation, fab, flows, controller=object())
+    raises(
+        r"controller must be an rfabric.controllers.Controller .* got object",
+        rf.Simulation,
+        fab,
+        flows,
+        controller=object(),
+    )
+    raises(
+        r"controller UniformController: a controller needs a trace workload .* got Flows",
+        rf.Simulation,
+        fab,
+        flows,
+        controller=rf.controllers.UniformController(),
+    )
     raises(r"mtu_bytes 100 is outside \[256, 65536\]", rf.simulate, fab, flows, mtu_bytes=100)
     raises(
         r"ecn_kmax \(1us\) is below ecn_kmin \(2us\)", rf.simulate, fab, flows, ecn_kmin="2us", ecn_kmax="1us"

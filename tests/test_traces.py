@@ -215,6 +215,28 @@ def test_from_columns_and_summary():
     assert sum(r["ops"] for r in s) == 6 and sum(r["size_bytes"] for r in s) == sum(c["size_bytes"])
 
 
+def test_from_columns_broadcasts_scalar_strings():
+    # a str for stage/phase/kind/algorithm applies to every op (not split into characters)
+    trace = rt.Trace.from_columns(
+        op_id=[0, 1, 2],
+        stage="train",
+        phase="moe_dispatch",
+        kind="send",
+        ranks=[[0, 1], [1, 2], [2, 0]],
+        size_bytes=[10, 20, 30],
+        deps=[[], [], []],
+        algorithm="direct",
+        gpus=4,
+    )
+    t = trace.table
+    assert [t.column(c).to_pylist() for c in ("stage", "phase", "kind", "algorithm")] == [
+        ["train"] * 3,
+        ["moe_dispatch"] * 3,
+        ["send"] * 3,
+        ["direct"] * 3,
+    ]
+
+
 # -- strict checks -------------------------------------------------------------------------
 def mutate(**changes):
     cols = base_columns()

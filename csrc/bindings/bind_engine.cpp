@@ -190,11 +190,25 @@ void bind_engine(py::module_& m) {
           },
           "Applied circuit changes: time, plan id, circuits added and removed, dark time.")
       .def(
+          "apply_plan",
+          [](Simulator& s, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
+            s.network().apply_plan_now(from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
+                                       from_numpy<uint32_t>(b, "b"), dark_ps);
+          },
+          py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
+          "Replace the circuit plan now, at once (before events already queued for this instant);\n"
+          "new circuits are dark for dark_ps. A bad plan raises and changes nothing.")
+      .def(
           "current_circuits", [](const Simulator& s) { return to_numpy(s.network().current_circuits()); },
           "Circuits in place now as a flat array of (device, link a, link b) triples.")
       .def(
+          "current_circuits_lit_at",
+          [](const Simulator& s) { return to_numpy(s.network().current_circuits_lit_at()); },
+          "When each circuit of current_circuits() carries light (ps; <= now: lit).")
+      .def(
           "load_workload",
-          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings) {
+          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
+             const std::string& boundaries) {
             auto get = [&](const char* key) { return require(a, key, "workload"); };
             coll::Workload w;
             w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
@@ -207,7 +221,17 @@ void bind_engine(py::module_& m) {
             w.deps = from_numpy<int64_t>(get("deps"), "deps");
             w.size_bytes = from_numpy<int64_t>(get("size_bytes"), "size_bytes");
             w.compute_ps = from_numpy<int64_t>(get("compute_ps"), "compute_ps");
+            if (a.contains("stage")) w.stage = from_numpy<int32_t>(a["stage"], "stage");
+            if (a.contains("phase")) w.phase = from_numpy<int32_t>(a["phase"], "phase");
+            if (a.contains("period")) w.period = from_numpy<int32_t>(a["period"], "period");
             coll::ExecutorConfig cfg;
+            if (boundaries == "period") {
+              cfg.boundaries = coll::Boundaries::kPeriod;
+            } else if (boundaries == "op") {
+              cfg.boundaries = coll::Boundaries::kOp;
+            } else if (boundaries != "none") {
+              throw SpecError("boundaries must be 'none', 'period' or 'op', got '" + boundaries + "'");
+            }
             cfg.channels = channels;
             cfg.chunk_bytes = chunk_bytes;
             if (!rings.is_none()) {
@@ -222,9 +246,70 @@ void bind_engine(py::module_& m) {
             s.load_workload(std::move(w), cfg);
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-          py::arg("rings") = py::none(),
+          py::arg("rings") = py::none(), py::arg("boundaries") = "none",
           "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
-          "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.")
+          "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.\n"
+          "`boundaries`: 'none'; 'period': run() returns when an op of a period not seen before\n"
+          "becomes ready (its deps done); 'op': when any op becomes ready. The op stays queued to start\n"
+          "after its compute gap; boundary() describes the stop, resume() lets run() go on.")
+      .def(
+          "boundary",
+          [](const Simulator& s) {
+            const coll::Executor* x = s.executor();
+            RF_CHECK(x != nullptr, "no workload loaded");
+            const auto& ops = x->boundary_ops();
+            const size_t n = ops.size();
+            py::dict d;
+            d["op"] = column<int64_t>(n, [&](size_t i) { return ops[i]; });
+            d["period"] = column<int32_t>(n, [&](size_t i) { return x->period(ops[i]); });
+            d["start_ps"] = column<int64_t>(n, [&](size_t i) { return x->start_time(ops[i]); });
+            return d;
+          },
+          "The pending control-loop boundary: the ops (workload rows) that became ready and opened it,\n"
+          "their periods and when each starts sending (ps; slack = start_ps - now). Empty: none pending.")
+      .def(
+          "resume",
+          [](Simulator& s) {
+            RF_CHECK(s.executor() != nullptr, "no workload loaded");
+            s.executor()->resume();
+          },
+          "Clear the pending boundary so that run() goes on.")
+      .def(
+          "active_periods",
+          [](const Simulator& s) {
+            RF_CHECK(s.executor() != nullptr, "no workload loaded");
+            return to_numpy(s.executor()->active_periods());
+          },
+          "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
+          "boundaries only: counted as ops become ready and finish).")
+      .def(
+          "op_flows",
+          [](Simulator& s, py::handle ops_in) {
+            coll::Executor* x = s.executor();
+            RF_CHECK(x != nullptr, "no workload loaded");
+            const auto ops = from_numpy<int64_t>(ops_in, "ops");
+            std::vector<int64_t> op, bytes;
+            std::vector<uint32_t> src, dst;
+            for (const int64_t o : ops) {
+              RF_CHECK(o >= 0, "op index ", o, " is negative");
+              for (const auto& [a, b, n] : x->dry_run(static_cast<uint32_t>(o))) {
+                op.push_back(o);
+                src.push_back(a);
+                dst.push_back(b);
+                bytes.push_back(n);
+              }
+            }
+            py::dict d;
+            d["op"] = to_numpy(std::move(op));
+            d["src"] = to_numpy(std::move(src));
+            d["dst"] = to_numpy(std::move(dst));
+            d["size_bytes"] = to_numpy(std::move(bytes));
+            return d;
+          },
+          py::arg("ops"),
+          "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
+          "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
+          "real run, summed per pair, are the same unless the paths change before the op starts.")
       .def(
           "op_log",
           [](const Simulator& s) {

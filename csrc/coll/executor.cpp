@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <unordered_map>
@@ -381,6 +382,12 @@ std::vector<uint32_t> channel_ring(const std::vector<std::vector<uint32_t>>& gro
 
 }  // namespace
 
+/// What send() records during dry_run(): bytes per (src, dst) and the flows not yet done.
+struct Executor::DryRun {
+  std::map<std::pair<uint32_t, uint32_t>, Bytes> bytes;
+  std::deque<std::pair<uint32_t, uint64_t>> fifo;  ///< (program, tag) of flows not yet done, FIFO
+};
+
 Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
     : net_(net), w_(std::move(w)), cfg_(cfg) {
   const size_t n = w_.op_id.size();
@@ -456,6 +463,25 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
     for (int64_t k = w_.deps_offsets[i]; k < w_.deps_offsets[i + 1]; ++k)
       dependents_[fill[static_cast<size_t>(w_.deps[k])]++] = static_cast<uint32_t>(i);
 
+  for (const auto* col : {&w_.stage, &w_.phase, &w_.period})
+    RF_CHECK(col->empty() || col->size() == n, "workload stage/phase/period arrays have inconsistent",
+             " lengths");
+  if (!w_.period.empty()) {
+    std::vector<int32_t> ids(w_.period);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    period_index_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      period_index_[i] =
+          static_cast<uint32_t>(std::lower_bound(ids.begin(), ids.end(), w_.period[i]) - ids.begin());
+    period_ids_ = std::move(ids);
+  } else {
+    period_index_.assign(n, 0);
+    period_ids_.assign(1, 0);
+  }
+  period_epoch_.assign(period_ids_.size(), -1);
+  period_active_.assign(period_ids_.size(), 0);
+
   start_.assign(n, -1);
   end_.assign(n, -1);
   ready_.assign(n, net_.now());
@@ -463,8 +489,10 @@ Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
   kind_ = net_.engine().register_handler(this);
   net_.set_observer(this);
   for (size_t i = 0; i < n; ++i)
-    if (pending_[i] == 0)
+    if (pending_[i] == 0) {
       net_.engine().schedule(net_.now() + w_.compute_ps[i], static_cast<uint32_t>(i), kind_);
+      if (stops()) became_ready(static_cast<uint32_t>(i));
+    }
 }
 
 Executor::~Executor() { net_.set_observer(nullptr); }
@@ -473,6 +501,11 @@ void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
                     uint32_t channel) {
+  if (dry_ != nullptr) {
+    dry_->bytes[{src, dst}] += size;
+    dry_->fifo.emplace_back(prog, tag);
+    return;
+  }
   // Connection identity: (src, dst, channel); channel 0 is the default connection.
   const uint64_t key =
       (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
@@ -531,12 +564,81 @@ void Executor::finish_op(uint32_t op) {
   const SimTime now = net_.now();
   end_[op] = now;
   ++ops_done_;
+  if (stops()) --period_active_[period_index_[op]];
   runs_[op] = OpRun{};
   for (uint32_t k = dependents_begin_[op]; k < dependents_begin_[op + 1]; ++k) {
     const uint32_t d = dependents_[k];
     ready_[d] = std::max(ready_[d], now);
-    if (--pending_[d] == 0) net_.engine().schedule(ready_[d] + w_.compute_ps[d], d, kind_);
+    if (--pending_[d] == 0) {
+      net_.engine().schedule(ready_[d] + w_.compute_ps[d], d, kind_);
+      if (stops()) became_ready(d);
+    }
   }
+}
+
+void Executor::became_ready(uint32_t op) {
+  ++period_active_[period_index_[op]];
+  if (cfg_.boundaries == Boundaries::kPeriod) {
+    // A period's first op to become ready opens the boundary; its other ops that become ready
+    // in the same stop (the same event) join it.
+    int64_t& seen = period_epoch_[period_index_[op]];
+    if (seen != -1 && seen != epoch_) return;
+    seen = epoch_;
+  }
+  boundary_ops_.push_back(op);
+  net_.engine().request_stop();
+}
+
+void Executor::resume() {
+  boundary_ops_.clear();
+  ++epoch_;
+  net_.engine().clear_stop();
+}
+
+std::vector<int32_t> Executor::active_periods() const {
+  // Counted as ops become ready and finish (with boundaries only): O(periods) per call, so a
+  // per-op control loop does not scan every op at every op.
+  RF_CHECK(stops(), "active_periods needs a workload loaded with boundaries ('period' or 'op')");
+  std::vector<int32_t> out;
+  for (size_t p = 0; p < period_ids_.size(); ++p)
+    if (period_active_[p] > 0) out.push_back(period_ids_[p]);
+  return out;
+}
+
+std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op) {
+  RF_CHECK(op < w_.op_id.size(), "op index ", op, " out of range (", w_.op_id.size(), " ops)");
+  RF_CHECK(dry_ == nullptr, "dry_run is not re-entrant");
+  DryRun d;
+  // plan() may fill the congestion cache from the current paths; the real run must fill it
+  // itself, when the op starts, so a dry run leaves it as it was.
+  auto saved = congestion_;
+  struct Restore {
+    Executor& x;
+    decltype(saved)& cache;
+    ~Restore() {
+      x.dry_ = nullptr;
+      x.congestion_.swap(cache);
+    }
+  } restore{*this, saved};
+  OpRun run;
+  plan(op, run);
+  dry_ = &d;
+  for (auto& progs : run.phases) {
+    size_t live = progs.size();
+    for (size_t i = 0; i < progs.size(); ++i)
+      if (progs[i]->start(*this, op, static_cast<uint32_t>(i))) --live;
+    while (!d.fifo.empty()) {
+      const auto [prog, tag] = d.fifo.front();
+      d.fifo.pop_front();
+      progs[prog]->on_sent(*this, op, prog, tag);
+      if (progs[prog]->on_flow(*this, op, prog, tag)) --live;
+    }
+    RF_CHECK(live == 0, "op ", w_.op_id[op], ": dry run left ", live, " programs unfinished");
+  }
+  std::vector<std::tuple<uint32_t, uint32_t, Bytes>> out;
+  out.reserve(d.bytes.size());
+  for (const auto& [pair, bytes] : d.bytes) out.emplace_back(pair.first, pair.second, bytes);
+  return out;
 }
 
 void Executor::plan(uint32_t op, OpRun& run) {

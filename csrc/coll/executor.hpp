@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,16 @@ struct Workload {
   std::vector<int64_t> deps;          ///< op_ids
   std::vector<Bytes> size_bytes;
   std::vector<SimTime> compute_ps;
+  /// Trace codes carried for the control loop (empty: all 0). period: the communication
+  /// period (ops that share one circuit plan); stage, phase: the trace's dictionary codes.
+  std::vector<int32_t> stage, phase, period;
+};
+
+/// Where the executor stops the engine for a circuit controller (Engine::request_stop).
+enum class Boundaries : int32_t {
+  kNone,    ///< never (no controller): the executor behaves exactly as without this feature
+  kPeriod,  ///< when an op of a period not seen before becomes ready
+  kOp,      ///< when any op becomes ready (per-collective control)
 };
 
 /// Names of the Kind and Algo codes, in code order (rfabric.traces.KINDS / ALGORITHMS are
@@ -50,6 +61,7 @@ struct ExecutorConfig {
   /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
   /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.
   std::vector<std::vector<uint32_t>> rings;
+  Boundaries boundaries = Boundaries::kNone;
 };
 
 /// One step-by-step program inside an op (a ring, a mesh, a pipeline, ...).
@@ -70,6 +82,28 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
             uint32_t channel = 0);
 
+  // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
+  bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
+  /// Ops (indices) that became ready since the last resume() and make the pending boundary,
+  /// in the order they became ready; empty when no boundary is pending. Each has its start
+  /// event queued already (at ready time + compute_ps): a boundary never moves an op.
+  const std::vector<uint32_t>& boundary_ops() const { return boundary_ops_; }
+  /// When op `op` starts (or started) sending: max(end of its deps) + compute_ps; -1 while
+  /// some dependency is unfinished.
+  SimTime start_time(uint32_t op) const {
+    return pending_[op] == 0 ? ready_[op] + w_.compute_ps[op] : -1;
+  }
+  int32_t period(uint32_t op) const { return w_.period.empty() ? 0 : w_.period[op]; }
+  /// Clear the pending boundary and let the engine run on.
+  void resume();
+  /// Periods (sorted, distinct) with an op whose dependencies are done and that has not
+  /// finished: running, or ready and waiting out its compute gap. Only with boundaries.
+  std::vector<int32_t> active_periods() const;
+  /// The flows op `op` would create, run by its algorithm on the current paths without
+  /// touching the network or the clock: bytes per directed (src, dst) GPU pair, sorted by
+  /// pair. The same programs as a real run, their flows completed in FIFO order.
+  std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_run(uint32_t op);
+
   // ---- results ----
   const std::vector<SimTime>& op_start() const { return start_; }
   const std::vector<SimTime>& op_end() const { return end_; }
@@ -89,7 +123,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
     size_t live = 0;  ///< programs of the current phase not yet done
   };
 
+  struct DryRun;
   void start_op(uint32_t op);
+  /// Op `op`'s dependencies are done (its start event is queued): a boundary, maybe.
+  void became_ready(uint32_t op);
   void start_phase(uint32_t op);
   void program_done(uint32_t op);
   void finish_op(uint32_t op);
@@ -122,6 +159,14 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// busiest_port() results by (ranks, channels)
   mutable std::map<std::pair<std::vector<uint32_t>, int>, std::pair<double, double>> congestion_;
   size_t ops_done_ = 0;
+  // control-loop boundaries
+  std::vector<uint32_t> period_index_;  ///< op -> dense period index
+  std::vector<int64_t> period_epoch_;   ///< dense period -> epoch it was first seen in (-1: not yet)
+  std::vector<int32_t> period_ids_;     ///< dense period -> trace period id
+  std::vector<uint32_t> period_active_;  ///< dense period -> ops ready or running (with boundaries)
+  int64_t epoch_ = 0;                   ///< resume() count
+  std::vector<uint32_t> boundary_ops_;
+  DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
 };
 
 }  // namespace rfabric::coll

@@ -18,4 +18,14 @@ uint64_t Engine::run(SimTime until, uint64_t max_events) {
   return finish_run(until, max_events, done);
 }
 
+uint64_t Engine::run_stoppable(SimTime until, uint64_t max_events) {
+  Event ev;
+  uint64_t done = 0;
+  while (!stop_ && (max_events == 0 || done < max_events) && queue_.pop_due(until, ev)) {
+    ++done;
+    dispatch(ev);
+  }
+  return finish_run(until, max_events, done);
+}
+
 }  // namespace rfabric::engine

@@ -42,6 +42,15 @@ class Engine {
   /// Returns the number of events processed by this call. The clock ends at `until`
   /// if the queue ran dry or passed it, else at the last event processed.
   uint64_t run(SimTime until, uint64_t max_events = 0);
+  /// As run(), but also returns after the event during which a handler called
+  /// request_stop() (the clock then stays at that event's time), and at once, running
+  /// nothing, while a stop is still requested. A separate loop so run()'s per-event path
+  /// carries no stop test (the control loop's boundaries are its only user).
+  uint64_t run_stoppable(SimTime until, uint64_t max_events = 0);
+  /// Ask run_stoppable() to return after the current event; stays set until clear_stop().
+  void request_stop() { stop_ = true; }
+  void clear_stop() { stop_ = false; }
+  bool stop_requested() const { return stop_; }
 
   SimTime now() const { return now_; }
   /// Time of the next pending event, or kNever.
@@ -74,13 +83,14 @@ class Engine {
   }
   uint64_t finish_run(SimTime until, uint64_t max_events, uint64_t done) {
     const bool stopped_early =
-        max_events != 0 && done >= max_events && !queue_.empty() && queue_.top().time <= until;
+        stop_ || (max_events != 0 && done >= max_events && !queue_.empty() && queue_.top().time <= until);
     if (!stopped_early && until != kNever && now_ < until) now_ = until;
     return done;
   }
 
   uint64_t seed_;
   SimTime now_ = 0;
+  bool stop_ = false;  ///< request_stop() was called and not yet cleared
   EventQueue queue_;
   struct Kind {
     Handler* handler;

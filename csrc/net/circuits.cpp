@@ -121,6 +121,15 @@ void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<ui
   eng_.schedule(t, static_cast<uint32_t>(plans_.size() - 1), kind_base_ + kPlan);
 }
 
+void Network::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                             SimTime dark_ps) {
+  RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
+  Plan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
+  fwd_.check_plan(plan.circuits);
+  plans_.push_back(std::move(plan));
+  apply_plan(static_cast<uint32_t>(plans_.size() - 1));
+}
+
 void Network::apply_plan(uint32_t index) {
   const Plan& plan = plans_[index];
   const SimTime now = eng_.now();

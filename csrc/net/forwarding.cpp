@@ -415,6 +415,15 @@ std::vector<uint32_t> Forwarding::current_circuits() const {
   return out;
 }
 
+std::vector<SimTime> Forwarding::current_circuits_lit_at() const {
+  std::vector<SimTime> out;
+  for (uint32_t p = 0; p < circuit_next_.size(); ++p) {
+    if (circuit_next_[p] == kNone || p > (circuit_next_[p] ^ 1)) continue;
+    out.push_back(lit_at_[p]);
+  }
+  return out;
+}
+
 void Forwarding::resolve(uint32_t port, SimTime now_ps) {
   // Following circuits through OCSes and patch panels (which pass light, with no queue or
   // transceiver) the port reaches one electrical endpoint; the channel has the chain's summed

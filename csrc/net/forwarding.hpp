@@ -94,6 +94,8 @@ class Forwarding {
   std::pair<uint32_t, uint32_t> set_plan(const Plan& plan, SimTime lit_at_ps);
   /// Circuits in place as (device, link a, link b) triples, lit or not.
   std::vector<uint32_t> current_circuits() const;
+  /// When each circuit of current_circuits() (same order) carries light (ps).
+  std::vector<SimTime> current_circuits_lit_at() const;
   /// Circuits came up (lit) since the last rebuild: up*/down* takes a new order then. (A
   /// link failure or repair keeps the order; set_plan marks its own change.)
   void circuits_lit() { circuits_changed_ = true; }

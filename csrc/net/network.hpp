@@ -189,9 +189,15 @@ class Network final : public engine::Handler {
   /// new ones light up at t + dark_ps; circuits in both keep carrying traffic.
   void schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
                      SimTime dark_ps);
+  /// schedule_plan at the current time, applied at once (between runs: before any event
+  /// already queued for this instant, such as an op start a control-loop boundary left).
+  void apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                      SimTime dark_ps);
   const std::vector<CircuitChange>& circuit_log() const { return circuit_log_; }
   /// Current circuits as (device, link a, link b) triples, lit or not.
   std::vector<uint32_t> current_circuits() const;
+  /// When each current circuit (current_circuits() order) carries light, ps.
+  std::vector<SimTime> current_circuits_lit_at() const { return fwd_.current_circuits_lit_at(); }
 
   void on_event(const engine::Event& ev) override;
 

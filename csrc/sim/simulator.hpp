@@ -22,8 +22,10 @@ class Simulator {
   /// Replay a workload of collective ops (once, before running).
   void load_workload(coll::Workload w, coll::ExecutorConfig cfg);
   const coll::Executor* executor() const { return executor_.get(); }
+  coll::Executor* executor() { return executor_.get(); }
 
-  /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit).
+  /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit); with a
+  /// workload loaded with boundaries, also until the next control-loop boundary.
   uint64_t run(engine::SimTime until, uint64_t max_events);
   /// True when no event is pending (every flow has finished or can make no progress).
   bool idle() const { return engine_.idle(); }

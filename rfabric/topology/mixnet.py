@@ -19,7 +19,48 @@ from ._common import (
 )
 from .base import Topology, TopologyBuilder
 
-__all__ = ["MixNet"]
+__all__ = ["MixNet", "greedy_circuits"]
+
+
+def greedy_circuits(demand, free) -> list[tuple[int, int]]:
+    """MixNet's greedy bottleneck-pair allocation inside one region.
+
+    One circuit at a time goes to the server pair ``i < j`` with the largest
+    ``(D[i, j] + D[j, i]) / (circuits it has + 1)`` among pairs with demand and a free OCS
+    NIC at both servers (lowest ``(i, j)`` on ties); stops when no such pair is left.
+
+    Parameters
+    ----------
+    demand : array_like, shape (r, r)
+        Bytes between the region's servers (row = sender); the diagonal is ignored.
+    free : array_like of int, shape (r,)
+        OCS NICs each server may use.
+
+    Returns
+    -------
+    list of (i, j)
+        The circuits in the order they were chosen (server indices within the region).
+    """
+    w = np.asarray(demand, dtype=np.float64)
+    w = w + w.T
+    r = len(w)
+    np.fill_diagonal(w, 0)
+    free = np.asarray(free, dtype=np.int64).copy()
+    have = np.zeros((r, r))
+    lower = np.tril(np.full((r, r), -1.0))
+    out = []
+    while True:
+        score = np.where((free[:, None] > 0) & (free[None, :] > 0) & (w > 0), w / (have + 1), -1.0)
+        score = np.triu(score, 1) + lower
+        i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+        if score[i, j] <= 0:
+            break
+        out.append((int(i), int(j)))
+        free[i] -= 1
+        free[j] -= 1
+        have[i, j] += 1
+    return out
+
 
 #: Servers per region when not given: 16 (128 GPUs), see the class docstring.
 REGION_SERVERS = 16
@@ -175,20 +216,11 @@ class MixNet(Topology):
         for reg in range(self.regions):
             members = np.arange(reg * r, (reg + 1) * r)
             w = demand[np.ix_(members, members)]
-            w = w + w.T
-            np.fill_diagonal(w, 0)
-            free = np.full(r, o)
-            have = np.zeros((r, r))
-            while True:
-                score = np.where((free[:, None] > 0) & (free[None, :] > 0) & (w > 0), w / (have + 1), -1.0)
-                score = np.triu(score, 1) + np.tril(np.full((r, r), -1.0))
-                i, j = np.unravel_index(int(np.argmax(score)), score.shape)
-                if score[i, j] <= 0:
-                    break
-                out.append((int(members[i]), int(o - free[i]), int(members[j]), int(o - free[j])))
-                free[i] -= 1
-                free[j] -= 1
-                have[i, j] += 1
+            used = np.zeros(r, dtype=np.int64)
+            for i, j in greedy_circuits(w, np.full(r, o)):
+                out.append((int(members[i]), int(used[i]), int(members[j]), int(used[j])))
+                used[i] += 1
+                used[j] += 1
         return out
 
     def plan_for_demand(self, demand):

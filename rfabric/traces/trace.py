@@ -127,8 +127,8 @@ class Trace:
     ) -> Trace:
         """Build a checked Trace from Python sequences or numpy arrays, one entry per op.
 
-        Scalars for ``iteration``, ``algorithm``, ``compute_ps`` and ``period`` apply to
-        every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
+        A scalar (a str for ``stage``, ``phase``, ``kind`` and ``algorithm``, an int for
+        ``iteration``, ``compute_ps`` and ``period``) applies to every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
         ``traces/README.md``), ``compute_ps`` in picoseconds.
 
         Raises
@@ -146,9 +146,9 @@ class Trace:
         cols = {
             "op_id": pa.array(op_id, type=pa.int64()),
             "iteration": full(iteration, pa.int32()),
-            "stage": pa.array(stage, type=pa.string()),
-            "phase": pa.array(phase, type=pa.string()),
-            "kind": pa.array(kind, type=pa.string()),
+            "stage": full(stage, pa.string()),
+            "phase": full(phase, pa.string()),
+            "kind": full(kind, pa.string()),
             "ranks": pa.array([list(map(int, r)) for r in ranks], type=pa.list_(pa.int32())),
             "size_bytes": pa.array(size_bytes, type=pa.int64()),
             "algorithm": full(algorithm, pa.string()),

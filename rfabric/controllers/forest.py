@@ -1,0 +1,482 @@
+"""The weight-sync dissemination forest (paper §5.2 item 3 and appendix E).
+
+Pure functions: :func:`dissemination_forest` plans, per weight shard, Phase A (inter-PoD
+seeding over OCS-Core, in waves that respect per-PoD boundary budgets) and Phase B (intra-PoD
+fan-out trees from the seeds); :func:`forest_ops` turns a plan into trace columns for
+:meth:`rfabric.traces.Trace.from_columns`. Neither knows about the engine or a fabric.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SpecError
+
+__all__ = ["Forest", "dissemination_forest", "forest_ops"]
+
+
+@dataclass(frozen=True, eq=False)
+class Forest:
+    """A dissemination forest: one edge table, one row per point-to-point transfer.
+
+    Attributes
+    ----------
+    shard, src, dst : numpy.ndarray
+        int64 per edge: the shard index and the sending and receiving GPUs.
+    wave : numpy.ndarray
+        int64 per edge: the Phase A wave (0, 1, ...) of an inter-PoD edge; -1 for Phase B.
+    level : numpy.ndarray
+        int64 per edge: 0 for Phase A; for Phase B the receiver's depth in its PoD's tree
+        (1 = child of a seed or of a local holder).
+    circuits : numpy.ndarray
+        int64 per edge: parallel OCS-Core circuits ``c_uv^(t)`` of a Phase A edge (>= 1);
+        0 for Phase B (intra-PoD capacity is left to the Agg allocator).
+    parent : numpy.ndarray
+        int64 per edge: index of the edge that delivers the shard to ``src``, or -1 when
+        ``src`` holds the shard (a Phase A root or a holder inside the destination PoD).
+    pod_of : numpy.ndarray
+        int64 per GPU: its PoD.
+    pod_budget : numpy.ndarray
+        int64 per PoD: ``d_p``, the cap on concurrently active inter-PoD circuits incident
+        to the PoD (one unit at each end of a circuit).
+
+    Edges are ordered so that every edge comes after its parent: Phase A by wave, then
+    Phase B by level.
+    """
+
+    shard: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    wave: np.ndarray
+    level: np.ndarray
+    circuits: np.ndarray
+    parent: np.ndarray
+    pod_of: np.ndarray
+    pod_budget: np.ndarray
+
+    @property
+    def n_waves(self) -> int:
+        """Number of Phase A waves."""
+        return int(self.wave.max()) + 1 if self.wave.size and self.wave.max() >= 0 else 0
+
+    @property
+    def waves(self) -> list[np.ndarray]:
+        """Edge indices of each Phase A wave, in wave order."""
+        return [np.flatnonzero(self.wave == t) for t in range(self.n_waves)]
+
+    @property
+    def phase_b(self) -> np.ndarray:
+        """Edge indices of Phase B (intra-PoD fan-out), parents first."""
+        return np.flatnonzero(self.wave < 0)
+
+    @property
+    def seeds(self) -> np.ndarray:
+        """Phase A receivers as rows ``(shard, pod, seed_gpu, root_gpu)`` (int64)."""
+        a = self.wave >= 0
+        return np.stack([self.shard[a], self.pod_of[self.dst[a]], self.dst[a], self.src[a]], axis=1)
+
+    def pod_load(self, wave: int) -> np.ndarray:
+        """Circuits incident to each PoD in ``wave`` (source plus destination ends)."""
+        e = self.wave == wave
+        load = np.zeros(self.pod_budget.size, dtype=np.int64)
+        np.add.at(load, self.pod_of[self.src[e]], self.circuits[e])
+        np.add.at(load, self.pod_of[self.dst[e]], self.circuits[e])
+        return load
+
+
+def dissemination_forest(
+    shards,
+    pod_of,
+    pod_budget,
+    *,
+    seeds_per_pod: int = 1,
+    fanout: int = 2,
+    shard_bytes=None,
+    max_circuits_per_edge: int | None = None,
+) -> Forest:
+    """Plan the two-level weight-sync forest of paper appendix E (§5.2, item 3).
+
+    Each shard travels down its own tree. **Phase A** (E.1) sends it from an active root (a
+    Train GPU that holds it) to a few seed receivers in every destination PoD over
+    point-to-point OCS-Core circuits, in waves: in each wave every PoD ``p`` has at most
+    ``d_p`` active inter-PoD circuits incident to it, counting a circuit once at its source
+    PoD and once at its destination PoD. **Phase B** (E.2) fans the shard out inside each
+    destination PoD from its seeds to every other Gen GPU there that needs it.
+
+    Parameters
+    ----------
+    shards : sequence of (holders, receivers)
+        Per shard: the GPUs that hold it (Train side, at least one; replicas allowed) and
+        the GPUs that need it (Gen side). A receiver that also holds the shard is dropped
+        (it has it); a GPU listed twice in one list is an error.
+    pod_of : array_like of int, shape (gpus,)
+        PoD of every GPU (>= 0).
+    pod_budget : int or array_like of int, shape (pods,)
+        ``d_p`` per PoD (``pods = max(pod_of) + 1``), or one value for every PoD; >= 0.
+        A PoD that must send or receive across its boundary needs ``d_p >= 1``.
+    seeds_per_pod : int, default 1
+        Seeds per (shard, destination PoD) -- the paper's "small set", typically a
+        constant; fewer when the PoD has fewer receivers of that shard.
+    fanout : int, default 2
+        Children per node of a Phase B tree: 2 is a binary tree, 1 a chain.
+    shard_bytes : array_like of int, shape (shards,), optional
+        Bytes per shard ``S``, which order the wave scheduler and size the circuit
+        equaliser; default 1 for every shard (all shards alike).
+    max_circuits_per_edge : int, optional
+        Cap on ``c_uv^(t)``; default none (the paper's per-PoD budgets only). Circuits
+        beyond what the sender can drive idle: a controller whose transfers leave through
+        one GPU's NIC should pass the number of NIC-rate circuits that NIC fills (usually 1).
+
+    Returns
+    -------
+    Forest
+        The edge table (see :class:`Forest`).
+
+    Raises
+    ------
+    rfabric.SpecError
+        On malformed input, naming the argument and the shard, GPU or PoD; or when a PoD
+        must cross its boundary with ``d_p = 0``.
+
+    Notes
+    -----
+    Choices the paper leaves open, made here (all deterministic, no randomness):
+
+    * **Seeds.** Per (shard, destination PoD) with ``r`` receivers, ``k = min(seeds_per_pod,
+      r)`` seeds are taken from the receivers sorted by GPU id, starting at offset
+      ``(shard * k) mod r`` (cyclically), so successive shards land on different seeds and
+      no Gen NIC is the ingress of every shard.
+    * **PoDs that already hold a shard** (a holder inside a destination PoD) get no Phase A
+      edge: the lowest-id local holder is the Phase B root there.
+    * **Active roots.** Seeds are assigned one by one (shard order, then destination PoD,
+      then seed id) to the holder with the fewest bytes assigned so far, ties broken by the
+      fewest bytes leaving its PoD, then the lowest GPU id: load is spread over replicas and
+      over Train PoDs. ``S_act`` is the set of holders that get a seed.
+    * **Waves** (greedy, budget-aware): edges are taken largest shard first, then first
+      seeds of every PoD before second seeds (so every PoD can start its fan-out early), then
+      by shard, destination PoD and seed id; each goes into the first wave where both its
+      PoDs still have a free unit of budget, and a new wave opens when none has. Each edge is
+      in exactly one wave.
+    * **Circuits per edge.** Every edge of a wave gets one circuit; the PoDs' leftover budget
+      is then given one circuit at a time to the edge with the largest ``S / c`` (then the
+      larger ``S``, then the edge planned first) whose both PoDs have budget left -- the pair
+      bottleneck greedy of appendix D applied to edges with per-PoD budgets.
+    * **Phase B trees.** The remaining receivers of a PoD (sorted by GPU id, minus the seeds)
+      are split into ``k`` contiguous blocks whose sizes differ by at most one, one per seed;
+      each block is a ``fanout``-ary tree in breadth-first order under its seed (node ``j``
+      of the list ``[seed] + block`` has parent ``(j - 1) // fanout``), so each seed serves
+      about ``1/k`` of the PoD and tree depth is ``O(log_fanout(r / k))``.
+    """
+    pod_of = _int_vector(pod_of, "pod_of")
+    if pod_of.size == 0:
+        raise SpecError("dissemination_forest: pod_of is empty (one PoD id per GPU expected)")
+    if (pod_of < 0).any():
+        g = int(np.flatnonzero(pod_of < 0)[0])
+        raise SpecError(f"dissemination_forest: pod_of[{g}] = {int(pod_of[g])} is negative")
+    n_pods = int(pod_of.max()) + 1
+    gpus = pod_of.size
+    budget = _budgets(pod_budget, n_pods)
+    seeds_per_pod = _positive_int(seeds_per_pod, "seeds_per_pod")
+    fanout = _positive_int(fanout, "fanout")
+    if max_circuits_per_edge is not None:
+        max_circuits_per_edge = _positive_int(max_circuits_per_edge, "max_circuits_per_edge")
+    plan = _shard_lists(shards, gpus)
+    if shard_bytes is None:
+        size = np.ones(len(plan), dtype=np.int64)
+    else:
+        size = _int_vector(shard_bytes, "shard_bytes")
+        if size.size != len(plan):
+            raise SpecError(
+                f"dissemination_forest: shard_bytes has {size.size} entries, expected {len(plan)} (one per shard)"
+            )
+        if (size < 0).any():
+            i = int(np.flatnonzero(size < 0)[0])
+            raise SpecError(f"dissemination_forest: shard_bytes[{i}] = {int(size[i])} is negative")
+
+    # -- Phase A: seeds and roots -----------------------------------------------------------
+    a_shard, a_src, a_dst, a_rank = [], [], [], []  # a_rank: the seed's index in its PoD
+    b_roots = []  # (shard, root gpu, phase-A edge index or -1, receivers of its block)
+    gpu_load = {}  # bytes assigned to each holder as a root
+    pod_out = np.zeros(n_pods, dtype=np.int64)  # bytes leaving each PoD in Phase A
+    for i, (holders, receivers) in enumerate(plan):
+        if receivers.size == 0:
+            continue
+        rpods = pod_of[receivers]
+        hpods = pod_of[holders]
+        for p in np.unique(rpods).tolist():
+            r = np.sort(receivers[rpods == p])
+            local = holders[hpods == p]
+            if local.size:  # the shard is already in this PoD: a holder there is the root
+                b_roots.append((i, int(local.min()), -1, r))
+                continue
+            k = min(seeds_per_pod, r.size)
+            start = (i * k) % r.size
+            pick = (start + np.arange(k)) % r.size
+            seeds = r[pick]
+            blocks = np.array_split(np.delete(r, pick), k)
+            for j, s in enumerate(seeds.tolist()):
+                h = min(
+                    holders.tolist(),
+                    key=lambda g: (gpu_load.get(g, 0), int(pod_out[pod_of[g]]), g),
+                )
+                gpu_load[h] = gpu_load.get(h, 0) + int(size[i])
+                pod_out[pod_of[h]] += size[i]
+                b_roots.append((i, s, len(a_shard), blocks[j]))
+                a_shard.append(i)
+                a_src.append(h)
+                a_dst.append(s)
+                a_rank.append(j)
+    a_shard = np.array(a_shard, dtype=np.int64)
+    a_src = np.array(a_src, dtype=np.int64)
+    a_dst = np.array(a_dst, dtype=np.int64)
+    a_rank = np.array(a_rank, dtype=np.int64)
+    ps, pd = pod_of[a_src], pod_of[a_dst]
+    for pods in (ps, pd):
+        short = np.flatnonzero(budget[pods] < 1)
+        if short.size:
+            e = int(short[0])
+            p = int(pods[e])
+            raise SpecError(
+                f"dissemination_forest: pod_budget[{p}] = {int(budget[p])}, but shard {int(a_shard[e])} must "
+                f"cross PoD {p}'s boundary (GPU {int(a_src[e])} -> {int(a_dst[e])}): need at least 1"
+            )
+
+    # -- Phase A: waves (first fit, largest shard first) -------------------------------------
+    m = a_shard.size
+    order = np.lexsort((a_dst, pd, a_shard, a_rank, -size[a_shard])) if m else np.zeros(0, np.int64)
+    wave = np.full(m, -1, dtype=np.int64)
+    left: list[np.ndarray] = []  # budget left per PoD in each open wave
+    for e in order.tolist():
+        u, v = int(ps[e]), int(pd[e])
+        t = next((t for t, res in enumerate(left) if res[u] > 0 and res[v] > 0), len(left))
+        if t == len(left):
+            left.append(budget.copy())
+        left[t][u] -= 1
+        left[t][v] -= 1
+        wave[e] = t
+
+    # -- Phase A: circuits per edge (pair-bottleneck greedy within each wave) ---------------
+    circuits = np.ones(m, dtype=np.int64)
+    cap = max_circuits_per_edge
+    for t, res in enumerate(left):
+        res = res.tolist()
+        heap = []
+        for e in np.flatnonzero(wave == t).tolist():
+            s = int(size[a_shard[e]])
+            heap.append((-s, -s, e))
+        heapq.heapify(heap)
+        while heap:
+            _, negs, e = heapq.heappop(heap)
+            u, v = int(ps[e]), int(pd[e])
+            if res[u] <= 0 or res[v] <= 0 or (cap is not None and circuits[e] >= cap):
+                continue  # budgets only shrink: this edge can never grow again
+            res[u] -= 1
+            res[v] -= 1
+            circuits[e] += 1
+            heapq.heappush(heap, (negs / int(circuits[e]), negs, e))
+
+    # -- Phase B: fan-out trees ---------------------------------------------------------------
+    # A parent is an edge index: Phase A edges are 0..m-1, Phase B edges m.. in creation order.
+    b_shard, b_src, b_dst, b_level, b_parent = [], [], [], [], []
+    for i, root, via, block in b_roots:
+        nodes = [root] + block.tolist()
+        depth = [0] * len(nodes)
+        into = [via] + [-1] * block.size  # the edge that brings the shard to each node
+        for j in range(1, len(nodes)):
+            par = (j - 1) // fanout
+            depth[j] = depth[par] + 1
+            into[j] = m + len(b_shard)
+            b_shard.append(i)
+            b_src.append(nodes[par])
+            b_dst.append(nodes[j])
+            b_level.append(depth[j])
+            b_parent.append(into[par])
+    nb = len(b_shard)
+    # Final order: Phase A by wave, then Phase B by level (both stable): parents come first.
+    order = np.concatenate(
+        [np.argsort(wave, kind="stable"), m + np.argsort(np.array(b_level), kind="stable")]
+    )
+    order = order.astype(np.int64)
+    new_pos = np.empty(m + nb, dtype=np.int64)
+    new_pos[order] = np.arange(m + nb)
+    parent = np.concatenate([np.full(m, -1, dtype=np.int64), np.array(b_parent, dtype=np.int64)])
+    parent = np.where(parent >= 0, new_pos[np.maximum(parent, 0)], -1)
+
+    def col(a_part, b_part):
+        return np.concatenate([np.asarray(a_part, dtype=np.int64), np.asarray(b_part, dtype=np.int64)])[order]
+
+    return Forest(
+        shard=col(a_shard, b_shard),
+        src=col(a_src, b_src),
+        dst=col(a_dst, b_dst),
+        wave=col(wave, np.full(nb, -1)),
+        level=col(np.zeros(m), b_level),
+        circuits=col(circuits, np.zeros(nb)),
+        parent=parent[order],
+        pod_of=pod_of,
+        pod_budget=budget,
+    )
+
+
+def forest_ops(
+    forest: Forest,
+    shard_bytes,
+    *,
+    first_op_id: int = 0,
+    deps: Sequence[int] = (),
+    iteration: int = 0,
+    period: int = 0,
+    compute_ps: int = 0,
+) -> dict:
+    """Trace columns that replay a :class:`Forest`, one ``send`` op per edge.
+
+    Parameters
+    ----------
+    forest : Forest
+        From :func:`dissemination_forest`.
+    shard_bytes : array_like of int, shape (shards,)
+        Bytes of each shard (every edge of shard ``i`` sends ``shard_bytes[i]``).
+    first_op_id : int
+        op_id of the first op; the others follow consecutively in the forest's edge order.
+    deps : sequence of int
+        op_ids (all ``< first_op_id``) that must finish before the weight sync starts (e.g.
+        the last optimizer step); added to every op whose sender holds the shard already.
+    iteration, period, compute_ps : int
+        ``iteration`` and ``compute_ps`` for every op. Wave ``t`` of Phase A gets period
+        ``period + t`` and Phase B period ``period + n_waves``, so a controller called per
+        period sees each wave (and the fan-out) as its own communication period.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :meth:`rfabric.traces.Trace.from_columns`: ``op_id``,
+        ``iteration``, ``stage`` (``"weight_sync"``), ``phase`` (``"inter_pod"`` for Phase
+        A, ``"intra_pod"`` for Phase B, as :func:`rfabric.traces.generate_rl` names the two
+        levels of its ``two_level`` weight sync), ``kind`` (``"send"``), ``ranks``
+        (``[src, dst]``), ``size_bytes``, ``algorithm`` (``"direct"``), ``deps``,
+        ``compute_ps`` and ``period``; plus nothing else, so more ops can be appended.
+
+    Notes
+    -----
+    Dependencies: every op of wave ``t + 1`` waits for every op of wave ``t`` (the wave's
+    circuits are torn down before the next wave's are lit, as appendix E's ``T_A = sum_t
+    T_A^(t)`` assumes); a Phase B op waits for the op that brought the shard to its sender
+    (a seed forwards only once it has the whole shard: store and forward, no chunk
+    pipelining). Phase B of a PoD may run while later waves still seed other PoDs.
+    """
+    size = _int_vector(shard_bytes, "shard_bytes")
+    n_shards = int(forest.shard.max()) + 1 if forest.shard.size else 0
+    if size.size < n_shards:
+        raise SpecError(
+            f"forest_ops: shard_bytes has {size.size} entries, the forest has shard {n_shards - 1}"
+        )
+    if (size < 0).any():
+        i = int(np.flatnonzero(size < 0)[0])
+        raise SpecError(f"forest_ops: shard_bytes[{i}] = {int(size[i])} is negative")
+    ext = [int(d) for d in deps]
+    bad = [d for d in ext if not 0 <= d < first_op_id]
+    if bad:
+        raise SpecError(
+            f"forest_ops: deps entry {bad[0]} must be an earlier op_id (0 <= dep < first_op_id={first_op_id})"
+        )
+    n = forest.shard.size
+    ids = first_op_id + np.arange(n, dtype=np.int64)
+    n_waves = forest.n_waves
+    waves = forest.waves
+    dep_lists = []
+    for e in range(n):
+        t = int(forest.wave[e])
+        if t > 0:
+            dep_lists.append(ids[waves[t - 1]].tolist())
+        elif forest.parent[e] >= 0:
+            dep_lists.append([int(ids[forest.parent[e]])])
+        else:
+            dep_lists.append(list(ext))
+    a = forest.wave >= 0
+    return {
+        "op_id": ids,
+        "iteration": iteration,
+        "stage": ["weight_sync"] * n,
+        "phase": np.where(a, "inter_pod", "intra_pod").tolist(),
+        "kind": ["send"] * n,
+        "ranks": np.stack([forest.src, forest.dst], axis=1).tolist() if n else [],
+        "size_bytes": size[forest.shard],
+        "algorithm": "direct",
+        "deps": dep_lists,
+        "compute_ps": compute_ps,
+        "period": np.where(a, period + forest.wave, period + n_waves).astype(np.int64),
+    }
+
+
+def _int_vector(x, what):
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise SpecError(f"dissemination_forest: {what} must be one-dimensional, got shape {arr.shape}")
+    if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            return arr.astype(np.int64)
+        raise SpecError(f"dissemination_forest: {what} must hold integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _positive_int(x, what):
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
+        raise SpecError(f"dissemination_forest: {what} must be an integer >= 1, got {x!r}")
+    return int(x)
+
+
+def _budgets(pod_budget, n_pods):
+    if np.ndim(pod_budget) == 0:
+        b = _int_vector(np.full(n_pods, pod_budget), "pod_budget")
+    else:
+        b = _int_vector(pod_budget, "pod_budget")
+        if b.size != n_pods:
+            raise SpecError(
+                f"dissemination_forest: pod_budget has {b.size} entries, expected {n_pods} (one per PoD of pod_of)"
+            )
+    if (b < 0).any():
+        p = int(np.flatnonzero(b < 0)[0])
+        raise SpecError(f"dissemination_forest: pod_budget[{p}] = {int(b[p])} is negative")
+    return b
+
+
+def _shard_lists(shards, gpus):
+    out = []
+    try:
+        items = list(shards)
+    except TypeError:
+        raise SpecError("dissemination_forest: shards must be a sequence of (holders, receivers)") from None
+    for i, item in enumerate(items):
+        try:
+            holders, receivers = item
+        except (TypeError, ValueError):
+            raise SpecError(
+                f"dissemination_forest: shards[{i}] must be a pair (holders, receivers)"
+            ) from None
+        lists = []
+        for what, x in (("holders", holders), ("receivers", receivers)):
+            arr = np.asarray(x, dtype=np.int64) if len(x) else np.zeros(0, dtype=np.int64)
+            if arr.ndim != 1:
+                raise SpecError(f"dissemination_forest: shard {i}: {what} must be a flat list of GPU ids")
+            bad = np.flatnonzero((arr < 0) | (arr >= gpus))
+            if bad.size:
+                raise SpecError(
+                    f"dissemination_forest: shard {i}: {what} has GPU {int(arr[bad[0]])}, outside 0..{gpus - 1} (pod_of)"
+                )
+            uniq, counts = np.unique(arr, return_counts=True)
+            if (counts > 1).any():
+                raise SpecError(
+                    f"dissemination_forest: shard {i}: {what} lists GPU {int(uniq[counts > 1][0])} more than once"
+                )
+            lists.append(arr)
+        holders, receivers = lists
+        if holders.size == 0:
+            raise SpecError(
+                f"dissemination_forest: shard {i}: holders is empty (someone must hold the shard)"
+            )
+        out.append((holders, receivers[~np.isin(receivers, holders)]))
+    return out

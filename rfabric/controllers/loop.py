@@ -1,0 +1,203 @@
+"""The control loop: what Simulation runs at each communication-period boundary.
+
+The engine stops when an op of a period not seen before becomes ready (granularity
+``"op"``: any op). Python then builds the period's :class:`Intent` (cached: computed once per
+period, or per op) and the :class:`FabricView` of the moment, calls ``controller.plan`` and
+applies a returned plan at once with ``t_ocs`` through the checks of
+:meth:`rfabric.Simulation.apply_circuits`. A plan equal to the one in force (the same set
+of circuits) is checked as any other, then counts as no change: it is not applied and not
+logged. Python runs only here, never
+per packet or per event.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import SpecError
+from ..spec import CircuitTable
+from .base import FabricView, Intent
+
+GRANULARITIES = ("period", "op")
+
+
+def plan_key(plan: CircuitTable) -> np.ndarray:
+    """Rows ``(device, lower link, higher link)`` sorted: equal keys, equal circuit sets."""
+    lo, hi = np.minimum(plan.a, plan.b), np.maximum(plan.a, plan.b)
+    rows = np.stack([np.asarray(plan.ocs, np.int64), lo, hi], axis=1)
+    return rows[np.lexsort(rows.T[::-1])] if len(rows) else rows.reshape(0, 3)
+
+
+def same_plan(a: CircuitTable, b: CircuitTable) -> bool:
+    """True when the two plans hold the same circuits (row order and a/b order aside)."""
+    return len(a) == len(b) and np.array_equal(plan_key(a), plan_key(b))
+
+
+class ControlLoop:
+    """Calls a controller at the boundaries of one Simulation and applies its plans."""
+
+    def __init__(self, sim, controller):
+        self.sim = sim
+        self.controller = controller
+        self.name = _name(controller)
+        self.granularity = getattr(controller, "granularity", "period")  # checked by Simulation
+        self.calls = 0
+        self.wall_s = 0.0
+        self.changes = 0
+        a = sim.trace.arrays()
+        self._a = a
+        self._period = np.asarray(a["period"], dtype=np.int64)
+        self._kind_names = list(a["kind_names"])
+        self._stage_names = list(a["stage_names"])
+        self._phase_names = list(a["phase_names"])
+        order = np.argsort(self._period, kind="stable")
+        ids, first = np.unique(self._period[order], return_index=True)
+        pieces = np.split(order, first[1:]) if len(order) else []
+        self._period_rows = dict(zip(ids.tolist(), pieces, strict=True))
+        spec = sim.spec
+        optical = spec.is_circuit_device(np.arange(spec.num_nodes))
+        src, dst = spec.links.src, spec.links.dst
+        self.ocs_ports = np.flatnonzero(optical[src] | optical[dst]).astype(np.int64)
+        self._intents: dict[int, Intent] = {}
+        self._flows: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    # -- intents -----------------------------------------------------------------------------
+
+    def _signature(self, row: int) -> tuple:
+        a = self._a
+        r0, r1 = a["ranks_offsets"][row], a["ranks_offsets"][row + 1]
+        return (
+            int(a["kind"][row]),
+            int(a["algorithm"][row]),
+            int(a["size_bytes"][row]),
+            int(a["m2n_senders"][row]),
+            a["ranks"][r0:r1].tobytes(),
+        )
+
+    def _op_flows(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(src, dst, bytes) each op would send, by the executor's own dry run; ops with the
+        same kind, algorithm, size and ranks share one run."""
+        sigs = [self._signature(int(r)) for r in rows]
+        todo = {s: int(r) for s, r in zip(sigs, rows, strict=True) if s not in self._flows}
+        if todo:
+            reps = np.fromiter(todo.values(), dtype=np.int64, count=len(todo))
+            f = self.sim.engine.op_flows(reps)
+            for s, r in todo.items():
+                m = f["op"] == r
+                self._flows[s] = (
+                    f["src"][m].astype(np.int64),
+                    f["dst"][m].astype(np.int64),
+                    f["size_bytes"][m].astype(np.int64),
+                )
+        return [self._flows[s] for s in sigs]
+
+    def intent(self, key: int) -> Intent:
+        """The Intent of period ``key`` (granularity "op": of op row ``key``), cached."""
+        if key in self._intents:
+            return self._intents[key]
+        a = self._a
+        rows = np.array([key], dtype=np.int64) if self.granularity == "op" else self._period_rows[key]
+        flows = self._op_flows(rows)
+        src = np.concatenate([f[0] for f in flows])
+        dst = np.concatenate([f[1] for f in flows])
+        nbytes = np.concatenate([f[2] for f in flows])
+        gpus = max(self.sim.spec.num_gpus, 1)
+        pair, inverse = np.unique(src * gpus + dst, return_inverse=True)
+        total = np.bincount(inverse, weights=nbytes, minlength=len(pair)).astype(np.int64)
+        keep = total > 0
+        pair, total = pair[keep], total[keep]
+        kinds = a["kind"][rows]
+        sent = np.array([f[2].sum() for f in flows], dtype=np.int64)
+        by_kind = np.bincount(kinds, weights=sent, minlength=len(self._kind_names))
+        top = int(np.argmax(by_kind)) if by_kind.sum() > 0 else int(kinds[0])
+        groups: dict[bytes, np.ndarray] = {}
+        for r in rows:
+            ranks = a["ranks"][a["ranks_offsets"][r] : a["ranks_offsets"][r + 1]].astype(np.int64)
+            groups.setdefault(ranks.tobytes(), ranks)
+        first = int(rows[0])
+        intent = Intent(
+            period=int(a["period"][first]),
+            iteration=int(a["iteration"][first]),
+            stage=self._stage_names[a["stage"][first]],
+            phase=self._phase_names[a["phase"][first]],
+            primitive=self._kind_names[top],
+            ops=rows.astype(np.int64),
+            groups=tuple(groups.values()),
+            src=pair // gpus,
+            dst=pair % gpus,
+            bytes=total,
+        )
+        self._intents[key] = intent
+        return intent
+
+    # -- the fabric now ----------------------------------------------------------------------
+
+    def view(self, start_ps: int) -> FabricView:
+        sim = self.sim
+        now = int(sim.engine.now)
+        plan = sim.current_circuits()
+        lit = sim.engine.current_circuits_lit_at() <= now
+        down = [link for link in sim._link_changes if sim._link_down_at(link, now)]
+        failed = np.isin(self.ocs_ports, down) if down else np.zeros(len(self.ocs_ports), dtype=bool)
+        used = np.zeros(sim.spec.num_links, dtype=bool)
+        used[plan.a] = True
+        used[plan.b] = True
+        free = ~used[self.ocs_ports] & ~failed
+        return FabricView(
+            spec=sim.spec,
+            now_ps=now,
+            plan=plan,
+            lit=lit,
+            ocs_ports=self.ocs_ports,
+            failed=failed,
+            free=free,
+            slack_ps=int(start_ps) - now,
+            t_ocs_ps=sim.t_ocs_ps,
+            active_periods=tuple(int(p) for p in sim.engine.active_periods()),
+        )
+
+    # -- one boundary ------------------------------------------------------------------------
+
+    def handle(self, boundary: dict) -> None:
+        """Call the controller once per period (or op) of the pending boundary, in the order
+        they became ready, and apply each returned plan."""
+        ops, periods, starts = boundary["op"], boundary["period"], boundary["start_ps"]
+        keys = ops if self.granularity == "op" else periods
+        seen: dict[int, int] = {}
+        for k, s in zip(keys.tolist(), starts.tolist(), strict=True):
+            seen[k] = min(seen.get(k, s), s)
+        for key, start in seen.items():
+            self._call(key, start)
+
+    def _call(self, key: int, start_ps: int) -> None:
+        intent = self.intent(key)
+        view = self.view(start_ps)
+        where = f"controller {self.name}, period {intent.period}"
+        if self.granularity == "op":
+            where += f" (op row {key})"
+        t0 = time.perf_counter()
+        try:
+            plan = self.controller.plan(intent, view)
+        except Exception as exc:
+            raise SpecError(f"{where}: plan() raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.calls += 1
+            self.wall_s += time.perf_counter() - t0
+        if plan is None:
+            return
+        if not isinstance(plan, CircuitTable):
+            got = type(plan).__name__
+            raise SpecError(f"{where}: plan() returned {got}, expected a CircuitTable or None")
+        # checked even when it equals the plan in force: a returned plan never uses a masked port
+        self.sim._check_plan(plan, view.now_ps, where)
+        if same_plan(plan, view.plan):
+            return
+        self.sim._apply_plan_now(plan, where, period=intent.period)
+        self.changes += 1
+
+
+def _name(controller) -> str:
+    name = getattr(controller, "name", None)
+    return name if isinstance(name, str) else type(controller).__name__

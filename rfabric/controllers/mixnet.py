@@ -1,0 +1,155 @@
+"""MixNetController: MixNet's regional OCS reconfiguration, driven by the period's demand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import SpecError
+from ..spec import NODE_KINDS, CircuitTable, NetworkSpec
+from ..topology.mixnet import greedy_circuits
+from .base import Controller, FabricView, Intent
+from .stage_aware import Decision
+
+__all__ = ["MixNetController"]
+
+
+class _Regions:
+    """Regional OCS devices of a MixNet spec: per device, its servers and their OCS NIC links."""
+
+    def __init__(self, spec: NetworkSpec, who: str):
+        kind = spec.nodes.kind
+        gpu, ocs = NODE_KINDS["gpu"], NODE_KINDS["ocs"]
+        src, dst = spec.links.src, spec.links.dst
+        server = spec.nodes.server
+        self.devices: list[int] = []
+        self.servers: list[np.ndarray] = []  # per device: servers, ascending
+        self.ports: list[list[list[int]]] = []  # per device, per server: NIC links in GPU order
+        self.region_of_server: dict[int, int] = {}
+        for dev in np.flatnonzero(kind == ocs).tolist():
+            links = np.flatnonzero((src == dev) | (dst == dev))
+            far = np.where(src[links] == dev, dst[links], src[links])
+            nic = kind[far] == gpu
+            if not nic.any():
+                continue
+            links, far = links[nic], far[nic]
+            srv = server[far].astype(np.int64)
+            order = np.lexsort((far, srv))
+            links, far, srv = links[order], far[order], srv[order]
+            members = np.unique(srv)
+            self.devices.append(int(dev))
+            self.servers.append(members)
+            self.ports.append([links[srv == s].tolist() for s in members.tolist()])
+            for s in members.tolist():
+                self.region_of_server[s] = len(self.devices) - 1
+        if not self.devices:
+            raise SpecError(
+                f"{who}: fabric {spec.name!r} has no OCS whose ports are GPU NICs (a MixNet regional OCS)"
+            )
+        self.gpu_server = server[spec.gpu_nodes].astype(np.int64)
+
+
+class MixNetController(Controller):
+    """MixNet's own regional reconfiguration (Liao et al., SIGCOMM'25; paper §7.2).
+
+    At each period boundary:
+
+    1. **Regional demand.** The intent's GPU-pair bytes summed per (sender server,
+       receiver server) pair inside each region (the servers whose OCS NICs are on one
+       regional OCS). Traffic between regions, or inside a server, never uses a regional
+       OCS and is left to the packet fabric.
+    2. **Scope.** Regions with no such demand keep their rows of ``view.plan`` as they
+       are (minus rows on failed ports): another stage may be using them.
+    3. **Greedy (MixNet's topology manager).** In each region with demand,
+       :func:`rfabric.topology.mixnet.greedy_circuits`, the same greedy
+       :meth:`rfabric.topology.MixNet.plan_for_demand` uses: one circuit at a time to the
+       server pair with the most demand per circuit it already has, while both servers
+       have a free OCS NIC. A server's budget is its OCS NICs that work (failed ports are
+       masked); each circuit takes the server's next working NIC in GPU order. Pairs with
+       no demand get no circuit, unused NICs stay dark (as in MixNet).
+    4. **Safe window.** As the stage-aware controller: nothing is changed unless
+       ``view.slack_ps >= view.t_ocs_ps`` (``None``: keep the plan). MixNet has no stage
+       granularity of its own: it re-plans at every call (``granularity`` "period" by
+       default, "op" for per-collective reconfiguration).
+
+    Attributes
+    ----------
+    log : list of Decision
+        One entry per call: ``commit``, ``keep: slack`` or ``keep: no demand``.
+    """
+
+    def __init__(self, granularity: str = "period"):
+        if granularity not in ("period", "op"):
+            raise SpecError(f"MixNetController: granularity must be 'period' or 'op', got {granularity!r}")
+        self.granularity = granularity
+        self.log: list[Decision] = []
+        self._regions: dict[int, _Regions] = {}
+
+    def regions(self, spec: NetworkSpec) -> _Regions:
+        reg = self._regions.get(id(spec))
+        if reg is None:
+            reg = _Regions(spec, self.name)
+            self._regions[id(spec)] = reg
+        return reg
+
+    def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
+        reg = self.regions(view.spec)
+        ss = reg.gpu_server[np.asarray(intent.src, dtype=np.int64)]
+        sd = reg.gpu_server[np.asarray(intent.dst, dtype=np.int64)]
+        rs = np.array([reg.region_of_server.get(s, -1) for s in ss.tolist()], dtype=np.int64)
+        rd = np.array([reg.region_of_server.get(s, -1) for s in sd.tolist()], dtype=np.int64)
+        m = (ss != sd) & (rs == rd) & (rs >= 0) & (np.asarray(intent.bytes) > 0)
+        touched = sorted(set(rs[m].tolist()))
+        if not touched:
+            self.log.append(Decision(intent.period, intent.stage, "keep: no demand", len(view.plan)))
+            return None
+        if view.slack_ps < view.t_ocs_ps:
+            self.log.append(
+                Decision(
+                    intent.period,
+                    intent.stage,
+                    "keep: slack",
+                    len(view.plan),
+                    f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps",
+                )
+            )
+            return None
+        failed = set(view.failed_ports.tolist())
+        devs = {reg.devices[r] for r in touched}
+        plan = view.plan
+        keep = [
+            (o, a, b)
+            for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True)
+            if o not in devs and a not in failed and b not in failed
+        ]
+        new = []
+        for r in touched:
+            members = reg.servers[r]
+            index = {s: i for i, s in enumerate(members.tolist())}
+            k = len(members)
+            w = np.zeros((k, k))
+            sel = m & (rs == r)
+            np.add.at(
+                w,
+                (
+                    np.array([index[s] for s in ss[sel].tolist()], dtype=np.int64),
+                    np.array([index[s] for s in sd[sel].tolist()], dtype=np.int64),
+                ),
+                np.asarray(intent.bytes, dtype=np.float64)[sel],
+            )
+            ports = [[p for p in reg.ports[r][i] if p not in failed] for i in range(k)]
+            for i, j in greedy_circuits(w, [len(p) for p in ports]):
+                new.append((reg.devices[r], ports[i].pop(0), ports[j].pop(0)))
+        rows = keep + new
+        o, a, b = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)) if rows else ([], [], [])
+        out = CircuitTable.build(o, a, b) if rows else CircuitTable.empty()
+        view.spec.validate_circuits(out, where=f"{self.name}, period {intent.period}")
+        self.log.append(
+            Decision(
+                intent.period,
+                intent.stage,
+                "commit",
+                len(out),
+                f"regions {touched}: {len(new)} circuits, {len(keep)} rows kept",
+            )
+        )
+        return out

@@ -1,0 +1,1042 @@
+"""StageAwareController: RFabric's control plane (paper §5.2-5.3, appendices D and E).
+
+Per communication period it turns the intent's GPU-pair demand into ToR-level demand per PoD
+and PoD-level demand across the core, allocates circuits with the pair-bottleneck greedy
+(:func:`~rfabric.controllers.allocate_circuits`), checks Core-Agg coupling, maps the
+multiplicities to concrete OCS port pairs and commits only in a window whose slack covers
+``t_ocs``. The weight sync is replayed over the appendix-E dissemination forest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SpecError
+from ..spec import CircuitTable, NetworkSpec
+from .allocate import allocate_circuits
+from .base import Controller, FabricView, Intent
+from .forest import dissemination_forest, forest_ops
+from .layout import RFabricLayout
+
+__all__ = ["Decision", "StageAwareController"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One entry of :attr:`StageAwareController.log`.
+
+    Attributes
+    ----------
+    period : int
+        The intent's period.
+    stage : str
+        The intent's stage.
+    action : str
+        ``"cached template"`` (first sight of the intent's key, Phase 1 of §5.3; followed by
+        the entry of what was done with it), ``"commit"`` (a plan was returned),
+        ``"keep: slack"`` (slack < t_ocs), ``"keep: infeasible"`` (Core-Agg coupling or a
+        device's ports failed the check), ``"keep: deployment"`` (gen: the deployment's plan
+        is still in place), ``"keep: no demand"`` (nothing of the period crosses the OCS
+        layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period).
+    circuits : int
+        Rows of the returned plan (``commit``), else of the plan kept.
+    detail : str
+        Why, for the ``keep`` actions; what changed, for ``commit``.
+    """
+
+    period: int
+    stage: str
+    action: str
+    circuits: int
+    detail: str = ""
+
+
+@dataclass
+class _Template:
+    """What Phase 1 caches per intent key: which ToRs and PoDs the intent's traffic uses
+    (the template's endpoints) and how its GPU pairs map onto ToR pairs."""
+
+    key: tuple
+    src: np.ndarray
+    dst: np.ndarray
+    ts: np.ndarray
+    td: np.ndarray
+    net: np.ndarray
+    tors: frozenset
+    pods: frozenset
+
+
+class StageAwareController(Controller):
+    """RFabric's stage-aware, slack-aware circuit controller (OrchestrRL §5.2-5.3, App. D-E).
+
+    What it does at each call (``plan(intent, view)``)
+    ------------------------------------------------
+    1. **Template (Phase 1, §5.3).** The intent's key is ``(stage, phase, primitive,
+       groups)`` where ``groups`` is the tuple of the intent's rank lists (membership, not
+       only sizes: which ToRs and PoDs a template spans depends on which GPUs are in it).
+       On first sight the controller caches the template: the ToR pair of every GPU pair of
+       the intent (:meth:`RFabricLayout.tor_pairs`: with PXN the sender's ToR on the
+       receiver's rail), the ToRs and PoDs the traffic uses, and logs ``"cached template"``.
+       Later intents with the same key reuse it and only bring new byte counts (Phase 2).
+    2. **Stage granularity (§5.2).**
+
+       * ``train`` and any stage not named below (``response_stream``, user stages): a plan
+         at every call where the slack allows, i.e. at each collective-free boundary the
+         trace marks as a period (fwd/bwd vs grad_sync), or before every op with
+         ``granularity="op"`` (fine-grained reconfiguration).
+       * ``gen``: once per deployment interval. A gen intent whose key was committed before
+         and whose circuits are all still in place is kept (``"keep: deployment"``); a new
+         key (a parallelism/layout change) or circuits torn down since (another stage
+         re-planned those PoDs) gets a new plan. With ``granularity="op"`` decode ops thus
+         do not re-plan.
+       * ``weight_sync``: re-planned at each weight-sync period (each wave of the forest
+         and its fan-out is a period), right before its sends; with ``granularity="op"``
+         only at the first op of each such period.
+    3. **Safe window (§5.3).** If ``view.slack_ps < view.t_ocs_ps`` nothing is computed:
+       ``None`` (keep the current plan), ``"keep: slack"``. The plan is not deferred: the
+       next call re-plans from the demand of its own period. One exception, the forest's
+       own schedule: Phase A waves after the first and Phase B of a forest commit whatever
+       the slack, because appendix E's waves replace each other's circuits by design
+       (``T_A = sum_t T_A^(t)``), so each waits for its light; the first period of a forest
+       obeys the safe window like any other.
+    4. **Scope.** Only the PoDs the intent's traffic uses are re-planned. Rows of
+       ``view.plan`` kept as they are: every row in another PoD's OCS-Agg, OCS-Core rows
+       between two such PoDs, and circuits still used by another active period
+       (``view.active_periods``, whose ToRs the controller remembers from their intents):
+       ToR-ToR circuits between two ToRs only they use, and core chains toward a PoD only
+       they use. Rows on failed ports are dropped. Ports of kept rows are not allocatable.
+    5. **Demand (App. D.1).** Bytes per ToR pair; inside a PoD the endpoints are its ToRs
+       plus one boundary endpoint ``U`` (its PoD-boundary uplinks): ToR-ToR demand for
+       intra-PoD pairs, ``D[t, U]`` the bytes ``t`` lifts to other PoDs and ``D[U, t]`` the
+       bytes dropped to it. Across the core the endpoints are PoDs.
+    6. **Allocation (App. D.2).** ``allocate_circuits`` per re-planned PoD over its ToRs
+       and ``U`` (budgets: each ToR's uplink ports that work and are not kept; ``U``: the
+       PoD's free core ports) gives the lift/drop access the PoD's ToRs offer; the core is
+       then ``allocate_circuits`` over PoDs with budget ``min(free core ports, access)``
+       per PoD (the paper leaves the order of the two tiers open; sizing the core within
+       the access keeps the coupling check from failing on budgets alone); finally each
+       PoD is allocated again with ``U`` = its planned core circuits, which the greedy,
+       identical to the first pass until ``U`` runs out, reaches exactly. Eligible: ToR
+       pairs of the PoD (with PXN only same-rail ToRs, the only pairs PXN traffic uses)
+       and every ToR with ``U``.
+    7. **Core-Agg coupling (App. D).** Feasible when every PoD's lift/drop circuits equal
+       its planned core circuits (its ToRs' uplink access can carry the core capacity) and
+       every core circuit finds an OCS-Core device with a free port from each of its two
+       PoDs, reached from an OCS-Agg where the chain's ToR has a free uplink (PoD-level
+       budgets do not see which OCS-Core device a port is on: failures can leave two PoDs
+       free ports only on different devices). Otherwise
+       ``None`` and ``"keep: infeasible"`` with the PoD and the shortfall.
+    8. **Concrete rows.** A core circuit between PoDs ``p`` and ``q`` becomes a chain
+       ``ToR-(Agg)-uplink-(Core)-uplink-(Agg)-ToR``; which ToRs of ``p`` and ``q`` it joins
+       is a greedy of its own: one chain at a time to the ToR pair (across PoDs with core
+       circuits left between them, both ToRs with lift circuits left) with the largest
+       ``max(D[t1, t2], D[t2, t1]) / (chains + 1)``, lowest ToR ids on ties. Circuits
+       already in place between the same ToR pair (and chains between the same ToRs) are
+       reused first, so re-planning the same demand changes nothing; new ones take the
+       lowest free link ids, on the OCS-Agg where both ToRs have the most free ports.
+    9. **Leftover ports and connectivity (§5.4).** Ports of re-planned PoDs that no
+       allocated circuit uses get the fabric's default (uniform) channels wherever all of
+       a channel's missing rows have free ports; then, if ToRs that must reach each other
+       (with PXN the ToRs of one rail, else all ToRs) are apart, default channels between
+       the parts are added back, taking ports from allocated channels of ToR pairs that
+       keep another circuit (never from kept rows). Without this a PoD re-planned for its
+       own train period dropped the core chains a later response-stream send needed, and
+       that send waited forever on a lossless fabric. Connectivity is restored as far as
+       such channels allow; it is not guaranteed when every candidate port belongs to a
+       ToR pair's only circuit.
+    10. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
+        ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
+        :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
+        each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
+        placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. The
+        first plan after the weight sync restores, in the PoDs the forest used and the new
+        period does not re-plan, the rows in place before the weight sync (the forest is
+        torn down).
+
+    Parameters
+    ----------
+    granularity : {"period", "op"}
+        When the loop calls :meth:`plan` (see :class:`~rfabric.controllers.Controller`).
+    forest : bool
+        Rewrite the weight sync into the dissemination forest in :meth:`prepare` (default
+        True); False leaves the trace's weight sync to the generic allocation.
+    seeds_per_pod, fanout : int
+        Forwarded to :func:`~rfabric.controllers.dissemination_forest`.
+    fanout_ops : {"broadcast", "send"}
+        How :meth:`prepare` replays Phase B: one pipelined chain broadcast per fan-out
+        tree (default) or one store-and-forward send per tree edge (see :meth:`prepare`).
+
+    Attributes
+    ----------
+    log : list of Decision
+        One entry per call (two on a template's first sight).
+    templates : dict
+        Cached templates by key.
+    """
+
+    def __init__(
+        self,
+        granularity: str = "period",
+        *,
+        forest: bool = True,
+        seeds_per_pod: int = 1,
+        fanout: int = 2,
+        fanout_ops: str = "broadcast",
+    ):
+        if granularity not in ("period", "op"):
+            raise SpecError(
+                f"StageAwareController: granularity must be 'period' or 'op', got {granularity!r}"
+            )
+        self.granularity = granularity
+        if fanout_ops not in ("broadcast", "send"):
+            raise SpecError(
+                f"StageAwareController: fanout_ops must be 'broadcast' or 'send', got {fanout_ops!r}"
+            )
+        self.fanout_ops = fanout_ops
+        self.forest = bool(forest)
+        self.seeds_per_pod = seeds_per_pod
+        self.fanout = fanout
+        self.log: list[Decision] = []
+        self.templates: dict[tuple, _Template] = {}
+        self._layouts: dict[int, RFabricLayout] = {}
+        self._period_tors: dict[int, frozenset] = {}
+        self._committed: dict[tuple, CircuitTable] = {}  # gen key -> rows it committed
+        self._forest_waves: dict[int, list[tuple[int, int, int]]] = {}  # period -> (src, dst, circuits)
+        self._ws_periods: set[int] = set()
+        self._pre_ws: CircuitTable | None = None  # plan in force before the weight sync
+        self._ws_pods: set[int] = set()
+        self._last_ws_period: int | None = None
+        self._ws_first: set[int] = set()  # the first period of each forest
+        self._period_stage: dict[int, str] = {}
+        self.forest_plan = None  # the Forest of the last prepare, for inspection
+
+    # -- fabric ------------------------------------------------------------------------------
+
+    def layout(self, spec: NetworkSpec) -> RFabricLayout:
+        """The :class:`RFabricLayout` of ``spec`` (read once per spec)."""
+        lay = self._layouts.get(id(spec))
+        if lay is None or lay.spec is not spec:
+            lay = RFabricLayout(spec, self.name)
+            self._layouts[id(spec)] = lay
+        return lay
+
+    # -- Phase 1: templates -----------------------------------------------------------------
+
+    @staticmethod
+    def template_key(intent: Intent) -> tuple:
+        """``(stage, phase, primitive, groups)``, groups as a tuple of rank tuples."""
+        groups = tuple(tuple(int(r) for r in g) for g in intent.groups)
+        return (intent.stage, intent.phase, intent.primitive, groups)
+
+    def _template(self, lay: RFabricLayout, intent: Intent) -> tuple[_Template, bool]:
+        key = self.template_key(intent)
+        tpl = self.templates.get(key)
+        if tpl is not None and np.array_equal(tpl.src, intent.src) and np.array_equal(tpl.dst, intent.dst):
+            return tpl, False
+        first = tpl is None
+        ts, td, net = lay.tor_pairs(intent.src, intent.dst)
+        used = np.unique(np.concatenate([ts[net], td[net]]))
+        tpl = _Template(
+            key=key,
+            src=np.asarray(intent.src).copy(),
+            dst=np.asarray(intent.dst).copy(),
+            ts=ts,
+            td=td,
+            net=net,
+            tors=frozenset(used.tolist()),
+            pods=frozenset(lay.tor_pod[used].tolist()),
+        )
+        self.templates[key] = tpl
+        return tpl, first
+
+    # -- the call ----------------------------------------------------------------------------
+
+    def _keep(self, intent, view, action, detail=""):
+        self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
+        return None
+
+    def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
+        lay = self.layout(view.spec)
+        tpl, first = self._template(lay, intent)
+        if first:
+            self.log.append(
+                Decision(
+                    intent.period, intent.stage, "cached template", len(view.plan), f"{len(tpl.tors)} ToRs"
+                )
+            )
+        self._period_tors[intent.period] = tpl.tors
+        self._period_stage[intent.period] = intent.stage
+        stage = intent.stage
+        if stage == "weight_sync":
+            if self.granularity == "op" and intent.period == self._last_ws_period:
+                return self._keep(intent, view, "keep: same broadcast")
+        if stage == "gen":
+            done = self._committed.get(tpl.key)
+            if done is not None and _contains(view.plan, done):
+                return self._keep(intent, view, "keep: deployment", "the deployment's circuits are in place")
+        forest_step = (
+            stage == "weight_sync"
+            and intent.period in self._ws_periods
+            and intent.period not in self._ws_first
+        )
+        if view.slack_ps < view.t_ocs_ps and not forest_step:
+            return self._keep(
+                intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
+            )
+        ws_active = any(
+            self._period_stage.get(int(p)) == "weight_sync" for p in view.active_periods if p != intent.period
+        )
+        teardown = stage != "weight_sync" and self._pre_ws is not None and not ws_active
+        n = lay.num_tors
+        m = tpl.net
+        D = np.zeros((n, n), dtype=np.float64)
+        np.add.at(D, (tpl.ts[m], tpl.td[m]), np.asarray(intent.bytes, dtype=np.float64)[m])
+        if not tpl.tors and not teardown:
+            return self._keep(intent, view, "keep: no demand", "all of the period's traffic stays in ToRs")
+        others = set()
+        for p in view.active_periods:
+            if p != intent.period:
+                others |= self._period_tors.get(int(p), frozenset())
+        protected = frozenset(others - tpl.tors)
+        base = view.plan
+        if teardown:
+            base = self._restore(lay, view, tpl.pods)
+        chains = self._forest_waves.get(intent.period) if stage == "weight_sync" else None
+        result = self._materialize(lay, view, base, D, tpl.pods, protected, chains)
+        if isinstance(result, str):
+            return self._keep(intent, view, "keep: infeasible", result)
+        plan, detail = result
+        view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
+        if stage == "weight_sync":
+            if self._pre_ws is None:
+                self._pre_ws = view.plan
+            self._ws_pods |= set(tpl.pods)
+            self._last_ws_period = intent.period
+        elif teardown:
+            self._pre_ws = None
+            self._ws_pods = set()
+        if stage == "gen":
+            self._committed[tpl.key] = _rows_touching(plan, lay, tpl.pods)
+        self.log.append(Decision(intent.period, stage, "commit", len(plan), detail))
+        return plan
+
+    # -- the weight-sync forest teardown -----------------------------------------------------
+
+    def _restore(self, lay, view, replanned) -> CircuitTable:
+        """``view.plan`` with the PoDs the forest used (and this period does not re-plan)
+        set back to their rows from before the weight sync, where those ports work."""
+        pods = self._ws_pods - set(replanned)
+        if not pods:
+            return view.plan
+        failed = set(view.failed_ports.tolist())
+        cur = _rows(view.plan)
+        old = _rows(self._pre_ws)
+        keep = [r for r in cur if not _in_pods(lay, r, pods)]
+        used = {x for r in keep for x in (r[1], r[2])}
+        for r in old:
+            if (
+                _in_pods(lay, r, pods)
+                and r[1] not in used
+                and r[2] not in used
+                and not ({r[1], r[2]} & failed)
+            ):
+                keep.append(r)
+                used |= {r[1], r[2]}
+        return _table(keep)
+
+    # -- materialisation (App. D) ------------------------------------------------------------
+
+    def _materialize(self, lay, view, base, D, pods, protected, forced_chains):
+        """(plan, detail), or a str saying why the plan is infeasible."""
+        failed = set(view.failed_ports.tolist())
+        pods = set(pods)
+        if forced_chains is not None:
+            pods |= {int(lay.tor_pod[lay.gpu_tor[s]]) for s, _, _ in forced_chains}
+            pods |= {int(lay.tor_pod[lay.gpu_tor[d]]) for _, d, _ in forced_chains}
+        protected_pods = {int(lay.tor_pod[t]) for t in protected} - pods
+        pol = lay.port_of_link
+        core_set = set(lay.core_nodes.tolist())
+
+        # 1. rows kept as they are
+        rows = _rows(base)
+        partner_core = {}  # core port link -> its core row
+        for r in rows:
+            if r[0] in core_set:
+                partner_core[r[1]] = r
+                partner_core[r[2]] = r
+        kept, kept_core_ports = [], set()
+        for r in rows:
+            if r[1] in failed or r[2] in failed:
+                continue
+            if r[0] in core_set:
+                pa_, pb_ = pol[r[1]][1], pol[r[2]][1]
+                inside = pa_ not in pods and pb_ not in pods
+                chain_kept = (pa_ in pods) != (pb_ in pods) and (
+                    (pa_ in protected_pods) or (pb_ in protected_pods)
+                )
+                if inside or chain_kept:
+                    kept.append(r)
+                    if chain_kept:
+                        kept_core_ports |= {r[1], r[2]}
+                continue
+            p = lay.agg_pod.get(r[0])
+            if p is None or p not in pods:
+                kept.append(r)
+                continue
+            ka, kb = pol.get(r[1]), pol.get(r[2])
+            if ka and kb and ka[0] == kb[0] == "tor" and ka[1] in protected and kb[1] in protected:
+                kept.append(r)
+            elif (
+                ka
+                and kb
+                and {ka[0], kb[0]} == {"tor", "core"}
+                and (r[1] in kept_core_ports or r[2] in kept_core_ports)
+            ):
+                kept.append(r)
+        # a chain kept on the core side keeps its lift row, which may come after it: second pass
+        kept_set = set(kept)
+        for r in rows:
+            if r in kept_set or r[1] in failed or r[2] in failed or lay.agg_pod.get(r[0]) not in pods:
+                continue
+            if r[1] in kept_core_ports or r[2] in kept_core_ports:
+                kept.append(r)
+                kept_set.add(r)
+        taken = {x for r in kept for x in (r[1], r[2])} | failed
+
+        # 2. free ports of the re-planned PoDs
+        free_tor: dict[tuple[int, int], list[int]] = {}  # (ToR, agg) -> links
+        for link, t, g in zip(
+            lay.tor_port_link.tolist(), lay.tor_port_tor.tolist(), lay.tor_port_agg.tolist(), strict=True
+        ):
+            if link not in taken and int(lay.tor_pod[t]) in pods:
+                free_tor.setdefault((t, g), []).append(link)
+        free_core: dict[tuple[int, int, int], list[int]] = {}  # (PoD, agg, core) -> links
+        for link, p, g, c in zip(
+            lay.core_port_link.tolist(),
+            lay.core_port_pod.tolist(),
+            lay.core_port_agg.tolist(),
+            lay.core_port_core.tolist(),
+            strict=True,
+        ):
+            if link not in taken and p in pods:
+                free_core.setdefault((p, g, c), []).append(link)
+        for lst in list(free_tor.values()) + list(free_core.values()):
+            lst.sort()
+        tor_budget = np.zeros(lay.num_tors, dtype=np.int64)
+        for (t, _), lst in free_tor.items():
+            tor_budget[t] += len(lst)
+        pod_budget = np.zeros(lay.pods, dtype=np.int64)
+        for (p, _, _), lst in free_core.items():
+            pod_budget[p] += len(lst)
+
+        # 3. core plan and lift slots
+        rate = lay.link_rate_bps
+        pod_of = lay.tor_pod
+        if forced_chains is not None:
+            chain_list = []
+            for s, d, c in forced_chains:
+                ts, td, _ = lay.tor_pairs(np.array([s]), np.array([d]))
+                chain_list += [(int(ts[0]), int(td[0]))] * int(c)
+            intra_D = np.zeros_like(D)
+        else:
+            inter = pod_of[:, None] != pod_of[None, :]
+            P = np.zeros((lay.pods, lay.pods))
+            np.add.at(
+                P, (np.repeat(pod_of, lay.num_tors), np.tile(pod_of, lay.num_tors)), (D * inter).ravel()
+            )
+
+            def agg(p, u_budget):
+                """allocate_circuits over PoD p's ToRs and its boundary endpoint U."""
+                tors = lay.pod_tors[p]
+                k = len(tors)
+                Dp = np.zeros((k + 1, k + 1))
+                Dp[:k, :k] = D[np.ix_(tors, tors)]
+                Dp[:k, k] = (D[tors] * inter[tors]).sum(axis=1)
+                Dp[k, :k] = (D[:, tors] * inter[:, tors]).sum(axis=0)
+                elig = np.zeros((k + 1, k + 1), dtype=bool)
+                elig[:k, :k] = lay.tor_eligible(tors)
+                elig[:k, k] = elig[k, :k] = True
+                return tors, allocate_circuits(Dp, elig, np.append(tor_budget[tors], u_budget), rate)
+
+            # pass 1: what lift/drop access each PoD's ToRs give with U = its free core ports;
+            # the core is then allocated within min(core ports, access) per PoD (coupled
+            # budgets); pass 2 re-allocates each PoD with U = its planned core circuits
+            core_c = np.zeros((lay.pods, lay.pods), dtype=np.int64)
+            if lay.pods > 1 and P.sum() > 0:
+                access = np.zeros(lay.pods, dtype=np.int64)
+                for p in sorted(pods):
+                    tors, C = agg(p, pod_budget[p])
+                    access[p] = C[: len(tors), len(tors)].sum()
+                core_c = allocate_circuits(
+                    P, ~np.eye(lay.pods, dtype=bool), np.minimum(pod_budget, access), rate
+                )
+            lifts = np.zeros(lay.num_tors, dtype=np.int64)
+            intra_C = {}
+            for p in sorted(pods):
+                tors, C = agg(p, core_c[p].sum())
+                k = len(tors)
+                lift = int(C[:k, k].sum())
+                if lift != int(core_c[p].sum()):
+                    return (
+                        f"Core-Agg coupling: PoD {p} has {int(core_c[p].sum())} core circuits planned but its "
+                        f"ToRs' free uplinks carry only {lift} lift/drop circuits"
+                    )
+                lifts[tors] = C[:k, k]
+                intra_C[p] = (tors, C[:k, :k])
+            chain_list = _pair_chains(D, pod_of, lifts, core_c)
+            intra_D = None
+
+        # 4. reuse: circuits and chains already in place between the same ToRs
+        exist_intra: dict[tuple[int, int], list[tuple]] = {}
+        exist_chain: dict[tuple[int, int], list[tuple]] = {}
+        lift_of = {}  # core port link -> (agg row, ToR)
+        for r in rows:
+            g = lay.agg_pod.get(r[0])
+            if g is None or g not in pods or r in kept_set:
+                continue
+            ka, kb = pol.get(r[1]), pol.get(r[2])
+            if not ka or not kb:
+                continue
+            if ka[0] == kb[0] == "tor":
+                exist_intra.setdefault((min(ka[1], kb[1]), max(ka[1], kb[1])), []).append(r)
+            elif {ka[0], kb[0]} == {"tor", "core"}:
+                core_port = r[1] if ka[0] == "core" else r[2]
+                lift_of[core_port] = (r, ka[1] if ka[0] == "tor" else kb[1])
+        for r in rows:
+            if r[0] in core_set and r not in kept_set and r[1] in lift_of and r[2] in lift_of:
+                (ra, ta), (rb, tb) = lift_of[r[1]], lift_of[r[2]]
+                key = (ta, tb) if ta <= tb else (tb, ta)
+                exist_chain.setdefault(key, []).append((ra, r, rb) if ta <= tb else (rb, r, ra))
+
+        def take(lst, x):
+            if x in lst:
+                lst.remove(x)
+                return True
+            return False
+
+        def port_free(t, g, link):
+            return link in free_tor.get((t, g), [])
+
+        new = []
+        # 5. chains (core circuits) first: they are coupled across two PoDs
+        for t1, t2 in chain_list:
+            a, b = (t1, t2) if t1 <= t2 else (t2, t1)
+            placed = False
+            for ra, rc, rb in exist_chain.get((a, b), []):
+                pa_, pb_ = pol[rc[1]][1], pol[rc[2]][1]
+                ka = rc[1] if pa_ == pod_of[a] else rc[2]
+                kb = rc[2] if ka == rc[1] else rc[1]
+                ta_port = ra[1] if ra[2] == ka else ra[2]
+                tb_port = rb[1] if rb[2] == kb else rb[2]
+                ga, gb, c = ra[0], rb[0], rc[0]
+                if (
+                    port_free(a, ga, ta_port)
+                    and port_free(b, gb, tb_port)
+                    and ka in free_core.get((int(pod_of[a]), ga, c), [])
+                    and kb in free_core.get((int(pod_of[b]), gb, c), [])
+                ):
+                    take(free_tor[(a, ga)], ta_port)
+                    take(free_tor[(b, gb)], tb_port)
+                    take(free_core[(int(pod_of[a]), ga, c)], ka)
+                    take(free_core[(int(pod_of[b]), gb, c)], kb)
+                    new.append(((ra, rc, rb), a, b))
+                    exist_chain[(a, b)].remove((ra, rc, rb))
+                    placed = True
+                    break
+            if placed:
+                continue
+            best = None
+            pa_, pb_ = int(pod_of[a]), int(pod_of[b])
+            for c in lay.core_nodes.tolist():
+                ends = []
+                for t, p in ((a, pa_), (b, pb_)):
+                    opts = [
+                        (len(free_tor[(t, g)]), g)
+                        for (pp, g, cc), lst in free_core.items()
+                        if pp == p and cc == c and lst and free_tor.get((t, g))
+                    ]
+                    if not opts:
+                        break
+                    ends.append(max(opts, key=lambda o: (o[0], -o[1]))[1])
+                if len(ends) == 2:
+                    room = min(len(free_core[(pa_, ends[0], c)]), len(free_core[(pb_, ends[1], c)]))
+                    if best is None or room > best[0]:
+                        best = (room, c, ends[0], ends[1])
+            if best is None:
+                return (
+                    f"Core-Agg coupling: no OCS-Core device has a free port from PoD {pa_} and from PoD "
+                    f"{pb_} reachable from free uplinks of ToRs {int(lay.tors[a])} and {int(lay.tors[b])}"
+                )
+            _, c, ga, gb = best
+            ka = free_core[(pa_, ga, c)].pop(0)
+            kb = free_core[(pb_, gb, c)].pop(0)
+            pa_port = free_tor[(a, ga)].pop(0)
+            pb_port = free_tor[(b, gb)].pop(0)
+            new.append((((ga, pa_port, ka), (c, ka, kb), (gb, kb, pb_port)), a, b))
+
+        # 6. intra-PoD ToR-ToR circuits
+        unplaced = 0
+        if intra_D is None:
+            for p in sorted(intra_C):
+                tors, C = intra_C[p]
+                iu, ju = np.nonzero(np.triu(C, 1))
+                for i, j in zip(iu.tolist(), ju.tolist(), strict=True):
+                    a, b = int(tors[i]), int(tors[j])
+                    need = int(C[i, j])
+                    for r in exist_intra.get((a, b), []):
+                        if need == 0:
+                            break
+                        ta = pol[r[1]][1]
+                        pa_port, pb_port = (r[1], r[2]) if ta == a else (r[2], r[1])
+                        if port_free(a, r[0], pa_port) and port_free(b, r[0], pb_port):
+                            take(free_tor[(a, r[0])], pa_port)
+                            take(free_tor[(b, r[0])], pb_port)
+                            new.append(((r,), a, b))
+                            need -= 1
+                    for _ in range(need):
+                        opts = [
+                            (min(len(free_tor[(a, g)]), len(free_tor.get((b, g), []))), -g, g)
+                            for (t, g) in free_tor
+                            if t == a and free_tor[(a, g)] and free_tor.get((b, g))
+                        ]
+                        if not opts:
+                            unplaced += 1
+                            continue
+                        g = max(opts)[2]
+                        new.append((((g, free_tor[(a, g)].pop(0), free_tor[(b, g)].pop(0)),), a, b))
+
+        # 7. leftover ports: the fabric's default channels where all their ports are free
+        n_alloc = len(new)
+        used = {x for r in kept for x in (r[1], r[2])} | {x for u in new for r in u[0] for x in (r[1], r[2])}
+        used |= failed
+        agg_in = {g for g, p in lay.agg_pod.items() if p in pods}
+        defaults = lay.default_channels()
+        in_kept = {(r[0], min(r[1], r[2]), max(r[1], r[2])) for r in kept}
+        for rws, a, b in defaults:
+            need = _missing(rws, in_kept)
+            ports = {x for r in need for x in (r[1], r[2])}
+            if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
+                continue
+            new.append((need, a, b))
+            used |= ports
+        filled = len(new) - n_alloc
+
+        # 8. connectivity (§5.4): ToRs that must reach each other (with PXN the ToRs of one
+        # rail, else all) and do not get a default channel back, taking its ports from
+        # allocated channels of ToR pairs that keep another channel
+        n_intra = sum(1 for u in new[:n_alloc] if len(u[0]) == 1)
+        stolen = _connect(lay, kept, new, n_alloc, failed, defaults, agg_in | core_set, in_kept)
+        rows_new = [r for u in new for r in u[0]]
+        detail = (
+            f"PoDs {sorted(pods)}: {len(chain_list)} core chains, "
+            f"{n_intra} ToR-ToR circuits, {filled} default "
+            f"channels on leftover ports, {len(kept)} rows kept"
+        )
+        if stolen:
+            detail += f", {stolen} allocated channels given up to keep ToRs connected"
+        if unplaced:
+            detail += f", {unplaced} ToR-ToR circuits found no OCS-Agg with a free port at both ToRs"
+        return _table(kept + rows_new), detail
+
+    # -- prepare: the weight-sync forest (App. E) --------------------------------------------
+
+    def prepare(self, trace, spec: NetworkSpec):
+        """Replace each weight sync of ``trace`` by its dissemination forest (appendix E).
+
+        For every (iteration, period) of ``weight_sync`` ops:
+
+        * **Shards.** Each ``broadcast`` (root first) or ``send`` whose sender receives
+          nothing in that weight sync is one shard: held by its sender, ``size_bytes``
+          long. Its receivers are closed under relaying: a receiver that is itself the root
+          of a weight-sync op of the same period forwards to that op's receivers (the
+          generator's ``two_level`` mode: ``inter_pod`` to the first gen instance of each
+          pod, ``intra_pod`` from there). The shard's final receivers are every GPU it
+          reaches.
+        * **Forest.** :func:`dissemination_forest` with ``pod_of`` from the fabric, budgets
+          ``d_p`` = each PoD's PoD-boundary ports, ``seeds_per_pod`` and ``fanout`` from
+          this controller, the shard sizes, and ``max_circuits_per_edge=1``: a transfer
+          leaves through one GPU NIC, which one NIC-rate circuit fills.
+        * **Ops.** :func:`forest_ops`: one ``send`` per Phase A edge; wave ``t`` gets a
+          fresh period id per wave and Phase B one more (ids above every period of the
+          trace). Phase B, with ``fanout_ops="broadcast"`` (default), is one pipelined
+          ``chain`` broadcast per fan-out tree (root first, then the tree's receivers in
+          breadth-first order), after the Phase A send that brings the shard to its root;
+          with ``fanout_ops="send"`` it is :func:`forest_ops`' one store-and-forward
+          ``send`` per tree edge. Measured on RFabric 256 (train PoD 0, gen PoD 1, tiny
+          model, 32 shards of 16.6 MB, ``t_ocs`` 0): weight sync 2.16 ms with broadcasts,
+          6.02 ms with sends (each tree level waits for the whole shard), 4.27 ms for the
+          generator's own two-level broadcast over the uniform plan
+          (``core_ports=16``); 2.93, 8.04 and 2.93 ms with 64 core ports.
+          Ops that depended on any op of the weight sync depend on all its new ops; the
+          forest's root ops depend on what the weight sync's ops depended on and keep the
+          ``compute_ps`` of its first op. Other ops keep their rows, renumbered in order.
+
+        Bytes change: a shard crosses the PoD boundary once per destination PoD and is
+        relayed inside it, as appendix E intends; the trace's total ``sent_bytes`` of the
+        weight sync is shard size x receivers in both versions (each receiver gets each of
+        its shards once). Returns ``trace`` unchanged when ``forest=False`` or there is no
+        weight sync.
+        """
+        if not self.forest:
+            return trace
+        from ..traces import Trace
+
+        lay = self.layout(spec)
+        a = trace.arrays()
+        stage_names = list(a["stage_names"])
+        if "weight_sync" not in stage_names:
+            return trace
+        ws_code = stage_names.index("weight_sync")
+        n = trace.num_ops
+        ids = a["op_id"].astype(np.int64)
+        t = trace.table
+        stage = t["stage"].cast("string").to_pylist() if n else []
+        phase = t["phase"].cast("string").to_pylist() if n else []
+        kind = t["kind"].cast("string").to_pylist() if n else []
+        algorithm = t["algorithm"].cast("string").to_pylist() if n else []
+        ranks = t["ranks"].to_pylist()
+        deps = t["deps"].to_pylist()
+        size = a["size_bytes"].astype(np.int64)
+        comp = a["compute_ps"].astype(np.int64)
+        period = a["period"].astype(np.int64)
+        iteration = a["iteration"].astype(np.int64)
+        is_ws = a["stage"] == ws_code
+        if not is_ws.any():
+            return trace
+        pod_of = lay.tor_pod[lay.gpu_tor]
+        d_p = (
+            np.bincount(lay.core_port_pod, minlength=lay.pods)
+            if lay.core_port_pod.size
+            else np.zeros(lay.pods, np.int64)
+        )
+        d_p = np.maximum(d_p, 1)  # a single PoD crosses no boundary; the forest needs d_p >= 1 only to cross
+        next_period = int(period.max()) + 1
+        blocks = {}
+        for r in np.flatnonzero(is_ws).tolist():
+            blocks.setdefault((int(iteration[r]), int(period[r])), []).append(r)
+        out = {
+            k: []
+            for k in (
+                "op_id",
+                "iteration",
+                "stage",
+                "phase",
+                "kind",
+                "ranks",
+                "size_bytes",
+                "algorithm",
+                "deps",
+                "compute_ps",
+                "period",
+            )
+        }
+        m2n = a["m2n_senders"].astype(np.int64)
+        has_m2n = "m2n_senders" in t.schema.names
+        out_m2n = []
+        new_id = {}  # old op id -> list of new op ids it stands for
+        block_of_row = {}
+        for key, rws in blocks.items():
+            for r in rws:
+                block_of_row[r] = key
+        emitted = set()
+        nid = 0
+        self._forest_waves, self._ws_periods, self._ws_first = {}, set(), set()
+        self.forest_plan = None
+        for r in range(n):
+            if r in block_of_row:
+                key = block_of_row[r]
+                if key in emitted:
+                    continue
+                emitted.add(key)
+                rws = blocks[key]
+                shards, sizes, ext = self._shards(rws, ranks, kind, size, deps, ids)
+                if not shards:
+                    continue
+                f = dissemination_forest(
+                    shards,
+                    pod_of,
+                    d_p,
+                    seeds_per_pod=self.seeds_per_pod,
+                    fanout=self.fanout,
+                    shard_bytes=sizes,
+                    max_circuits_per_edge=1,
+                )
+                self.forest_plan = f
+                ext_new = sorted({x for d in ext for x in new_id.get(d, [])})
+                cols = forest_ops(
+                    f,
+                    sizes,
+                    first_op_id=nid,
+                    deps=ext_new,
+                    iteration=key[0],
+                    period=next_period,
+                    compute_ps=0,
+                )
+                if self.fanout_ops == "broadcast":
+                    cols = _broadcast_fanout(f, cols, nid, ext_new, sizes)
+                k = len(cols["op_id"])
+                first_comp = int(comp[rws[0]])
+                cps = np.zeros(k, dtype=np.int64)
+                for e in range(k):
+                    if cols["deps"][e] == ext_new:  # the forest's roots
+                        cps[e] = first_comp
+                for e in range(f.n_waves):
+                    w = np.flatnonzero(f.wave == e)
+                    self._forest_waves[next_period + e] = [
+                        (int(f.src[i]), int(f.dst[i]), int(f.circuits[i])) for i in w.tolist()
+                    ]
+                self._ws_periods |= set(range(next_period, next_period + f.n_waves + 1))
+                self._ws_first.add(next_period)
+                next_period += f.n_waves + 1
+                new_ids = list(range(nid, nid + k))
+                for rr in rws:
+                    new_id[int(ids[rr])] = new_ids
+                out["op_id"] += new_ids
+                out["iteration"] += [key[0]] * k
+                out["stage"] += cols["stage"]
+                out["phase"] += cols["phase"]
+                out["kind"] += cols["kind"]
+                out["ranks"] += cols["ranks"]
+                out["size_bytes"] += cols["size_bytes"].tolist()
+                out["algorithm"] += (
+                    list(cols["algorithm"]) if isinstance(cols["algorithm"], list) else ["direct"] * k
+                )
+                out["deps"] += cols["deps"]
+                out["compute_ps"] += cps.tolist()
+                out["period"] += cols["period"].tolist()
+                out_m2n += [0] * k
+                nid += k
+                continue
+            new_id[int(ids[r])] = [nid]
+            out["op_id"].append(nid)
+            out["iteration"].append(int(iteration[r]))
+            out["stage"].append(stage[r])
+            out["phase"].append(phase[r])
+            out["kind"].append(kind[r])
+            out["ranks"].append(ranks[r])
+            out["size_bytes"].append(int(size[r]))
+            out["algorithm"].append(algorithm[r])
+            out["deps"].append(sorted({x for d in deps[r] for x in new_id[int(d)]}))
+            out["compute_ps"].append(int(comp[r]))
+            out["period"].append(int(period[r]))
+            out_m2n.append(int(m2n[r]))
+            nid += 1
+        return Trace.from_columns(
+            **out, m2n_senders=out_m2n if has_m2n else None, metadata=trace.metadata, gpus=trace.gpus
+        )
+
+    @staticmethod
+    def _shards(rws, ranks, kind, size, deps, ids):
+        """Shards (holders, receivers), their sizes and the external deps of one weight sync."""
+        own = {int(ids[r]) for r in rws}
+        fwd: dict[int, list[int]] = {}  # root -> rows it sends
+        recv_all = set()
+        for r in rws:
+            if kind[r] not in ("broadcast", "send"):
+                raise SpecError(
+                    f"StageAwareController.prepare: weight-sync op {int(ids[r])} has kind {kind[r]!r}; the forest "
+                    "replays broadcast and send ops only (pass forest=False to keep it)"
+                )
+            fwd.setdefault(ranks[r][0], []).append(r)
+            recv_all |= set(ranks[r][1:])
+        shards, sizes, ext = [], [], set()
+        for r in rws:
+            ext |= {int(d) for d in deps[r] if int(d) not in own}
+            root = ranks[r][0]
+            if root in recv_all:
+                continue
+            reached, todo = set(), list(ranks[r][1:])
+            while todo:
+                g = todo.pop()
+                if g in reached or g == root:
+                    continue
+                reached.add(g)
+                for rr in fwd.get(g, []):
+                    todo += ranks[rr][1:]
+            shards.append(([root], sorted(reached)))
+            sizes.append(int(size[r]))
+        return shards, np.array(sizes, dtype=np.int64), sorted(ext)
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
+    """``forest_ops`` columns with Phase B's sends replaced by one pipelined ``chain``
+    broadcast per Phase B tree: ranks ``[tree root] + its receivers`` in the tree's
+    breadth-first order, ``size_bytes`` the shard's, depending on the Phase A op that
+    brings the shard to the root (or on ``ext`` when a local holder is the root). Phase A
+    rows are kept as they are (they come first in the forest's edge order)."""
+    m = int((f.wave >= 0).sum())
+    out = {k: (list(v[:m]) if not np.isscalar(v) and not isinstance(v, str) else v) for k, v in cols.items()}
+    out["algorithm"] = ["direct"] * m
+    top = {}  # Phase B edge -> (shard, root GPU, Phase A edge or -1)
+    trees: dict[tuple, list[int]] = {}
+    for e in np.flatnonzero(f.wave < 0).tolist():
+        par = int(f.parent[e])
+        if par < 0 or f.wave[par] >= 0:
+            key = (int(f.shard[e]), int(f.src[e]), par)
+        else:
+            key = top[par]
+        top[e] = key
+        trees.setdefault(key, []).append(int(f.dst[e]))
+    b_period = int(np.max(cols["period"])) if len(cols["period"]) else 0
+    for i, ((shard, root, via), receivers) in enumerate(trees.items()):
+        out["op_id"].append(first_id + m + i)
+        out["stage"].append("weight_sync")
+        out["phase"].append("intra_pod")
+        out["kind"].append("broadcast")
+        out["ranks"].append([root, *receivers])
+        out["deps"].append([first_id + via] if via >= 0 else list(ext))
+        out["algorithm"].append("chain")
+        out["size_bytes"].append(int(sizes[shard]))
+        out["period"].append(b_period)
+    out["op_id"] = np.asarray(out["op_id"], dtype=np.int64)
+    out["size_bytes"] = np.asarray(out["size_bytes"], dtype=np.int64)
+    out["period"] = np.asarray(out["period"], dtype=np.int64)
+    return out
+
+
+def _missing(rws, present) -> tuple:
+    """The rows of a chain not already among ``present`` ((device, low link, high link) keys)."""
+    return tuple(r for r in rws if (r[0], min(r[1], r[2]), max(r[1], r[2])) not in present)
+
+
+def _ends(rows) -> set:
+    """The (device, link) ends the rows occupy (a link has one end at each of its devices)."""
+    return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
+
+
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+    """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
+    each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
+    channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
+    links and default channels already added are never touched. Modifies ``new``; returns
+    the number of allocated channels removed."""
+    n = lay.num_tors
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner = {}  # (device, link) end -> index of the unit in `new` using it
+    pair_count: dict[tuple[int, int], int] = {}
+    for i, (rws, a, b) in enumerate(new):
+        for e in _ends(rws):
+            owner[e] = i
+        pair_count[(min(a, b), max(a, b))] = pair_count.get((min(a, b), max(a, b)), 0) + 1
+    blocked = _ends(kept)
+    for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
+        parent[find(a)] = find(b)
+    group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
+
+    def split():
+        roots = {}
+        for t in range(n):
+            roots.setdefault(int(group[t]), set()).add(find(t))
+        return any(len(r) > 1 for r in roots.values())
+
+    if not split():
+        return 0
+    removed = set()
+    # candidates that free the fewest allocated channels first (none, then one, ...)
+    for budget in range(4):
+        for full, a, b in defaults:
+            rws = _missing(full, in_kept)
+            if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+                continue
+            ends = _ends(rws)
+            if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+                continue
+            victims = {owner[e] for e in ends if e in owner}
+            if len(victims) > budget:
+                continue
+            ok = True
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                if v in removed or v >= n_alloc or pair_count[(min(va, vb), max(va, vb))] < 2:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                pair_count[(min(va, vb), max(va, vb))] -= 1
+                removed.add(v)
+                for e in _ends(new[v][0]):
+                    owner.pop(e, None)
+            new.append((rws, a, b))
+            for e in ends:
+                owner[e] = len(new) - 1
+            parent[find(a)] = find(b)
+            if not split():
+                break
+        if not split():
+            break
+    for v in sorted(removed, reverse=True):
+        del new[v]
+    return len(removed)
+
+
+def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
+    """ToR pairs of the core chains: one at a time to the pair across PoDs with core circuits
+    left between them and lift circuits left at both ToRs, largest max-directional demand
+    per chain (+1) first, lowest ids on ties."""
+    n = len(pod_of)
+    sym = np.maximum(D, D.T) * (pod_of[:, None] != pod_of[None, :])
+    have = np.zeros((n, n))
+    slots = lifts.astype(np.int64).copy()
+    rem = core_c.astype(np.int64).copy()
+    out = []
+    for _ in range(int(np.triu(core_c, 1).sum())):
+        ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0)
+        ok &= np.triu(np.ones((n, n), dtype=bool), 1)
+        if not ok.any():
+            break
+        score = np.where(ok, sym / (have + 1), -1.0)
+        i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+        out.append((int(i), int(j)))
+        have[i, j] += 1
+        slots[i] -= 1
+        slots[j] -= 1
+        rem[pod_of[i], pod_of[j]] -= 1
+        rem[pod_of[j], pod_of[i]] -= 1
+    return out
+
+
+def _rows(plan: CircuitTable) -> list[tuple[int, int, int]]:
+    return list(zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True))
+
+
+def _table(rows) -> CircuitTable:
+    if not rows:
+        return CircuitTable.empty()
+    o, x, y = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    return CircuitTable.build(o, x, y)
+
+
+def _key_set(plan: CircuitTable) -> set:
+    return {(o, min(x, y), max(x, y)) for o, x, y in _rows(plan)}
+
+
+def _contains(plan: CircuitTable, part: CircuitTable) -> bool:
+    return _key_set(part) <= _key_set(plan)
+
+
+def _in_pods(lay: RFabricLayout, row, pods) -> bool:
+    """Whether a plan row belongs to the given PoDs: an OCS-Agg row of one of them, or an
+    OCS-Core row with an end in one of them."""
+    p = lay.agg_pod.get(row[0])
+    if p is not None:
+        return p in pods
+    ends = [lay.port_of_link.get(row[1]), lay.port_of_link.get(row[2])]
+    return any(e is not None and e[1] in pods for e in ends)
+
+
+def _rows_touching(plan: CircuitTable, lay: RFabricLayout, pods) -> CircuitTable:
+    return _table([r for r in _rows(plan) if _in_pods(lay, r, set(pods))])
