@@ -346,3 +346,32 @@ def grid(kw):
     """The points a config's sweep would run, without running them."""
     args = [kw["fabrics"], kw["links"], kw["gpus"], kw["workload"], kw.get("controller"), kw.get("seed", 0)]
     return sweep_mod._grid(*args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"])
+
+
+TINY_RL = {
+    "generate_rl": {
+        "model": dict(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000),
+        "train": {"tp": 8},
+        "gen": {"tp": 8},
+        "global_batch": 8,
+        "decode_steps_per_op": 256,
+    }
+}
+
+
+def test_controllers_by_name_per_fabric_same_rows_on_the_pool(tmp_path):
+    kw = dict(fabrics=["FT", "RFabric"], links=["200Gbps"], gpus=[32], workload=TINY_RL, progress=False)
+    ctl = {"RFabric": "UniformController"}  # FT has no circuits: no controller
+    a = rf.sweep(**kw, controller=ctl, executor="serial", out=None)
+    b = rf.sweep(**kw, controller=ctl, executor="local", workers=2, out=tmp_path / "c.parquet")
+    walls = ["wall_s", "controller_wall_s"]
+    assert a.drop_columns(walls).equals(b.drop_columns(walls))
+    rows = {r["fabric"]: r for r in a.to_pylist()}
+    assert rows["FT"]["controller"] == "none" and rows["FT"]["controller_calls"] == 0
+    assert rows["RFabric"]["controller"] == "UniformController" and rows["RFabric"]["controller_calls"] > 0
+    assert all(r["complete"] and r["ops"] == r["ops_done"] > 0 for r in rows.values())
+    assert a["workload"].to_pylist() == ["rl tiny", "rl tiny"]
+    with pytest.raises(
+        rf.SpecError, match=r"controller.RFabric: unknown controller 'Oracle' \(known: .*UniformController"
+    ):
+        rf.sweep(**kw, controller={"RFabric": "Oracle"}, out=None)
