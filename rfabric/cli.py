@@ -291,6 +291,19 @@ def cmd_cost(args) -> int:
     bom = cost.bill_of_materials(fab, args.prices, gpu_price_usd=args.gpu_price)
     prices = cost.load_prices(args.prices)
     print(cost.format_bill(bom, f"{fab.name} ({fab.gpus} GPUs): network bill of materials"))
+    words = {
+        "eps": ("packet switch", "packet switches"),
+        "ocs": ("OCS", "OCSes"),
+        "patch_panel": ("patch panel", "patch panels"),
+    }
+    parts = []
+    for k, d in cost.devices(fab).items():
+        ports = (
+            f"{d['min_ports']}" if d["min_ports"] == d["max_ports"] else f"{d['min_ports']}-{d['max_ports']}"
+        )
+        parts.append(f"{d['count']} {words[k][d['count'] > 1]} ({ports} wired ports each)")
+    if parts:
+        print("devices: " + ", ".join(parts))
     print(f"prices: {args.prices or 'rfabric/data/prices.toml'} ({prices.source})")
     if args.output:
         from .pareto import export
@@ -300,7 +313,9 @@ def cmd_cost(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    """Run a sweep described by a TOML file; print one line per point and where rows went."""
+    """Run a sweep described by a TOML file; print one line per point (Pareto-optimal ones
+    marked, per workload and scale), say where the rows went, and optionally plot the fronts."""
+    from . import pareto
     from .sweep import load_config, sweep
 
     kwargs = load_config(args.config)
@@ -308,28 +323,45 @@ def cmd_sweep(args) -> int:
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     if args.no_progress:
         kwargs["progress"] = False
-    table = sweep(**kwargs)
+    table = pareto.front(sweep(**kwargs), by=["workload", "gpus"])
     rows = table.to_pylist()
     for r in rows:
         r["iteration_ms"] = r["iteration_time_s"] * 1e3
         r["cost_kusd"] = r["network_cost_usd"] / 1e3
-    if rows:
-        print(
-            _table(
-                rows,
-                [
-                    ("fabric", "{}"),
-                    ("link_speed", "{}"),
-                    ("gpus", "{}"),
-                    ("workload", "{}"),
-                    ("cost_kusd", "{:,.1f}"),
-                    ("iteration_ms", "{:.3f}"),
-                    ("throughput_iter_per_s", "{:.2f}"),
-                    ("wall_s", "{:.2f}"),
-                ],
-            )
+        r["iter_per_s_per_musd"] = r["throughput_per_musd"]
+        r["pareto"] = "yes" if r["pareto"] else ""
+    print(
+        _table(
+            rows,
+            [
+                ("fabric", "{}"),
+                ("link_speed", "{}"),
+                ("gpus", "{}"),
+                ("workload", "{}"),
+                ("cost_kusd", "{:,.1f}"),
+                ("iteration_ms", "{:.3f}"),
+                ("throughput_iter_per_s", "{:.3f}"),
+                ("iter_per_s_per_musd", "{:.3f}"),
+                ("pareto", "{}"),
+                ("wall_s", "{:.2f}"),
+            ],
         )
-    print(f"{len(rows)} points; rows in {kwargs.get('out', 'sweep.parquet')}")
+    )
+    out = kwargs.get("out", "sweep.parquet")
+    print(f"{len(rows)} points; rows in {out}" if out else f"{len(rows)} points")
+    if args.plot:
+        path = Path(args.plot)
+        groups = list(dict.fromkeys((r["workload"], r["gpus"]) for r in rows))
+        for workload, gpus in groups:
+            import pyarrow.compute as pc
+
+            part = table.filter(pc.and_(pc.equal(table["workload"], workload), pc.equal(table["gpus"], gpus)))
+            target = path
+            if len(groups) > 1:
+                tag = "".join(c if c.isalnum() or c in "-._" else "_" for c in f"{workload}-{gpus}gpus")
+                target = path.with_name(f"{path.stem}-{tag}{path.suffix}")
+            pareto.plot(part, target)
+            print(f"wrote {target}")
     return 0
 
 
@@ -418,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, help="processes (local) or CPUs (local Ray instance)")
     s.add_argument("-o", "--output", help="override the config's out (Parquet)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--plot", help="draw the cost/throughput front to this .png or .svg (one file per workload and scale)"
+    )
     s.set_defaults(func=cmd_sweep)
 
     try:

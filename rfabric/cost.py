@@ -55,6 +55,7 @@ __all__ = [
     "bill_of_materials",
     "network_cost",
     "cluster_cost",
+    "devices",
     "format_bill",
 ]
 
@@ -277,6 +278,26 @@ def cluster_cost(fabric, prices=None, *, gpu_price_usd: float | None = None) -> 
     if gpu is None:
         raise SpecError("cluster_cost: no GPU price (pass gpu_price_usd=, or set 'gpu' in the prices)")
     return network_cost(fabric, p) + _spec(fabric).num_gpus * gpu
+
+
+def devices(fabric) -> dict[str, dict]:
+    """Network devices by kind (``eps``, ``ocs``, ``patch_panel``): how many, and the fewest and
+    most wired ports one of them has (a partly used switch shows here; the bill charges only
+    wired ports). Kinds absent from the fabric are left out."""
+    spec = _spec(fabric)
+    kind = spec.nodes.kind
+    ends = np.concatenate([spec.links.src, spec.links.dst])
+    ports = np.bincount(ends, minlength=len(kind))
+    out = {}
+    for name in ("eps", "ocs", "patch_panel"):
+        nodes = np.flatnonzero(kind == NODE_KINDS[name])
+        if len(nodes):
+            out[name] = {
+                "count": len(nodes),
+                "min_ports": int(ports[nodes].min()),
+                "max_ports": int(ports[nodes].max()),
+            }
+    return out
 
 
 def format_bill(bom: pa.Table, title: str = "") -> str:

@@ -200,7 +200,7 @@ def plot(
         scale, xlabel = 1.0, LABELS.get(cost, cost)
     xs = x / scale
 
-    fig = Figure(figsize=(7.5, 5.0), layout="constrained")
+    fig = Figure(figsize=(8.5, 5.0), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
@@ -236,9 +236,9 @@ def plot(
         Line2D([], [], linestyle="none", marker=marker[s], color="grey", markeredgecolor="black", label=s)
         for s in speeds
     ]
-    first = ax.legend(handles=[*fabric_handles, front_handle], title="fabric", loc="upper left", fontsize=8)
-    ax.add_artist(first)
-    ax.legend(handles=speed_handles, title="link speed", loc="lower right", fontsize=8)
+    # figure legends outside the axes (right; constrained layout makes room): no point hidden
+    fig.legend(handles=[*fabric_handles, front_handle], title="fabric", loc="outside right upper", fontsize=8)
+    fig.legend(handles=speed_handles, title="link speed", loc="outside right lower", fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(LABELS.get(perf, perf))
     ax.grid(True, linewidth=0.4, alpha=0.5)

@@ -141,7 +141,12 @@ SWEEP_SCHEMA = pa.schema(
         ("flows", pa.int64()),
         ("flows_done", pa.int64()),
         ("sim_ps", pa.int64()),
+        ("ops", pa.int64()),  # trace ops replayed and finished (0 for a flow set)
+        ("ops_done", pa.int64()),
         ("deadlock", pa.bool_()),
+        ("controller_calls", pa.int64()),  # period boundaries at which the controller was asked
+        ("plan_changes", pa.int64()),  # circuit plans it returned that changed the fabric
+        ("controller_wall_s", pa.float64()),  # wall-clock seconds inside the controller
         ("wall_s", pa.float64()),  # wall-clock seconds for the point (build, price, simulate)
     ]
 )

@@ -11,7 +11,7 @@ fabric
     A name (``"FT"``, ``"FT-OS"`` = FatTree 3:1, ``"FT-OS4"``, ``"RO"``, ``"TopoOpt"``,
     ``"MixNet"``, ``"RFabric"``; class names such as ``"FatTree"`` and family names such as
     ``"fat_tree"`` or a ``rf.topologies.register``-ed family work too); a Topology subclass; a
-    factory ``f(gpus, link) -> Topology``; or a dict ``{"family": ..., "name": label,
+    factory ``f(gpus, link_bps) -> Topology``; or a dict ``{"family": ..., "name": label,
     **params}`` (constructor keyword arguments, e.g. ``oversubscription = 4``). Give
     ``fabrics`` as a list, or as a dict ``{label: spec}`` to choose the row labels.
 workload
@@ -254,9 +254,9 @@ def _generate(kind: str, args: dict, gpus: int, seed: int, label: str):
 
 
 def _model(spec, where: str):
-    """generate_rl's model: a name, a ModelConfig, or a table ``{base = NAME, **fields}`` that
-    changes some fields of a named model (e.g. ``layers = 2`` for a quick sweep); such a
-    model is named ``NAME-<layers>L`` unless the table sets ``name``."""
+    """generate_rl's model: a name, a ModelConfig, a table ``{base = NAME, **fields}`` that
+    changes some fields of a named model (e.g. ``layers = 2`` for a quick sweep; named
+    ``NAME-<layers>L`` unless the table sets ``name``), or a table of every ModelConfig field."""
     import dataclasses
 
     from .traces.models import ModelConfig, get_model
@@ -265,14 +265,20 @@ def _model(spec, where: str):
         return spec
     fields = dict(spec)
     base = fields.pop("base", None)
-    if base is None:
-        raise SpecError(f"{where}: a model table needs 'base' (a model name such as \"qwen2.5-14b\")")
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(fields) - known)
     if unknown:
         raise SpecError(
             f"{where}: unknown model field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
         )
+    if base is None:  # a whole model of the user's
+        try:
+            return ModelConfig(**fields)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(
+                f"{where}: a model table needs 'base' (a model name such as 'qwen2.5-14b') "
+                f"or every ModelConfig field ({exc})"
+            ) from None
     shape = get_model(base)
     if "name" not in fields:
         fields["name"] = f"{shape.name}-{fields['layers']}L" if "layers" in fields else shape.name
@@ -504,7 +510,12 @@ def _run_point(p: _Point) -> dict:
         "flows": run["flows"],
         "flows_done": run["flows_done"],
         "sim_ps": run["sim_ps"],
+        "ops": run.get("ops", 0),
+        "ops_done": run.get("ops_done", 0),
         "deadlock": bool(run.get("deadlock", False)),
+        "controller_calls": run.get("controller_calls", 0),
+        "plan_changes": run.get("plan_changes", 0),
+        "controller_wall_s": run.get("controller_wall_s", 0.0),
         "wall_s": time.perf_counter() - t0,
     }
     return row
@@ -803,7 +814,7 @@ def sweep(
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="sweep", unit="point")
 

@@ -170,15 +170,35 @@ def test_gpu_price_adds_a_row_but_not_to_network_cost():
         cost.cluster_cost(fab)
 
 
-def test_cost_cli_prints_the_bill(capsys):
+def test_cost_cli_prints_the_bill(capsys, tmp_path):
     from rfabric.cli import main
 
     assert main(["cost", "topologies/rfabric_128_200g.toml", "--gpu-price", "25000"]) == 0
     out = capsys.readouterr().out
     assert "ocs_port" in out and "network total: 637,440.00 USD" in out and "network share" in out
+    assert "devices: 16 packet switches (16 wired ports each), 1 OCS (128 wired ports each)" in out
     # 128 x 1291 + 384 x 499 + 256 x 876 + 128 x 350 + 256 x 45 = 637,440
-    assert main(["cost", "FT-OS", "--gpus", "128", "--link", "400Gbps"]) == 0
+    assert main(["cost", "FT-OS", "--gpus", "128", "--link", "400Gbps", "-o", str(tmp_path / "bom.csv")]) == 0
     assert "fat_tree-os3-128" in capsys.readouterr().out
+    import pyarrow.csv as pacsv
+
+    bom = pacsv.read_csv(tmp_path / "bom.csv")
+    assert bom["component"].to_pylist() == ["nic", "transceiver", "switch_port", "fiber"]
+    assert bom["count"].to_pylist() == [128, 472, 344, 236]  # as counted by hand above
+    assert bom["unit_price_usd"].to_pylist() == [1710, 799, 1392, 65]
+
+
+def test_devices_count_boxes_and_their_wired_ports():
+    # FatTree 128 (k = 16): 16 ToRs with 8 NIC + 8 agg ports; 16 aggs with 8 ToR + 8 core ports;
+    # 64 cores kept whole with one port per pod (2 pods): 96 switches, 2 to 16 wired ports
+    assert rf.cost.devices(rf.topologies.FatTree(128)) == {
+        "eps": {"count": 96, "min_ports": 2, "max_ports": 16}
+    }
+    # RFabric 128: 16 ToRs of 8 + 8 ports, one OCS-Agg with the 16 x 8 ToR uplinks
+    assert rf.cost.devices(rf.topologies.RFabric(128)) == {
+        "eps": {"count": 16, "min_ports": 16, "max_ports": 16},
+        "ocs": {"count": 1, "min_ports": 128, "max_ports": 128},
+    }
 
 
 def test_cost_cli_reports_bad_prices_file(tmp_path, capsys):

@@ -125,8 +125,7 @@ def test_plot_draws_a_curve_per_fabric_and_a_marker_per_speed(tmp_path, suffix, 
     assert len(set(markers.values())) == 3  # one marker per link speed
     assert ax.get_xlabel() == "network cost (million USD)"
     assert ax.get_ylabel() == "throughput (RL iterations/s)"
-    legends = [c for c in ax.get_children() if isinstance(c, type(ax.get_legend()))]
-    titles = sorted(leg.get_title().get_text() for leg in legends)
+    titles = sorted(leg.get_title().get_text() for leg in fig.legends)
     assert titles == ["fabric", "link speed"]
     front = next(line for line in ax.get_lines() if line.get_gid() == "front")
     on = pareto.front(t)["pareto"].to_numpy(zero_copy_only=False)

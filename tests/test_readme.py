@@ -15,7 +15,9 @@ def test_readme_example_runs(index, tmp_path, capsys):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        code = BLOCKS[index].replace('"iter.arrow"', repr(str(tmp_path / "iter.arrow")))
+        code = BLOCKS[index]
+        for name in ("iter.arrow", "sweep.parquet", "sweep.csv", "front.png"):  # files the examples write
+            code = code.replace(f'"{name}"', repr(str(tmp_path / name)))
         exec(compile(code, f"README.md block {index}", "exec"), {})
     finally:
         os.chdir(cwd)
@@ -63,7 +65,12 @@ def test_traces_readme_all_reduce_curve():
 
 # Cells of the README's efficiency table that are cheap to recompute (about 1 s each; the
 # whole table is `python bench/fabric_bounds.py --markdown`, about 2 minutes).
-README_CELLS = [("FT-OS", "reduce_scatter"), ("RO", "broadcast"), ("MixNet", "all_gather"), ("RFabric", "permutation")]
+README_CELLS = [
+    ("FT-OS", "reduce_scatter"),
+    ("RO", "broadcast"),
+    ("MixNet", "all_gather"),
+    ("RFabric", "permutation"),
+]
 
 
 @pytest.mark.parametrize("fabric,kind", README_CELLS)

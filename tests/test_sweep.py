@@ -124,6 +124,32 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
     assert CALLS == [] and again.equals(resumed)  # a finished sweep reruns nothing
 
 
+def fat_tree_failing_by_env(gpus, link):
+    """Fails at the scale RF_TEST_FAIL_GPUS names: worker processes see the environment,
+    not this module's globals."""
+    import os
+
+    if str(gpus) == os.environ.get("RF_TEST_FAIL_GPUS"):
+        raise rf.SpecError(f"injected failure at {gpus} GPUs")
+    return rf.topologies.FatTree(gpus, link)
+
+
+def test_a_sweep_interrupted_on_the_process_pool_resumes_serially(tmp_path, monkeypatch):
+    grid = dict(
+        fabrics={"FT": fat_tree_failing_by_env}, links=["100Gbps", "200Gbps"], gpus=[16, 24], workload=PERM
+    )
+    whole = rf.sweep(**grid, executor="serial", out=None, progress=False)
+    out = tmp_path / "s.parquet"
+    monkeypatch.setenv("RF_TEST_FAIL_GPUS", "24")
+    with pytest.raises(rf.SpecError, match="injected failure at 24 GPUs"):
+        rf.sweep(**grid, executor="local", workers=2, out=out, progress=False)
+    saved = len(list((tmp_path / "s.parquet.parts").glob("*.parquet")))
+    assert saved <= 2  # points that finished before the failure (the 16-GPU ones at most)
+    monkeypatch.delenv("RF_TEST_FAIL_GPUS")
+    resumed = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert without_wall(resumed).equals(without_wall(whole))
+
+
 def test_a_changed_configuration_does_not_reuse_rows(tmp_path):
     out = tmp_path / "s.parquet"
     a = rf.sweep(**GRID, executor="serial", out=out, progress=False)
@@ -237,6 +263,12 @@ def test_config_file_and_cli(tmp_path, capsys):
     t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
     assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
     assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
+    # again, with a plot: every point comes from rows.parquet (nothing reruns)
+    assert main(["sweep", str(path), "--no-progress", "--plot", str(tmp_path / "f.png")]) == 0
+    out = capsys.readouterr().out
+    assert "pareto" in out and f"wrote {tmp_path / 'f.png'}" in out
+    assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
+    assert pq.read_table(tmp_path / "rows.parquet").equals(t)
 
 
 @pytest.mark.parametrize(
@@ -292,3 +324,54 @@ def test_fabric_names():
     assert sweep_mod.resolve_fabric("FT-OS7").build(128, 200 * 10**9).tor_ports == (14, 2)
     for name, family in [("RO", "rail_optimized"), ("fat_tree", "fat_tree"), ("TopoOpt", "topoopt")]:
         assert sweep_mod.resolve_fabric(name).build(16, 100 * 10**9).family == family
+
+
+def test_the_readme_config_and_the_example_config_resolve(tmp_path):
+    import re
+
+    root = Path(__file__).parent.parent
+    text = re.search(r"```toml\n(.*?)```", (root / "README.md").read_text(), re.S).group(1)
+    kwargs = sweep_mod.load_config(write(tmp_path, text))
+    points = grid(kwargs)
+    assert len(points) == 7 * 2 * 2 * 2  # fabrics x links x gpus x workloads
+    assert {p.workload.label for p in points} == {"rl", "perm"}
+    kwargs = sweep_mod.load_config(root / "examples" / "sweep.toml")
+    points = grid(kwargs)
+    assert [p.fabric.label for p in points[::2]] == ["FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"]
+    assert points[0].workload.label == "rl qwen2.5-14b-2L"
+    assert kwargs["out"] == str(root / "examples" / "sweep.parquet")
+
+
+def grid(kw):
+    """The points a config's sweep would run, without running them."""
+    args = [kw["fabrics"], kw["links"], kw["gpus"], kw["workload"], kw.get("controller"), kw.get("seed", 0)]
+    return sweep_mod._grid(*args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"])
+
+
+TINY_RL = {
+    "generate_rl": {
+        "model": dict(name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000),
+        "train": {"tp": 8},
+        "gen": {"tp": 8},
+        "global_batch": 8,
+        "decode_steps_per_op": 256,
+    }
+}
+
+
+def test_controllers_by_name_per_fabric_same_rows_on_the_pool(tmp_path):
+    kw = dict(fabrics=["FT", "RFabric"], links=["200Gbps"], gpus=[32], workload=TINY_RL, progress=False)
+    ctl = {"RFabric": "UniformController"}  # FT has no circuits: no controller
+    a = rf.sweep(**kw, controller=ctl, executor="serial", out=None)
+    b = rf.sweep(**kw, controller=ctl, executor="local", workers=2, out=tmp_path / "c.parquet")
+    walls = ["wall_s", "controller_wall_s"]
+    assert a.drop_columns(walls).equals(b.drop_columns(walls))
+    rows = {r["fabric"]: r for r in a.to_pylist()}
+    assert rows["FT"]["controller"] == "none" and rows["FT"]["controller_calls"] == 0
+    assert rows["RFabric"]["controller"] == "UniformController" and rows["RFabric"]["controller_calls"] > 0
+    assert all(r["complete"] and r["ops"] == r["ops_done"] > 0 for r in rows.values())
+    assert a["workload"].to_pylist() == ["rl tiny", "rl tiny"]
+    with pytest.raises(
+        rf.SpecError, match=r"controller.RFabric: unknown controller 'Oracle' \(known: .*UniformController"
+    ):
+        rf.sweep(**kw, controller={"RFabric": "Oracle"}, out=None)
