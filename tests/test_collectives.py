@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from conftest import tiny_rl_trace
 
 import rfabric as rf
-from conftest import tiny_rl_trace
 from rfabric.traces import Trace
 
 B = 25e9  # bytes/s: a 200 Gb/s NIC

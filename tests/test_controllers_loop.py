@@ -4,9 +4,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import tiny_rl_trace
 
 import rfabric as rf
-from conftest import tiny_rl_trace
 from rfabric.controllers import Controller, StaticController, UniformController
 from rfabric.controllers.loop import plan_key, same_plan
 
