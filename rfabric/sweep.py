@@ -391,6 +391,8 @@ def _workloads(spec, where: str) -> list[_Workload]:
 def _controller_name(ctrl) -> str:
     if ctrl is None:
         return "none"
+    if isinstance(ctrl, str):
+        return ctrl
     if isinstance(ctrl, type) or inspect.isfunction(ctrl):
         return ctrl.__name__
     name = getattr(ctrl, "name", None)
@@ -403,6 +405,8 @@ def _resolve_controller(spec, where: str):
 
         if spec.lower() == "none":
             return None
+        if spec.lower() == "own":
+            return "own"  # each fabric's own: Topology.controller(), built per point
         obj = getattr(controllers, spec, None)
         if not isinstance(obj, type):
             known = sorted(n for n in dir(controllers) if n.endswith("Controller") and n != "Controller")
@@ -445,7 +449,10 @@ def _run_point(p: _Point) -> dict:
         net_usd = cost.network_cost(fab, p.prices)
         workload = p.workload.make(p.gpus, p.workload_seed)
         kwargs = dict(p.settings)
-        if p.controller is not None:
+        if p.controller == "own":
+            if isinstance(workload, Trace):  # flows have no periods to plan for: initial circuits
+                kwargs["controller"] = fab.controller()
+        elif p.controller is not None:
             ctrl = p.controller
             kwargs["controller"] = ctrl() if isinstance(ctrl, type) else copy.deepcopy(ctrl)
         res = simulate(fab, workload, seed=p.seed, **kwargs)
@@ -487,7 +494,7 @@ def _run_point(p: _Point) -> dict:
         "link_bps": p.link_bps,
         "gpus": p.gpus,
         "workload": p.workload.label,
-        "controller": p.controller_name,
+        "controller": (run.get("controller") or "none") if p.controller == "own" else p.controller_name,
         "seed": p.seed,
         "workload_seed": p.workload_seed,
         "network_cost_usd": net_usd,
@@ -773,7 +780,10 @@ def sweep(
     controller : optional
         Passed to ``rf.simulate(controller=...)``: a Controller instance (each point runs a
         fresh deep copy), a class (instantiated per point), a name in ``rf.controllers``, or a
-        dict ``{fabric label: controller}``. None: the fabric's initial circuits throughout.
+        dict ``{fabric label: controller}``, or ``"own"``: each fabric's own
+        (``Topology.controller()``: StageAware on RFabric, MixNet's on MixNet, TopoOpt's
+        static plan; for flow workloads, which have no periods, the initial circuits).
+        None: the fabric's initial circuits throughout.
         The row records its name.
     executor : {"local", "serial", "ray"}
     out : path or None

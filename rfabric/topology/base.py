@@ -306,6 +306,14 @@ class Topology:
             nic_latency_ps=self.nic_latency_ps,
         )
 
+    def controller(self):
+        """The circuit controller this fabric's deployments run (a fresh instance), or
+        ``None`` for a fabric without reconfigurable optics (this default): what
+        ``rf.sweep(controller="own")`` and ``rfabric demo`` give each fabric. TopoOpt keeps its
+        TotientPerms circuits (``StaticController``), MixNet runs ``MixNetController`` and
+        RFabric ``StageAwareController``."""
+        return None
+
     def ring_orders(self) -> np.ndarray | None:
         """The fabric's preferred ring orders for collectives, as NCCL's topology search gives
         its rings: an int array (channels, GPUs), row ``c`` the order in which channel ``c``'s

@@ -346,6 +346,12 @@ class RFabric(Topology):
 
     # -- build -------------------------------------------------------------------------------
 
+    def controller(self):
+        """RFabric's control plane: ``StageAwareController`` (paper §5.2-5.3)."""
+        from ..controllers import StageAwareController
+
+        return StageAwareController()
+
     def build(self, net: TopologyBuilder) -> None:
         rails, down, u = self.gpus_per_server, self.tor_down, self.tor_uplinks
         pods, groups, t_pod = self.pods, self.groups_per_pod, self.tors_per_pod

@@ -238,6 +238,12 @@ class MixNet(Topology):
             self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic], self._ocs_nic_links[b_srv, b_nic]
         )
 
+    def controller(self):
+        """MixNet reconfigures each region's circuits for its demand (``MixNetController``)."""
+        from ..controllers import MixNetController
+
+        return MixNetController()
+
     def ring_orders(self) -> np.ndarray | None:
         """Rings over the default plan's circuits (see the class docstring)."""
         s, d, o, r = self.servers, self.gpus_per_server, self.ocs_nics, self.region_servers

@@ -206,6 +206,12 @@ class TopoOpt(Topology):
             free[b] -= 1
         return np.array(out, dtype=np.int64).reshape(-1, 2)
 
+    def controller(self):
+        """TopoOpt's circuits are planned offline with its rings and kept (``StaticController``)."""
+        from ..controllers import StaticController
+
+        return StaticController(self.circuits())
+
     def ring_orders(self) -> np.ndarray | None:
         """One ring per (ring permutation, direction) over its circuits (class docstring)."""
         s, d = self.servers, self.gpus_per_server
