@@ -24,13 +24,13 @@ Workloads
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 
 import numpy as np
 
 import rfabric as rf
+from rfabric.cli import demo_trace
 from rfabric.controllers import UniformController
 from rfabric.traces import Trace
 
@@ -106,21 +106,8 @@ def dp_all_reduce(gpus: int, size: int, per_server: int = 8, lead_ps: int = 0) -
 
 
 def rl_iteration(model: str, gpus: int, seed: int = 0, layers: int = 2) -> Trace:
-    """The generated RL iteration ``rfabric demo`` replays, for ``model``'s shape."""
-    shape = rf.traces.models.get_model(model)
-    cut = dataclasses.replace(shape, name=f"{shape.name}-{layers}L", layers=layers)
-    half = gpus // 2
-    tp = min(8, half)
-    pp = 2 if half >= 2 * tp and layers >= 2 else 1
-    return rf.traces.generate_rl(
-        model=cut,
-        train_gpus=half,
-        gen_gpus=half,
-        train=dict(tp=tp, pp=pp, dp=max(1, half // (pp * tp))),
-        gen=dict(tp=tp),
-        iterations=1,
-        seed=seed,
-    )
+    """The generated RL iteration ``rfabric demo`` replays, for ``model``'s shape (batch 512)."""
+    return demo_trace(gpus, model, layers=layers, batch=512, seed=seed)
 
 
 def _stage_aware(**kw):
@@ -219,8 +206,18 @@ def exp_tocs(args) -> None:
     trace = rl_iteration(args.model, gpus, args.seed)
     values = ["10us", "1ms"] if args.quick else ["10us", "100us", "1ms", "10ms", "25ms", "100ms", "1s"]
     base, _ = run(fab, trace, UniformController(), seed=args.seed)
-    rows = [{"t_ocs": "-", "granularity": "uniform", "iteration_ms": _ms(base.run["makespan_ps"]), "vs_uniform": 1.0,
-             **_stage_ms(base), "plans": 0, "kept": 0, "calls": base.run["controller_calls"]}]
+    rows = [
+        {
+            "t_ocs": "-",
+            "granularity": "uniform",
+            "iteration_ms": _ms(base.run["makespan_ps"]),
+            "vs_uniform": 1.0,
+            **_stage_ms(base),
+            "plans": 0,
+            "kept": 0,
+            "calls": base.run["controller_calls"],
+        }
+    ]
     for t_ocs in values:
         for gran in ("period", "op"):
             ctl = _stage_aware(granularity=gran)
@@ -273,7 +270,7 @@ def exp_failures(args) -> None:
     ends = (int(spec.links.src[nic]), int(spec.links.dst[nic]))
     tor = next(n for n in ends if spec.nodes.kind_names()[n] == "eps")
     used = set(spec.circuits.a.tolist()) | set(spec.circuits.b.tolist())
-    ocs_link = next(int(l) for l in spec.links_of(tor) if spec.links.kind[l] == "tor-ocs" and int(l) in used)
+    ocs_link = next(int(k) for k in spec.links_of(tor) if spec.links.kind[k] == "tor-ocs" and int(k) in used)
     rows = []
     for what, link in (("NIC-EPS link of GPU 0", spec.nic_link(gpu)), (f"ToR-OCS link {ocs_link}", ocs_link)):
         for stage in ("train", "weight_sync"):
@@ -288,12 +285,17 @@ def exp_failures(args) -> None:
                     "during": stage,
                     "at_ms": _ms(at),
                     "iteration_x": res.run["makespan_ps"] / healthy.run["makespan_ps"],
-                    **{f"{k}_x": v / h for (k, v), h in zip(_stage_ms(res).items(), _stage_ms(healthy).values(), strict=True)},
+                    **{
+                        f"{k}_x": v / h
+                        for (k, v), h in zip(_stage_ms(res).items(), _stage_ms(healthy).values(), strict=True)
+                    },
                     "plans": res.run["plan_changes"],
                 }
             )
             print(f"  {what} during {stage}: done", file=sys.stderr)
-    print(f"RFabric {gpus} GPUs with StageAwareController, healthy iteration {_ms(healthy.run['makespan_ps']):.2f} ms")
+    print(
+        f"RFabric {gpus} GPUs with StageAwareController, healthy iteration {_ms(healthy.run['makespan_ps']):.2f} ms"
+    )
     _print(
         rows,
         [
@@ -322,7 +324,7 @@ def own_fabrics(gpus: int, link: str) -> list[tuple[str, object, object]]:
         ("FT", T.FatTree(gpus, link), None),
         ("FT-OS 3:1", T.FatTree(gpus, link, oversubscription=3), None),
         ("RO", T.RailOptimized(gpus, link), None),
-        ("TopoOpt", topoopt, StaticController(topoopt.circuits)),
+        ("TopoOpt", topoopt, StaticController(topoopt.circuits())),
         ("MixNet", T.MixNet(gpus, link), MixNetController()),
         ("RFabric", T.RFabric(gpus, link), _stage_aware()),
     ]
@@ -373,14 +375,18 @@ def main(argv=None) -> int:
     ap.add_argument("experiment", choices=["alloc", "tocs", "failures", "fabrics"])
     ap.add_argument("--link", default="200Gbps")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default="qwen2-57b-a14b", help="model shape of the RL iteration (tocs, failures)")
+    ap.add_argument(
+        "--model", default="qwen2-57b-a14b", help="model shape of the RL iteration (tocs, failures)"
+    )
     ap.add_argument("--zipf", type=float, default=0.8, help="expert popularity skew (default 0.8)")
     ap.add_argument("--tokens-bytes", type=int, default=16 << 20, help="bytes each GPU dispatches")
     ap.add_argument("--ar-bytes", type=int, default=64 << 20, help="DP all_reduce size")
     ap.add_argument("--t-ocs", default="25ms", help="OCS reconfiguration time (alloc; default 25ms)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
-    {"alloc": exp_alloc, "tocs": exp_tocs, "failures": exp_failures, "fabrics": exp_fabrics}[args.experiment](args)
+    {"alloc": exp_alloc, "tocs": exp_tocs, "failures": exp_failures, "fabrics": exp_fabrics}[args.experiment](
+        args
+    )
     return 0
 
 

@@ -56,81 +56,107 @@ def _demo_fabrics(gpus: int, link: str):
     ]
 
 
-def cmd_demo(args) -> int:
-    """Compare the six fabrics of the paper on one generated RL iteration (or on flows)."""
-    if args.workload == "flows":
-        return _demo_flows(args)
+def demo_trace(gpus: int, model: str = "qwen2.5-14b", *, layers: int = 2, batch: int = 16, seed: int = 1):
+    """The RL iteration ``rfabric demo`` replays: ``model``'s shape cut to ``layers`` layers,
+    half the GPUs train (TP up to 8, PP 2 when there is room, the rest DP) and half generate
+    (TP up to 8), ``batch`` responses, one iteration."""
     import dataclasses
 
-    from . import simulate, traces
+    from . import traces
 
-    shape = traces.models.get_model(args.model)
-    model = dataclasses.replace(shape, name=f"{shape.name}-{args.layers}L", layers=args.layers)
-    half = args.gpus // 2
+    shape = traces.models.get_model(model)
+    cut = dataclasses.replace(shape, name=f"{shape.name}-{layers}L", layers=layers)
+    half = gpus // 2
     tp = min(8, half)
-    pp = 2 if half >= 2 * tp and args.layers >= 2 else 1
-    trace = traces.generate_rl(
-        model=model,
+    pp = 2 if half >= 2 * tp and layers >= 2 else 1
+    return traces.generate_rl(
+        model=cut,
         train_gpus=half,
         gen_gpus=half,
         train=dict(tp=tp, pp=pp, dp=max(1, half // (pp * tp))),
         gen=dict(tp=tp),
         iterations=1,
-        seed=args.seed,
-        global_batch=args.batch,
+        seed=seed,
+        global_batch=batch,
     )
+
+
+def cmd_demo(args) -> int:
+    """Compare the six fabrics of the paper on one generated RL iteration (or on flows)."""
+    if args.workload == "flows":
+        return _demo_flows(args)
+    from . import traces
+
+    shape = traces.models.get_model(args.model)
+    trace = demo_trace(args.gpus, args.model, layers=args.layers, batch=args.batch, seed=args.seed)
+    name = f"{shape.name}-{args.layers}L"
+    half = args.gpus // 2
     print(
-        f"rfabric demo: one RL iteration of {model.name} (the {shape.name} shape with {args.layers} layers), "
+        f"rfabric demo: one RL iteration of {name} (the {shape.name} shape with {args.layers} layers), "
         f"{half} train + {half} gen GPUs, batch {args.batch}, {trace.num_ops:,} collective ops; "
         f"{args.link} links, transport {args.transport}, seed {args.seed}\n"
     )
-    rows, base = [], None
-    for label, fab in _demo_fabrics(args.gpus, args.link):
-        res = simulate(fab, trace, transport=args.transport, seed=args.seed)
-        stage = {r["stage"]: (r["end_ps"] - r["start_ps"]) / 1e9 for r in res.stages.to_pylist()}
-        iteration = res.run["makespan_ps"] / 1e9 if res.run["makespan_ps"] > 0 else float("nan")
-        if base is None:
-            base = iteration
-        kinds = fab.to_spec().nodes.kind
-        rows.append(
-            {
-                "fabric": label,
-                "iteration_ms": iteration,
-                "vs_FT": iteration / base,
-                "train_ms": stage.get("train", float("nan")),
-                "gen_ms": stage.get("gen", float("nan")),
-                "weight_sync_ms": stage.get("weight_sync", float("nan")),
-                "eps": int(np.sum(kinds == 2)),
-                "ocs": int(np.sum(kinds >= 3)),
-                "packet_hops": res.run["packet_hops"],
-                "wall_s": res.run["wall_s"],
-            }
-        )
-        print(f"  {label}: done in {res.run['wall_s']:.1f} s", file=sys.stderr)
+    import shutil
+
+    from . import pareto
+    from .sweep import sweep
+
+    links = list(dict.fromkeys([args.link, *(args.compare_link or ["400Gbps"])]))
+    # the demo runs afresh (a sweep resumes from the rows of an earlier run with the same config)
+    Path(args.output).unlink(missing_ok=True)
+    shutil.rmtree(f"{args.output}.parts", ignore_errors=True)
+    table = sweep(
+        fabrics=["FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"],
+        links=links,
+        gpus=[args.gpus],
+        workload={name: trace},
+        controller="own",
+        executor=args.executor,
+        out=args.output,
+        seed=args.seed,
+        progress=not args.no_progress,
+        settings={"transport": args.transport},
+    )
+    table = pareto.front(table, cost="network_cost_usd", perf="throughput_iter_per_s")
+    rows = table.to_pylist()
+    base = {r["link_speed"]: r["iteration_time_s"] for r in rows if r["fabric"] == "FT"}
+    for r in rows:
+        stage = r["stage_s"] and dict(r["stage_s"]) or {}
+        r["iteration_ms"] = r["iteration_time_s"] * 1e3
+        r["vs_FT"] = r["iteration_time_s"] / base[r["link_speed"]]
+        r["cost_kusd"] = r["network_cost_usd"] / 1e3
+        r["train_ms"] = 1e3 * (stage.get("train") or float("nan"))
+        r["gen_ms"] = 1e3 * (stage.get("gen") or float("nan"))
+        r["weight_sync_ms"] = 1e3 * (stage.get("weight_sync") or float("nan"))
+        r["pareto"] = "yes" if r["pareto"] else ""
     print(
         _table(
             rows,
             [
                 ("fabric", "{}"),
+                ("link_speed", "{}"),
+                ("controller", "{}"),
+                ("cost_kusd", "{:,.1f}"),
                 ("iteration_ms", "{:.2f}"),
                 ("vs_FT", "{:.3f}"),
                 ("train_ms", "{:.2f}"),
                 ("gen_ms", "{:.2f}"),
                 ("weight_sync_ms", "{:.2f}"),
-                ("eps", "{}"),
-                ("ocs", "{}"),
-                ("packet_hops", "{:,}"),
-                ("wall_s", "{:.2f}"),
+                ("throughput_iter_per_s", "{:.3f}"),
+                ("throughput_per_musd", "{:.3f}"),
+                ("pareto", "{}"),
             ],
         )
     )
-    print("\nStage times span first start to last end; train and gen overlap in the iteration.")
-    if args.output:
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
-
-        pacsv.write_csv(pa.Table.from_pylist(rows), args.output)
-        print(f"wrote {args.output}")
+    print(
+        "\ncost_kusd: network bill of materials (rf.cost, the paper's Table 4 prices); throughput: "
+        "iterations/s; throughput_per_musd: per million USD of network; pareto: no fabric is both "
+        "cheaper and faster. Stage times span first start to last end; train and gen overlap."
+    )
+    print(f"wrote {args.output} (the sweep's rows)")
+    if args.plot:
+        pareto.plot(table, args.plot, title=f"{name} RL iteration, {args.gpus} GPUs")
+        print(f"wrote {args.plot} (network cost against throughput, one curve per fabric)")
     return 0
 
 
@@ -388,7 +414,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--transport", default="roce")
     d.add_argument("--seed", type=int, default=1)
-    d.add_argument("-o", "--output", help="write the comparison table as CSV (--workload rl)")
+    d.add_argument(
+        "--compare-link",
+        action="append",
+        help="another link speed for --workload rl (default 400Gbps; repeat for more)",
+    )
+    d.add_argument("--executor", choices=["local", "serial", "ray"], default="local")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument(
+        "-o",
+        "--output",
+        default="demo.parquet",
+        help="the sweep's rows (--workload rl; default demo.parquet)",
+    )
+    d.add_argument(
+        "--plot", default="demo_pareto.png", help="the Pareto plot (--workload rl; default demo_pareto.png)"
+    )
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="simulate a traffic pattern or replay a trace on a topology preset")

@@ -1,19 +1,47 @@
 import pytest
 
-from rfabric.cli import main
+from rfabric.cli import demo_trace, main
 
 
 def test_demo_compares_fabrics_on_an_rl_iteration(capsys, tmp_path):
-    out_csv = tmp_path / "demo.csv"
-    assert main(["demo", "--gpus", "32", "--layers", "1", "--batch", "4", "-o", str(out_csv)]) == 0
-    out = capsys.readouterr().out
-    assert "iteration_ms" in out and "weight_sync_ms" in out and "vs_FT" in out
-    assert all(name in out for name in ("FT-OS 3:1", "RO", "TopoOpt", "MixNet", "RFabric"))
-    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
-    table = pacsv.read_csv(out_csv)
-    assert table.num_rows == 6 and table["vs_FT"][0].as_py() == 1.0
-    assert min(table["iteration_ms"].to_pylist()) > 0
+    import rfabric as rf
+
+    rows_path, png = tmp_path / "demo.parquet", tmp_path / "demo.png"
+    argv = ["demo", "--gpus", "32", "--layers", "1", "--batch", "4", "--executor", "serial", "--no-progress"]
+    assert main([*argv, "-o", str(rows_path), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    for word in ("iteration_ms", "weight_sync_ms", "vs_FT", "cost_kusd", "throughput_per_musd", "pareto"):
+        assert word in out
+    assert f"wrote {rows_path}" in out and f"wrote {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = pq.read_table(rows_path)
+    rows = table.to_pylist()
+    # six fabrics x two link speeds, each run with its own controller
+    assert len(rows) == 12 and {r["link_speed"] for r in rows} == {"200Gbps", "400Gbps"}
+    own = {r["fabric"]: r["controller"] for r in rows}
+    assert own == {
+        "FT": "none",
+        "FT-OS": "none",
+        "RO": "none",
+        "TopoOpt": "StaticController",
+        "MixNet": "MixNetController",
+        "RFabric": "StageAwareController",
+    }
+    assert all(r["complete"] for r in rows)
+    # a row is what rf.simulate gives the same trace with the fabric's own controller
+    fab = rf.topologies.RFabric(32, "200Gbps")
+    trace = demo_trace(32, layers=1, batch=4, seed=1)
+    res = rf.simulate(
+        fab, trace, controller=fab.controller(), transport="roce", seed=_seed_of(rows, "RFabric")
+    )
+    row = next(r for r in rows if r["fabric"] == "RFabric" and r["link_speed"] == "200Gbps")
+    assert row["makespan_s"] == res.run["makespan_ps"] / 1e12
+
+
+def _seed_of(rows, fabric):
+    return next(r["seed"] for r in rows if r["fabric"] == fabric and r["link_speed"] == "200Gbps")
 
 
 def test_demo_prints_a_flows_comparison_table(capsys):
