@@ -185,6 +185,7 @@ class StageAwareController(Controller):
         seeds_per_pod: int = 1,
         fanout: int = 2,
         fanout_ops: str = "broadcast",
+        check_gain: bool = True,
     ):
         if granularity not in ("period", "op"):
             raise SpecError(
@@ -212,8 +213,18 @@ class StageAwareController(Controller):
         self._ws_first: set[int] = set()  # the first period of each forest
         self._period_stage: dict[int, str] = {}
         self.forest_plan = None  # the Forest of the last prepare, for inspection
+        self.check_gain = bool(check_gain)
+        self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
+        self._predictors: dict[int, _Predictor] = {}
 
     # -- fabric ------------------------------------------------------------------------------
+
+    def _predictor(self, spec: NetworkSpec) -> "_Predictor":
+        pr = self._predictors.get(id(spec))
+        if pr is None or pr.spec is not spec:
+            pr = _Predictor(spec)
+            self._predictors[id(spec)] = pr
+        return pr
 
     def layout(self, spec: NetworkSpec) -> RFabricLayout:
         """The :class:`RFabricLayout` of ``spec`` (read once per spec)."""
@@ -311,6 +322,21 @@ class StageAwareController(Controller):
             return self._keep(intent, view, "keep: infeasible", result)
         plan, detail = result
         view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
+        if self.check_gain and chains is None and not teardown:
+            pred = self._predictor(view.spec)
+            new_ps = pred.time_ps(plan, view, intent, tpl)
+            cur_ps = pred.time_ps(view.plan, view, intent, tpl)
+            self.predictions.append((intent.period, new_ps, cur_ps))
+            # a tie keeps the plan in force (no reconfiguration for nothing), unless that plan
+            # has circuits on failed ports, whose working ends the new plan puts to use
+            dead = bool(view.failed.any()) and bool(
+                set(view.ocs_ports[view.failed].tolist()) & set(view.plan.a.tolist() + view.plan.b.tolist())
+            )
+            if new_ps > cur_ps or (new_ps == cur_ps and not dead):
+                return self._keep(
+                    intent, view, "keep: no gain", f"predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) with the new plan, {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
+                )
+            detail += f", predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) against {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
         if stage == "weight_sync":
             if self._pre_ws is None:
                 self._pre_ws = view.plan
@@ -577,9 +603,23 @@ class StageAwareController(Controller):
             pb_port = free_tor[(b, gb)].pop(0)
             new.append((((ga, pa_port, ka), (c, ka, kb), (gb, kb, pb_port)), a, b))
 
-        # 6. intra-PoD ToR-ToR circuits
+        # 6. intra-PoD ToR-ToR circuits, re-allocated now that the chains' ToRs are known:
+        # the PoD's own ToR-ToR demand plus the relay legs of inter-PoD traffic whose ToR
+        # pair got no chain (sender -> a chain's ToR in its PoD, chain's far ToR -> the
+        # receiver), over the uplinks the chains left
         unplaced = 0
+        relayed = 0.0
         if intra_D is None:
+            ends = np.zeros(lay.num_tors, dtype=np.int64)
+            for _, a, b in new:
+                ends[a] += 1
+                ends[b] += 1
+            R, relayed = _relay_demand(D, pod_of, [(a, b) for _, a, b in new], lay)
+            for p in sorted(intra_C):
+                tors = lay.pod_tors[p]
+                Dp = D[np.ix_(tors, tors)] + R[np.ix_(tors, tors)]
+                room = np.maximum(tor_budget[tors] - ends[tors], 0)
+                intra_C[p] = (tors, allocate_circuits(Dp, lay.tor_eligible(tors), room, rate))
             for p in sorted(intra_C):
                 tors, C = intra_C[p]
                 iu, ju = np.nonzero(np.triu(C, 1))
@@ -864,6 +904,85 @@ class StageAwareController(Controller):
 # -- helpers ------------------------------------------------------------------------------
 
 
+class _Predictor:
+    """The period's time on a plan, predicted without a simulation: the most loaded port's
+    bytes over its rate, every demanded GPU pair's bytes laid on the path the fabric's own
+    routing gives it under that plan (:class:`rfabric.forwarding.Forwarding`: up*/down*
+    tables, D-mod-K among equal next hops, relays included). It ignores time (all of the
+    period's bytes are in flight at once) and queueing, so it is a bottleneck estimate, used
+    only to compare two plans on the same demand.
+
+    A path depends on the sender's ToR and the receiver (D-mod-K keys on the receiver's
+    position below its ToR), so GPU pairs are merged per (sender ToR, receiver). At most
+    ``budget`` paths are traced per plan: every ToR pair first gets the path of its largest
+    receiver, then a second, ... until the budget is spent; a ToR pair's bytes are spread
+    over its traced receivers in proportion to their own bytes."""
+
+    budget = 4096
+
+    def __init__(self, spec):
+        from ..forwarding import Forwarding
+
+        self.spec = spec
+        self.fwd = Forwarding(spec)
+        self.rate = spec.links.rate_bps.astype(np.float64)
+        self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
+        self._down: set[int] = set()
+        self._reps = None
+
+    def _sample(self, intent, tpl):
+        key = (id(intent.bytes), tpl.key)
+        if self._reps is not None and self._reps[0] == key:
+            return self._reps[1]
+        m = tpl.net
+        src = np.asarray(intent.src, dtype=np.int64)[m]
+        dst = np.asarray(intent.dst, dtype=np.int64)[m]
+        ts, td = tpl.ts[m], tpl.td[m]
+        b = np.asarray(intent.bytes, dtype=np.float64)[m]
+        n_gpu = int(max(dst.max(initial=0), src.max(initial=0))) + 1
+        k = ts * n_gpu + dst
+        uk, first, inv = np.unique(k, return_index=True, return_inverse=True)
+        kb = np.bincount(inv, weights=b, minlength=uk.size)
+        pair = ts[first] * (int(td.max(initial=0)) + 1) + td[first]
+        # rank of each key inside its ToR pair by bytes (largest first), then round-robin
+        order = np.lexsort((uk, -kb, pair))
+        ps = pair[order]
+        start = np.r_[0, np.flatnonzero(ps[1:] != ps[:-1]) + 1]
+        rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+        pick = order[np.lexsort((order, rank))][: self.budget]
+        tot = np.bincount(np.searchsorted(np.unique(pair), pair), weights=kb)
+        upair = np.unique(pair)
+        pi = np.searchsorted(upair, pair[pick])
+        got = np.bincount(pi, weights=kb[pick], minlength=upair.size)
+        w = kb[pick] * tot[pi] / got[pi]
+        reps = (src[first[pick]].tolist(), dst[first[pick]].tolist(), w)
+        self._reps = (key, reps)
+        return reps
+
+    def time_ps(self, plan, view, intent, tpl) -> tuple[int, int]:
+        """(predicted time, predicted time of the busiest network port) in ps: the second
+        orders two plans whose bottleneck is a NIC, which no plan changes."""
+        down = set(view.ocs_ports[view.failed].tolist())
+        for link in self._down - down:
+            self.fwd.restore_link(link)
+        for link in down - self._down:
+            self.fwd.fail_link(link)
+        self._down = down
+        self.fwd.apply_circuits(plan)
+        s, d, w = self._sample(intent, tpl)
+        if not s:
+            return 0
+        path = self.fwd._fwd.path
+        ports = [path(a, b, 0) for a, b in zip(s, d, strict=True)]
+        lens = np.fromiter((p.size for p in ports), dtype=np.int64, count=len(ports))
+        flat = np.concatenate(ports).astype(np.int64)
+        load = np.bincount(flat, weights=np.repeat(w, lens))
+        busy = np.flatnonzero(load)
+        t = load[busy] * 8 / self.rate[busy // 2] * 1e12
+        net = self.net[busy // 2]
+        return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+
 def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
     """``forest_ops`` columns with Phase B's sends replaced by one pipelined ``chain``
     broadcast per Phase B tree: ranks ``[tree root] + its receivers`` in the tree's
@@ -982,6 +1101,55 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     for v in sorted(removed, reverse=True):
         del new[v]
     return len(removed)
+
+
+def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
+    """Intra-PoD relay legs of the inter-PoD demand that has no chain of its own.
+
+    Bytes from ToR ``a`` (PoD ``p``) to ``b`` (PoD ``q``) without a chain ``(a, b)`` take a
+    chain ``(x, y)`` between ``p`` and ``q`` and cross the PoDs' OCS-Agg on the legs
+    ``a -> x`` and ``y -> b`` (those with ``x = a`` or ``y = b`` first: one leg, the shortest
+    path, as the switches' routing prefers), split evenly over the chains that need the
+    fewest legs; with PXN only chains whose ToRs are on the rails of ``a`` and ``b`` (a leg
+    joins same-rail ToRs). Returns the leg demand ``R`` (ToR x ToR) and the relayed bytes.
+    PoD pairs without any chain (traffic relayed through a third PoD) add nothing."""
+    n = len(pod_of)
+    R = np.zeros((n, n))
+    by_pp: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    direct = set()
+    for t1, t2 in chains:
+        by_pp.setdefault((int(pod_of[t1]), int(pod_of[t2])), []).append((t1, t2))
+        by_pp.setdefault((int(pod_of[t2]), int(pod_of[t1])), []).append((t2, t1))
+        direct |= {(t1, t2), (t2, t1)}
+    rail = lay.tor_rail
+    inter = pod_of[:, None] != pod_of[None, :]
+    src, dst = np.nonzero((D > 0) & inter)
+    relayed = 0.0
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        if (a, b) in direct:
+            continue
+        lst = by_pp.get((int(pod_of[a]), int(pod_of[b])))
+        if not lst:
+            continue
+        best, legs = [], 3
+        for x, y in lst:
+            if lay.pxn and (rail[x] != rail[a] or rail[y] != rail[b]):
+                continue
+            k = (x != a) + (y != b)
+            if k < legs:
+                best, legs = [(x, y)], k
+            elif k == legs:
+                best.append((x, y))
+        if not best:
+            continue
+        d = D[a, b] / len(best)
+        relayed += D[a, b]
+        for x, y in best:
+            if x != a:
+                R[a, x] += d
+            if y != b:
+                R[y, b] += d
+    return R, relayed
 
 
 def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
