@@ -372,6 +372,46 @@ def test_stage_aware_finishes_a_skewed_all_to_all_faster_than_uniform():
     assert sa.run["plan_changes"] == 1 and [d.action for d in ctl.log] == ["cached template", "commit"]
 
 
+def strided_ep_a2a(gpus: int, ep: int, tokens: int, zipf: float = 0.8, lead_ps: int = 0):
+    """bench/controllers.py's skewed EP dispatch: EP groups of whole servers strided evenly
+    over the fabric (so they span PoDs), GPU s sends ``tokens`` split over the others of its
+    group by Zipf popularity of their (randomly placed) experts, one send per pair."""
+    rng = np.random.default_rng(0)
+    servers, k = gpus // 8, max(1, ep // 8)
+    order = np.arange(servers).reshape(k, servers // k).T.reshape(-1)
+    groups = (order[:, None] * 8 + np.arange(8)).reshape(-1, ep)
+    ranks, size = [], []
+    for members in groups:
+        w = dict(zip(members.tolist(), (1.0 / np.arange(1, ep + 1) ** zipf)[rng.permutation(ep)], strict=True))
+        for s in members.tolist():
+            others = [o for o in members.tolist() if o != s]
+            share = np.array([w[o] for o in others]) / sum(w[o] for o in others)
+            ranks += [[s, o] for o in others]
+            size += np.maximum(1, np.round(share * tokens)).astype(np.int64).tolist()
+    n = len(ranks)
+    return rf.traces.Trace.from_columns(
+        op_id=np.arange(n), stage="train", phase="moe_dispatch", kind="send", ranks=ranks,
+        size_bytes=size, deps=[[]] * n, compute_ps=lead_ps, gpus=gpus,
+    )
+
+
+def test_strided_ep_across_pods_is_no_slower_than_uniform():
+    # RFabric 256 without PXN (2 PoDs), EP16 groups of one server per PoD: every byte crosses
+    # the core, but a ToR has core circuits to few of the 16 ToRs of the other PoD, so most
+    # ToR pairs relay over intra-PoD circuits. Before the relay legs were allocated, the
+    # controller left each ToR's uplinks beyond its chains dark and the relays crowded the
+    # chains: 15.67 ms against uniform's 12.34 ms (1.27x). Measured after: 4.93 ms (0.40x),
+    # the same plan with and without the gain check (predicted 2.25 ms against 5.16 ms).
+    top = rf.topologies.RFabric(256, pxn=False)
+    lead = 25_000 * US
+    trace = strided_ep_a2a(256, 16, 16 << 20, lead_ps=lead)
+    t_uni = rf.simulate(top, trace, controller=UniformController(), t_ocs="25ms").run["makespan_ps"] - lead
+    for ctl in (StageAwareController(check_gain=False), StageAwareController()):
+        res = rf.simulate(top, trace, controller=ctl, t_ocs="25ms")
+        assert res.run["makespan_ps"] - lead <= 1.02 * t_uni, ctl.log
+        assert [d.action for d in ctl.log] == ["cached template", "commit"]
+
+
 # -- weight sync over the dissemination forest (App. E) -------------------------------------
 
 
