@@ -1133,6 +1133,8 @@ def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
         keep = ~np.isin(src * n + dst, dk)
         src, dst = src[keep], dst[keep]
     relayed = 0.0
+    if src.size == 0:
+        return R, relayed
     pp = pod_of[src] * (int(pod_of.max()) + 1) + pod_of[dst]
     order = np.argsort(pp, kind="stable")
     src, dst, pp = src[order], dst[order], pp[order]
