@@ -36,7 +36,8 @@ class Decision:
     action : str
         ``"cached template"`` (first sight of the intent's key, Phase 1 of §5.3; followed by
         the entry of what was done with it), ``"commit"`` (a plan was returned),
-        ``"keep: slack"`` (slack < t_ocs), ``"keep: infeasible"`` (Core-Agg coupling or a
+        ``"keep: slack"`` (slack < t_ocs), ``"keep: no gain"`` (the candidate is not
+        predicted faster than the plan in force), ``"keep: infeasible"`` (Core-Agg coupling or a
         device's ports failed the check), ``"keep: deployment"`` (gen: the deployment's plan
         is still in place), ``"keep: no demand"`` (nothing of the period crosses the OCS
         layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period).
@@ -121,7 +122,23 @@ class StageAwareController(Controller):
        PoD is allocated again with ``U`` = its planned core circuits, which the greedy,
        identical to the first pass until ``U`` runs out, reaches exactly. Eligible: ToR
        pairs of the PoD (with PXN only same-rail ToRs, the only pairs PXN traffic uses)
-       and every ToR with ``U``.
+       and every ToR with ``U``. That pass fixes each ToR's lift/drop circuits; its
+       ToR-ToR circuits are replaced by the relay-aware pass below.
+
+       **Relay legs (a choice the paper leaves open).** Appendix D aggregates inter-PoD
+       demand to ``U``, i.e. it assumes a PoD's ToRs reach other ToRs' chains inside the
+       PoD, but feeds the ToR-ToR allocation only the PoD's own ToR-ToR bytes. When most
+       bytes cross the core (EP groups strided over PoDs) that left every uplink beyond a
+       ToR's chains dark (1024 GPUs without PXN, EP64: 256 chains and 0 ToR-ToR circuits
+       on 1024 ToR uplinks), and the relays up*/down* routing then makes crowded the
+       chains: 151.8 ms against uniform's 20.3 ms. Now, once step 8 has chosen the chains'
+       ToRs, each PoD's ToR-ToR circuits are allocated (the same greedy) over the uplinks
+       the chains left, for the PoD's own demand plus the *relay legs*: bytes ``a -> b``
+       across PoDs ``p -> q`` with no chain ``(a, b)`` take the chains between ``p`` and
+       ``q`` that need the fewest legs (``x = a`` or ``y = b`` first, the shorter path; with
+       PXN only chains on ``a``'s and ``b``'s rails), split evenly, and add ``a -> x`` in
+       ``p`` and ``y -> b`` in ``q``. PoD pairs without a chain (relayed through a third
+       PoD) add nothing.
     7. **Core-Agg coupling (App. D).** Feasible when every PoD's lift/drop circuits equal
        its planned core circuits (its ToRs' uplink access can carry the core capacity) and
        every core circuit finds an OCS-Core device with a free port from each of its two
@@ -147,7 +164,23 @@ class StageAwareController(Controller):
        that send waited forever on a lossless fabric. Connectivity is restored as far as
        such channels allow; it is not guaranteed when every candidate port belongs to a
        ToR pair's only circuit.
-    10. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
+    10. **Gain check (not in the paper).** An operator expects a controller not to swap
+        in a plan it predicts to be worse than the one in force. Before committing, the
+        period's demand is laid on both plans by the fabric's own forwarding
+        (:class:`rfabric.forwarding.Forwarding`: the up*/down* tables with D-mod-K the
+        switches will use under each plan, relays included) and each plan's time is
+        predicted as its busiest port's bytes over its rate (GPU pairs merged per sender
+        ToR and receiver; at most 4096 paths per plan, every ToR pair's largest receiver
+        first). A candidate not predicted faster is dropped: ``None`` and
+        ``"keep: no gain"``. Plans compare by ``(time, time of the busiest network
+        port)``, the second separating plans whose bottleneck is a NIC (which no plan
+        changes); an exact tie is kept unless the plan in force has circuits on failed
+        ports. Forest waves and the forest teardown are not checked (their plans are the
+        forest's schedule). :attr:`predictions` records ``(period, candidate, kept)``. It
+        is a bottleneck bound, not a simulation: on the ``bench/controllers.py alloc``
+        cases the simulated time is 1-3x the prediction (bench/README.md).
+        ``check_gain=False`` commits every feasible candidate, as before.
+    11. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
         ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
@@ -168,6 +201,9 @@ class StageAwareController(Controller):
     fanout_ops : {"broadcast", "send"}
         How :meth:`prepare` replays Phase B: one pipelined chain broadcast per fan-out
         tree (default) or one store-and-forward send per tree edge (see :meth:`prepare`).
+    check_gain : bool
+        Keep the plan in force when the candidate is not predicted faster (step 10;
+        default True).
 
     Attributes
     ----------
@@ -175,6 +211,8 @@ class StageAwareController(Controller):
         One entry per call (two on a template's first sight).
     templates : dict
         Cached templates by key.
+    predictions : list of tuple
+        ``(period, (candidate ps, its network ps), (kept ps, its network ps))`` per gain check.
     """
 
     def __init__(
