@@ -184,6 +184,27 @@ def test_failed_ports_are_masked_and_never_used_again(rf256):
         plan = nxt
 
 
+def test_gain_check_commits_a_faster_plan_and_keeps_one_no_better(rf128_nopxn):
+    # the skewed all_to_all's plan is predicted faster than uniform and committed; the same
+    # demand again, with that plan in force, gives the same candidate: a tie, kept; with
+    # check_gain=False the same call commits it again
+    spec = rf128_nopxn
+    intent = a2a_intent([HOT, *COLD], [256 << 20] + [1 << 20] * len(COLD))
+    ctl = StageAwareController()
+    plan = ctl.plan(intent, view_for(spec))
+    assert plan is not None and ctl.log[-1].action == "commit"
+    (_, new, kept) = ctl.predictions[-1]
+    assert new < kept
+    again = dataclasses.replace(intent, period=1)
+    assert ctl.plan(again, view_for(spec, plan=plan, active=(1,))) is None
+    assert ctl.log[-1].action == "keep: no gain"
+    (_, new, kept) = ctl.predictions[-1]
+    assert new == kept
+    forced = StageAwareController(check_gain=False)
+    assert forced.plan(again, view_for(spec, plan=plan, active=(1,))) is not None
+    assert forced.log[-1].action == "commit" and not forced.predictions
+
+
 def test_short_slack_keeps_the_plan(rf128_nopxn):
     intent = a2a_intent([HOT], [64 << 20])
     ctl = StageAwareController()
