@@ -178,8 +178,11 @@ class StageAwareController(Controller):
         ports. Forest waves and the forest teardown are not checked (their plans are the
         forest's schedule). :attr:`predictions` records ``(period, candidate, kept)``. It
         is a bottleneck bound, not a simulation: on the ``bench/controllers.py alloc``
-        cases the simulated time is 1-3x the prediction (bench/README.md).
-        ``check_gain=False`` commits every feasible candidate, as before.
+        cases the simulated time is 1-3x the prediction (bench/README.md). The prediction
+        takes the spec's own routing and sees the failed OCS ports of the view only (a
+        simulation run with another ``ecmp`` setting, or failed NICs, is judged on the
+        spec's routing and working NICs, both plans alike). ``check_gain=False`` commits
+        every feasible candidate, as before.
     11. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
         ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
@@ -366,8 +369,9 @@ class StageAwareController(Controller):
         view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
         if self.check_gain and chains is None and not teardown:
             pred = self._predictor(view.spec)
-            new_ps = pred.time_ps(plan, view, intent, tpl)
-            cur_ps = pred.time_ps(view.plan, view, intent, tpl)
+            paths = pred.sample(intent, tpl)
+            new_ps = pred.time_ps(plan, view, paths)
+            cur_ps = pred.time_ps(view.plan, view, paths)
             self.predictions.append((intent.period, new_ps, cur_ps))
             # a tie keeps the plan in force (no reconfiguration for nothing), unless that plan
             # has circuits on failed ports, whose working ends the new plan puts to use
@@ -970,12 +974,9 @@ class _Predictor:
         self.rate = spec.links.rate_bps.astype(np.float64)
         self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
         self._down: set[int] = set()
-        self._reps = None
 
-    def _sample(self, intent, tpl):
-        key = (id(intent.bytes), tpl.key)
-        if self._reps is not None and self._reps[0] == key:
-            return self._reps[1]
+    def sample(self, intent, tpl):
+        """The (sender GPUs, receiver GPUs, bytes) of the paths to trace for the intent."""
         m = tpl.net
         src = np.asarray(intent.src, dtype=np.int64)[m]
         dst = np.asarray(intent.dst, dtype=np.int64)[m]
@@ -997,11 +998,9 @@ class _Predictor:
         pi = np.searchsorted(upair, pair[pick])
         got = np.bincount(pi, weights=kb[pick], minlength=upair.size)
         w = kb[pick] * tot[pi] / got[pi]
-        reps = (src[first[pick]].tolist(), dst[first[pick]].tolist(), w)
-        self._reps = (key, reps)
-        return reps
+        return src[first[pick]].tolist(), dst[first[pick]].tolist(), w
 
-    def time_ps(self, plan, view, intent, tpl) -> tuple[int, int]:
+    def time_ps(self, plan, view, paths) -> tuple[int, int]:
         """(predicted time, predicted time of the busiest network port) in ps: the second
         orders two plans whose bottleneck is a NIC, which no plan changes."""
         down = set(view.ocs_ports[view.failed].tolist())
@@ -1011,7 +1010,7 @@ class _Predictor:
             self.fwd.fail_link(link)
         self._down = down
         self.fwd.apply_circuits(plan)
-        s, d, w = self._sample(intent, tpl)
+        s, d, w = paths
         if not s:
             return 0
         path = self.fwd._fwd.path
