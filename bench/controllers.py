@@ -113,7 +113,19 @@ def rl_iteration(model: str, gpus: int, seed: int = 0, layers: int = 2) -> Trace
 def _stage_aware(**kw):
     from rfabric.controllers import StageAwareController
 
-    return StageAwareController(**kw)
+    ctl = StageAwareController(**kw)
+    ctl.plan_s = []  # wall time of each plan() call
+    plan = ctl.plan
+
+    def timed(intent, view):
+        t0 = time.perf_counter()
+        try:
+            return plan(intent, view)
+        finally:
+            ctl.plan_s.append(time.perf_counter() - t0)
+
+    ctl.plan = timed
+    return ctl
 
 
 def _ms(ps: int) -> float:
@@ -142,7 +154,14 @@ def run(fab, trace, controller=None, **settings):
 
 def exp_alloc(args) -> None:
     """Each workload follows a compute gap of t_ocs (``lead``), the window a controller needs
-    to light new circuits before the period starts; times are measured after it."""
+    to light new circuits before the period starts; times are measured after it.
+
+    Columns past ``plans``: ``cand_ms`` the candidate plan simulated alone
+    (``check_gain=False``: committed whatever the prediction), ``pred_uni_ms`` and
+    ``pred_cand_ms`` the gain check's predictions for the plan in force (uniform) and the
+    candidate, ``sim/pred`` the simulated over the predicted time of each, ``ctl_ms`` the
+    loop's controller time over the run (intents and plan calls), ``plan_ms`` the longest
+    ``plan()`` call."""
     lead = rf.units.parse_time(args.t_ocs)
     if args.quick:
         cases = [(128, False)]
@@ -159,7 +178,12 @@ def exp_alloc(args) -> None:
         workloads["dp all_reduce"] = dp_all_reduce(gpus, args.ar_bytes, lead_ps=lead)
         for name, trace in workloads.items():
             uni, _ = run(fab, trace, UniformController(), seed=args.seed, t_ocs=args.t_ocs)
-            aware, wall = run(fab, trace, _stage_aware(), seed=args.seed, t_ocs=args.t_ocs)
+            ctl = _stage_aware()
+            aware, wall = run(fab, trace, ctl, seed=args.seed, t_ocs=args.t_ocs)
+            # the candidate plan the gain check judged, simulated whether committed or not
+            cand, _ = run(fab, trace, _stage_aware(check_gain=False), seed=args.seed, t_ocs=args.t_ocs)
+            (_, (p_new, _), (p_cur, _)) = ctl.predictions[0] if ctl.predictions else (0, (0, 0), (0, 0))
+            c_ms = _ms(cand.run["makespan_ps"] - lead)
             rows.append(
                 {
                     "gpus": gpus,
@@ -169,7 +193,13 @@ def exp_alloc(args) -> None:
                     "stage_aware_ms": _ms(aware.run["makespan_ps"] - lead),
                     "speedup": (uni.run["makespan_ps"] - lead) / (aware.run["makespan_ps"] - lead),
                     "plans": aware.run["plan_changes"],
+                    "cand_ms": c_ms,
+                    "pred_uni_ms": _ms(p_cur),
+                    "pred_cand_ms": _ms(p_new),
+                    "sim/pred uni": (uni.run["makespan_ps"] - lead) / p_cur if p_cur else float("nan"),
+                    "sim/pred cand": (cand.run["makespan_ps"] - lead) / p_new if p_new else float("nan"),
                     "ctl_ms": 1e3 * aware.run["controller_wall_s"],
+                    "plan_ms": 1e3 * max(ctl.plan_s, default=0.0),
                     "wall_s": wall,
                 }
             )
@@ -184,7 +214,13 @@ def exp_alloc(args) -> None:
             ("stage_aware_ms", "{:.3f}"),
             ("speedup", "{:.2f}"),
             ("plans", "{}"),
+            ("cand_ms", "{:.3f}"),
+            ("pred_uni_ms", "{:.3f}"),
+            ("pred_cand_ms", "{:.3f}"),
+            ("sim/pred uni", "{:.2f}"),
+            ("sim/pred cand", "{:.2f}"),
             ("ctl_ms", "{:.1f}"),
+            ("plan_ms", "{:.1f}"),
             ("wall_s", "{:.1f}"),
         ],
     )

@@ -36,7 +36,8 @@ class Decision:
     action : str
         ``"cached template"`` (first sight of the intent's key, Phase 1 of §5.3; followed by
         the entry of what was done with it), ``"commit"`` (a plan was returned),
-        ``"keep: slack"`` (slack < t_ocs), ``"keep: infeasible"`` (Core-Agg coupling or a
+        ``"keep: slack"`` (slack < t_ocs), ``"keep: no gain"`` (the candidate is not
+        predicted faster than the plan in force), ``"keep: infeasible"`` (Core-Agg coupling or a
         device's ports failed the check), ``"keep: deployment"`` (gen: the deployment's plan
         is still in place), ``"keep: no demand"`` (nothing of the period crosses the OCS
         layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period).
@@ -121,7 +122,23 @@ class StageAwareController(Controller):
        PoD is allocated again with ``U`` = its planned core circuits, which the greedy,
        identical to the first pass until ``U`` runs out, reaches exactly. Eligible: ToR
        pairs of the PoD (with PXN only same-rail ToRs, the only pairs PXN traffic uses)
-       and every ToR with ``U``.
+       and every ToR with ``U``. That pass fixes each ToR's lift/drop circuits; its
+       ToR-ToR circuits are replaced by the relay-aware pass below.
+
+       **Relay legs (a choice the paper leaves open).** Appendix D aggregates inter-PoD
+       demand to ``U``, i.e. it assumes a PoD's ToRs reach other ToRs' chains inside the
+       PoD, but feeds the ToR-ToR allocation only the PoD's own ToR-ToR bytes. When most
+       bytes cross the core (EP groups strided over PoDs) that left every uplink beyond a
+       ToR's chains dark (1024 GPUs without PXN, EP64: 256 chains and 0 ToR-ToR circuits
+       on 1024 ToR uplinks), and the relays up*/down* routing then makes crowded the
+       chains: 151.8 ms against uniform's 20.3 ms. Now, once step 8 has chosen the chains'
+       ToRs, each PoD's ToR-ToR circuits are allocated (the same greedy) over the uplinks
+       the chains left, for the PoD's own demand plus the *relay legs*: bytes ``a -> b``
+       across PoDs ``p -> q`` with no chain ``(a, b)`` take the chains between ``p`` and
+       ``q`` that need the fewest legs (``x = a`` or ``y = b`` first, the shorter path; with
+       PXN only chains on ``a``'s and ``b``'s rails), split evenly, and add ``a -> x`` in
+       ``p`` and ``y -> b`` in ``q``. PoD pairs without a chain (relayed through a third
+       PoD) add nothing.
     7. **Core-Agg coupling (App. D).** Feasible when every PoD's lift/drop circuits equal
        its planned core circuits (its ToRs' uplink access can carry the core capacity) and
        every core circuit finds an OCS-Core device with a free port from each of its two
@@ -147,7 +164,26 @@ class StageAwareController(Controller):
        that send waited forever on a lossless fabric. Connectivity is restored as far as
        such channels allow; it is not guaranteed when every candidate port belongs to a
        ToR pair's only circuit.
-    10. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
+    10. **Gain check (not in the paper).** An operator expects a controller not to swap
+        in a plan it predicts to be worse than the one in force. Before committing, the
+        period's demand is laid on both plans by the fabric's own forwarding
+        (:class:`rfabric.forwarding.Forwarding`: the up*/down* tables with D-mod-K the
+        switches will use under each plan, relays included) and each plan's time is
+        predicted as its busiest port's bytes over its rate (GPU pairs merged per sender
+        ToR and receiver; at most 4096 paths per plan, every ToR pair's largest receiver
+        first). A candidate not predicted faster is dropped: ``None`` and
+        ``"keep: no gain"``. Plans compare by ``(time, time of the busiest network
+        port)``, the second separating plans whose bottleneck is a NIC (which no plan
+        changes); an exact tie is kept unless the plan in force has circuits on failed
+        ports. Forest waves and the forest teardown are not checked (their plans are the
+        forest's schedule). :attr:`predictions` records ``(period, candidate, kept)``. It
+        is a bottleneck bound, not a simulation: on the ``bench/controllers.py alloc``
+        cases the simulated time is 1-3x the prediction (bench/README.md). The prediction
+        takes the spec's own routing and sees the failed OCS ports of the view only (a
+        simulation run with another ``ecmp`` setting, or failed NICs, is judged on the
+        spec's routing and working NICs, both plans alike). ``check_gain=False`` commits
+        every feasible candidate, as before.
+    11. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
         ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
@@ -168,6 +204,9 @@ class StageAwareController(Controller):
     fanout_ops : {"broadcast", "send"}
         How :meth:`prepare` replays Phase B: one pipelined chain broadcast per fan-out
         tree (default) or one store-and-forward send per tree edge (see :meth:`prepare`).
+    check_gain : bool
+        Keep the plan in force when the candidate is not predicted faster (step 10;
+        default True).
 
     Attributes
     ----------
@@ -175,6 +214,8 @@ class StageAwareController(Controller):
         One entry per call (two on a template's first sight).
     templates : dict
         Cached templates by key.
+    predictions : list of tuple
+        ``(period, (candidate ps, its network ps), (kept ps, its network ps))`` per gain check.
     """
 
     def __init__(
@@ -185,6 +226,7 @@ class StageAwareController(Controller):
         seeds_per_pod: int = 1,
         fanout: int = 2,
         fanout_ops: str = "broadcast",
+        check_gain: bool = True,
     ):
         if granularity not in ("period", "op"):
             raise SpecError(
@@ -212,8 +254,18 @@ class StageAwareController(Controller):
         self._ws_first: set[int] = set()  # the first period of each forest
         self._period_stage: dict[int, str] = {}
         self.forest_plan = None  # the Forest of the last prepare, for inspection
+        self.check_gain = bool(check_gain)
+        self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
+        self._predictors: dict[int, _Predictor] = {}
 
     # -- fabric ------------------------------------------------------------------------------
+
+    def _predictor(self, spec: NetworkSpec) -> "_Predictor":
+        pr = self._predictors.get(id(spec))
+        if pr is None or pr.spec is not spec:
+            pr = _Predictor(spec)
+            self._predictors[id(spec)] = pr
+        return pr
 
     def layout(self, spec: NetworkSpec) -> RFabricLayout:
         """The :class:`RFabricLayout` of ``spec`` (read once per spec)."""
@@ -227,9 +279,13 @@ class StageAwareController(Controller):
 
     @staticmethod
     def template_key(intent: Intent) -> tuple:
-        """``(stage, phase, primitive, groups)``, groups as a tuple of rank tuples."""
-        groups = tuple(tuple(int(r) for r in g) for g in intent.groups)
-        return (intent.stage, intent.phase, intent.primitive, groups)
+        """``(stage, phase, primitive, groups)``, groups as the bytes of their sizes and of
+        their ranks end to end (exact, like a tuple of rank tuples, but built in numpy: a
+        1024-GPU EP64 dispatch has 64 512 two-rank groups, whose tuples took 130 ms a call)."""
+        gs = intent.groups
+        sizes = np.fromiter(map(len, gs), dtype=np.int64, count=len(gs))
+        ranks = np.concatenate(gs).astype(np.int64) if len(gs) else np.zeros(0, dtype=np.int64)
+        return (intent.stage, intent.phase, intent.primitive, (sizes.tobytes(), ranks.tobytes()))
 
     def _template(self, lay: RFabricLayout, intent: Intent) -> tuple[_Template, bool]:
         key = self.template_key(intent)
@@ -311,6 +367,22 @@ class StageAwareController(Controller):
             return self._keep(intent, view, "keep: infeasible", result)
         plan, detail = result
         view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
+        if self.check_gain and chains is None and not teardown:
+            pred = self._predictor(view.spec)
+            paths = pred.sample(intent, tpl)
+            new_ps = pred.time_ps(plan, view, paths)
+            cur_ps = pred.time_ps(view.plan, view, paths)
+            self.predictions.append((intent.period, new_ps, cur_ps))
+            # a tie keeps the plan in force (no reconfiguration for nothing), unless that plan
+            # has circuits on failed ports, whose working ends the new plan puts to use
+            dead = bool(view.failed.any()) and bool(
+                set(view.ocs_ports[view.failed].tolist()) & set(view.plan.a.tolist() + view.plan.b.tolist())
+            )
+            if new_ps > cur_ps or (new_ps == cur_ps and not dead):
+                return self._keep(
+                    intent, view, "keep: no gain", f"predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) with the new plan, {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
+                )
+            detail += f", predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) against {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
         if stage == "weight_sync":
             if self._pre_ws is None:
                 self._pre_ws = view.plan
@@ -577,9 +649,23 @@ class StageAwareController(Controller):
             pb_port = free_tor[(b, gb)].pop(0)
             new.append((((ga, pa_port, ka), (c, ka, kb), (gb, kb, pb_port)), a, b))
 
-        # 6. intra-PoD ToR-ToR circuits
+        # 6. intra-PoD ToR-ToR circuits, re-allocated now that the chains' ToRs are known:
+        # the PoD's own ToR-ToR demand plus the relay legs of inter-PoD traffic whose ToR
+        # pair got no chain (sender -> a chain's ToR in its PoD, chain's far ToR -> the
+        # receiver), over the uplinks the chains left
         unplaced = 0
+        relayed = 0.0
         if intra_D is None:
+            ends = np.zeros(lay.num_tors, dtype=np.int64)
+            for _, a, b in new:
+                ends[a] += 1
+                ends[b] += 1
+            R, relayed = _relay_demand(D, pod_of, [(a, b) for _, a, b in new], lay)
+            for p in sorted(intra_C):
+                tors = lay.pod_tors[p]
+                Dp = D[np.ix_(tors, tors)] + R[np.ix_(tors, tors)]
+                room = np.maximum(tor_budget[tors] - ends[tors], 0)
+                intra_C[p] = (tors, allocate_circuits(Dp, lay.tor_eligible(tors), room, rate))
             for p in sorted(intra_C):
                 tors, C = intra_C[p]
                 iu, ju = np.nonzero(np.triu(C, 1))
@@ -864,6 +950,80 @@ class StageAwareController(Controller):
 # -- helpers ------------------------------------------------------------------------------
 
 
+class _Predictor:
+    """The period's time on a plan, predicted without a simulation: the most loaded port's
+    bytes over its rate, every demanded GPU pair's bytes laid on the path the fabric's own
+    routing gives it under that plan (:class:`rfabric.forwarding.Forwarding`: up*/down*
+    tables, D-mod-K among equal next hops, relays included). It ignores time (all of the
+    period's bytes are in flight at once) and queueing, so it is a bottleneck estimate, used
+    only to compare two plans on the same demand.
+
+    A path depends on the sender's ToR and the receiver (D-mod-K keys on the receiver's
+    position below its ToR), so GPU pairs are merged per (sender ToR, receiver). At most
+    ``budget`` paths are traced per plan: every ToR pair first gets the path of its largest
+    receiver, then a second, ... until the budget is spent; a ToR pair's bytes are spread
+    over its traced receivers in proportion to their own bytes."""
+
+    budget = 4096
+
+    def __init__(self, spec):
+        from ..forwarding import Forwarding
+
+        self.spec = spec
+        self.fwd = Forwarding(spec)
+        self.rate = spec.links.rate_bps.astype(np.float64)
+        self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
+        self._down: set[int] = set()
+
+    def sample(self, intent, tpl):
+        """The (sender GPUs, receiver GPUs, bytes) of the paths to trace for the intent."""
+        m = tpl.net
+        src = np.asarray(intent.src, dtype=np.int64)[m]
+        dst = np.asarray(intent.dst, dtype=np.int64)[m]
+        ts, td = tpl.ts[m], tpl.td[m]
+        b = np.asarray(intent.bytes, dtype=np.float64)[m]
+        n_gpu = int(max(dst.max(initial=0), src.max(initial=0))) + 1
+        k = ts * n_gpu + dst
+        uk, first, inv = np.unique(k, return_index=True, return_inverse=True)
+        kb = np.bincount(inv, weights=b, minlength=uk.size)
+        pair = ts[first] * (int(td.max(initial=0)) + 1) + td[first]
+        # rank of each key inside its ToR pair by bytes (largest first), then round-robin
+        order = np.lexsort((uk, -kb, pair))
+        ps = pair[order]
+        start = np.r_[0, np.flatnonzero(ps[1:] != ps[:-1]) + 1]
+        rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+        pick = order[np.lexsort((order, rank))][: self.budget]
+        tot = np.bincount(np.searchsorted(np.unique(pair), pair), weights=kb)
+        upair = np.unique(pair)
+        pi = np.searchsorted(upair, pair[pick])
+        got = np.bincount(pi, weights=kb[pick], minlength=upair.size)
+        w = kb[pick] * tot[pi] / got[pi]
+        return src[first[pick]].tolist(), dst[first[pick]].tolist(), w
+
+    def time_ps(self, plan, view, paths) -> tuple[int, int]:
+        """(predicted time, predicted time of the busiest network port) in ps: the second
+        orders two plans whose bottleneck is a NIC, which no plan changes."""
+        down = set(view.ocs_ports[view.failed].tolist())
+        for link in self._down - down:
+            self.fwd.restore_link(link)
+        for link in down - self._down:
+            self.fwd.fail_link(link)
+        self._down = down
+        self.fwd.apply_circuits(plan)
+        s, d, w = paths
+        if not s:
+            return 0
+        path = self.fwd._fwd.path
+        ports = [path(a, b, 0) for a, b in zip(s, d, strict=True)]
+        lens = np.fromiter((p.size for p in ports), dtype=np.int64, count=len(ports))
+        flat = np.concatenate(ports).astype(np.int64)
+        load = np.bincount(flat, weights=np.repeat(w, lens))
+        busy = np.flatnonzero(load)
+        t = load[busy] * 8 / self.rate[busy // 2] * 1e12
+        net = self.net[busy // 2]
+        return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+
 def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
     """``forest_ops`` columns with Phase B's sends replaced by one pipelined ``chain``
     broadcast per Phase B tree: ranks ``[tree root] + its receivers`` in the tree's
@@ -982,6 +1142,63 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     for v in sorted(removed, reverse=True):
         del new[v]
     return len(removed)
+
+
+def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
+    """Intra-PoD relay legs of the inter-PoD demand that has no chain of its own.
+
+    Bytes from ToR ``a`` (PoD ``p``) to ``b`` (PoD ``q``) without a chain ``(a, b)`` take a
+    chain ``(x, y)`` between ``p`` and ``q`` and cross the PoDs' OCS-Agg on the legs
+    ``a -> x`` and ``y -> b`` (those with ``x = a`` or ``y = b`` first: one leg, the shortest
+    path, as the switches' routing prefers), split evenly over the chains that need the
+    fewest legs; with PXN only chains whose ToRs are on the rails of ``a`` and ``b`` (a leg
+    joins same-rail ToRs). Returns the leg demand ``R`` (ToR x ToR) and the relayed bytes.
+    PoD pairs without any chain (traffic relayed through a third PoD) add nothing."""
+    n = len(pod_of)
+    R = np.zeros((n, n))
+    by_pp: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    direct = set()
+    for t1, t2 in chains:
+        by_pp.setdefault((int(pod_of[t1]), int(pod_of[t2])), []).append((t1, t2))
+        by_pp.setdefault((int(pod_of[t2]), int(pod_of[t1])), []).append((t2, t1))
+        direct |= {(t1, t2), (t2, t1)}
+    rail = lay.tor_rail
+    inter = pod_of[:, None] != pod_of[None, :]
+    src, dst = np.nonzero((D > 0) & inter)
+    if direct:
+        dk = np.array(sorted(x * n + y for x, y in direct), dtype=np.int64)
+        keep = ~np.isin(src * n + dst, dk)
+        src, dst = src[keep], dst[keep]
+    relayed = 0.0
+    if src.size == 0:
+        return R, relayed
+    pp = pod_of[src] * (int(pod_of.max()) + 1) + pod_of[dst]
+    order = np.argsort(pp, kind="stable")
+    src, dst, pp = src[order], dst[order], pp[order]
+    cut = np.flatnonzero(np.r_[True, pp[1:] != pp[:-1], True])
+    for lo, hi in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        a, b = src[lo:hi], dst[lo:hi]
+        lst = by_pp.get((int(pod_of[a[0]]), int(pod_of[b[0]])))
+        if not lst:
+            continue
+        x = np.array([c[0] for c in lst], dtype=np.int64)
+        y = np.array([c[1] for c in lst], dtype=np.int64)
+        legs = (x[None, :] != a[:, None]).astype(np.int64) + (y[None, :] != b[:, None])
+        if lay.pxn:
+            legs[(rail[x][None, :] != rail[a][:, None]) | (rail[y][None, :] != rail[b][:, None])] = 3
+        best = legs == legs.min(axis=1, keepdims=True)
+        best &= legs < 3
+        cnt = best.sum(axis=1)
+        ok = cnt > 0
+        d = np.where(ok, D[a, b] / np.maximum(cnt, 1), 0.0)
+        relayed += float(D[a, b][ok].sum())
+        i, j = np.nonzero(best)
+        w = d[i]
+        m1 = x[j] != a[i]
+        np.add.at(R, (a[i][m1], x[j][m1]), w[m1])
+        m2 = y[j] != b[i]
+        np.add.at(R, (y[j][m2], b[i][m2]), w[m2])
+    return R, relayed
 
 
 def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
