@@ -84,3 +84,21 @@ def test_readme_efficiency_cells(fabric, kind):
     fab = fb.fabrics(128, "200Gbps")[fabric]
     got = fb.measure(fabric, fab, kind, 256 << 20, lp=False, seed=1)["efficiency"]
     assert said == round(got, 2)
+
+
+def test_readme_controller_table_row():
+    """A row of the README's traffic-aware table (`python bench/controllers.py alloc`):
+    RFabric 128 without PXN, the skewed EP16 all_to_all, uniform and stage-aware times."""
+    import rfabric as rf
+
+    bc = _bench("controllers")
+    text = (ROOT / "README.md").read_text()
+    row = re.search(r"^\| 128 \| off \| a2a ep16 zipf0\.8 \| ([\d.]+) \| ([\d.]+) \|", text, re.M)
+    lead = rf.units.parse_time("25ms")
+    trace = bc.skewed_all_to_all(128, 16, 16 << 20, 0.8, 0, lead_ps=lead)
+    fab = rf.topologies.RFabric(128, pxn=False)
+    got = [
+        rf.simulate(fab, trace, controller=c, seed=0, t_ocs="25ms").run["makespan_ps"] - lead
+        for c in (rf.controllers.UniformController(), rf.controllers.StageAwareController())
+    ]
+    assert [float(row.group(1)), float(row.group(2))] == [round(t / 1e9, 3) for t in got]
