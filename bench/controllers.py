@@ -300,18 +300,33 @@ def exp_failures(args) -> None:
     trace = rl_iteration(args.model, gpus, args.seed)
     healthy, _ = run(fab, trace, _stage_aware(), seed=args.seed)
     span = {r["stage"]: (r["start_ps"], r["end_ps"]) for r in healthy.stages.to_pylist()}
-    # a train GPU's NIC, and a ToR-OCS link of that GPU's ToR that carries a circuit
-    gpu = 0
-    nic = spec.nic_link(gpu)
-    ends = (int(spec.links.src[nic]), int(spec.links.dst[nic]))
-    tor = next(n for n in ends if spec.nodes.kind_names()[n] == "eps")
-    used = set(spec.circuits.a.tolist()) | set(spec.circuits.b.tolist())
-    ocs_link = next(int(k) for k in spec.links_of(tor) if spec.links.kind[k] == "tor-ocs" and int(k) in used)
+    # per stage, the GPU that sends the most bytes between servers in it, and the busiest
+    # ToR-OCS link of that GPU's ToR: the failures that stage should feel most
+    op_stage = dict(zip(healthy.ops["op_id"].to_pylist(), healthy.ops["stage"].to_pylist(), strict=True))
+    server = spec.nodes.server[spec.gpu_nodes]
+    flows = healthy.flows
+    src, dst = flows["src"].to_numpy(), flows["dst"].to_numpy()
+    size, stage_of = (
+        flows["size_bytes"].to_numpy(),
+        np.array([op_stage.get(o, "") for o in flows["op_id"].to_pylist()]),
+    )
+    link_bytes = np.zeros(spec.num_links)
+    np.add.at(link_bytes, healthy.links["link_id"].to_numpy(), healthy.links["bytes"].to_numpy())
+    kinds = spec.nodes.kind_names()
     rows = []
-    for what, link in (("NIC-EPS link of GPU 0", spec.nic_link(gpu)), (f"ToR-OCS link {ocs_link}", ocs_link)):
-        for stage in ("train", "weight_sync"):
-            if stage not in span:
-                continue
+    for stage in ("train", "weight_sync"):
+        if stage not in span:
+            continue
+        net = (stage_of == stage) & (server[src] != server[dst])
+        gpu = int(np.argmax(np.bincount(src[net], weights=size[net], minlength=spec.num_gpus)))
+        nic = spec.nic_link(gpu)
+        tor = next(int(n) for n in (spec.links.src[nic], spec.links.dst[nic]) if kinds[n] == "eps")
+        ups = [int(k) for k in spec.links_of(tor) if spec.links.kind[k] == "tor-ocs"]
+        ocs_link = max(ups, key=lambda k: (link_bytes[k], -k))
+        for what, link in (
+            (f"NIC-EPS link of GPU {gpu}", nic),
+            (f"ToR-OCS link {ocs_link} of its ToR", ocs_link),
+        ):
             s0, s1 = span[stage]
             at = s0 + (s1 - s0) // 3
             res, _ = run(fab, trace, _stage_aware(), seed=args.seed, failures=[(int(link), at)])

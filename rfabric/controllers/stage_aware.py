@@ -260,7 +260,7 @@ class StageAwareController(Controller):
 
     # -- fabric ------------------------------------------------------------------------------
 
-    def _predictor(self, spec: NetworkSpec) -> "_Predictor":
+    def _predictor(self, spec: NetworkSpec) -> _Predictor:
         pr = self._predictors.get(id(spec))
         if pr is None or pr.spec is not spec:
             pr = _Predictor(spec)
