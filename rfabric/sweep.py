@@ -57,6 +57,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 import time
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -725,7 +726,15 @@ def _run_ray(points, on_row, address: str | None, workers: int | None):
     started = not ray.is_initialized()
     if started:
         kwargs = {"address": address} if address else {"num_cpus": workers or os.cpu_count() or 1}
-        ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
+        # Ray puts the driver's working directory first on its workers' sys.path: run from a
+        # source checkout, that directory's rfabric/ (no compiled engine when rfabric was
+        # pip-installed, not installed in place) would shadow the installed package.
+        here = os.getcwd()
+        os.chdir(tempfile.gettempdir())
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
+        finally:
+            os.chdir(here)
     task = ray.remote(num_cpus=1, max_retries=0)(_run_point)
     pending = [task.remote(p) for p in points]
     try:
