@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import tiny_rl_trace
 
 import rfabric as rf
 from rfabric.controllers import MixNetController, StageAwareController, UniformController
@@ -139,7 +140,8 @@ def test_inter_pod_skew_goes_through_the_core_within_every_budget(rf256):
     hot = list(range(0, 8)) + list(range(128, 136))  # server 0 (PoD 0) and server 16 (PoD 1)
     cold = [list(range(16, 24)) + list(range(80, 88))]  # two rail groups of PoD 0
     intent = a2a_intent([hot, *cold], [256 << 20, 1 << 20])
-    ctl = StageAwareController(check_gain=False)  # the allocation itself, not the gain check (a one-flow-per-pair demand ties)
+    # the allocation itself, not the gain check (a one-flow-per-pair demand ties)
+    ctl = StageAwareController(check_gain=False)
     plan = ctl.plan(intent, view_for(spec))
     assert plan is not None, ctl.log
     assert_budgets(spec, lay, plan)
@@ -403,7 +405,9 @@ def strided_ep_a2a(gpus: int, ep: int, tokens: int, zipf: float = 0.8, lead_ps: 
     groups = (order[:, None] * 8 + np.arange(8)).reshape(-1, ep)
     ranks, size = [], []
     for members in groups:
-        w = dict(zip(members.tolist(), (1.0 / np.arange(1, ep + 1) ** zipf)[rng.permutation(ep)], strict=True))
+        w = dict(
+            zip(members.tolist(), (1.0 / np.arange(1, ep + 1) ** zipf)[rng.permutation(ep)], strict=True)
+        )
         for s in members.tolist():
             others = [o for o in members.tolist() if o != s]
             share = np.array([w[o] for o in others]) / sum(w[o] for o in others)
@@ -411,8 +415,15 @@ def strided_ep_a2a(gpus: int, ep: int, tokens: int, zipf: float = 0.8, lead_ps: 
             size += np.maximum(1, np.round(share * tokens)).astype(np.int64).tolist()
     n = len(ranks)
     return rf.traces.Trace.from_columns(
-        op_id=np.arange(n), stage="train", phase="moe_dispatch", kind="send", ranks=ranks,
-        size_bytes=size, deps=[[]] * n, compute_ps=lead_ps, gpus=gpus,
+        op_id=np.arange(n),
+        stage="train",
+        phase="moe_dispatch",
+        kind="send",
+        ranks=ranks,
+        size_bytes=size,
+        deps=[[]] * n,
+        compute_ps=lead_ps,
+        gpus=gpus,
     )
 
 
@@ -455,21 +466,7 @@ def ws_run():
     # shards cross the boundary, so the forest needs two waves of 16 circuits. t_ocs = 0:
     # the generator's weight sync starts the instant training ends (no slack), so only a
     # zero reconfiguration time lets its first wave commit in a safe window
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-    )
-    trace = rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=128,
-        gen_gpus=128,
-        train=dict(tp=8, pp=2, dp=8),
-        gen=dict(tp=8),
-        iterations=2,
-        seed=3,
-        global_batch=16,
-        decode_steps_per_op=256,
-        pod_gpus=64,
-    )
+    trace = tiny_rl_trace(train_gpus=128, gen_gpus=128, train=dict(tp=8, pp=2, dp=8), pod_gpus=64)
     top = rf.topologies.RFabric(256, core_ports=16)
     ctl = Recording()
     res = rf.simulate(top, trace, controller=ctl, t_ocs="0us")
@@ -631,7 +628,9 @@ def test_end_to_end_a_failed_port_is_masked_in_every_later_plan():
         algorithm="direct",
         gpus=128,
     )
-    ctl = Recording(check_gain=False)  # masking, not the gain check (it keeps plan 0 here: predicted no better)
+    ctl = Recording(
+        check_gain=False
+    )  # masking, not the gain check (it keeps plan 0 here: predicted no better)
     sim = rf.Simulation(top, trace, controller=ctl, t_ocs="10us")
     bad = [
         int(lay.tor_port_link[lay.tor_port_tor == lay.gpu_tor[0]][2]),
@@ -676,7 +675,9 @@ def test_bad_inputs_name_the_culprit(rf256):
 def test_plans_are_deterministic(rf256):
     intent = a2a_intent([list(range(0, 8)) + list(range(128, 136)), COLD[0]], [256 << 20, 1 << 20])
     failed = [int(RFabricLayout(rf256).core_port_link[7])]
-    plans = [StageAwareController(check_gain=False).plan(intent, view_for(rf256, failed=failed)) for _ in range(2)]
+    plans = [
+        StageAwareController(check_gain=False).plan(intent, view_for(rf256, failed=failed)) for _ in range(2)
+    ]
     for col in ("ocs", "a", "b"):
         assert np.array_equal(getattr(plans[0], col), getattr(plans[1], col))
 
