@@ -18,7 +18,6 @@ import argparse
 import sys
 
 import rfabric as rf
-from rfabric.traces import Trace
 from rfabric.units import parse_size
 
 T = rf.topologies
@@ -34,21 +33,8 @@ FABRICS = {
 }
 
 
-def op(kind: str, gpus: int, size: int) -> Trace:
-    return Trace.from_columns(
-        op_id=[0],
-        iteration=[0],
-        stage=["bench"],
-        phase=[kind],
-        kind=[kind],
-        ranks=[list(range(gpus))],
-        size_bytes=[size],
-        algorithm=["auto"],
-        deps=[[]],
-        compute_ps=[0],
-        period=[0],
-        gpus=gpus,
-    )
+def op(kind: str, gpus: int, size: int):
+    return rf.op_trace(kind, range(gpus), size, gpus=gpus)
 
 
 def makespan(fab, trace, failures=()) -> int:

@@ -7,7 +7,7 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 from __future__ import annotations
 
 from . import bounds, controllers, cost, pareto, topology, traces, units
-from .collective import collective
+from .collective import collective, op_trace
 from .errors import SpecError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
@@ -35,6 +35,7 @@ __all__ = [
     "bounds",
     "controllers",
     "collective",
+    "op_trace",
     "cost",
     "pareto",
     "simulate",

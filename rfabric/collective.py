@@ -15,7 +15,7 @@ from .errors import SpecError
 from .simulation import simulate
 from .units import parse_size
 
-__all__ = ["collective", "format_table", "size_range", "COLLECTIVE_SCHEMA"]
+__all__ = ["collective", "op_trace", "format_table", "size_range", "COLLECTIVE_SCHEMA"]
 
 COLLECTIVE_SCHEMA = pa.schema(
     [
@@ -29,6 +29,25 @@ COLLECTIVE_SCHEMA = pa.schema(
         ("busbw_GBps", pa.float64()),
     ]
 )
+
+
+def op_trace(kind: str, ranks, size_bytes: int, algorithm: str = "auto", *, gpus: int | None = None):
+    """A one-op trace: collective ``kind`` over ``ranks`` (GPU ids; for broadcast the first is
+    the root) of ``size_bytes`` (nccl-tests convention), starting at time 0. ``gpus`` bounds
+    the rank check (default: the largest rank + 1)."""
+    from .traces import Trace
+
+    return Trace.from_columns(
+        op_id=[0],
+        stage="bench",
+        phase=kind,
+        kind=kind,
+        ranks=[[int(r) for r in ranks]],
+        size_bytes=[size_bytes],
+        algorithm=algorithm,
+        deps=[[]],
+        gpus=gpus,
+    )
 
 
 def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]:
@@ -68,27 +87,13 @@ def collective(
         EngineConfig fields (``transport``, ``ecmp``, ``coll_channels``, ...).
     """
     from .simulation import _as_spec
-    from .traces import Trace
 
     spec = _as_spec(fabric)
     ranks = list(range(spec.num_gpus)) if ranks is None else [int(r) for r in ranks]
     sizes = size_range() if sizes is None else [parse_size(s, allow_zero=False) for s in sizes]
     rows = []
     for size in sizes:
-        trace = Trace.from_columns(
-            op_id=[0],
-            iteration=[0],
-            stage=["bench"],
-            phase=[kind],
-            kind=[kind],
-            ranks=[ranks],
-            size_bytes=[size],
-            algorithm=[algorithm],
-            deps=[[]],
-            compute_ps=[0],
-            period=[0],
-            gpus=spec.num_gpus,
-        )
+        trace = op_trace(kind, ranks, size, algorithm, gpus=spec.num_gpus)
         res = simulate(spec, trace, **settings)
         op = res.ops.to_pylist()[0]
         if op["end_ps"] < 0:

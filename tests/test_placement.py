@@ -5,28 +5,12 @@ import numpy as np
 import pytest
 
 import rfabric as rf
-from rfabric import _engine
-from rfabric.traces import ALGORITHMS, KINDS, Trace
+from rfabric import _engine, op_trace
+from rfabric.traces import ALGORITHMS, KINDS
 from rfabric.traces.schema import check_engine_names
 
 B = 25e9  # bytes/s: a 200 Gb/s NIC
 T = rf.topologies
-
-
-def op_trace(kind, ranks, size, algorithm="auto"):
-    return Trace.from_columns(
-        op_id=[0],
-        iteration=[0],
-        stage=["bench"],
-        phase=["x"],
-        kind=[kind],
-        ranks=[list(ranks)],
-        size_bytes=[size],
-        algorithm=[algorithm],
-        deps=[[]],
-        compute_ps=[0],
-        period=[0],
-    )
 
 
 def nic_bytes(res, gpus=128, per_server=8):

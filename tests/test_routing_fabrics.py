@@ -13,21 +13,8 @@ from rfabric.traces import Trace
 T = rf.topologies
 
 
-def collective(kind: str, gpus: int, size: int) -> Trace:
-    return Trace.from_columns(
-        op_id=[0],
-        iteration=[0],
-        stage=["bench"],
-        phase=[kind],
-        kind=[kind],
-        ranks=[list(range(gpus))],
-        size_bytes=[size],
-        algorithm=["auto"],
-        deps=[[]],
-        compute_ps=[0],
-        period=[0],
-        gpus=gpus,
-    )
+def collective(kind: str, gpus: int, size: int):
+    return rf.op_trace(kind, range(gpus), size, gpus=gpus)
 
 
 def link_bytes(res, link: int, direction: int) -> int:
