@@ -6,6 +6,7 @@ fabrics use every uplink; each fabric declares the routing its operators run; a 
 
 import numpy as np
 import pytest
+from conftest import tiny_rl_trace
 
 import rfabric as rf
 from rfabric.traces import Trace
@@ -159,19 +160,7 @@ def test_a_relayed_gpu_costs_its_servers_share():
 
 
 def test_a_failed_nic_during_an_rl_iteration_finishes():
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-    )
-    trace = rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=32,
-        gen_gpus=32,
-        train=dict(tp=8, pp=2, dp=2),
-        gen=dict(tp=8),
-        seed=3,
-        global_batch=16,
-        decode_steps_per_op=256,
-    )
+    trace = tiny_rl_trace(iterations=1)
     fab = T.RailOptimized(64)
     spec = fab.to_spec()
     # a train GPU's NIC at the start, a gen GPU's mid-iteration (it takes about 235 ms)
