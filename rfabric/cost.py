@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .errors import SpecError
+from .errors import SpecError, read_toml
 from .spec import NODE_KINDS, NetworkSpec
 from .units import format_rate, parse_rate
 
@@ -156,16 +156,6 @@ def _merge(prices: Prices, doc: Mapping, where: str) -> Prices:
     return Prices(by_speed=by_speed, where=origin, gpu_usd=gpu, source=source)
 
 
-def _read_toml(path: Path) -> dict:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such prices file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
-
-
 def default_prices() -> Prices:
     """Table 4 of the paper, as shipped in ``rfabric/data/prices.toml``."""
     ref = resources.files("rfabric") / "data" / _DEFAULT_FILE
@@ -184,7 +174,7 @@ def load_prices(prices=None) -> Prices:
         return base
     if isinstance(prices, (str, Path)):
         path = Path(prices)
-        return _merge(base, _read_toml(path), str(path))
+        return _merge(base, read_toml(path, "prices"), str(path))
     if isinstance(prices, Mapping):
         return _merge(base, prices, "prices dict")
     raise SpecError(

@@ -7,7 +7,7 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["SpecError", "TraceError"]
+__all__ = ["SpecError", "TraceError", "read_toml"]
 
 
 class SpecError(ValueError):
@@ -16,3 +16,17 @@ class SpecError(ValueError):
 
 class TraceError(ValueError):
     """A communication trace (Arrow IPC or Parquet) is malformed."""
+
+
+def read_toml(path, what: str) -> dict:
+    """Parse TOML file ``path`` (a ``what``: "topology", "sweep config", "prices"); a missing
+    file or bad TOML raises SpecError naming the file."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such {what} file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None

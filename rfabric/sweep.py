@@ -59,7 +59,6 @@ import re
 import shutil
 import tempfile
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -70,7 +69,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import SpecError
+from .errors import SpecError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
 
@@ -894,13 +893,7 @@ def load_config(path) -> dict:
     """Read a sweep config (TOML) into ``sweep()`` keyword arguments. Relative paths in it
     (``out``, ``prices``, trace paths) are taken from the config file's folder."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such sweep config") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    doc = read_toml(path, "sweep config")
     unknown = sorted(set(doc) - _CONFIG_KEYS)
     if unknown:
         raise SpecError(

@@ -11,10 +11,9 @@ Presets live in the repository's ``topologies/`` folder; ``load(path)`` reads on
 from __future__ import annotations
 
 import inspect
-import tomllib
 from pathlib import Path
 
-from ..errors import SpecError
+from ..errors import SpecError, read_toml
 from .base import DEFAULTS, Topology, TopologyBuilder
 from .fat_tree import FatTree
 from .hybrid import RFabric
@@ -53,13 +52,7 @@ def register(cls: type[Topology]) -> type[Topology]:
 def load(path) -> Topology:
     """Read a topology preset (TOML) and return the fabric it describes."""
     path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such topology file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    doc = read_toml(path, "topology")
     family = doc.get("family")
     if family not in FAMILIES:
         raise SpecError(
