@@ -121,7 +121,7 @@ def cmd_demo(args) -> int:
     rows = table.to_pylist()
     base = {r["link_speed"]: r["iteration_time_s"] for r in rows if r["fabric"] == "FT"}
     for r in rows:
-        stage = r["stage_s"] and dict(r["stage_s"]) or {}
+        stage = dict(r["stage_s"] or [])
         r["iteration_ms"] = r["iteration_time_s"] * 1e3
         r["vs_FT"] = r["iteration_time_s"] / base[r["link_speed"]]
         r["cost_kusd"] = r["network_cost_usd"] / 1e3
