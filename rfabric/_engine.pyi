@@ -33,12 +33,15 @@ class Engine:
         chunk_bytes: int = 524288,
         rings: NDArray[np.uint32] | None = None,
         boundaries: str = "none",
+        period_ends: bool = False,
     ) -> None:
         """boundaries: 'none', 'period' (run() returns when an op of a new period becomes
-        ready) or 'op' (when any op becomes ready); see boundary() and resume()."""
+        ready) or 'op' (when any op becomes ready); see boundary() and resume().
+        period_ends (with boundaries): also return when a period goes idle."""
     def boundary(self) -> dict[str, NDArray[np.generic]]:
         """Pending boundary: ``op`` (int64 rows), ``period`` (int32), ``start_ps`` (int64,
-        when each op starts sending); empty arrays when none is pending."""
+        when each op starts sending), ``ended`` (int32, periods that went idle: loaded with
+        period_ends); all empty when none is pending."""
     def resume(self) -> None:
         """Clear the pending boundary so that run() goes on."""
     def active_periods(self) -> NDArray[np.int32]:

@@ -207,7 +207,8 @@ class Results:
         ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
         never lift: a cyclic buffer dependency of the lossless fabric), ``unroutable`` (True
         when frames ended held at switches with no route to their destination),
-        ``controller`` (its name, None without one), ``controller_calls``,
+        ``controller`` (its name, None without one), ``controller_calls`` (every call,
+        look-ahead calls included), ``controller_ahead_calls`` (calls for upcoming periods),
         ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``) and
         ``plan_changes`` (plans the controller applied).
     """

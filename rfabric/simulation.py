@@ -305,6 +305,9 @@ class Simulation:
                 parse_size(self.config.coll_chunk),
                 None if self.spec.rings is None else self.spec.rings.astype(np.uint32),
                 "none" if controller is None else getattr(controller, "granularity", "period"),
+                controller is not None
+                and bool(getattr(controller, "lookahead", False))
+                and getattr(controller, "granularity", "period") == "period",
             )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
@@ -517,7 +520,7 @@ class Simulation:
         if self._loop is None:
             return False
         b = self._engine.boundary()
-        if not len(b["op"]):
+        if not len(b["op"]) and not len(b["ended"]):
             return False
         self._loop.handle(b)
         self._engine.resume()
@@ -601,6 +604,7 @@ class Simulation:
         loop = self._loop
         run["controller"] = loop.name if loop else None
         run["controller_calls"] = loop.calls if loop else 0
+        run["controller_ahead_calls"] = loop.ahead_calls if loop else 0
         run["controller_wall_s"] = loop.wall_s if loop else 0.0
         run["plan_changes"] = loop.changes if loop else 0
         if self.trace is not None:

@@ -537,8 +537,12 @@ def pc_equal(col, value):
 def test_every_forest_wave_respects_every_per_pod_budget(ws_run):
     trace, spec, ctl, res = ws_run
     lay = RFabricLayout(spec)
-    waves = [(i, v, p) for i, v, p in ctl.calls if i.period in ctl._forest_waves]
-    assert len(waves) == 4 and all(p is not None for _, _, p in waves)  # 2 waves x 2 iterations
+    # each wave's plan: committed at its own boundary, or ahead (look-ahead: while the wave
+    # before it ran, or once it went idle); 2 waves x 2 iterations
+    waves = {i.period: (i, v, p) for i, v, p in ctl.calls if i.period in ctl._forest_waves and p is not None}
+    assert len(waves) == 4
+    assert {i.period for i, _, _ in ctl.calls if i.period in ctl._forest_waves} == set(waves)
+    waves = list(waves.values())
     d_p = np.bincount(lay.core_port_pod, minlength=lay.pods)
     for intent, view, plan in waves:
         assert_budgets(spec, lay, plan, view.failed_ports.tolist())
@@ -556,8 +560,8 @@ def test_every_forest_wave_respects_every_per_pod_budget(ws_run):
         assert all(have[k] >= n for k, n in want.items())
     # the forest is torn down: the first gen plan after a weight sync restores the rows in
     # place before it
-    after = [(i, v, p) for i, v, p in ctl.calls if i.stage == "gen" and i.iteration == 1]
-    assert after and after[0][2] is not None
+    after = [(i, v, p) for i, v, p in ctl.calls if i.stage == "gen" and i.iteration == 1 and p is not None]
+    assert after
     before = next(v.plan for i, v, p in ctl.calls if i.period in ctl._forest_waves)
     from rfabric.controllers.loop import same_plan
 
@@ -568,7 +572,11 @@ def test_only_the_first_period_of_a_forest_waits_for_a_safe_window(ws_run):
     trace, spec, ctl, _ = ws_run
     fresh = StageAwareController()
     fresh.prepare(trace, spec)
-    waves = [(i, v) for i, v, _ in ctl.calls if i.period in fresh._forest_waves and i.iteration == 0]
+    waves = [
+        (i, v)
+        for i, v, _ in ctl.calls
+        if i.period in fresh._forest_waves and i.iteration == 0 and not v.ahead
+    ]
     assert len(waves) == 2
     for intent, view in sorted(waves, key=lambda w: w[0].period):
         out = fresh.plan(intent, dataclasses.replace(view, slack_ps=0, t_ocs_ps=10 * US))
@@ -644,7 +652,7 @@ def test_end_to_end_a_failed_port_is_masked_in_every_later_plan():
     plans = [(i, p) for i, _, p in ctl.calls if p is not None]
     assert [i.period for i, _ in plans] == [0, 1]
     # the failure falls between the two boundaries (period 1 starts at about 146 us)
-    views = [v for _, v, _ in ctl.calls]
+    views = [v for _, v, _ in ctl.calls if not v.ahead]
     assert not views[0].failed.any() and set(views[1].failed_ports.tolist()) == set(bad)
     first, second = plans[0][1], plans[1][1]
     assert set(bad) & set(first.a.tolist() + first.b.tolist())  # in use before the failure
@@ -689,3 +697,106 @@ def test_op_granularity_tries_a_weight_sync_period_once(rf256):
     assert ctl.plan(sync, view_for(rf256)) is None  # a later op of the same period: not again
     assert [d.action for d in ctl.log][-2:] == ["keep: slack", "keep: same broadcast"]
     assert ctl.plan(dataclasses.replace(sync, period=8), view_for(rf256)) is not None
+
+
+# -- look-ahead: the safe window found before a period's own boundary ------------------------
+
+
+class Bounds(rf.controllers.Controller):
+    """Keeps the plan; records, per look-ahead call, the period and its start bound."""
+
+    lookahead = True
+
+    def __init__(self):
+        self.ahead = []
+
+    def plan(self, intent, view):
+        if view.ahead:
+            self.ahead.append((intent.period, view.now_ps, view.now_ps + view.slack_ps))
+        return None
+
+
+def test_lookahead_start_bound_is_a_lower_bound_of_every_period_start():
+    # two RL iterations on RFabric 64: every period but the first is offered ahead, each
+    # time with a start bound no later than the period's first op really starts sending
+    # (the oracle: the run's own op table), and some bound is ahead of its stop by a
+    # compute gap (not a bound that is always "now")
+    trace = tiny_rl_trace()
+    ctl = Bounds()
+    res = rf.simulate(rf.topologies.RFabric(64), trace, controller=ctl, seed=1)
+    period = np.asarray(trace.arrays()["period"])
+    start = res.ops["start_ps"].to_numpy()
+    first = {int(p): int(start[period == p].min()) for p in np.unique(period)}
+    offered = {p for p, _, _ in ctl.ahead}
+    assert offered == set(first) - {0}
+    for p, now, bound in ctl.ahead:
+        assert now <= bound <= first[p], (p, now, bound, first[p])
+    assert max(bound - now for _, now, bound in ctl.ahead) > 100 * US
+    assert res.run["controller_ahead_calls"] == len(ctl.ahead) > 0
+
+
+def lead_then_a2a(lead_ps: int):
+    """Period 0: an all_reduce inside server 0 after a compute gap of ``lead_ps``; period 1:
+    the skewed all_to_all of skewed_a2a_trace, ready the instant period 0 ends (no gap)."""
+    groups = [HOT, *COLD]
+    n = len(groups)
+    return rf.traces.Trace.from_columns(
+        op_id=list(range(n + 1)),
+        stage="train",
+        phase=["bwd"] + ["fwd"] * n,
+        kind=["all_reduce"] + ["all_to_all"] * n,
+        ranks=[list(range(8)), *groups],
+        size_bytes=[1 << 20] + [16 << 20] + [1 << 20] * (n - 1),
+        deps=[[]] + [[0]] * n,
+        compute_ps=[lead_ps] + [0] * n,
+        period=[0] + [1] * n,
+        algorithm=["ring"] + ["direct"] * n,
+        gpus=128,
+    )
+
+
+def test_lookahead_commits_in_the_compute_before_a_period_and_keeps_the_safe_window():
+    # RFabric 128 without PXN, t_ocs 50 us. Period 1 (skewed all_to_all across ToRs) starts
+    # the instant period 0 ends, so at its own boundary the slack is 0 and nothing commits;
+    # offered ahead during period 0's 200 us compute gap, its plan commits then, is lit
+    # before period 1 sends, and period 1 runs faster than on the uniform plan
+    top = rf.topologies.RFabric(128, pxn=False)
+    lead = 200 * US
+    trace = lead_then_a2a(lead)
+    own = StageAwareController(lookahead=False)
+    base = rf.simulate(top, trace, controller=own, t_ocs="50us")
+    assert base.run["plan_changes"] == 0 and "keep: slack" in [d.action for d in own.log]
+    ctl = StageAwareController()
+    res = rf.simulate(top, trace, controller=ctl, t_ocs="50us")
+    assert res.run["plan_changes"] == 1
+    change = res.circuits.to_pylist()[0]
+    assert change["period"] == 1 and change["dark_ps"] == 50 * US
+    start = res.ops["start_ps"].to_numpy()
+    assert change["time_ps"] + change["dark_ps"] <= start[1:].min()  # lit before it sends
+    actions = [d.action for d in ctl.log if d.period == 1]
+    assert "commit" in actions and actions[-1] == "keep: planned ahead"
+
+    def a2a_ps(r):
+        s, e = r.ops["start_ps"].to_numpy()[1:], r.ops["end_ps"].to_numpy()[1:]
+        return e.max() - s.min()
+
+    assert a2a_ps(res) < 0.8 * a2a_ps(base)
+    # a gap shorter than t_ocs is no safe window ahead either
+    short = StageAwareController()
+    res = rf.simulate(top, lead_then_a2a(20 * US), controller=short, t_ocs="50us")
+    assert res.run["plan_changes"] == 0
+    assert "commit" not in [d.action for d in short.log]
+
+
+def test_lookahead_never_replans_pods_that_carry_running_traffic(rf128_nopxn):
+    # called directly: an upcoming period whose PoDs meet an active period's network traffic
+    # is kept ("keep: busy"); the same call with nothing running plans
+    spec = rf128_nopxn
+    ctl = StageAwareController(check_gain=False)
+    running = a2a_intent([HOT], [1 << 20], period=0)
+    ctl.plan(running, view_for(spec, slack_ps=0, active=(0,)))
+    upcoming = a2a_intent([HOT, *COLD], [16 << 20] + [1 << 20] * len(COLD), period=1)
+    busy = dataclasses.replace(view_for(spec, active=(0,)), ahead=True)
+    assert ctl.plan(upcoming, busy) is None and ctl.log[-1].action == "keep: busy"
+    idle = dataclasses.replace(view_for(spec, active=()), ahead=True)
+    assert ctl.plan(upcoming, idle) is not None and ctl.log[-1].action == "commit"

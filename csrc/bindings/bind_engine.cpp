@@ -208,7 +208,7 @@ void bind_engine(py::module_& m) {
       .def(
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries) {
+             const std::string& boundaries, bool period_ends) {
             auto get = [&](const char* key) { return require(a, key, "workload"); };
             coll::Workload w;
             w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
@@ -232,6 +232,7 @@ void bind_engine(py::module_& m) {
             } else if (boundaries != "none") {
               throw SpecError("boundaries must be 'none', 'period' or 'op', got '" + boundaries + "'");
             }
+            cfg.period_ends = period_ends;
             cfg.channels = channels;
             cfg.chunk_bytes = chunk_bytes;
             if (!rings.is_none()) {
@@ -246,12 +247,13 @@ void bind_engine(py::module_& m) {
             s.load_workload(std::move(w), cfg);
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-          py::arg("rings") = py::none(), py::arg("boundaries") = "none",
+          py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
           "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
           "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.\n"
           "`boundaries`: 'none'; 'period': run() returns when an op of a period not seen before\n"
           "becomes ready (its deps done); 'op': when any op becomes ready. The op stays queued to start\n"
-          "after its compute gap; boundary() describes the stop, resume() lets run() go on.")
+          "after its compute gap; boundary() describes the stop, resume() lets run() go on. `period_ends`\n"
+          "(with boundaries): also return when a period goes idle (its last ready or running op finished).")
       .def(
           "boundary",
           [](const Simulator& s) {
@@ -263,10 +265,13 @@ void bind_engine(py::module_& m) {
             d["op"] = column<int64_t>(n, [&](size_t i) { return ops[i]; });
             d["period"] = column<int32_t>(n, [&](size_t i) { return x->period(ops[i]); });
             d["start_ps"] = column<int64_t>(n, [&](size_t i) { return x->start_time(ops[i]); });
+            const auto& ended = x->ended_periods();
+            d["ended"] = column<int32_t>(ended.size(), [&](size_t i) { return ended[i]; });
             return d;
           },
           "The pending control-loop boundary: the ops (workload rows) that became ready and opened it,\n"
-          "their periods and when each starts sending (ps; slack = start_ps - now). Empty: none pending.")
+          "their periods and when each starts sending (ps; slack = start_ps - now); `ended`: the periods\n"
+          "that went idle (load_workload(period_ends=True)). Both empty: none pending.")
       .def(
           "resume",
           [](Simulator& s) {

@@ -574,6 +574,11 @@ void Executor::finish_op(uint32_t op) {
       if (stops()) became_ready(d);
     }
   }
+  // (after the dependents: an op of the same period made ready here keeps it active)
+  if (cfg_.period_ends && stops() && period_active_[period_index_[op]] == 0) {
+    ended_periods_.push_back(period_ids_[period_index_[op]]);
+    net_.engine().request_stop();
+  }
 }
 
 void Executor::became_ready(uint32_t op) {
@@ -591,6 +596,7 @@ void Executor::became_ready(uint32_t op) {
 
 void Executor::resume() {
   boundary_ops_.clear();
+  ended_periods_.clear();
   ++epoch_;
   net_.engine().clear_stop();
 }

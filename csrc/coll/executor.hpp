@@ -62,6 +62,9 @@ struct ExecutorConfig {
   /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.
   std::vector<std::vector<uint32_t>> rings;
   Boundaries boundaries = Boundaries::kNone;
+  /// With boundaries: also stop when a period goes idle (its last ready or running op
+  /// finished), so that a look-ahead controller sees the ports it used fall free.
+  bool period_ends = false;
 };
 
 /// One step-by-step program inside an op (a ring, a mesh, a pipeline, ...).
@@ -88,6 +91,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// in the order they became ready; empty when no boundary is pending. Each has its start
   /// event queued already (at ready time + compute_ps): a boundary never moves an op.
   const std::vector<uint32_t>& boundary_ops() const { return boundary_ops_; }
+  /// Periods (trace ids) that went idle since the last resume() (ExecutorConfig::period_ends).
+  const std::vector<int32_t>& ended_periods() const { return ended_periods_; }
   /// When op `op` starts (or started) sending: max(end of its deps) + compute_ps; -1 while
   /// some dependency is unfinished.
   SimTime start_time(uint32_t op) const {
@@ -166,6 +171,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<uint32_t> period_active_;  ///< dense period -> ops ready or running (with boundaries)
   int64_t epoch_ = 0;                   ///< resume() count
   std::vector<uint32_t> boundary_ops_;
+  std::vector<int32_t> ended_periods_;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
 };
 

@@ -96,6 +96,13 @@ class FabricView:
     active_periods : tuple of int
         Periods with ops running or ready now (other stages share the fabric: a plan should
         keep the circuits they use).
+    ahead : bool
+        The intent's period is not ready yet: it is offered early, at another period's
+        boundary, to a controller with ``lookahead = True``. ``slack_ps`` is then a lower
+        bound on the time until its first op can start sending: the compute gaps along its
+        dependency chains through unfinished ops, communication counted as taking no time.
+        A plan applied now is lit before that op sends when ``slack_ps >= t_ocs_ps``; the
+        periods in ``active_periods`` are still running on the plan in force.
     """
 
     spec: NetworkSpec
@@ -108,6 +115,7 @@ class FabricView:
     slack_ps: int
     t_ocs_ps: int
     active_periods: tuple[int, ...] = field(default=())
+    ahead: bool = False
 
     @property
     def failed_ports(self) -> np.ndarray:
@@ -129,9 +137,17 @@ class Controller:
         ``"period"`` (default): :meth:`plan` is called when the first op of each new
         communication period becomes ready. ``"op"``: called before every op (fine-grained,
         per-collective reconfiguration).
+    lookahead : bool
+        With granularity ``"period"``: at each boundary, after the periods that became
+        ready, :meth:`plan` is also called for every *upcoming* period (not ready yet, but
+        one of its first ops waits only on periods already seen) with ``view.ahead`` True
+        and ``view.slack_ps`` the lower bound of its start, so that a plan can be committed
+        while the compute before it runs (default False: called at a period's own boundary
+        only). The period's own boundary still calls :meth:`plan` when it comes.
     """
 
     granularity: str = "period"
+    lookahead: bool = False
 
     def prepare(self, trace, spec: NetworkSpec):
         """Called once before the run with the trace and the fabric; returns the trace to

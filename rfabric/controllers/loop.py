@@ -8,10 +8,19 @@ applies a returned plan at once with ``t_ocs`` through the checks of
 of circuits) is checked as any other, then counts as no change: it is not applied and not
 logged. Python runs only here, never
 per packet or per event.
+
+Look-ahead (``controller.lookahead``, granularity ``"period"``): after the ready periods,
+the loop offers every upcoming period (not seen yet, with a *root* op, one that depends on
+no op of its own period, whose dependencies all lie in periods already seen) with
+``view.ahead`` set and ``view.slack_ps`` a lower bound on its first start: over its root
+ops, the compute gaps along their dependency chains through unfinished ops, each
+unfinished op ending no earlier than now, communication taking no time. A plan returned
+then is applied at once, like any other.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -62,6 +71,129 @@ class ControlLoop:
         self.ocs_ports = np.flatnonzero(optical[src] | optical[dst]).astype(np.int64)
         self._intents: dict[int, Intent] = {}
         self._flows: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.lookahead = bool(getattr(controller, "lookahead", False)) and self.granularity == "period"
+        self.ahead_calls = 0
+        self._seen: set[int] = set()
+        self._candidates: set[int] = set()
+        if self.lookahead:
+            self._init_lookahead()
+
+    # -- look-ahead --------------------------------------------------------------------------
+
+    def _init_lookahead(self) -> None:
+        """Dependency rows (trace rows are topological: deps earlier, op ids ascending), and
+        per period its root ops with the other periods each waits on."""
+        a = self._a
+        op_id = np.asarray(a["op_id"], dtype=np.int64)
+        self._dep_off = np.asarray(a["deps_offsets"], dtype=np.int64)
+        self._dep_rows = np.searchsorted(op_id, np.asarray(a["deps"], dtype=np.int64))
+        self._compute = np.asarray(a["compute_ps"], dtype=np.int64)
+        n = len(op_id)
+        owner = np.repeat(np.arange(n), np.diff(self._dep_off))
+        dep_period = self._period[self._dep_rows]
+        internal = np.zeros(n, dtype=bool)
+        internal[owner[dep_period == self._period[owner]]] = True
+        self._roots: dict[int, list[tuple[int, frozenset]]] = {}
+        self._succ: dict[int, set[int]] = {}
+        for r in np.flatnonzero(~internal).tolist():
+            waits = frozenset(dep_period[self._dep_off[r] : self._dep_off[r + 1]].tolist())
+            p = int(self._period[r])
+            self._roots.setdefault(p, []).append((r, waits))
+            for q in waits:
+                self._succ.setdefault(q, set()).add(p)
+        # egress capacity of each GPU (bits/s: all its links, NIC and NVLink), for the lower
+        # bound of an op's duration
+        spec = self.sim.spec
+        node_gpu = np.full(spec.num_nodes, -1, dtype=np.int64)
+        node_gpu[spec.gpu_nodes] = np.arange(spec.num_gpus)
+        rate = spec.links.rate_bps.astype(np.float64)
+        cap = np.zeros(spec.num_gpus)
+        for ends in (spec.links.src, spec.links.dst):
+            g = node_gpu[np.asarray(ends, dtype=np.int64)]
+            np.add.at(cap, g[g >= 0], rate[g >= 0])
+        self._gpu_cap = cap
+        self._dur: dict[int, int] = {}  # op row -> lower bound of its communication time (ps)
+
+    def _duration(self, row: int) -> int:
+        """Lower bound of op ``row``'s communication time: the most bytes one GPU sends in
+        it over that GPU's egress capacity (every link it has, at line rate)."""
+        d = self._dur.get(row)
+        if d is None:
+            src, _, nbytes = self._op_flows(np.array([row], dtype=np.int64))[0]
+            d = 0
+            if len(src):
+                out = np.bincount(src, weights=nbytes.astype(np.float64), minlength=len(self._gpu_cap))
+                has = self._gpu_cap > 0
+                d = int((out[has] * 8e12 / self._gpu_cap[has]).max(initial=0.0))
+            self._dur[row] = d
+        return d
+
+    def _see(self, period: int) -> None:
+        if period in self._seen:
+            return
+        self._seen.add(period)
+        self._candidates.discard(period)
+        if self.lookahead:
+            self._candidates |= self._succ.get(period, set()) - self._seen
+
+    def upcoming(self) -> list[tuple[int, int]]:
+        """``(period, lower bound of its first start in ps)`` of every upcoming period,
+        earliest first."""
+        if not self._candidates:
+            return []
+        log = self.sim.engine.op_log()
+        start, end = log["start_ps"], log["end_ps"]
+        now = int(self.sim.engine.now)
+        memo: dict[int, int] = {}
+        out = []
+        for p in sorted(self._candidates):
+            roots = self._roots[p]
+            if not any(w <= self._seen for _, w in roots):
+                continue
+            lb = min(self._start_bound(r, start, end, now, memo) for r, _ in roots)
+            out.append((p, max(lb, now)))
+        out.sort(key=lambda x: (x[1], x[0]))
+        return out
+
+    def _start_bound(self, row: int, start, end, now: int, memo: dict[int, int]) -> int:
+        """Lower bound of op ``row``'s start: its compute gap after the latest lower bound of
+        its dependencies' ends. A finished op: its end; an unfinished one: no earlier than
+        now, nor than its start bound plus the lower bound of its communication time
+        (:meth:`_duration`; counted for ops of periods seen, whose sends are dry-run already,
+        and as 0 for ops of periods not seen). Iterative, memoised over the unfinished ops;
+        ``memo`` holds start bounds."""
+        off, deps, comp = self._dep_off, self._dep_rows, self._compute
+        period, seen = self._period, self._seen
+
+        def end_bound(d: int) -> int:
+            dur = self._duration(d) if int(period[d]) in seen else 0
+            return max(now, memo[d] + dur)
+
+        stack = [row]
+        while stack:
+            r = stack[-1]
+            if r in memo:
+                stack.pop()
+                continue
+            if start[r] >= 0:
+                memo[r] = int(start[r])
+                stack.pop()
+                continue
+            ready = 0
+            todo = []
+            for d in deps[off[r] : off[r + 1]].tolist():
+                if end[d] >= 0:
+                    ready = max(ready, int(end[d]))
+                elif d in memo:
+                    ready = max(ready, end_bound(d))
+                else:
+                    todo.append(d)
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[r] = ready + int(comp[r])
+            stack.pop()
+        return memo[row]
 
     # -- intents -----------------------------------------------------------------------------
 
@@ -169,14 +301,25 @@ class ControlLoop:
         for k, s in zip(keys.tolist(), starts.tolist(), strict=True):
             seen[k] = min(seen.get(k, s), s)
         for key, start in seen.items():
+            if self.granularity == "period":
+                self._see(key)
             self._call(key, start)
+        # (a boundary may hold only periods that went idle: then only look-ahead calls)
+        if self.lookahead:
+            for period, start in self.upcoming():
+                self.ahead_calls += 1
+                self._call(period, start, ahead=True)
 
-    def _call(self, key: int, start_ps: int) -> None:
+    def _call(self, key: int, start_ps: int, ahead: bool = False) -> None:
         intent = self.intent(key)
         view = self.view(start_ps)
+        if ahead:
+            view = dataclasses.replace(view, ahead=True)
         where = f"controller {self.name}, period {intent.period}"
         if self.granularity == "op":
             where += f" (op row {key})"
+        elif ahead:
+            where += " (look-ahead)"
         t0 = time.perf_counter()
         try:
             plan = self.controller.plan(intent, view)

@@ -103,6 +103,19 @@ class StageAwareController(Controller):
        the slack, because appendix E's waves replace each other's circuits by design
        (``T_A = sum_t T_A^(t)``), so each waits for its light; the first period of a forest
        obeys the safe window like any other.
+
+       **Look-ahead (the safe window found early).** In a generated RL iteration every
+       period whose traffic leaves its ToRs starts the moment the one before it ends (no
+       compute gap before grad_sync, response_stream or weight_sync): at its own boundary
+       the slack is 0 and no ``t_ocs > 0`` fits. With ``lookahead=True`` (default) the loop
+       also offers each upcoming period while the compute before it runs (``view.ahead``,
+       ``view.slack_ps`` a lower bound of its start; see :class:`~rfabric.controllers.Controller`).
+       Such a call is planned as at its own boundary, behind one more rule: the plan in
+       force carries the running periods' traffic, so a period whose PoDs meet the PoDs of
+       an active period's network traffic (or of another period committed ahead at the same
+       instant) is not planned ahead (``"keep: busy"``). A plan committed ahead is kept at
+       the period's own boundary while its rows are in place (``"keep: planned ahead"``);
+       if another period re-planned those PoDs meanwhile, the own boundary plans as usual.
     4. **Scope.** Only the PoDs the intent's traffic uses are re-planned. Rows of
        ``view.plan`` kept as they are: every row in another PoD's OCS-Agg, OCS-Core rows
        between two such PoDs, and circuits still used by another active period
@@ -207,6 +220,9 @@ class StageAwareController(Controller):
     check_gain : bool
         Keep the plan in force when the candidate is not predicted faster (step 10;
         default True).
+    lookahead : bool
+        Plan upcoming periods during the compute before them (step 3; default True;
+        granularity ``"period"`` only).
 
     Attributes
     ----------
@@ -227,6 +243,7 @@ class StageAwareController(Controller):
         fanout: int = 2,
         fanout_ops: str = "broadcast",
         check_gain: bool = True,
+        lookahead: bool = True,
     ):
         if granularity not in ("period", "op"):
             raise SpecError(
@@ -255,6 +272,11 @@ class StageAwareController(Controller):
         self._period_stage: dict[int, str] = {}
         self.forest_plan = None  # the Forest of the last prepare, for inspection
         self.check_gain = bool(check_gain)
+        self.lookahead = bool(lookahead)
+        self._period_pods: dict[int, frozenset] = {}  # PoDs of each seen period's network traffic
+        self._ahead: dict[int, CircuitTable] = {}  # period -> its rows committed ahead
+        self._ahead_at, self._ahead_pods = -1, set()  # PoDs planned ahead at this instant
+        self._ahead_kept: dict[int, str] = {}  # period -> last "keep" logged for it ahead
         self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
         self._predictors: dict[int, _Predictor] = {}
 
@@ -311,6 +333,10 @@ class StageAwareController(Controller):
     # -- the call ----------------------------------------------------------------------------
 
     def _keep(self, intent, view, action, detail=""):
+        if view.ahead:  # an upcoming period is offered at every stop: log each outcome once
+            if self._ahead_kept.get(intent.period) == action:
+                return None
+            self._ahead_kept[intent.period] = action
         self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
         return None
 
@@ -324,6 +350,8 @@ class StageAwareController(Controller):
                 )
             )
         self._period_tors[intent.period] = tpl.tors
+        if not view.ahead:
+            self._period_pods[intent.period] = tpl.pods
         self._period_stage[intent.period] = intent.stage
         stage = intent.stage
         if stage == "weight_sync":
@@ -339,6 +367,19 @@ class StageAwareController(Controller):
             and intent.period in self._ws_periods
             and intent.period not in self._ws_first
         )
+        if view.ahead:
+            busy = set(self._ahead_pods) if self._ahead_at == view.now_ps else set()
+            for p in view.active_periods:
+                busy |= self._period_pods.get(int(p), frozenset())
+            clash = sorted(busy & tpl.pods)
+            if clash:
+                return self._keep(
+                    intent, view, "keep: busy", f"PoDs {clash} carry running traffic (look-ahead)"
+                )
+        else:
+            done = self._ahead.get(intent.period)
+            if done is not None and _contains(view.plan, done):
+                return self._keep(intent, view, "keep: planned ahead", "its circuits are in place")
         if view.slack_ps < view.t_ocs_ps and not forest_step:
             return self._keep(
                 intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
@@ -380,7 +421,10 @@ class StageAwareController(Controller):
             )
             if new_ps > cur_ps or (new_ps == cur_ps and not dead):
                 return self._keep(
-                    intent, view, "keep: no gain", f"predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) with the new plan, {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
+                    intent,
+                    view,
+                    "keep: no gain",
+                    f"predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) with the new plan, {cur_ps[0]} ps ({cur_ps[1]} ps) kept",
                 )
             detail += f", predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) against {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
         if stage == "weight_sync":
@@ -392,6 +436,12 @@ class StageAwareController(Controller):
             self._ws_pods = set()
         if stage == "gen":
             self._committed[tpl.key] = _rows_touching(plan, lay, tpl.pods)
+        if view.ahead:
+            self._ahead[intent.period] = _rows_touching(plan, lay, tpl.pods)
+            if self._ahead_at != view.now_ps:
+                self._ahead_at, self._ahead_pods = view.now_ps, set()
+            self._ahead_pods |= set(tpl.pods)
+            detail += f", {view.slack_ps} ps ahead of its start (look-ahead)"
         self.log.append(Decision(intent.period, stage, "commit", len(plan), detail))
         return plan
 
