@@ -252,11 +252,12 @@ def exp_tocs(args) -> None:
             "plans": 0,
             "kept": 0,
             "calls": base.run["controller_calls"],
+            "ahead": 0,
         }
     ]
     for t_ocs in values:
-        for gran in ("period", "op"):
-            ctl = _stage_aware(granularity=gran)
+        for gran in ("period", "period, no look-ahead", "op"):
+            ctl = _stage_aware(granularity=gran.split(",")[0], lookahead=gran == "period")
             res, _ = run(fab, trace, ctl, seed=args.seed, t_ocs=t_ocs)
             kept = sum(1 for d in ctl.log if str(d.action).startswith("keep"))
             rows.append(
@@ -269,6 +270,7 @@ def exp_tocs(args) -> None:
                     "plans": res.run["plan_changes"],
                     "kept": kept,
                     "calls": res.run["controller_calls"],
+                    "ahead": res.run["controller_ahead_calls"],
                 }
             )
             print(f"  t_ocs {t_ocs}, {gran}: done", file=sys.stderr)
@@ -284,6 +286,7 @@ def exp_tocs(args) -> None:
             ("gen_ms", "{:.2f}"),
             ("weight_sync_ms", "{:.2f}"),
             ("calls", "{}"),
+            ("ahead", "{}"),
             ("plans", "{}"),
             ("kept", "{}"),
         ],
