@@ -800,3 +800,35 @@ def test_lookahead_never_replans_pods_that_carry_running_traffic(rf128_nopxn):
     assert ctl.plan(upcoming, busy) is None and ctl.log[-1].action == "keep: busy"
     idle = dataclasses.replace(view_for(spec, active=()), ahead=True)
     assert ctl.plan(upcoming, idle) is not None and ctl.log[-1].action == "commit"
+
+
+def test_mixnet_controller_looks_ahead_into_the_compute_before_a_period():
+    # MixNet 128 (one region): period 0 an all_reduce inside server 0 after 200 us of
+    # compute, period 1 the skewed all_to_all of the test above, ready the instant period
+    # 0 ends. t_ocs 50 us: only a plan made during period 0's compute is lit in time
+    hot = list(range(0, 16))
+    cold = [list(range(16 * k, 16 * k + 16)) for k in range(1, 8)]
+    trace = rf.traces.Trace.from_columns(
+        op_id=list(range(9)),
+        stage="train",
+        phase=["bwd"] + ["fwd"] * 8,
+        kind=["all_reduce"] + ["all_to_all"] * 8,
+        ranks=[list(range(8)), hot, *cold],
+        size_bytes=[1 << 20, 16 << 20] + [1 << 20] * 7,
+        deps=[[]] + [[0]] * 8,
+        compute_ps=[200 * US] + [0] * 8,
+        period=[0] + [1] * 8,
+        algorithm=["ring"] + ["direct"] * 8,
+        gpus=128,
+    )
+    top = rf.topologies.MixNet(128)
+    own = MixNetController(lookahead=False)
+    late = rf.simulate(top, trace, controller=own, t_ocs="50us")
+    assert late.run["plan_changes"] == 0 and own.log[-1].action == "keep: slack"
+    ctl = MixNetController()
+    res = rf.simulate(top, trace, controller=ctl, t_ocs="50us")
+    assert res.run["plan_changes"] == 1
+    change = res.circuits.to_pylist()[0]
+    assert change["time_ps"] + change["dark_ps"] <= res.ops["start_ps"].to_numpy()[1:].min()
+    assert [d.action for d in ctl.log if d.period == 1][-1] == "keep: planned ahead"
+    assert res.run["makespan_ps"] < 0.6 * late.run["makespan_ps"]

@@ -70,6 +70,11 @@ class MixNetController(Controller):
        ``view.slack_ps >= view.t_ocs_ps`` (``None``: keep the plan). MixNet has no stage
        granularity of its own: it re-plans at every call (``granularity`` "period" by
        default, "op" for per-collective reconfiguration).
+    5. **Look-ahead** (``lookahead=True``, the default, as the stage-aware controller):
+       an upcoming period is planned while the compute before it runs, unless a region it
+       touches carries an active period's regional traffic (``"keep: busy"``); at its own
+       boundary a period whose circuits were committed ahead and are still in place is
+       kept (``"keep: planned ahead"``).
 
     Attributes
     ----------
@@ -77,12 +82,24 @@ class MixNetController(Controller):
         One entry per call: ``commit``, ``keep: slack`` or ``keep: no demand``.
     """
 
-    def __init__(self, granularity: str = "period"):
+    def __init__(self, granularity: str = "period", *, lookahead: bool = True):
         if granularity not in ("period", "op"):
             raise SpecError(f"MixNetController: granularity must be 'period' or 'op', got {granularity!r}")
         self.granularity = granularity
+        self.lookahead = bool(lookahead)
         self.log: list[Decision] = []
         self._regions: dict[int, _Regions] = {}
+        self._period_regions: dict[int, frozenset] = {}  # regions of each seen period's traffic
+        self._ahead: dict[int, set] = {}  # period -> its rows committed ahead
+        self._ahead_kept: dict[int, str] = {}
+
+    def _keep(self, intent, view, action, detail=""):
+        if view.ahead:  # offered at every stop: log each outcome once
+            if self._ahead_kept.get(intent.period) == action:
+                return None
+            self._ahead_kept[intent.period] = action
+        self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
+        return None
 
     def regions(self, spec: NetworkSpec) -> _Regions:
         reg = self._regions.get(id(spec))
@@ -99,20 +116,25 @@ class MixNetController(Controller):
         rd = np.array([reg.region_of_server.get(s, -1) for s in sd.tolist()], dtype=np.int64)
         m = (ss != sd) & (rs == rd) & (rs >= 0) & (np.asarray(intent.bytes) > 0)
         touched = sorted(set(rs[m].tolist()))
+        if not view.ahead:
+            self._period_regions[intent.period] = frozenset(touched)
         if not touched:
-            self.log.append(Decision(intent.period, intent.stage, "keep: no demand", len(view.plan)))
-            return None
+            return self._keep(intent, view, "keep: no demand")
+        if view.ahead:
+            busy = set()
+            for p in view.active_periods:
+                busy |= self._period_regions.get(int(p), frozenset())
+            clash = sorted(busy & set(touched))
+            if clash:
+                return self._keep(intent, view, "keep: busy", f"regions {clash} carry running traffic")
+        else:
+            done = self._ahead.get(intent.period)
+            if done and done <= _rows(view.plan):
+                return self._keep(intent, view, "keep: planned ahead", "its circuits are in place")
         if view.slack_ps < view.t_ocs_ps:
-            self.log.append(
-                Decision(
-                    intent.period,
-                    intent.stage,
-                    "keep: slack",
-                    len(view.plan),
-                    f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps",
-                )
+            return self._keep(
+                intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
             )
-            return None
         failed = set(view.failed_ports.tolist())
         devs = {reg.devices[r] for r in touched}
         plan = view.plan
@@ -143,6 +165,10 @@ class MixNetController(Controller):
         o, a, b = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)) if rows else ([], [], [])
         out = CircuitTable.build(o, a, b) if rows else CircuitTable.empty()
         view.spec.validate_circuits(out, where=f"{self.name}, period {intent.period}")
+        if view.ahead:
+            if set(new) <= _rows(view.plan):  # offered again after its plan was committed
+                return self._keep(intent, view, "keep: planned ahead", "its circuits are in place")
+            self._ahead[intent.period] = set(new)
         self.log.append(
             Decision(
                 intent.period,
@@ -153,3 +179,7 @@ class MixNetController(Controller):
             )
         )
         return out
+
+
+def _rows(plan: CircuitTable) -> set:
+    return set(zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True))
