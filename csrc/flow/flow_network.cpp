@@ -126,16 +126,23 @@ double FlowNetwork::flow_cap(uint32_t f) const {
 }
 
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
-  // The last byte leaves the source, then crosses every hop: propagation and the next node's
-  // latency, and after the first hop the last frame's serialization again (store-and-forward).
+  // A lone flow through store-and-forward hops, with its slowest port b as the bottleneck the
+  // fluid moves through: the first frame is serialized on every hop before b (pipeline fill),
+  // the last one on every hop after b (drain), and each hop adds its propagation and the next
+  // node's latency. The fluid's own time covers b.
   const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
-  const Bytes last = (size % pp == 0 ? pp : size % pp) + header_;
+  const double first = static_cast<double>(std::min(size, pp) + header_);
+  const double last = static_cast<double>((size % pp == 0 ? pp : size % pp) + header_);
+  size_t b = 0;
+  for (size_t h = 1; h < path.size(); ++h)
+    if (fwd_.channel(path[h]).rate_bps < fwd_.channel(path[b]).rate_bps) b = h;
   SimTime d = 0;
   for (size_t h = 0; h < path.size(); ++h) {
     const net::Channel& c = fwd_.channel(path[h]);
     d += c.prop_ps + fwd_.nodes()[c.peer].latency_ps;
-    if (h > 0 && c.rate_bps > 0)
-      d += static_cast<SimTime>(std::ceil(static_cast<double>(last) * kBitsPsPerByte / static_cast<double>(c.rate_bps)));
+    if (h == b || c.rate_bps <= 0) continue;
+    const double frame = h < b ? first : last;
+    d += static_cast<SimTime>(std::ceil(frame * kBitsPsPerByte / static_cast<double>(c.rate_bps)));
   }
   return d;
 }

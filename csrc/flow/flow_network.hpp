@@ -17,9 +17,10 @@
 //    would take on an idle fabric, one subflow per distinct path, sized by its share;
 //  * a subflow's rate is its max-min share; a flow relayed around its failed NIC is capped at
 //    that NIC's rate, as Network::line_rate caps it;
-//  * the last byte reaches the destination a fixed delay after it leaves the source: the
-//    path's propagation and node latencies plus one frame's serialization at every hop after
-//    the first (store-and-forward of the last frame);
+//  * the last byte reaches the destination a fixed delay after the fluid is through: the
+//    path's propagation and node latencies, plus store-and-forward as a lone flow has it with
+//    the path's slowest port as its bottleneck (the first frame's serialization on each hop
+//    before it, the last frame's on each hop after it);
 //  * a subflow whose path does not reach the destination (a dark circuit, a failed link with
 //    no way round) has rate 0 until the next topology change re-routes it.
 // Not modelled: queues, PFC, ECN, congestion control dynamics (DCQCN's ramp, DCTCP's window),
