@@ -99,7 +99,7 @@ def compare(pk, fl, wl, min_op_ps: int) -> dict:
     out["packet_ms"] = pk.run["makespan_ps"] / 1e9
     out["flow_ms"] = fl.run["makespan_ps"] / 1e9
     # ops long enough (packet time) for bandwidth rather than a few microseconds of latency
-    keep = tp >= min_op_ps
+    keep = (tp >= min_op_ps) | (len(tp) == 1)
     e = err(tf[keep], tp[keep]) if keep.any() else np.array([np.nan])
     out["op_err"] = (np.median(e), np.percentile(np.abs(e), 90), e[np.argmax(np.abs(e))])
     out["ops_compared"] = int(keep.sum())

@@ -187,7 +187,7 @@ RUN_KEYS = (
 #: Results.run keys only the packet backend counts; None under ``backend="flow"``, which has
 #: no packets, queues, losses, ECN or PFC. Its own counters are ``recomputes`` (max-min
 #: recomputations), ``rate_updates``, ``subflows``, ``max_component``, ``component_subflows``,
-#: ``blocked_subflows`` and ``reroutes`` (README "Flow-level backend").
+#: ``blocked_subflows``, ``reroutes`` and ``quiet_ends`` (README "Flow-level backend").
 PACKET_ONLY_RUN_KEYS = (
     "packets",
     "packet_hops",

@@ -663,6 +663,7 @@ class Simulation:
             "component_subflows": int(c["component_subflows"]),
             "blocked_subflows": int(c["blocked"]),
             "reroutes": int(c["reroutes"]),
+            "quiet_ends": int(c["quiet_ends"]),
             # flows that can make no progress: their paths end at a failed link or dark circuit
             "unroutable": bool(self._engine.idle and c["blocked_now"] > 0),
         }

@@ -190,6 +190,7 @@ void bind_flow(py::module_& m) {
             d["component_subflows"] = c.component_subflows;
             d["blocked"] = c.blocked;
             d["reroutes"] = c.reroutes;
+            d["quiet_ends"] = c.quiet_ends;
             d["active_subflows"] = s.network().active_subflows();
             d["blocked_now"] = s.network().blocked_subflows();
             return d;

@@ -81,31 +81,42 @@ const FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, ui
   if (auto it = path_cache_.find(key); it != path_cache_.end()) return it->second;
   if (path_cache_.size() >= kPathCacheMax) path_cache_.clear();
   PathSet ps;
-  auto add = [&](std::vector<uint32_t> path, bool reached, uint32_t weight) {
-    for (size_t i = 0; i < ps.paths.size(); ++i)
-      if (ps.paths[i] == path && ps.reached[i] == reached) {
-        ps.weight[i] += weight;
-        return;
+  std::vector<uint32_t> count;  // per port of ps.ports: samples crossing it
+  uint32_t samples = 0;
+  auto add = [&](const std::vector<uint32_t>& path, bool reached, uint32_t weight) {
+    samples += weight;
+    if (!reached) {
+      ps.reached = false;
+      return;
+    }
+    if (std::find(ps.paths.begin(), ps.paths.end(), path) == ps.paths.end()) ps.paths.push_back(path);
+    for (const uint32_t p : path) {
+      const auto it = std::find(ps.ports.begin(), ps.ports.end(), p);
+      if (it == ps.ports.end()) {
+        ps.ports.push_back(p);
+        count.push_back(weight);
+      } else {
+        count[static_cast<size_t>(it - ps.ports.begin())] += weight;
       }
-    ps.paths.push_back(std::move(path));
-    ps.weight.push_back(weight);
-    ps.reached.push_back(reached);
+    }
   };
   bool r0 = false, r1 = false;
-  auto p0 = walk(src, dst, hash, 0, r0);
-  auto p1 = walk(src, dst, hash, 1, r1);
+  const auto p0 = walk(src, dst, hash, 0, r0);
+  const auto p1 = walk(src, dst, hash, 1, r1);
   if (!spreads_ && p0 == p1 && r0 == r1) {
     // hashed or D-mod-K routing and no frame-by-frame relay: every frame takes one path
-    add(std::move(p0), r0, kSamples);
+    add(p0, r0, 1);
   } else {
-    add(std::move(p0), r0, 1);
-    add(std::move(p1), r1, 1);
+    add(p0, r0, 1);
+    add(p1, r1, 1);
     for (uint32_t seq = 2; seq < kSamples; ++seq) {
       bool r = false;
-      auto p = walk(src, dst, hash, seq, r);
-      add(std::move(p), r, 1);
+      const auto p = walk(src, dst, hash, seq, r);
+      add(p, r, 1);
     }
   }
+  ps.coef.resize(ps.ports.size());
+  for (size_t i = 0; i < ps.ports.size(); ++i) ps.coef[i] = static_cast<double>(count[i]) / samples;
   return path_cache_.emplace(key, std::move(ps)).first->second;
 }
 
@@ -168,7 +179,7 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   flows_.end_ps.push_back(-1);
   flows_.sent_ps.push_back(-1);
   flows_.hash.push_back(hash);
-  flow_subs_left_.push_back(0);
+  flow_sub_.push_back(kNone);
   flow_delay_.push_back(0);
   return i;
 }
@@ -197,31 +208,10 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
 void FlowNetwork::start_flow(uint32_t f) {
   const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
   const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
-  const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
-  split(f, ps, wire);
+  new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), wire);
 }
 
-void FlowNetwork::split(uint32_t f, const PathSet& ps, double wire_bytes) {
-  const double cap = flow_cap(f);
-  uint32_t total = 0;
-  for (const uint32_t w : ps.weight) total += w;
-  SimTime delay = 0;
-  const size_t n = ps.paths.size();
-  // (copies: new_subflow may not hold references into the cache across calls)
-  const std::vector<std::vector<uint32_t>> paths = ps.paths;
-  const std::vector<uint32_t> weight = ps.weight;
-  const std::vector<uint8_t> reached = ps.reached;
-  for (size_t i = 0; i < n; ++i) {
-    const double share = static_cast<double>(weight[i]) / total;
-    new_subflow(f, static_cast<uint32_t>(i), paths[i], reached[i] != 0, wire_bytes * share, cap * share);
-    if (reached[i]) delay = std::max(delay, flow_delay(f, paths[i]));
-  }
-  flow_subs_left_[f] = static_cast<uint32_t>(n);
-  flow_delay_[f] = delay;
-}
-
-uint32_t FlowNetwork::new_subflow(uint32_t f, uint32_t index, const std::vector<uint32_t>& path, bool reached,
-                                  double bytes, double cap) {
+uint32_t FlowNetwork::new_subflow(uint32_t f, const PathSet& ps, double bytes) {
   uint32_t s;
   if (!free_subs_.empty()) {
     s = free_subs_.back();
@@ -232,18 +222,23 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, uint32_t index, const std::vector<
   }
   Subflow& sf = subs_[s];
   sf.flow = f;
-  sf.index = index;
   sf.active = true;
-  sf.blocked = !reached;
+  sf.blocked = !ps.reached || ps.ports.empty();
   sf.remaining = bytes;
   sf.rate = 0;
-  sf.cap = cap;
+  sf.cap = flow_cap(f);
   sf.last = eng_.now();
   sf.finish_at = -1;
-  sf.ports = path;
-  sf.slot.assign(path.size(), 0);
+  sf.bneck = kNone;
+  sf.ports = ps.ports;
+  sf.coef = ps.coef;
+  sf.slot.assign(ps.ports.size(), 0);
   sf.active_pos = static_cast<uint32_t>(active_.size());
   active_.push_back(s);
+  flow_sub_[f] = s;
+  SimTime delay = 0;
+  for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
+  flow_delay_[f] = delay;
   ++counters_.subflows;
   if (sf.blocked) {
     ++counters_.blocked;
@@ -281,20 +276,35 @@ void FlowNetwork::settle(uint32_t s) {
   if (sf.rate > 0 && now > sf.last) {
     const double bytes = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     sf.remaining -= bytes;
-    for (const uint32_t p : sf.ports) {
-      PortState& ps = ports_[p];
-      ps.bytes += bytes;
-      if (ps.capacity > 0) ps.busy_ps += bytes * kBitsPsPerByte / ps.capacity;
+    for (size_t h = 0; h < sf.ports.size(); ++h) {
+      PortState& ps = ports_[sf.ports[h]];
+      const double b = bytes * sf.coef[h];
+      ps.bytes += b;
+      if (ps.capacity > 0) ps.busy_ps += b * kBitsPsPerByte / ps.capacity;
     }
   }
   sf.last = now;
 }
 
 void FlowNetwork::remove_subflow(uint32_t s) {
+  // A flow leaving frees capacity only where it was; a flow g whose bottleneck port (its
+  // saturated port, where its rate is the largest) is not among them keeps that bottleneck,
+  // so the allocation without the leaver is still max-min fair when no flow left on its ports
+  // has its bottleneck there: no recomputation then (a flow's bottleneck characterises a
+  // max-min allocation: feasible, and every flow has one).
   Subflow& sf = subs_[s];
   if (!sf.blocked) {
     detach(s);
-    for (const uint32_t p : sf.ports) dirty_port(p);
+    bool quiet = true;
+    for (const uint32_t p : sf.ports) {
+      for (const auto& [g, h] : ports_[p].subs)
+        if (subs_[g].bneck == p) {
+          dirty_port(p);
+          quiet = false;
+          break;
+        }
+    }
+    counters_.quiet_ends += quiet;
   }
   const uint32_t pos = sf.active_pos, last = active_.back();
   active_[pos] = last;
@@ -303,7 +313,9 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   sf.active = false;
   sf.finish_at = -1;
   sf.ports.clear();
+  sf.coef.clear();
   sf.slot.clear();
+  flow_sub_[sf.flow] = kNone;
   free_subs_.push_back(s);
 }
 
@@ -311,7 +323,7 @@ void FlowNetwork::subflow_sent(uint32_t s) {
   settle(s);
   const uint32_t f = subs_[s].flow;
   remove_subflow(s);
-  if (--flow_subs_left_[f] == 0) flow_sent(f);
+  flow_sent(f);
 }
 
 void FlowNetwork::flow_sent(uint32_t f) {
@@ -369,6 +381,7 @@ void FlowNetwork::recompute() {
   const SimTime now = eng_.now();
   for (const uint32_t s : comp_subs) {
     Subflow& sf = subs_[s];
+    sf.bneck = sf.next_bneck;
     const double r = sf.next_rate;
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
     sf.rate = r;
@@ -384,58 +397,74 @@ void FlowNetwork::recompute() {
 }
 
 void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
-  // Progressive filling. Heap entries (share, port) are checked against the port's current
-  // share when they come up (lazy deletion).
+  // Progressive filling with weights: raising every unfrozen flow's rate to L takes
+  // L x (their coefficients' sum) of a port, so the port fills at L = left / load. Heap
+  // entries (level, port) are checked against the port's current level when they come up
+  // (lazy deletion).
   using Entry = std::pair<double, uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   for (const uint32_t p : ports) {
     PortState& ps = ports_[p];
     ps.left = ps.capacity;
+    ps.load = 0;
     ps.unfrozen = static_cast<uint32_t>(ps.subs.size());
-    if (ps.unfrozen > 0) heap.emplace(ps.left / ps.unfrozen, p);
   }
   std::vector<uint32_t> capped;
   for (const uint32_t s : subs) {
-    subs_[s].frozen = false;
-    subs_[s].next_rate = 0;
-    if (subs_[s].cap > 0) capped.push_back(s);
+    Subflow& sf = subs_[s];
+    sf.frozen = false;
+    sf.next_rate = 0;
+    sf.next_bneck = kNone;
+    if (sf.cap > 0) capped.push_back(s);
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].load += sf.coef[h];
+  }
+  for (const uint32_t p : ports) {
+    const PortState& ps = ports_[p];
+    if (ps.unfrozen > 0) heap.emplace(ps.left / ps.load, p);
   }
   std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return subs_[a].cap < subs_[b].cap; });
   size_t next_cap = 0;
   size_t left = subs.size();
-  auto freeze = [&](uint32_t s, double rate) {
+  auto level_of = [&](const PortState& ps) { return ps.left / ps.load; };
+  auto freeze = [&](uint32_t s, double rate, uint32_t bneck) {
     Subflow& sf = subs_[s];
     sf.frozen = true;
     sf.next_rate = rate;
+    sf.next_bneck = bneck;
     --left;
-    for (const uint32_t p : sf.ports) {
+    for (size_t h = 0; h < sf.ports.size(); ++h) {
+      const uint32_t p = sf.ports[h];
       PortState& ps = ports_[p];
-      ps.left = std::max(0.0, ps.left - rate);
-      if (--ps.unfrozen > 0) heap.emplace(ps.left / ps.unfrozen, p);
+      ps.left = std::max(0.0, ps.left - rate * sf.coef[h]);
+      if (--ps.unfrozen > 0) {
+        ps.load = std::max(ps.load - sf.coef[h], 1e-300);
+        heap.emplace(level_of(ps), p);
+      } else {
+        ps.load = 0;
+      }
     }
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     while (!heap.empty()) {
-      const auto [share, p] = heap.top();
+      const auto [level, p] = heap.top();
       const PortState& ps = ports_[p];
-      if (ps.unfrozen > 0 && share == ps.left / ps.unfrozen) break;
+      if (ps.unfrozen > 0 && level == level_of(ps)) break;
       heap.pop();
     }
     while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
-    const double port_share = heap.empty() ? kInf : heap.top().first;
+    const double port_level = heap.empty() ? kInf : heap.top().first;
     const double cap = next_cap < capped.size() ? subs_[capped[next_cap]].cap : kInf;
-    if (cap < port_share) {
-      freeze(capped[next_cap], cap);
+    if (cap < port_level) {
+      freeze(capped[next_cap], cap, kNone);
       continue;
     }
-    if (heap.empty()) break;  // (every subflow crosses a port: not reached)
+    if (heap.empty()) break;  // (every flow crosses a port: not reached)
     const uint32_t p = heap.top().second;
     heap.pop();
-    const double level = port_share;
     // (freeze() pushes fresh entries; the port's own list is not changed by it)
     for (const auto& [s, h] : ports_[p].subs)
-      if (!subs_[s].frozen) freeze(s, level);
+      if (!subs_[s].frozen) freeze(s, port_level, p);
   }
 }
 
@@ -454,36 +483,25 @@ void FlowNetwork::topology_changed() {
   fwd_.rebuild();
   path_cache_.clear();
   set_capacities();
-  // Re-path every flow still sending whose paths changed: its bytes left are split afresh
-  // over its new paths. Flows in order of id, so the outcome does not depend on slot reuse.
-  std::vector<std::pair<uint32_t, uint32_t>> by_flow;  // (flow, subflow)
-  by_flow.reserve(active_.size());
-  for (const uint32_t s : active_) by_flow.emplace_back(subs_[s].flow, s);
-  std::sort(by_flow.begin(), by_flow.end(), [&](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : subs_[a.second].index < subs_[b.second].index;
-  });
-  for (size_t i = 0; i < by_flow.size();) {
-    const uint32_t f = by_flow[i].first;
-    size_t j = i;
-    while (j < by_flow.size() && by_flow[j].first == f) ++j;
-    const PathSet ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
-    bool same = ps.paths.size() == j - i;
-    for (size_t k = i; same && k < j; ++k) {
-      const Subflow& sf = subs_[by_flow[k].second];
-      same = sf.index == k - i && sf.ports == ps.paths[k - i] && sf.blocked == !ps.reached[k - i];
+  // Re-path every flow still sending whose paths changed, with the bytes it has left; in
+  // order of flow id, so the outcome does not depend on slot reuse.
+  std::vector<uint32_t> sending;
+  sending.reserve(active_.size());
+  for (const uint32_t s : active_) sending.push_back(subs_[s].flow);
+  std::sort(sending.begin(), sending.end());
+  for (const uint32_t f : sending) {
+    const uint32_t s = flow_sub_[f];
+    const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+    const Subflow& sf = subs_[s];
+    const bool blocked = !ps.reached || ps.ports.empty();
+    if (sf.blocked == blocked && sf.ports == ps.ports && sf.coef == ps.coef) {
+      if (!blocked) dirty_sub(s);
+      continue;
     }
-    if (same) {
-      for (size_t k = i; k < j; ++k) dirty_sub(by_flow[k].second);
-    } else {
-      double left = 0;
-      for (size_t k = i; k < j; ++k) {
-        left += subs_[by_flow[k].second].remaining;
-        remove_subflow(by_flow[k].second);
-      }
-      counters_.reroutes += j - i;
-      split(f, ps, left);
-    }
-    i = j;
+    const double left = sf.remaining;
+    remove_subflow(s);
+    ++counters_.reroutes;
+    new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), left);
   }
   // capacities changed too: every component is recomputed
   for (uint32_t p = 0; p < ports_.size(); ++p)
@@ -587,7 +605,7 @@ std::vector<Bytes> FlowNetwork::sent_bytes() const {
     const Bytes size = flows_.size_bytes[f];
     if (flows_.sent_ps[f] >= 0) {
       out[f] = size;
-    } else if (flows_.start_ps[f] <= now && size > 0 && flow_subs_left_[f] > 0) {
+    } else if (flow_sub_[f] != kNone) {
       const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
       out[f] = static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left[f] / wire)));
     }
@@ -602,7 +620,7 @@ std::vector<double> FlowNetwork::port_bytes() const {
   for (const uint32_t s : active_) {
     const Subflow& sf = subs_[s];
     const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
-    for (const uint32_t p : sf.ports) out[p] += moved;
+    for (size_t h = 0; h < sf.ports.size(); ++h) out[sf.ports[h]] += moved * sf.coef[h];
   }
   return out;
 }
@@ -614,8 +632,10 @@ std::vector<double> FlowNetwork::port_busy_ps() const {
   for (const uint32_t s : active_) {
     const Subflow& sf = subs_[s];
     const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
-    for (const uint32_t p : sf.ports)
-      if (ports_[p].capacity > 0) out[p] += moved * kBitsPsPerByte / ports_[p].capacity;
+    for (size_t h = 0; h < sf.ports.size(); ++h) {
+      const uint32_t p = sf.ports[h];
+      if (ports_[p].capacity > 0) out[p] += moved * sf.coef[h] * kBitsPsPerByte / ports_[p].capacity;
+    }
   }
   return out;
 }
@@ -628,7 +648,7 @@ size_t FlowNetwork::blocked_subflows() const {
 
 std::vector<double> FlowNetwork::flow_rates() const {
   std::vector<double> out(flows_.size(), 0);
-  for (const uint32_t s : active_) out[subs_[s].flow] += subs_[s].rate;
+  for (const uint32_t s : active_) out[subs_[s].flow] = subs_[s].rate;
   return out;
 }
 

@@ -13,16 +13,20 @@
 //  * wire bytes = payload + one header per frame (frames = ceil(payload / (MTU - header)));
 //  * paths: the forwarding path for the flow's ECMP hash. Where the packet engine spreads a
 //    flow's frames (per-packet spraying, adaptive and multipath routing, frame-by-frame relays
-//    around a failed NIC) the flow is split evenly over the paths its first kSamples frames
-//    would take on an idle fabric, one subflow per distinct path, sized by its share;
-//  * a subflow's rate is its max-min share; a flow relayed around its failed NIC is capped at
-//    that NIC's rate, as Network::line_rate caps it;
+//    around a failed NIC) the flow's frames are split evenly over the paths its first
+//    kSamples frames would take on an idle fabric: a port that a fraction c of them cross
+//    carries c x the flow's rate (its coefficient), and the flow moves as one, so all its
+//    paths finish together, as evenly sprayed frames do;
+//  * its rate is its max-min fair share, the coefficients weighting what it takes of each
+//    port (progressive filling with weights); a flow relayed around its failed NIC is capped
+//    at that NIC's rate, as Network::line_rate caps it;
 //  * the last byte reaches the destination a fixed delay after the fluid is through: the
 //    path's propagation and node latencies, plus store-and-forward as a lone flow has it with
 //    the path's slowest port as its bottleneck (the first frame's serialization on each hop
 //    before it, the last frame's on each hop after it);
-//  * a subflow whose path does not reach the destination (a dark circuit, a failed link with
-//    no way round) has rate 0 until the next topology change re-routes it.
+//  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
+//    with no way round) has rate 0 until the next topology change re-routes it (the packet
+//    engine holds those frames, and the flow cannot end without them).
 // Not modelled: queues, PFC, ECN, congestion control dynamics (DCQCN's ramp, DCTCP's window),
 // losses and retransmissions, load-aware routing (adaptive and multipath choices see an idle
 // fabric).
@@ -65,6 +69,8 @@ struct FlowCounters {
   uint64_t component_subflows = 0;  ///< subflows recomputed, summed over recomputations
   uint64_t blocked = 0;           ///< subflows ever left without a path (rate 0 until a change)
   uint64_t reroutes = 0;          ///< active subflows moved to a new path by a topology change
+  uint64_t quiet_ends = 0;        ///< flows that finished sending without a recomputation
+                                  ///< (no other flow had its bottleneck on their ports)
 };
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
@@ -127,12 +133,14 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Current rate (bit/s) of every flow: the sum of its subflows' (0 when not sending).
   std::vector<double> flow_rates() const;
 
-  /// Frames of a flow that the packet engine would spread: paths sampled per flow.
+  /// Frames of a flow whose paths are sampled where the packet engine spreads them.
   static constexpr uint32_t kSamples = 56;  // divisible by 1, 2, 4, 7 and 8 (NICs of a server)
 
  private:
   enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
 
+  /// A flow while it sends (the struct keeps the name from when a flow had one per path: now
+  /// it has one, replaced by a new one when a topology change re-routes it).
   struct Subflow {
     uint32_t flow = kNone;
     bool active = false;
@@ -143,13 +151,17 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     SimTime last = 0;      ///< when remaining was last settled
     SimTime finish_at = -1;
     uint32_t active_pos = 0;      ///< index in active_
-    uint32_t index = 0;           ///< which of its flow's paths (PathSet order)
-    std::vector<uint32_t> ports;  ///< path
+    std::vector<uint32_t> ports;  ///< every port its paths cross, once
+    std::vector<double> coef;     ///< per port: the share of its frames crossing it
     std::vector<uint32_t> slot;   ///< position in each port's list
     // water-filling scratch
+    /// The port whose saturation fixes its rate (kNone: its own cap, or not computed yet).
+    /// While it holds, no change elsewhere can raise the rate: see remove_subflow.
+    uint32_t bneck = kNone;
     uint64_t mark = 0;
     bool frozen = false;
     double next_rate = 0;
+    uint32_t next_bneck = kNone;
   };
   struct PortState {
     std::vector<std::pair<uint32_t, uint32_t>> subs;  ///< (subflow, hop index)
@@ -158,13 +170,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     uint64_t mark = 0;
     // water-filling scratch
     double left = 0;
-    uint32_t unfrozen = 0;
+    double load = 0;        ///< sum of the unfrozen flows' coefficients
+    uint32_t unfrozen = 0;  ///< how many (load is exactly 0 with them gone)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
-    std::vector<std::vector<uint32_t>> paths;  ///< distinct; empty vector: no path
-    std::vector<uint32_t> weight;              ///< samples taking each path
-    std::vector<uint8_t> reached;
+    std::vector<std::vector<uint32_t>> paths;  ///< distinct paths that reach the destination
+    std::vector<uint32_t> ports;               ///< the ports they cross, in order of first use
+    std::vector<double> coef;                  ///< per port: share of the samples crossing it
+    bool reached = true;                       ///< every sample reaches the destination
   };
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key);
@@ -172,9 +186,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst.
   std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached) const;
   void start_flow(uint32_t f);
-  void split(uint32_t f, const PathSet& ps, double wire_bytes);
-  uint32_t new_subflow(uint32_t f, uint32_t index, const std::vector<uint32_t>& path, bool reached, double bytes,
-                       double cap);
+  uint32_t new_subflow(uint32_t f, const PathSet& ps, double bytes);
   void remove_subflow(uint32_t s);
   void attach(uint32_t s);
   void detach(uint32_t s);
@@ -200,7 +212,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
 
   FlowRecords flows_;
-  std::vector<uint32_t> flow_subs_left_;  ///< per flow: subflows still sending
+  std::vector<uint32_t> flow_sub_;  ///< per flow: its subflow while it sends (kNone otherwise)
   std::vector<SimTime> flow_delay_;       ///< per flow: sent -> delivered
   std::vector<Subflow> subs_;
   std::vector<uint32_t> free_subs_;
