@@ -8,6 +8,7 @@ each stage's error.
 
     python bench/validate_flow.py                      # README / bench/README table (~8 min)
     python bench/validate_flow.py --fabrics FT --scenarios all_reduce,incast --size 16MiB
+    python bench/validate_flow.py --fabrics RO,TopoOpt,MixNet --size 256MiB   # the other three
 
 Scenarios (128 GPUs by default):
   all_reduce   ring all-reduce over every GPU (8 NCCL channels)
@@ -40,6 +41,9 @@ def fabric(name: str, gpus: int):
         "FT": lambda: T.FatTree(gpus),
         "FT-OS": lambda: T.FatTree(gpus, oversubscription=3),
         "RFabric": lambda: T.RFabric(gpus),
+        "RO": lambda: T.RailOptimized(gpus),
+        "TopoOpt": lambda: T.TopoOpt(gpus),
+        "MixNet": lambda: T.MixNet(gpus),
     }[name]()
 
 
@@ -77,6 +81,11 @@ def run(fab, wl, backend: str, seed: int):
     t0 = time.perf_counter()
     res = rf.simulate(fab, wl, backend=backend, seed=seed, controller=ctrl)
     return res, time.perf_counter() - t0
+
+
+def speedup(packet_s: float, flow_s: float) -> str:
+    x = packet_s / max(flow_s, 1e-9)
+    return f"{x:.0f}x" if x >= 10 else f"{x:.1f}x"
 
 
 def err(flow, packet):
@@ -143,7 +152,7 @@ def main(argv=None) -> int:
             print(
                 f"| {fname} | {sname} | {c['packet_ms']:.3f} | {c['flow_ms']:.3f} | "
                 f"{err(c['flow_ms'], c['packet_ms']):+.1%} | {med:+.1%} / {p90:.1%} / {worst:+.1%}{n} | "
-                f"{c['detail']} | {wp:.2f} | {wf:.2f} | {wp / max(wf, 1e-9):.0f}x |",
+                f"{c['detail']} | {wp:.2f} | {wf:.2f} | {speedup(wp, wf)} |",
                 flush=True,
             )
     return 0
