@@ -492,7 +492,8 @@ class Simulation:
         return CircuitTable.build(flat[:, 0], flat[:, 1], flat[:, 2])
 
     def delivered_bytes(self) -> np.ndarray:
-        """Payload bytes delivered so far, per flow."""
+        """Payload bytes delivered so far, per flow. (``backend="flow"``: the payload that has
+        left the source, the fluid's progress; it arrives its path delay later.)"""
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:

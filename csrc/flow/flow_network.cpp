@@ -276,12 +276,7 @@ void FlowNetwork::settle(uint32_t s) {
   if (sf.rate > 0 && now > sf.last) {
     const double bytes = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     sf.remaining -= bytes;
-    for (size_t h = 0; h < sf.ports.size(); ++h) {
-      PortState& ps = ports_[sf.ports[h]];
-      const double b = bytes * sf.coef[h];
-      ps.bytes += b;
-      if (ps.capacity > 0) ps.busy_ps += b * kBitsPsPerByte / ps.capacity;
-    }
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].bytes += bytes * sf.coef[h];
   }
   sf.last = now;
 }
@@ -398,9 +393,11 @@ void FlowNetwork::recompute() {
 
 void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
   // Progressive filling with weights: raising every unfrozen flow's rate to L takes
-  // L x (their coefficients' sum) of a port, so the port fills at L = left / load. Heap
-  // entries (level, port) are checked against the port's current level when they come up
-  // (lazy deletion).
+  // L x (their coefficients' sum) of a port, so the port fills at L = left / load. The
+  // fill goes in increasing L, and freezing a flow at the current (smallest) L can only
+  // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
+  // L <= left / load), so a heap entry is never above its port's level: an entry that
+  // comes up below it is pushed again at the new level, and freezing pushes nothing.
   using Entry = std::pair<double, uint32_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
   for (const uint32_t p : ports) {
@@ -438,7 +435,6 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       ps.left = std::max(0.0, ps.left - rate * sf.coef[h]);
       if (--ps.unfrozen > 0) {
         ps.load = std::max(ps.load - sf.coef[h], 1e-300);
-        heap.emplace(level_of(ps), p);
       } else {
         ps.load = 0;
       }
@@ -451,6 +447,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       const PortState& ps = ports_[p];
       if (ps.unfrozen > 0 && level == level_of(ps)) break;
       heap.pop();
+      if (ps.unfrozen > 0) heap.emplace(level_of(ps), p);  // risen since pushed
     }
     while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
     const double port_level = heap.empty() ? kInf : heap.top().first;
@@ -470,8 +467,11 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
 
 void FlowNetwork::set_capacities() {
   for (uint32_t p = 0; p < ports_.size(); ++p) {
+    PortState& ps = ports_[p];
+    if (ps.capacity > 0) ps.busy_ps += (ps.bytes - ps.bytes_mark) * kBitsPsPerByte / ps.capacity;
+    ps.bytes_mark = ps.bytes;
     const net::Channel& c = fwd_.channel(p);
-    ports_[p].capacity = c.up && !c.inert ? static_cast<double>(c.rate_bps) : 0.0;
+    ps.capacity = c.up && !c.inert ? static_cast<double>(c.rate_bps) : 0.0;
   }
 }
 
@@ -626,16 +626,11 @@ std::vector<double> FlowNetwork::port_bytes() const {
 }
 
 std::vector<double> FlowNetwork::port_busy_ps() const {
+  const auto bytes = port_bytes();
   std::vector<double> out(ports_.size());
-  for (size_t p = 0; p < ports_.size(); ++p) out[p] = ports_[p].busy_ps;
-  const SimTime now = eng_.now();
-  for (const uint32_t s : active_) {
-    const Subflow& sf = subs_[s];
-    const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
-    for (size_t h = 0; h < sf.ports.size(); ++h) {
-      const uint32_t p = sf.ports[h];
-      if (ports_[p].capacity > 0) out[p] += moved * sf.coef[h] * kBitsPsPerByte / ports_[p].capacity;
-    }
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const PortState& ps = ports_[p];
+    out[p] = ps.busy_ps + (ps.capacity > 0 ? (bytes[p] - ps.bytes_mark) * kBitsPsPerByte / ps.capacity : 0.0);
   }
   return out;
 }

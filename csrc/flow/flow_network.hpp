@@ -166,7 +166,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   struct PortState {
     std::vector<std::pair<uint32_t, uint32_t>> subs;  ///< (subflow, hop index)
     double capacity = 0;                              ///< bit/s, 0 while down
-    double bytes = 0, busy_ps = 0;
+    double bytes = 0;        ///< wire bytes carried
+    double busy_ps = 0;      ///< time busy up to the last capacity change, when bytes was
+    double bytes_mark = 0;   ///< bytes_mark (busy time since: the bytes after it at capacity)
     uint64_t mark = 0;
     // water-filling scratch
     double left = 0;
