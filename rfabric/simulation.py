@@ -1,4 +1,5 @@
-"""Running the packet engine: configuration, a steppable Simulation, and simulate().
+"""Running the engine: configuration, a steppable Simulation, and simulate(); the packet
+backend (every frame) or the flow backend (max-min fair rates, ``backend="flow"``).
 
 Python builds the spec and the flows, the C++ engine runs the event loop with the GIL
 released, and results come back as numpy columns wrapped into Arrow tables. Python never
@@ -254,7 +255,8 @@ def _make_config(config: EngineConfig | None, overrides: dict) -> EngineConfig:
 
 
 class Simulation:
-    """A packet-level simulation that can be advanced in epochs.
+    """A simulation (packet-level, or flow-level with ``backend="flow"``) that can be
+    advanced in epochs.
 
     ``run(until=t)`` runs the C++ loop (GIL released) to simulated time ``t``; between
     epochs Python may read counters (``delivered_bytes()``), change link states, and so on.
