@@ -2,6 +2,7 @@
 agreement with the packet backend on bulk collectives, and topology changes mid-run."""
 
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 from conftest import tiny_rl_trace
 
@@ -274,3 +275,28 @@ def test_controller_and_sweep_run_on_the_flow_backend():
         progress=False,
     )
     assert table["complete"].to_pylist() == [True] and table["packets"].null_count == 1
+
+
+def test_a_failed_nic_spreads_its_flow_over_the_servers_other_nics():
+    # GPU 3's NIC is down: its frames cross NVLink and leave through the 7 other NICs of its
+    # server, frame by frame (round-robin, as the packet engine relays them), and the flow is
+    # paced at its own NIC's rate: 200 Gb/s in all, 1/7 of its wire bytes on each other NIC.
+    fab = rf.topologies.FatTree(16)
+    spec = fab.to_spec()
+    flows = rf.Flows([3], [12], [70 * MB])
+    sim = rf.Simulation(fab, flows, backend="flow")
+    sim.fail_nic(3, at=0)
+    sim.run("1us")
+    assert sim.engine.flow_rates()[0] == pytest.approx(200e9, rel=1e-12)
+    sim.run()
+    res = sim.results()
+    assert res.complete
+    links = res.links
+    up = links.filter(pc.equal(links["direction"], 0))  # GPU -> ToR (NIC link rows start at the GPU)
+    nic = {g: int(spec.nic_link(g)) for g in range(8)}
+    carried = {g: up["bytes"].to_numpy()[up["link_id"].to_numpy() == nic[g]][0] for g in range(8)}
+    header = res.run["header_bytes"]
+    wire = 70 * MB + -(-70 * MB // (9216 - header)) * header
+    assert carried[3] == 0
+    for g in (0, 1, 2, 4, 5, 6, 7):
+        assert carried[g] == pytest.approx(wire / 7, abs=1), g
