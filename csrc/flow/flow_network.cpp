@@ -1,14 +1,17 @@
 // flow_network.cpp: the flow-level backend (see flow_network.hpp for the model).
 //
-// Rates: progressive filling over one connected component of subflows and ports at a time.
-// All ports start with their capacity and every subflow unfrozen; repeatedly the tightest
-// constraint (the port with the least capacity left per unfrozen subflow through it, or a
-// subflow's own ceiling) fixes the rate of the subflows it binds, which then use up their
-// share of every other port they cross. The result is the max-min fair allocation. A
-// recomputation is requested by whatever changes (a subflow starts or finishes sending, a
-// link or circuit changes) and runs once per instant as one event, after the changes of that
-// instant, over the components that hold them (found by a walk over ports and the subflows
-// through them). Subflows whose rate did not change keep their completion event.
+// Rates: progressive filling over one connected component of sending flows ("subflows":
+// a flow's state while it sends, renewed when a change re-routes it) and ports at a time.
+// All ports start with their capacity and every flow unfrozen; repeatedly the tightest
+// constraint (the port with the least capacity left per unit of unfrozen load through it,
+// each flow weighing its coefficient there, or a flow's own ceiling) fixes the rate of the
+// flows it binds, which then use up their share of every other port they cross. The result
+// is the (weighted) max-min fair allocation. A recomputation is requested by whatever
+// changes (a flow starts or finishes sending, a link or circuit changes) and runs once per
+// instant as one event, after the changes of that instant, over the components that hold
+// them (found by a walk over ports and the flows through them). Flows whose rate did not
+// change keep their completion event; a flow that ends where no other flow has its
+// bottleneck requests nothing (remove_subflow).
 #include "flow/flow_network.hpp"
 
 #include <algorithm>
