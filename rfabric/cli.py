@@ -229,6 +229,7 @@ def cmd_run(args) -> int:
         mtu_bytes=args.mtu,
         progress=args.progress,
         until=args.until,
+        backend=args.backend,
     )
     print(f"{fab.name}: {what}")
     print(res.summary())
@@ -282,12 +283,13 @@ def cmd_collective(args) -> int:
         algorithm=args.algorithm,
         transport=args.transport,
         ecmp=args.ecmp,
+        backend=args.backend,
     )
     ranks = args.ranks if args.ranks is not None else range(fab.gpus)
     routing = args.ecmp or f"{fab.routing} (the fabric's own)"
     print(
         f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
-        f"transport {args.transport}, ecmp {routing}"
+        f"transport {args.transport}, ecmp {routing}, backend {args.backend}"
     )
     print(format_table(table))
     return 0
@@ -392,6 +394,7 @@ def cmd_sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .simulation import BACKENDS
     from .units import parse_size
 
     ap = argparse.ArgumentParser(prog="rfabric", description="Packet-level fabric emulator for RL clusters.")
@@ -442,6 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--transport", default="roce")
     r.add_argument("--mtu", type=parse_size, default=9216)
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument(
+        "--backend", choices=BACKENDS, default="packet", help="packet (default) or flow (max-min rates)"
+    )
     r.add_argument("--progress", action="store_true")
     r.add_argument(
         "-o", "--output", help="write result tables as OUTPUT.<table>.parquet (flows, links; ops, stages)"
@@ -468,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=("dmodk", "flow", "packet", "adaptive", "multipath"),
         help="next-hop choice among equal-cost paths (default: the fabric's own routing)",
+    )
+    c.add_argument(
+        "--backend", choices=BACKENDS, default="packet", help="packet (default) or flow (max-min rates)"
     )
     c.set_defaults(func=cmd_collective)
 

@@ -21,6 +21,7 @@ __all__ = [
     "CIRCUIT_SCHEMA",
     "SWEEP_SCHEMA",
     "RUN_KEYS",
+    "PACKET_ONLY_RUN_KEYS",
     "BUSBW_FACTOR",
 ]
 
@@ -183,6 +184,41 @@ RUN_KEYS = (
 )
 
 
+#: Results.run keys only the packet backend counts; None under ``backend="flow"``, which has
+#: no packets, queues, losses, ECN or PFC. Its own counters are ``recomputes`` (max-min
+#: recomputations), ``rate_updates``, ``subflows``, ``max_component``, ``component_subflows``,
+#: ``blocked_subflows``, ``reroutes`` and ``quiet_ends`` (README "Flow-level backend").
+PACKET_ONLY_RUN_KEYS = (
+    "packets",
+    "packet_hops",
+    "packets_delivered",
+    "packets_in_flight",
+    "packets_held",
+    "drops",
+    "no_route_drops",
+    "link_down_drops",
+    "circuit_drops",
+    "circuit_reroutes",
+    "held",
+    "dark_transmits",
+    "busy_starts",
+    "ecn_marks",
+    "pfc_pauses",
+    "packet_hops_per_s",
+    "deadlock",
+)
+#: FLOW_SCHEMA / LINK_SCHEMA columns null under ``backend="flow"`` (packet-only).
+PACKET_ONLY_FLOW_COLUMNS = ("retransmits",)
+PACKET_ONLY_LINK_COLUMNS = (
+    "packets",
+    "max_queue_bytes",
+    "max_ingress_bytes",
+    "drops",
+    "ecn_marks",
+    "pfc_pauses",
+)
+
+
 @dataclass
 class Results:
     """What a simulation returns.
@@ -240,11 +276,22 @@ class Results:
                 f"FCT us: median {np.median(fct) / 1e6:.3f}, p99 {np.percentile(fct, 99) / 1e6:.3f}, "
                 f"max {fct.max() / 1e6:.3f}"
             )
-        lines.append(
-            f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
-            f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s"
-        )
-        if r.get("unroutable"):
+        if r["backend"] == "flow":
+            lines.append(
+                f"events {r['events']:,}  max-min recomputations {r['recomputes']:,}  "
+                f"rate updates {r['rate_updates']:,}  wall {r['wall_s']:.3f} s"
+            )
+        else:
+            lines.append(
+                f"events {r['events']:,}  packet-hops {r['packet_hops']:,}  drops {r['drops']:,}  "
+                f"pfc pauses {r['pfc_pauses']:,}  wall {r['wall_s']:.3f} s"
+            )
+        if r.get("unroutable") and r["backend"] == "flow":
+            lines.append(
+                "UNROUTABLE: flows whose paths end at a failed link or dark circuit could make no "
+                "progress; incomplete flows have end_ps = -1"
+            )
+        elif r.get("unroutable"):
             lines.append(
                 f"UNROUTABLE: {r['packets_held']:,} frames held at switches with no route to their "
                 "destination (failed links or dark circuits); incomplete flows have end_ps = -1"
@@ -336,7 +383,10 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         "end_ps": end,
         "fct_ps": fct,
         "delivered_bytes": log["delivered_bytes"],
-        "retransmits": log["retransmits"].astype(np.int64),
+        # (the flow backend has no retransmissions: null)
+        "retransmits": log["retransmits"].astype(np.int64)
+        if "retransmits" in log
+        else pa.nulls(n, pa.int64()),
     }
     return pa.table(cols, schema=FLOW_SCHEMA)
 
@@ -355,14 +405,19 @@ def build_link_table(stats: dict, spec, sim_ps: int) -> pa.Table:
         "dst_name": names[stats["dst"]].astype(str),
         "rate_bps": stats["rate_bps"],
         "bytes": stats["tx_bytes"],
-        "packets": stats["tx_packets"],
+        "packets": stats.get("tx_packets"),
         "busy_ps": busy,
         "utilization": busy / sim_ps if sim_ps > 0 else np.zeros(len(busy)),
-        "max_queue_bytes": stats["max_queue_bytes"],
-        "max_ingress_bytes": stats["max_ingress_bytes"],
-        "buffer_bytes": stats["buffer_bytes"],
-        "drops": stats["drops"],
-        "ecn_marks": stats["ecn_marks"],
-        "pfc_pauses": stats["pfc_pauses_sent"],
+        "max_queue_bytes": stats.get("max_queue_bytes"),
+        "max_ingress_bytes": stats.get("max_ingress_bytes"),
+        "buffer_bytes": stats["buffer_bytes"]
+        if "buffer_bytes" in stats
+        else spec.links.buffer_bytes[link_id],
+        "drops": stats.get("drops"),
+        "ecn_marks": stats.get("ecn_marks"),
+        "pfc_pauses": stats.get("pfc_pauses_sent"),
     }
+    n = len(link_id)
+    # packet-only columns the flow backend does not have: null
+    cols = {k: (pa.nulls(n, LINK_SCHEMA.field(k).type) if v is None else v) for k, v in cols.items()}
     return pa.table(cols, schema=LINK_SCHEMA)

@@ -1,4 +1,5 @@
-"""Running the packet engine: configuration, a steppable Simulation, and simulate().
+"""Running the engine: configuration, a steppable Simulation, and simulate(); the packet
+backend (every frame) or the flow backend (max-min fair rates, ``backend="flow"``).
 
 Python builds the spec and the flows, the C++ engine runs the event loop with the GIL
 released, and results come back as numpy columns wrapped into Arrow tables. Python never
@@ -19,14 +20,23 @@ import pyarrow as pa
 from . import _engine
 from .errors import SpecError
 from .flows import Flows
-from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
+from .results import (
+    CIRCUIT_SCHEMA,
+    PACKET_ONLY_RUN_KEYS,
+    Results,
+    build_flow_table,
+    build_link_table,
+    build_op_tables,
+)
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
-BACKENDS = ("packet",)
+#: ``"packet"``: every frame through queues and transports; ``"flow"``: max-min fair rates over
+#: the same paths (csrc/flow/flow_network.hpp; README "Flow-level backend").
+BACKENDS = ("packet", "flow")
 ECMP_MODES = ROUTING_MODES
 
 #: The engine's config fields and their defaults in base units (-1: the transport's choice).
@@ -245,7 +255,8 @@ def _make_config(config: EngineConfig | None, overrides: dict) -> EngineConfig:
 
 
 class Simulation:
-    """A packet-level simulation that can be advanced in epochs.
+    """A simulation (packet-level, or flow-level with ``backend="flow"``) that can be
+    advanced in epochs.
 
     ``run(until=t)`` runs the C++ loop (GIL released) to simulated time ``t``; between
     epochs Python may read counters (``delivered_bytes()``), change link states, and so on.
@@ -264,6 +275,8 @@ class Simulation:
         replay, then ``run()`` stops in C++ whenever an op of a new period becomes ready,
         calls ``controller.plan(intent, view)`` and applies a returned plan at once with
         ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
+    backend : str
+        ``"packet"`` (default) or ``"flow"`` (see ``simulate``).
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
@@ -271,13 +284,14 @@ class Simulation:
     def __init__(
         self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings
     ):
-        if "backend" in settings:
-            backend = settings.pop("backend")
-            if backend not in BACKENDS:
-                raise SpecError(
-                    f"unknown backend {backend!r} (available: {', '.join(BACKENDS)}; "
-                    "the flow-level backend is not built yet)"
-                )
+        backend = settings.pop("backend", "packet")
+        if not isinstance(backend, str) or backend not in BACKENDS:
+            raise SpecError(
+                f"backend: unknown backend {backend!r} (allowed: {', '.join(map(repr, BACKENDS))})"
+            )
+        #: ``"packet"`` or ``"flow"``
+        self.backend = backend
+        engine_class = _engine.Engine if backend == "packet" else _engine.FlowEngine
         from .traces import Trace
 
         self.spec = _as_spec(topology)
@@ -298,7 +312,7 @@ class Simulation:
                     f"the trace is for {workload.gpus} GPUs but {self.spec.name} has {self.spec.num_gpus}"
                 )
             self.trace = workload
-            self._engine = _engine.Engine(self.spec.arrays(), engine_config)
+            self._engine = engine_class(self.spec.arrays(), engine_config)
             self._engine.load_workload(
                 workload.arrays(),
                 int(self.config.coll_channels),
@@ -312,7 +326,7 @@ class Simulation:
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
             self.flows = workload
-            self._engine = _engine.Engine(self.spec.arrays(), engine_config)
+            self._engine = engine_class(self.spec.arrays(), engine_config)
             self._engine.add_flows(
                 workload.src.astype(np.uint32),
                 workload.dst.astype(np.uint32),
@@ -483,7 +497,8 @@ class Simulation:
         return CircuitTable.build(flat[:, 0], flat[:, 1], flat[:, 2])
 
     def delivered_bytes(self) -> np.ndarray:
-        """Payload bytes delivered so far, per flow."""
+        """Payload bytes delivered so far, per flow. (``backend="flow"``: the payload that has
+        left the source, the fluid's progress; it arrives its path delay later.)"""
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:
@@ -551,6 +566,8 @@ class Simulation:
         sys.stderr.write("\n")
 
     def results(self) -> Results:
+        if self.backend == "flow":
+            return self._flow_results()
         log = self._engine.flow_log()
         c = self._engine.counters()
         end = log["end_ps"]
@@ -597,6 +614,11 @@ class Simulation:
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=build_flow_table(log), links=links, run=run)
+        return self._finish_results(res)
+
+    def _finish_results(self, res: Results) -> Results:
+        """The parts of Results both backends fill alike: circuits, controller, ops, stages."""
+        run = res.run
         circuit_log = {k: np.asarray(v, dtype=np.int64) for k, v in self._engine.circuit_log().items()}
         periods = np.asarray(self._plan_periods, dtype=np.int64)
         circuit_log["period"] = periods[circuit_log["plan_id"]]
@@ -614,6 +636,49 @@ class Simulation:
             run["ops_done"] = int(np.sum(end >= 0))
             run["makespan_ps"] = int(end.max()) if len(end) and np.all(end >= 0) else -1
         return res
+
+    def _flow_results(self) -> Results:
+        """Results of the flow backend: the packet backend's tables and keys, with what only
+        packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
+        and the flow model's own counters added (README "Flow-level backend")."""
+        log = self._engine.flow_log()
+        c = self._engine.counters()
+        end = log["end_ps"]
+        sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
+        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        wall = self.wall_s
+        run = {
+            "backend": "flow",
+            "transport": self.config.transport,
+            "routing": self.routing,
+            "events": int(c["events"]),
+            "flows": len(log["src"]),
+            "flows_done": int(c["flows_done"]),
+            "lossless": bool(self._engine.lossless),
+            "header_bytes": int(self._engine.header_bytes),
+            "wall_s": wall,
+            "sim_ps": sim_ps,
+            "makespan_ps": makespan,
+            "seed": self.config.seed,
+            "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            # the flow model's own counters
+            "recomputes": int(c["recomputes"]),
+            "rate_updates": int(c["rate_updates"]),
+            "subflows": int(c["subflows"]),
+            "max_component": int(c["max_component"]),
+            "component_subflows": int(c["component_subflows"]),
+            "blocked_subflows": int(c["blocked"]),
+            "reroutes": int(c["reroutes"]),
+            "quiet_ends": int(c["quiet_ends"]),
+            # flows that can make no progress: their paths end at a failed link or dark circuit
+            "unroutable": bool(self._engine.idle and c["blocked_now"] > 0),
+        }
+        for key in PACKET_ONLY_RUN_KEYS:
+            run[key] = None
+        links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
+        res = Results(flows=build_flow_table(log), links=links, run=run)
+        return self._finish_results(res)
 
 
 def simulate(
@@ -642,7 +707,10 @@ def simulate(
     transport : str, optional
         ``"roce"`` or ``"dctcp"``; default the config's (EngineConfig: ``"roce"``).
     backend : str
-        ``"packet"`` (the only backend built so far).
+        ``"packet"`` (default: every frame through queues, PFC and the transport) or
+        ``"flow"`` (max-min fair rates over the same paths, collective executor and
+        controllers; orders of magnitude fewer events; packet-only results are null: README
+        "Flow-level backend" says what it models and how close it is).
     seed : int, optional
         Same seed, same results; default the config's (EngineConfig: 1).
     mtu_bytes : int or str, optional

@@ -133,7 +133,13 @@ def test_bad_engine_settings(fab):
     flows = rf.Flows([0], [9], 1000)
     raises(r"unknown transport 'tcp' \(known: roce, dctcp\)", rf.simulate, fab, flows, transport="tcp")
     raises(r"unknown engine setting\(s\): mtu", rf.simulate, fab, flows, mtu=1500)
-    raises(r"unknown backend 'flow'", rf.simulate, fab, flows, backend="flow")
+    raises(
+        r"backend: unknown backend 'flw' \(allowed: 'packet', 'flow'\)",
+        rf.simulate,
+        fab,
+        flows,
+        backend="flw",
+    )
     raises(
         r"controller must be an rfabric.controllers.Controller .* got object",
         rf.Simulation,

@@ -86,6 +86,62 @@ EngineConfig config_from_dict(const py::dict& d) {
   return c;
 }
 
+coll::Workload workload_from_dict(const py::dict& a) {
+  auto get = [&](const char* key) { return require(a, key, "workload"); };
+  coll::Workload w;
+  w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
+  w.kind = from_numpy<int32_t>(get("kind"), "kind");
+  w.algorithm = from_numpy<int32_t>(get("algorithm"), "algorithm");
+  w.m2n_senders = from_numpy<int32_t>(get("m2n_senders"), "m2n_senders");
+  w.ranks_offsets = from_numpy<int64_t>(get("ranks_offsets"), "ranks_offsets");
+  w.ranks = from_numpy<int32_t>(get("ranks"), "ranks");
+  w.deps_offsets = from_numpy<int64_t>(get("deps_offsets"), "deps_offsets");
+  w.deps = from_numpy<int64_t>(get("deps"), "deps");
+  w.size_bytes = from_numpy<int64_t>(get("size_bytes"), "size_bytes");
+  w.compute_ps = from_numpy<int64_t>(get("compute_ps"), "compute_ps");
+  if (a.contains("stage")) w.stage = from_numpy<int32_t>(a["stage"], "stage");
+  if (a.contains("phase")) w.phase = from_numpy<int32_t>(a["phase"], "phase");
+  if (a.contains("period")) w.period = from_numpy<int32_t>(a["period"], "period");
+  return w;
+}
+
+py::dict boundary_dict(const coll::Executor& x) {
+  const auto& ops = x.boundary_ops();
+  const size_t n = ops.size();
+  py::dict d;
+  d["op"] = column<int64_t>(n, [&](size_t i) { return ops[i]; });
+  d["period"] = column<int32_t>(n, [&](size_t i) { return x.period(ops[i]); });
+  d["start_ps"] = column<int64_t>(n, [&](size_t i) { return x.start_time(ops[i]); });
+  const auto& ended = x.ended_periods();
+  d["ended"] = column<int32_t>(ended.size(), [&](size_t i) { return ended[i]; });
+  return d;
+}
+
+coll::ExecutorConfig executor_config(int channels, int64_t chunk_bytes, const py::object& rings,
+                                     const std::string& boundaries, bool period_ends) {
+  coll::ExecutorConfig cfg;
+  if (boundaries == "period") {
+    cfg.boundaries = coll::Boundaries::kPeriod;
+  } else if (boundaries == "op") {
+    cfg.boundaries = coll::Boundaries::kOp;
+  } else if (boundaries != "none") {
+    throw SpecError("boundaries must be 'none', 'period' or 'op', got '" + boundaries + "'");
+  }
+  cfg.period_ends = period_ends;
+  cfg.channels = channels;
+  cfg.chunk_bytes = chunk_bytes;
+  if (!rings.is_none()) {
+    using Rows = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
+    const auto arr = Rows::ensure(rings);
+    RF_CHECK(arr && arr.ndim() == 2, "rings must be a 2-D array (channels x GPUs)");
+    const auto r = arr.unchecked<2>();
+    cfg.rings.assign(static_cast<size_t>(r.shape(0)), {});
+    for (py::ssize_t c = 0; c < r.shape(0); ++c)
+      for (py::ssize_t g = 0; g < r.shape(1); ++g) cfg.rings[c].push_back(r(c, g));
+  }
+  return cfg;
+}
+
 /// Differential self-check of the calendar queue against the reference heap: a random stream
 /// of pushes (bursts of equal times, near and far future, beyond the wheel's horizon) and
 /// pops, with peeks that move the wheel ahead of time and pushes behind it (the rebase path).
@@ -209,41 +265,8 @@ void bind_engine(py::module_& m) {
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
              const std::string& boundaries, bool period_ends) {
-            auto get = [&](const char* key) { return require(a, key, "workload"); };
-            coll::Workload w;
-            w.op_id = from_numpy<int64_t>(get("op_id"), "op_id");
-            w.kind = from_numpy<int32_t>(get("kind"), "kind");
-            w.algorithm = from_numpy<int32_t>(get("algorithm"), "algorithm");
-            w.m2n_senders = from_numpy<int32_t>(get("m2n_senders"), "m2n_senders");
-            w.ranks_offsets = from_numpy<int64_t>(get("ranks_offsets"), "ranks_offsets");
-            w.ranks = from_numpy<int32_t>(get("ranks"), "ranks");
-            w.deps_offsets = from_numpy<int64_t>(get("deps_offsets"), "deps_offsets");
-            w.deps = from_numpy<int64_t>(get("deps"), "deps");
-            w.size_bytes = from_numpy<int64_t>(get("size_bytes"), "size_bytes");
-            w.compute_ps = from_numpy<int64_t>(get("compute_ps"), "compute_ps");
-            if (a.contains("stage")) w.stage = from_numpy<int32_t>(a["stage"], "stage");
-            if (a.contains("phase")) w.phase = from_numpy<int32_t>(a["phase"], "phase");
-            if (a.contains("period")) w.period = from_numpy<int32_t>(a["period"], "period");
-            coll::ExecutorConfig cfg;
-            if (boundaries == "period") {
-              cfg.boundaries = coll::Boundaries::kPeriod;
-            } else if (boundaries == "op") {
-              cfg.boundaries = coll::Boundaries::kOp;
-            } else if (boundaries != "none") {
-              throw SpecError("boundaries must be 'none', 'period' or 'op', got '" + boundaries + "'");
-            }
-            cfg.period_ends = period_ends;
-            cfg.channels = channels;
-            cfg.chunk_bytes = chunk_bytes;
-            if (!rings.is_none()) {
-              using Rows = py::array_t<uint32_t, py::array::c_style | py::array::forcecast>;
-              const auto arr = Rows::ensure(rings);
-              RF_CHECK(arr && arr.ndim() == 2, "rings must be a 2-D array (channels x GPUs)");
-              const auto r = arr.unchecked<2>();
-              cfg.rings.assign(static_cast<size_t>(r.shape(0)), {});
-              for (py::ssize_t c = 0; c < r.shape(0); ++c)
-                for (py::ssize_t g = 0; g < r.shape(1); ++g) cfg.rings[c].push_back(r(c, g));
-            }
+            coll::Workload w = workload_from_dict(a);
+            coll::ExecutorConfig cfg = executor_config(channels, chunk_bytes, rings, boundaries, period_ends);
             s.load_workload(std::move(w), cfg);
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
@@ -257,17 +280,8 @@ void bind_engine(py::module_& m) {
       .def(
           "boundary",
           [](const Simulator& s) {
-            const coll::Executor* x = s.executor();
-            RF_CHECK(x != nullptr, "no workload loaded");
-            const auto& ops = x->boundary_ops();
-            const size_t n = ops.size();
-            py::dict d;
-            d["op"] = column<int64_t>(n, [&](size_t i) { return ops[i]; });
-            d["period"] = column<int32_t>(n, [&](size_t i) { return x->period(ops[i]); });
-            d["start_ps"] = column<int64_t>(n, [&](size_t i) { return x->start_time(ops[i]); });
-            const auto& ended = x->ended_periods();
-            d["ended"] = column<int32_t>(ended.size(), [&](size_t i) { return ended[i]; });
-            return d;
+            RF_CHECK(s.executor() != nullptr, "no workload loaded");
+            return boundary_dict(*s.executor());
           },
           "The pending control-loop boundary: the ops (workload rows) that became ready and opened it,\n"
           "their periods and when each starts sending (ps; slack = start_ps - now); `ended`: the periods\n"

@@ -18,4 +18,5 @@ PYBIND11_MODULE(_engine, m) {
   });
   rfabric::bindings::bind_engine(m);
   rfabric::bindings::bind_forwarding(m);
+  rfabric::bindings::bind_flow(m);
 }

@@ -4,6 +4,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "coll/executor.hpp"
 #include "net/spec.hpp"
 
 namespace rfabric::bindings {
@@ -14,5 +17,13 @@ namespace py = pybind11;
 py::handle require(const py::dict& d, const char* key, const char* what);
 net::NetworkSpec spec_from_dict(const py::dict& d);
 net::EngineConfig config_from_dict(const py::dict& d);
+/// rfabric.traces.Trace.arrays() as the executor's workload.
+coll::Workload workload_from_dict(const py::dict& a);
+/// The executor's settings: channels, chunk, the fabric's rings (None or channels x GPUs) and
+/// the control loop's boundaries ("none", "period", "op").
+/// The pending control-loop boundary of an executor (Engine.boundary()).
+py::dict boundary_dict(const coll::Executor& x);
+coll::ExecutorConfig executor_config(int channels, int64_t chunk_bytes, const py::object& rings,
+                                     const std::string& boundaries, bool period_ends = false);
 
 }  // namespace rfabric::bindings

@@ -353,7 +353,7 @@ class TreeAllReduce final : public Program {
 };
 
 /// Ranks grouped by server, each group in order of first appearance.
-std::vector<std::vector<uint32_t>> by_server(net::Network& net, const std::vector<uint32_t>& ranks) {
+std::vector<std::vector<uint32_t>> by_server(net::FlowFabric& net, const std::vector<uint32_t>& ranks) {
   std::vector<std::vector<uint32_t>> groups;
   std::vector<int32_t> keys;
   for (const uint32_t r : ranks) {
@@ -388,7 +388,7 @@ struct Executor::DryRun {
   std::deque<std::pair<uint32_t, uint64_t>> fifo;  ///< (program, tag) of flows not yet done, FIFO
 };
 
-Executor::Executor(net::Network& net, Workload w, ExecutorConfig cfg)
+Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
     : net_(net), w_(std::move(w)), cfg_(cfg) {
   const size_t n = w_.op_id.size();
   RF_CHECK(w_.kind.size() == n && w_.algorithm.size() == n && w_.m2n_senders.size() == n &&
@@ -936,8 +936,8 @@ std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ra
   auto worst = [&](const std::unordered_map<uint32_t, double>& load) {
     double ps = 0;
     for (const auto& [p, bytes] : load)
-      if (net_.ports()[p].rate_bps <= nic_bps)
-        ps = std::max(ps, bytes * 8e12 / static_cast<double>(net_.ports()[p].rate_bps));
+      if (net_.port_rate_bps(p) <= nic_bps)
+        ps = std::max(ps, bytes * 8e12 / static_cast<double>(net_.port_rate_bps(p)));
     return ps;
   };
   const std::pair<double, double> out{worst(ring), worst(tree)};
@@ -975,7 +975,7 @@ std::vector<uint32_t> Executor::ring_order(const std::vector<uint32_t>& ranks,
 }
 
 std::vector<int64_t> Executor::flow_ops() const {
-  std::vector<int64_t> out(net_.flows().size(), -1);
+  std::vector<int64_t> out(net_.num_flows(), -1);
   for (size_t f = 0; f < out.size() && f < has_rec_.size(); ++f)
     if (has_rec_[f]) out[f] = w_.op_id[recs_[f].op];
   return out;

@@ -4,7 +4,8 @@
 // pairwise all-to-all, halving-doubling, tree and chain broadcast, send, M2N). Flows are
 // created lazily as earlier steps finish, so only the active steps exist at any time.
 // INVARIANT: an op never starts before max(end of its deps) + compute_ps, exactly.
-// Knows the network only through Network::create_flow and the flow-done callback.
+// Knows the network only through net::FlowFabric (create_flow, paths) and the flow-done
+// callback, so the packet Network and the flow-level model drive it alike.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "net/network.hpp"
+#include "net/fabric.hpp"
 
 namespace rfabric::coll {
 
@@ -72,7 +73,7 @@ class Program;
 
 class Executor final : public engine::Handler, public net::FlowObserver {
  public:
-  Executor(net::Network& net, Workload w, ExecutorConfig cfg);
+  Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg);
   ~Executor() override;
 
   void on_event(const engine::Event& ev) override;
@@ -150,7 +151,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<uint32_t> ring_order(const std::vector<uint32_t>& ranks,
                                    const std::vector<std::vector<uint32_t>>& groups, int ch) const;
 
-  net::Network& net_;
+  net::FlowFabric& net_;
   Workload w_;
   ExecutorConfig cfg_;
   uint32_t kind_ = 0;

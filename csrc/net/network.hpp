@@ -22,6 +22,7 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
+#include "net/fabric.hpp"
 #include "net/forwarding.hpp"
 #include "net/packet.hpp"
 #include "net/spec.hpp"
@@ -152,16 +153,7 @@ struct CircuitChange {
   SimTime dark_ps;
 };
 
-/// Told when a flow's last byte reaches its destination (the collective executor).
-class FlowObserver {
- public:
-  virtual ~FlowObserver() = default;
-  virtual void on_flow_done(uint32_t flow) = 0;
-  /// The flow's last byte left its source NIC (the NIC may start the connection's next message).
-  virtual void on_flow_sent(uint32_t /*flow*/) {}
-};
-
-class Network final : public engine::Handler {
+class Network final : public engine::Handler, public FlowFabric {
  public:
   using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
   /// Build ports, tables and the transport made by `make_transport` (proto/registry).
@@ -176,13 +168,13 @@ class Network final : public engine::Handler {
   /// caller inside a transport callback never re-enters the transport. Returns its id.
   /// `ecmp_key` (when not 0) replaces the flow's own ECMP hash: flows of one connection
   /// (an RDMA QP reused across steps and ops) then keep one path, as on real NICs.
-  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0);
-  void set_observer(FlowObserver* observer) { observer_ = observer; }
+  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0) override;
+  void set_observer(FlowObserver* observer) override { observer_ = observer; }
   /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of the
   /// current path from GPU src to GPU dst, for cost models.
-  std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const;
+  std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
   /// Server of a GPU (from the spec), for locality-aware collectives.
-  int32_t gpu_server(uint32_t gpu) const { return fwd_.gpu_server(gpu); }
+  int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
   /// Take a link down or up at absolute time t (>= now).
   void schedule_link_state(uint32_t link, SimTime t, bool up);
   /// Replace the circuit plan at time t (>= now): circuits not in the new plan go dark at t,
@@ -202,13 +194,13 @@ class Network final : public engine::Handler {
   void on_event(const engine::Event& ev) override;
 
   // ---- services for transports ----
-  engine::Engine& engine() { return eng_; }
-  SimTime now() const { return eng_.now(); }
+  engine::Engine& engine() override { return eng_; }
+  SimTime now() const override { return eng_.now(); }
   const EngineConfig& config() const { return cfg_; }
   const FlowTable& flows() const { return flows_; }
   FlowTable& flows_mut() { return flows_; }
   PacketPool& pool() { return pool_; }
-  Bytes payload_per_packet() const { return mtu_ - header_; }
+  Bytes payload_per_packet() const override { return mtu_ - header_; }
   Bytes header_bytes() const { return header_; }
   /// The flow's line rate: its first-hop port's, but no more than its GPU's NIC link's when
   /// that NIC failed and the flow leaves the server (its frames spread over the server's
@@ -243,7 +235,9 @@ class Network final : public engine::Handler {
     return c;
   }
   uint32_t num_links() const { return fwd_.num_links(); }
-  uint32_t num_gpus() const { return fwd_.num_gpus(); }
+  uint32_t num_gpus() const override { return fwd_.num_gpus(); }
+  BitsPerSec port_rate_bps(uint32_t port) const override { return ports_[port].rate_bps; }
+  size_t num_flows() const override { return flows_.size(); }
   size_t packets_in_flight() const { return pool_.live(); }
   /// Payload bytes of each flow's frames now in the fabric (queued, on a wire, held), by a
   /// walk over the packet pool: for conservation checks between epochs, off the hot path.
@@ -253,7 +247,7 @@ class Network final : public engine::Handler {
   const Transport& transport() const { return *transport_; }
   /// Ports a packet from GPU src to GPU dst crosses on the current tables, following the
   /// first ECMP choice for `flow` (for tests and path inspection).
-  std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const;
+  std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
 
  private:
   enum Sub : uint32_t {

@@ -9,8 +9,16 @@
 
 namespace rfabric::proto {
 
+/// What a transport fixes for every frame: its header bytes and whether it runs lossless.
+struct TransportTraits {
+  net::Bytes header_bytes;
+  bool lossless;
+};
+
 /// The factory for transport `name`; throws SpecError naming the known ones if unknown.
 net::Network::TransportFactory find_transport(const std::string& name);
 std::vector<std::string> transport_names();
+/// Transport `name`'s traits, without building a network (the flow backend's headers).
+TransportTraits transport_traits(const std::string& name);
 
 }  // namespace rfabric::proto

@@ -1,0 +1,653 @@
+// flow_network.cpp: the flow-level backend (see flow_network.hpp for the model).
+//
+// Rates: progressive filling over one connected component of sending flows ("subflows":
+// a flow's state while it sends, renewed when a change re-routes it) and ports at a time.
+// All ports start with their capacity and every flow unfrozen; repeatedly the tightest
+// constraint (the port with the least capacity left per unit of unfrozen load through it,
+// each flow weighing its coefficient there, or a flow's own ceiling) fixes the rate of the
+// flows it binds, which then use up their share of every other port they cross. The result
+// is the (weighted) max-min fair allocation. A recomputation is requested by whatever
+// changes (a flow starts or finishes sending, a link or circuit changes) and runs once per
+// instant as one event, after the changes of that instant, over the components that hold
+// them (found by a walk over ports and the flows through them). Flows whose rate did not
+// change keep their completion event; a flow that ends where no other flow has its
+// bottleneck requests nothing (remove_subflow).
+#include "flow/flow_network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+
+#include "engine/check.hpp"
+
+namespace rfabric::flow {
+
+using engine::kNever;
+
+namespace {
+constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
+/// Rates within this relative difference count as unchanged (summation order only).
+constexpr double kRateEps = 1e-12;
+/// Cached path sets kept at most (between topology changes, which clear them).
+constexpr size_t kPathCacheMax = 1 << 18;
+}  // namespace
+
+FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg,
+                         Bytes header_bytes, bool lossless)
+    : eng_(eng), cfg_(cfg), fwd_(spec, cfg) {
+  RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
+           " is outside [256, 65536]");
+  mtu_ = cfg.mtu_bytes;
+  header_ = cfg.header_bytes >= 0 ? cfg.header_bytes : header_bytes;
+  RF_CHECK(header_ >= 0 && header_ < mtu_, "header_bytes ", header_, " must be smaller than mtu_bytes ", mtu_);
+  lossless_ = cfg.lossless >= 0 ? cfg.lossless != 0 : lossless;
+  fwd_.set_per_frame_relays(lossless_);
+  spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
+  kind_base_ = eng_.register_handler(this);
+  for (uint32_t k = 1; k < kNumSub; ++k) eng_.register_handler(this);
+  ports_.resize(fwd_.num_ports());
+  set_capacities();
+}
+
+// ---- paths ----
+
+std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
+                                        bool& reached) const {
+  // Forwarding::path, for the frame with sequence number `seq` (the choices that spread a
+  // flow's frames read it), stopping at a channel that is down.
+  std::vector<uint32_t> out;
+  reached = false;
+  const uint32_t dst_node = fwd_.gpu_node(dst);
+  uint32_t port = fwd_.first_port(src, dst, hash);
+  uint32_t hops = 0;
+  while (port != kNone && out.size() < 64) {
+    const net::Channel& c = fwd_.channel(port);
+    if (!c.up) break;
+    out.push_back(port);
+    hops += fwd_.hop_step(c.peer);
+    if (c.peer == dst_node) {
+      reached = true;
+      break;
+    }
+    const bool descending = fwd_.descends(c.node, c.peer);
+    const uint32_t next =
+        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{});
+    if (next == kNone || next == c.reverse) break;
+    port = next;
+  }
+  return out;
+}
+
+const FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t hash) {
+  const PathKey key{src, dst, hash};
+  if (auto it = path_cache_.find(key); it != path_cache_.end()) return it->second;
+  if (path_cache_.size() >= kPathCacheMax) path_cache_.clear();
+  PathSet ps;
+  std::vector<uint32_t> count;  // per port of ps.ports: samples crossing it
+  uint32_t samples = 0;
+  auto add = [&](const std::vector<uint32_t>& path, bool reached, uint32_t weight) {
+    samples += weight;
+    if (!reached) {
+      ps.reached = false;
+      return;
+    }
+    if (std::find(ps.paths.begin(), ps.paths.end(), path) == ps.paths.end()) ps.paths.push_back(path);
+    for (const uint32_t p : path) {
+      const auto it = std::find(ps.ports.begin(), ps.ports.end(), p);
+      if (it == ps.ports.end()) {
+        ps.ports.push_back(p);
+        count.push_back(weight);
+      } else {
+        count[static_cast<size_t>(it - ps.ports.begin())] += weight;
+      }
+    }
+  };
+  bool r0 = false, r1 = false;
+  const auto p0 = walk(src, dst, hash, 0, r0);
+  const auto p1 = walk(src, dst, hash, 1, r1);
+  if (!spreads_ && p0 == p1 && r0 == r1) {
+    // hashed or D-mod-K routing and no frame-by-frame relay: every frame takes one path
+    add(p0, r0, 1);
+  } else {
+    add(p0, r0, 1);
+    add(p1, r1, 1);
+    for (uint32_t seq = 2; seq < kSamples; ++seq) {
+      bool r = false;
+      const auto p = walk(src, dst, hash, seq, r);
+      add(p, r, 1);
+    }
+  }
+  ps.coef.resize(ps.ports.size());
+  for (size_t i = 0; i < ps.ports.size(); ++i) ps.coef[i] = static_cast<double>(count[i]) / samples;
+  return path_cache_.emplace(key, std::move(ps)).first->second;
+}
+
+std::vector<uint32_t> FlowNetwork::trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const {
+  return fwd_.path(src, dst, flow_hash);
+}
+
+std::pair<SimTime, BitsPerSec> FlowNetwork::path_cost(uint32_t src, uint32_t dst) const {
+  return fwd_.path_cost(trace_path(src, dst, 0));
+}
+
+double FlowNetwork::flow_cap(uint32_t f) const {
+  // Network::line_rate: a flow whose GPU's NIC failed and that leaves the server is paced at
+  // that NIC's rate (its frames spread over the server's other NICs).
+  const uint32_t src = flows_.src[f], nic = fwd_.gpu_nic_port(src);
+  if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[f])) return 0;
+  return static_cast<double>(fwd_.link_rate_bps(fwd_.channel(nic).link));
+}
+
+SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
+  // A lone flow through store-and-forward hops, with its slowest port b as the bottleneck the
+  // fluid moves through: the first frame is serialized on every hop before b (pipeline fill),
+  // the last one on every hop after b (drain), and each hop adds its propagation and the next
+  // node's latency. The fluid's own time covers b.
+  const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
+  const double first = static_cast<double>(std::min(size, pp) + header_);
+  const double last = static_cast<double>((size % pp == 0 ? pp : size % pp) + header_);
+  size_t b = 0;
+  for (size_t h = 1; h < path.size(); ++h)
+    if (fwd_.channel(path[h]).rate_bps < fwd_.channel(path[b]).rate_bps) b = h;
+  SimTime d = 0;
+  for (size_t h = 0; h < path.size(); ++h) {
+    const net::Channel& c = fwd_.channel(path[h]);
+    d += c.prop_ps + fwd_.nodes()[c.peer].latency_ps;
+    if (h == b || c.rate_bps <= 0) continue;
+    const double frame = h < b ? first : last;
+    d += static_cast<SimTime>(std::ceil(frame * kBitsPsPerByte / static_cast<double>(c.rate_bps)));
+  }
+  return d;
+}
+
+// ---- flows ----
+
+uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
+  const uint32_t i = static_cast<uint32_t>(flows_.size());
+  const uint32_t g = num_gpus();
+  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
+  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
+  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
+  RF_CHECK(start_ps >= eng_.now(), "flow ", i, ": start_ps ", start_ps, " is in the past");
+  // the packet Network's hashes, so both backends route a flow alike
+  uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
+  if (ecmp_key != 0) hash = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+  RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
+  flows_.src.push_back(src);
+  flows_.dst.push_back(dst);
+  flows_.size_bytes.push_back(size);
+  flows_.start_ps.push_back(start_ps);
+  flows_.end_ps.push_back(-1);
+  flows_.sent_ps.push_back(-1);
+  flows_.hash.push_back(hash);
+  flow_sub_.push_back(kNone);
+  flow_delay_.push_back(0);
+  return i;
+}
+
+uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
+  const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key);
+  if (start_ps == eng_.now() && size > 0) {
+    start_flow(i);  // (starting calls no observer: safe inside its callbacks)
+  } else {
+    eng_.schedule(start_ps, i, kind_base_ + kStart);
+  }
+  return i;
+}
+
+void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
+                            const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
+  RF_CHECK(flows_.size() == 0, "flows were already added");
+  const size_t f = src.size();
+  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
+  for (size_t i = 0; i < f; ++i) {
+    const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0);
+    eng_.schedule(start[i], id, kind_base_ + kStart);
+  }
+}
+
+void FlowNetwork::start_flow(uint32_t f) {
+  const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
+  const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
+  new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), wire);
+}
+
+uint32_t FlowNetwork::new_subflow(uint32_t f, const PathSet& ps, double bytes) {
+  uint32_t s;
+  if (!free_subs_.empty()) {
+    s = free_subs_.back();
+    free_subs_.pop_back();
+  } else {
+    s = static_cast<uint32_t>(subs_.size());
+    subs_.emplace_back();
+  }
+  Subflow& sf = subs_[s];
+  sf.flow = f;
+  sf.active = true;
+  sf.blocked = !ps.reached || ps.ports.empty();
+  sf.remaining = bytes;
+  sf.rate = 0;
+  sf.cap = flow_cap(f);
+  sf.last = eng_.now();
+  sf.finish_at = -1;
+  sf.bneck = kNone;
+  sf.ports = ps.ports;
+  sf.coef = ps.coef;
+  sf.slot.assign(ps.ports.size(), 0);
+  sf.active_pos = static_cast<uint32_t>(active_.size());
+  active_.push_back(s);
+  flow_sub_[f] = s;
+  SimTime delay = 0;
+  for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
+  flow_delay_[f] = delay;
+  ++counters_.subflows;
+  if (sf.blocked) {
+    ++counters_.blocked;
+  } else {
+    attach(s);
+    dirty_sub(s);
+  }
+  return s;
+}
+
+void FlowNetwork::attach(uint32_t s) {
+  Subflow& sf = subs_[s];
+  for (uint32_t h = 0; h < sf.ports.size(); ++h) {
+    auto& list = ports_[sf.ports[h]].subs;
+    sf.slot[h] = static_cast<uint32_t>(list.size());
+    list.emplace_back(s, h);
+  }
+}
+
+void FlowNetwork::detach(uint32_t s) {
+  Subflow& sf = subs_[s];
+  for (uint32_t h = 0; h < sf.ports.size(); ++h) {
+    auto& list = ports_[sf.ports[h]].subs;
+    const uint32_t at = sf.slot[h];
+    const auto moved = list.back();
+    list[at] = moved;
+    subs_[moved.first].slot[moved.second] = at;
+    list.pop_back();
+  }
+}
+
+void FlowNetwork::settle(uint32_t s) {
+  Subflow& sf = subs_[s];
+  const SimTime now = eng_.now();
+  if (sf.rate > 0 && now > sf.last) {
+    const double bytes = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
+    sf.remaining -= bytes;
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].bytes += bytes * sf.coef[h];
+  }
+  sf.last = now;
+}
+
+void FlowNetwork::remove_subflow(uint32_t s) {
+  // A flow leaving frees capacity only where it was; a flow g whose bottleneck port (its
+  // saturated port, where its rate is the largest) is not among them keeps that bottleneck,
+  // so the allocation without the leaver is still max-min fair when no flow left on its ports
+  // has its bottleneck there: no recomputation then (a flow's bottleneck characterises a
+  // max-min allocation: feasible, and every flow has one).
+  Subflow& sf = subs_[s];
+  if (!sf.blocked) {
+    detach(s);
+    bool quiet = true;
+    for (const uint32_t p : sf.ports) {
+      for (const auto& [g, h] : ports_[p].subs)
+        if (subs_[g].bneck == p) {
+          dirty_port(p);
+          quiet = false;
+          break;
+        }
+    }
+    counters_.quiet_ends += quiet;
+  }
+  const uint32_t pos = sf.active_pos, last = active_.back();
+  active_[pos] = last;
+  subs_[last].active_pos = pos;
+  active_.pop_back();
+  sf.active = false;
+  sf.finish_at = -1;
+  sf.ports.clear();
+  sf.coef.clear();
+  sf.slot.clear();
+  flow_sub_[sf.flow] = kNone;
+  free_subs_.push_back(s);
+}
+
+void FlowNetwork::subflow_sent(uint32_t s) {
+  settle(s);
+  const uint32_t f = subs_[s].flow;
+  remove_subflow(s);
+  flow_sent(f);
+}
+
+void FlowNetwork::flow_sent(uint32_t f) {
+  flows_.sent_ps[f] = eng_.now();
+  eng_.schedule(eng_.now() + flow_delay_[f], f, kind_base_ + kDone);
+  if (observer_ != nullptr) observer_->on_flow_sent(f);
+}
+
+// ---- rates ----
+
+void FlowNetwork::dirty_port(uint32_t p) {
+  seed_ports_.push_back(p);
+  request_recompute();
+}
+
+void FlowNetwork::dirty_sub(uint32_t s) {
+  seed_subs_.push_back(s);
+  request_recompute();
+}
+
+void FlowNetwork::request_recompute() {
+  if (recompute_pending_) return;
+  recompute_pending_ = true;
+  eng_.schedule(eng_.now(), 0, kind_base_ + kRecompute);
+}
+
+void FlowNetwork::recompute() {
+  recompute_pending_ = false;
+  ++counters_.recomputes;
+  const uint64_t mark = ++mark_;
+  std::vector<uint32_t> comp_subs, comp_ports;
+  auto visit_port = [&](uint32_t p) {
+    if (ports_[p].mark == mark) return;
+    ports_[p].mark = mark;
+    comp_ports.push_back(p);
+  };
+  auto visit_sub = [&](uint32_t s) {
+    Subflow& sf = subs_[s];
+    if (!sf.active || sf.blocked || sf.mark == mark) return;
+    sf.mark = mark;
+    comp_subs.push_back(s);
+    for (const uint32_t p : sf.ports) visit_port(p);
+  };
+  for (const uint32_t s : seed_subs_) visit_sub(s);
+  for (const uint32_t p : seed_ports_) visit_port(p);
+  seed_subs_.clear();
+  seed_ports_.clear();
+  for (size_t i = 0; i < comp_ports.size(); ++i)
+    for (const auto& [s, h] : ports_[comp_ports[i]].subs) visit_sub(s);
+  if (comp_subs.empty()) return;
+  counters_.component_subflows += comp_subs.size();
+  counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
+  for (const uint32_t s : comp_subs) settle(s);
+  water_fill(comp_subs, comp_ports);
+  const SimTime now = eng_.now();
+  for (const uint32_t s : comp_subs) {
+    Subflow& sf = subs_[s];
+    sf.bneck = sf.next_bneck;
+    const double r = sf.next_rate;
+    if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
+    sf.rate = r;
+    ++counters_.rate_updates;
+    if (r <= 0) {
+      sf.finish_at = -1;
+      continue;
+    }
+    const double ps = std::ceil(sf.remaining * kBitsPsPerByte / r);
+    sf.finish_at = now + static_cast<SimTime>(std::min(ps, 4e18));
+    eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
+  }
+}
+
+void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
+  // Progressive filling with weights: raising every unfrozen flow's rate to L takes
+  // L x (their coefficients' sum) of a port, so the port fills at L = left / load. The
+  // fill goes in increasing L, and freezing a flow at the current (smallest) L can only
+  // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
+  // L <= left / load), so a heap entry is never above its port's level: an entry that
+  // comes up below it is pushed again at the new level, and freezing pushes nothing.
+  using Entry = std::pair<double, uint32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  for (const uint32_t p : ports) {
+    PortState& ps = ports_[p];
+    ps.left = ps.capacity;
+    ps.load = 0;
+    ps.unfrozen = static_cast<uint32_t>(ps.subs.size());
+  }
+  std::vector<uint32_t> capped;
+  for (const uint32_t s : subs) {
+    Subflow& sf = subs_[s];
+    sf.frozen = false;
+    sf.next_rate = 0;
+    sf.next_bneck = kNone;
+    if (sf.cap > 0) capped.push_back(s);
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].load += sf.coef[h];
+  }
+  for (const uint32_t p : ports) {
+    const PortState& ps = ports_[p];
+    if (ps.unfrozen > 0) heap.emplace(ps.left / ps.load, p);
+  }
+  std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return subs_[a].cap < subs_[b].cap; });
+  size_t next_cap = 0;
+  size_t left = subs.size();
+  auto level_of = [&](const PortState& ps) { return ps.left / ps.load; };
+  auto freeze = [&](uint32_t s, double rate, uint32_t bneck) {
+    Subflow& sf = subs_[s];
+    sf.frozen = true;
+    sf.next_rate = rate;
+    sf.next_bneck = bneck;
+    --left;
+    for (size_t h = 0; h < sf.ports.size(); ++h) {
+      const uint32_t p = sf.ports[h];
+      PortState& ps = ports_[p];
+      ps.left = std::max(0.0, ps.left - rate * sf.coef[h]);
+      if (--ps.unfrozen > 0) {
+        ps.load = std::max(ps.load - sf.coef[h], 1e-300);
+      } else {
+        ps.load = 0;
+      }
+    }
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  while (left > 0) {
+    while (!heap.empty()) {
+      const auto [level, p] = heap.top();
+      const PortState& ps = ports_[p];
+      if (ps.unfrozen > 0 && level == level_of(ps)) break;
+      heap.pop();
+      if (ps.unfrozen > 0) heap.emplace(level_of(ps), p);  // risen since pushed
+    }
+    while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
+    const double port_level = heap.empty() ? kInf : heap.top().first;
+    const double cap = next_cap < capped.size() ? subs_[capped[next_cap]].cap : kInf;
+    if (cap < port_level) {
+      freeze(capped[next_cap], cap, kNone);
+      continue;
+    }
+    if (heap.empty()) break;  // (every flow crosses a port: not reached)
+    const uint32_t p = heap.top().second;
+    heap.pop();
+    // (freeze() pushes fresh entries; the port's own list is not changed by it)
+    for (const auto& [s, h] : ports_[p].subs)
+      if (!subs_[s].frozen) freeze(s, port_level, p);
+  }
+}
+
+void FlowNetwork::set_capacities() {
+  for (uint32_t p = 0; p < ports_.size(); ++p) {
+    PortState& ps = ports_[p];
+    if (ps.capacity > 0) ps.busy_ps += (ps.bytes - ps.bytes_mark) * kBitsPsPerByte / ps.capacity;
+    ps.bytes_mark = ps.bytes;
+    const net::Channel& c = fwd_.channel(p);
+    ps.capacity = c.up && !c.inert ? static_cast<double>(c.rate_bps) : 0.0;
+  }
+}
+
+// ---- topology ----
+
+void FlowNetwork::topology_changed() {
+  for (const uint32_t s : active_) settle(s);
+  fwd_.update_channels(eng_.now());
+  fwd_.rebuild();
+  path_cache_.clear();
+  set_capacities();
+  // Re-path every flow still sending whose paths changed, with the bytes it has left; in
+  // order of flow id, so the outcome does not depend on slot reuse.
+  std::vector<uint32_t> sending;
+  sending.reserve(active_.size());
+  for (const uint32_t s : active_) sending.push_back(subs_[s].flow);
+  std::sort(sending.begin(), sending.end());
+  for (const uint32_t f : sending) {
+    const uint32_t s = flow_sub_[f];
+    const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+    const Subflow& sf = subs_[s];
+    const bool blocked = !ps.reached || ps.ports.empty();
+    if (sf.blocked == blocked && sf.ports == ps.ports && sf.coef == ps.coef) {
+      if (!blocked) dirty_sub(s);
+      continue;
+    }
+    const double left = sf.remaining;
+    remove_subflow(s);
+    ++counters_.reroutes;
+    new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), left);
+  }
+  // capacities changed too: every component is recomputed
+  for (uint32_t p = 0; p < ports_.size(); ++p)
+    if (!ports_[p].subs.empty()) seed_ports_.push_back(p);
+  request_recompute();
+}
+
+void FlowNetwork::schedule_link_state(uint32_t link, SimTime t, bool up) {
+  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
+  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
+  link_changes_.push_back({t, link, up});
+  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
+}
+
+void FlowNetwork::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
+                                std::vector<uint32_t> b, SimTime dark_ps) {
+  RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
+  RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
+  Plan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
+  fwd_.check_plan(plan.circuits);
+  plans_.push_back(std::move(plan));
+  eng_.schedule(t, static_cast<uint32_t>(plans_.size() - 1), kind_base_ + kPlan);
+}
+
+void FlowNetwork::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                                 SimTime dark_ps) {
+  RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
+  Plan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
+  fwd_.check_plan(plan.circuits);
+  plans_.push_back(std::move(plan));
+  on_event(engine::Event{eng_.now(), static_cast<uint32_t>(plans_.size() - 1), kind_base_ + kPlan});
+}
+
+void FlowNetwork::on_event(const engine::Event& ev) {
+  switch (ev.kind - kind_base_) {
+    case kStart: {
+      const uint32_t f = ev.target;
+      if (flows_.size_bytes[f] == 0) {
+        flows_.sent_ps[f] = flows_.end_ps[f] = eng_.now();
+        ++counters_.flows_done;
+        if (observer_ != nullptr) observer_->on_flow_sent(f);
+        if (observer_ != nullptr) observer_->on_flow_done(f);
+      } else {
+        start_flow(f);
+      }
+      break;
+    }
+    case kSent: {
+      const Subflow& sf = subs_[ev.target];
+      if (sf.active && sf.finish_at == ev.time) subflow_sent(ev.target);
+      break;
+    }
+    case kDone: {
+      const uint32_t f = ev.target;
+      flows_.end_ps[f] = eng_.now();
+      ++counters_.flows_done;
+      if (observer_ != nullptr) observer_->on_flow_done(f);
+      break;
+    }
+    case kRecompute:
+      recompute();
+      break;
+    case kLinkState: {
+      const LinkChange& c = link_changes_[ev.target];
+      if (fwd_.link_up(c.link) == c.up) break;
+      fwd_.set_link_up(c.link, c.up);
+      topology_changed();
+      break;
+    }
+    case kPlan: {
+      const Plan& plan = plans_[ev.target];
+      const SimTime now = eng_.now();
+      const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
+      circuit_log_.push_back({now, ev.target, added, removed, plan.dark_ps});
+      topology_changed();
+      if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, ev.target, kind_base_ + kLight);
+      break;
+    }
+    case kLight:
+      fwd_.circuits_lit();
+      topology_changed();
+      break;
+    default:
+      break;
+  }
+}
+
+// ---- results ----
+
+std::vector<Bytes> FlowNetwork::sent_bytes() const {
+  const SimTime now = eng_.now();
+  std::vector<double> left(flows_.size(), 0);
+  for (const uint32_t s : active_) {
+    const Subflow& sf = subs_[s];
+    const double moved = sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte;
+    left[sf.flow] += std::max(0.0, sf.remaining - moved);
+  }
+  std::vector<Bytes> out(flows_.size(), 0);
+  const Bytes pp = payload_per_packet();
+  for (size_t f = 0; f < out.size(); ++f) {
+    const Bytes size = flows_.size_bytes[f];
+    if (flows_.sent_ps[f] >= 0) {
+      out[f] = size;
+    } else if (flow_sub_[f] != kNone) {
+      const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
+      out[f] = static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left[f] / wire)));
+    }
+  }
+  return out;
+}
+
+std::vector<double> FlowNetwork::port_bytes() const {
+  std::vector<double> out(ports_.size());
+  for (size_t p = 0; p < ports_.size(); ++p) out[p] = ports_[p].bytes;
+  const SimTime now = eng_.now();
+  for (const uint32_t s : active_) {
+    const Subflow& sf = subs_[s];
+    const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
+    for (size_t h = 0; h < sf.ports.size(); ++h) out[sf.ports[h]] += moved * sf.coef[h];
+  }
+  return out;
+}
+
+std::vector<double> FlowNetwork::port_busy_ps() const {
+  const auto bytes = port_bytes();
+  std::vector<double> out(ports_.size());
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const PortState& ps = ports_[p];
+    out[p] = ps.busy_ps + (ps.capacity > 0 ? (bytes[p] - ps.bytes_mark) * kBitsPsPerByte / ps.capacity : 0.0);
+  }
+  return out;
+}
+
+size_t FlowNetwork::blocked_subflows() const {
+  size_t n = 0;
+  for (const uint32_t s : active_) n += subs_[s].blocked;
+  return n;
+}
+
+std::vector<double> FlowNetwork::flow_rates() const {
+  std::vector<double> out(flows_.size(), 0);
+  for (const uint32_t s : active_) out[subs_[s].flow] = subs_[s].rate;
+  return out;
+}
+
+}  // namespace rfabric::flow

@@ -1,0 +1,257 @@
+// flow_network.hpp: the flow-level backend. Flows share the ports (link directions) on their
+// paths by max-min fairness, computed by progressive filling (water-filling); rates change
+// only when a flow starts or finishes sending, or a link or circuit changes, and each change
+// recomputes only the connected component of flows that share ports with the ones affected.
+//
+// What it takes from the packet engine, unchanged: the forwarding layer (net::Forwarding:
+// topology, channel states, circuits, routing tables, relays around failed NICs, PXN, host
+// forwarding), so a flow's path is the one the packet engine's frames take; the engine's
+// event queue; and the collective executor, which drives it through net::FlowFabric exactly
+// as it drives the packet Network.
+//
+// The model, per flow:
+//  * wire bytes = payload + one header per frame (frames = ceil(payload / (MTU - header)));
+//  * paths: the forwarding path for the flow's ECMP hash. Where the packet engine spreads a
+//    flow's frames (per-packet spraying, adaptive and multipath routing, frame-by-frame relays
+//    around a failed NIC) the flow's frames are split evenly over the paths its first
+//    kSamples frames would take on an idle fabric: a port that a fraction c of them cross
+//    carries c x the flow's rate (its coefficient), and the flow moves as one, so all its
+//    paths finish together, as evenly sprayed frames do;
+//  * its rate is its max-min fair share, the coefficients weighting what it takes of each
+//    port (progressive filling with weights); a flow relayed around its failed NIC is capped
+//    at that NIC's rate, as Network::line_rate caps it;
+//  * the last byte reaches the destination a fixed delay after the fluid is through: the
+//    path's propagation and node latencies, plus store-and-forward as a lone flow has it with
+//    the path's slowest port as its bottleneck (the first frame's serialization on each hop
+//    before it, the last frame's on each hop after it);
+//  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
+//    with no way round) has rate 0 until the next topology change re-routes it (the packet
+//    engine holds those frames, and the flow cannot end without them).
+// Not modelled: queues, PFC, ECN, congestion control dynamics (DCQCN's ramp, DCTCP's window),
+// losses and retransmissions, load-aware routing (adaptive and multipath choices see an idle
+// fabric).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/rng.hpp"
+#include "net/fabric.hpp"
+#include "net/forwarding.hpp"
+#include "net/spec.hpp"
+
+namespace rfabric::flow {
+
+using engine::BitsPerSec;
+using engine::Bytes;
+using engine::SimTime;
+using net::kNone;
+
+/// Per-flow records, struct-of-arrays (they become result columns).
+struct FlowRecords {
+  std::vector<uint32_t> src, dst;
+  std::vector<Bytes> size_bytes;
+  std::vector<SimTime> start_ps, end_ps;
+  std::vector<SimTime> sent_ps;  ///< when its last byte left the source (-1: not yet)
+  std::vector<uint32_t> hash;
+  size_t size() const { return src.size(); }
+};
+
+struct FlowCounters {
+  uint64_t flows_done = 0;
+  uint64_t recomputes = 0;        ///< max-min recomputations (one per batch of changes at one instant)
+  uint64_t rate_updates = 0;      ///< subflow rates that changed in a recomputation
+  uint64_t subflows = 0;          ///< subflows ever started
+  uint64_t max_component = 0;     ///< most subflows in one recomputed component
+  uint64_t component_subflows = 0;  ///< subflows recomputed, summed over recomputations
+  uint64_t blocked = 0;           ///< subflows ever left without a path (rate 0 until a change)
+  uint64_t reroutes = 0;          ///< active subflows moved to a new path by a topology change
+  uint64_t quiet_ends = 0;        ///< flows that finished sending without a recomputation
+                                  ///< (no other flow had its bottleneck on their ports)
+};
+
+class FlowNetwork final : public engine::Handler, public net::FlowFabric {
+ public:
+  /// `header_bytes`, `lossless`: the transport's (proto::transport_traits), used where the
+  /// config leaves them at -1.
+  FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg,
+              Bytes header_bytes, bool lossless);
+
+  // ---- net::FlowFabric ----
+  engine::Engine& engine() override { return eng_; }
+  SimTime now() const override { return eng_.now(); }
+  uint32_t num_gpus() const override { return fwd_.num_gpus(); }
+  int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
+  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0) override;
+  void set_observer(net::FlowObserver* observer) override { observer_ = observer; }
+  Bytes payload_per_packet() const override { return mtu_ - header_; }
+  std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
+  std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
+  BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
+  size_t num_flows() const override { return flows_.size(); }
+
+  /// Add flows (GPU ids, bytes, ps) before the first run.
+  void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
+                 const std::vector<Bytes>& size, const std::vector<SimTime>& start);
+  void schedule_link_state(uint32_t link, SimTime t, bool up);
+  void schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                     SimTime dark_ps);
+  void apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
+                      SimTime dark_ps);
+  struct CircuitChange {
+    SimTime time_ps;
+    uint32_t plan_id, added, removed;
+    SimTime dark_ps;
+  };
+  const std::vector<CircuitChange>& circuit_log() const { return circuit_log_; }
+  std::vector<uint32_t> current_circuits() const { return fwd_.current_circuits(); }
+  std::vector<SimTime> current_circuits_lit_at() const { return fwd_.current_circuits_lit_at(); }
+
+  void on_event(const engine::Event& ev) override;
+
+  // ---- results ----
+  const FlowRecords& flows() const { return flows_; }
+  const FlowCounters& counters() const { return counters_; }
+  /// Payload bytes of each flow that have left its source by now (the fluid's progress; all of
+  /// them once it is done). A flow's bytes reach its destination its path delay later.
+  std::vector<Bytes> sent_bytes() const;
+  /// Wire bytes (headers included) each port has carried by now, and the time it spent
+  /// carrying them at its rate.
+  std::vector<double> port_bytes() const;
+  std::vector<double> port_busy_ps() const;
+  uint32_t num_ports() const { return fwd_.num_ports(); }
+  uint32_t num_links() const { return fwd_.num_links(); }
+  const net::Forwarding& forwarding() const { return fwd_; }
+  bool lossless() const { return lossless_; }
+  Bytes header_bytes() const { return header_; }
+  /// Subflows currently active, and how many of them have no path.
+  size_t active_subflows() const { return active_.size(); }
+  size_t blocked_subflows() const;
+  /// Current rate (bit/s) of every flow: the sum of its subflows' (0 when not sending).
+  std::vector<double> flow_rates() const;
+
+  /// Frames of a flow whose paths are sampled where the packet engine spreads them.
+  static constexpr uint32_t kSamples = 56;  // divisible by 1, 2, 4, 7 and 8 (NICs of a server)
+
+ private:
+  enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
+
+  /// A flow while it sends (the struct keeps the name from when a flow had one per path: now
+  /// it has one, replaced by a new one when a topology change re-routes it).
+  struct Subflow {
+    uint32_t flow = kNone;
+    bool active = false;
+    bool blocked = false;  ///< no path to the destination now
+    double remaining = 0;  ///< wire bytes left to send
+    double rate = 0;       ///< bit/s
+    double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
+    SimTime last = 0;      ///< when remaining was last settled
+    SimTime finish_at = -1;
+    uint32_t active_pos = 0;      ///< index in active_
+    std::vector<uint32_t> ports;  ///< every port its paths cross, once
+    std::vector<double> coef;     ///< per port: the share of its frames crossing it
+    std::vector<uint32_t> slot;   ///< position in each port's list
+    // water-filling scratch
+    /// The port whose saturation fixes its rate (kNone: its own cap, or not computed yet).
+    /// While it holds, no change elsewhere can raise the rate: see remove_subflow.
+    uint32_t bneck = kNone;
+    uint64_t mark = 0;
+    bool frozen = false;
+    double next_rate = 0;
+    uint32_t next_bneck = kNone;
+  };
+  struct PortState {
+    std::vector<std::pair<uint32_t, uint32_t>> subs;  ///< (subflow, hop index)
+    double capacity = 0;                              ///< bit/s, 0 while down
+    double bytes = 0;        ///< wire bytes carried
+    double busy_ps = 0;      ///< time busy up to the last capacity change, when bytes was
+    double bytes_mark = 0;   ///< bytes_mark (busy time since: the bytes after it at capacity)
+    uint64_t mark = 0;
+    // water-filling scratch
+    double left = 0;
+    double load = 0;        ///< sum of the unfrozen flows' coefficients
+    uint32_t unfrozen = 0;  ///< how many (load is exactly 0 with them gone)
+  };
+  /// Paths of one (src, dst, hash), valid until the next topology change.
+  struct PathSet {
+    std::vector<std::vector<uint32_t>> paths;  ///< distinct paths that reach the destination
+    std::vector<uint32_t> ports;               ///< the ports they cross, in order of first use
+    std::vector<double> coef;                  ///< per port: share of the samples crossing it
+    bool reached = true;                       ///< every sample reaches the destination
+  };
+
+  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key);
+  const PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
+  /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst.
+  std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached) const;
+  void start_flow(uint32_t f);
+  uint32_t new_subflow(uint32_t f, const PathSet& ps, double bytes);
+  void remove_subflow(uint32_t s);
+  void attach(uint32_t s);
+  void detach(uint32_t s);
+  void settle(uint32_t s);
+  void subflow_sent(uint32_t s);
+  void flow_sent(uint32_t f);
+  void dirty_port(uint32_t p);
+  void dirty_sub(uint32_t s);
+  void request_recompute();
+  void recompute();
+  void water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
+  void topology_changed();
+  void set_capacities();
+  double flow_cap(uint32_t f) const;
+  SimTime flow_delay(uint32_t f, const std::vector<uint32_t>& path) const;
+
+  engine::Engine& eng_;
+  net::EngineConfig cfg_;
+  net::Forwarding fwd_;
+  uint32_t kind_base_ = 0;
+  Bytes mtu_ = 0, header_ = 0;
+  bool lossless_ = true;
+  bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
+
+  FlowRecords flows_;
+  std::vector<uint32_t> flow_sub_;  ///< per flow: its subflow while it sends (kNone otherwise)
+  std::vector<SimTime> flow_delay_;       ///< per flow: sent -> delivered
+  std::vector<Subflow> subs_;
+  std::vector<uint32_t> free_subs_;
+  std::vector<uint32_t> active_;  ///< live subflows
+  std::vector<PortState> ports_;
+  struct PathKey {
+    uint32_t src, dst, hash;
+    bool operator==(const PathKey&) const = default;
+  };
+  struct PathKeyHash {
+    size_t operator()(const PathKey& k) const {
+      return static_cast<size_t>(engine::mix64((uint64_t{k.src} << 40) ^ (uint64_t{k.dst} << 20) ^ k.hash ^
+                                               (uint64_t{k.hash} << 44)));
+    }
+  };
+  std::unordered_map<PathKey, PathSet, PathKeyHash> path_cache_;
+
+  // recomputation: seeds of the component(s) to recompute
+  std::vector<uint32_t> seed_ports_, seed_subs_;
+  bool recompute_pending_ = false;
+  uint64_t mark_ = 0;
+
+  struct LinkChange {
+    SimTime t;
+    uint32_t link;
+    bool up;
+  };
+  std::vector<LinkChange> link_changes_;
+  struct Plan {
+    net::Forwarding::Plan circuits;
+    SimTime dark_ps;
+  };
+  std::vector<Plan> plans_;
+  std::vector<CircuitChange> circuit_log_;
+
+  net::FlowObserver* observer_ = nullptr;
+  FlowCounters counters_;
+};
+
+}  // namespace rfabric::flow

@@ -1,0 +1,51 @@
+// fabric.hpp: what the collective executor needs of a network, whichever backend moves the
+// bytes: the packet Network (net/network.hpp) or the flow-level model (flow/flow_network.hpp).
+// Flows are created with create_flow and reported back through a FlowObserver; paths, rates
+// and latencies come from the same forwarding layer in both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "net/spec.hpp"
+
+namespace rfabric::net {
+
+/// Told when a flow's last byte reaches its destination (the collective executor).
+class FlowObserver {
+ public:
+  virtual ~FlowObserver() = default;
+  virtual void on_flow_done(uint32_t flow) = 0;
+  /// The flow's last byte left its source NIC (the NIC may start the connection's next message).
+  virtual void on_flow_sent(uint32_t /*flow*/) {}
+};
+
+class FlowFabric {
+ public:
+  virtual ~FlowFabric() = default;
+  virtual engine::Engine& engine() = 0;
+  virtual SimTime now() const = 0;
+  virtual uint32_t num_gpus() const = 0;
+  /// Server of a GPU (from the spec), for locality-aware collectives.
+  virtual int32_t gpu_server(uint32_t gpu) const = 0;
+  /// Create one flow during a run, starting at `start_ps` (>= now); returns its id. Flows with
+  /// the same nonzero `ecmp_key` (one connection) hash alike, so keep one ECMP path.
+  virtual uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps,
+                               uint64_t ecmp_key = 0) = 0;
+  virtual void set_observer(FlowObserver* observer) = 0;
+  /// Payload bytes per full frame (MTU minus headers).
+  virtual Bytes payload_per_packet() const = 0;
+  /// Latency (ps) and slowest rate (bit/s) of the current path from GPU src to GPU dst.
+  virtual std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const = 0;
+  /// Ports (link directions) a frame from src to dst crosses for ECMP hash `flow_hash`.
+  virtual std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const = 0;
+  /// Current rate of a port (bit/s).
+  virtual BitsPerSec port_rate_bps(uint32_t port) const = 0;
+  /// Flows created so far (ids are 0 .. num_flows() - 1).
+  virtual size_t num_flows() const = 0;
+};
+
+}  // namespace rfabric::net

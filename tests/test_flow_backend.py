@@ -1,0 +1,303 @@
+"""backend="flow": max-min fair rates against exact solutions, conservation, determinism,
+agreement with the packet backend on bulk collectives, and topology changes mid-run."""
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+from conftest import tiny_rl_trace
+
+import rfabric as rf
+from rfabric.spec import CircuitTable
+
+G = 1e9
+MB = 10**6
+
+
+class LoneGpus(rf.Topology):
+    """GPUs outside any server on a chain of packet switches: ``attach[g]`` is GPU g's switch,
+    ``nic_gbps[g]`` its NIC rate, ``chain_gbps[i]`` the rate of the link from switch i to i+1."""
+
+    family = "flow_lone_gpus_test"
+
+    def __init__(self, attach, nic_gbps, chain_gbps):
+        super().__init__(len(attach), "200Gbps", gpus_per_server=1)
+        self.attach, self.nic_gbps, self.chain_gbps = attach, nic_gbps, chain_gbps
+
+    def build(self, net):
+        gpu = net.add_nodes("gpu", self.gpus)
+        sw = net.add_nodes("eps", len(self.chain_gbps) + 1, prefix="sw")
+        for g in range(self.gpus):
+            net.add_links(gpu[g], sw[self.attach[g]], rate=int(self.nic_gbps[g] * G), kind="nic")
+        for i, r in enumerate(self.chain_gbps):
+            net.add_links(sw[i], sw[i + 1], rate=int(r * G), kind="chain")
+
+
+def rates_at_start(fab, flows, **kw):
+    """Each flow's max-min rate (bit/s, wire bytes) once all have started."""
+    sim = rf.Simulation(fab, flows, backend="flow", **kw)
+    sim.run("1us")
+    return sim.engine.flow_rates()
+
+
+def reference_max_min(paths, capacity):
+    """Progressive filling written out plainly: raise every unfrozen flow's rate together
+    until a link fills; freeze the flows through it; repeat."""
+    n = len(paths)
+    rate = np.zeros(n)
+    frozen = np.zeros(n, bool)
+    left = dict(capacity)
+    while not frozen.all():
+        users = {}
+        for i in np.flatnonzero(~frozen):
+            for p in paths[i]:
+                users.setdefault(p, []).append(i)
+        share, port = min((left[p] / len(u), p) for p, u in users.items())
+        for i in users[port]:
+            rate[i] = share
+            frozen[i] = True
+            for p in paths[i]:
+                left[p] -= share
+    return rate
+
+
+def test_dumbbell_is_the_exact_max_min():
+    # GPUs 0-3 on switch 0, 4-7 on switch 1, a 100 Gb/s trunk; GPU 3's NIC is 10 Gb/s.
+    # Left to right: GPU 3 keeps its 10, the other three share the remaining 90; right to
+    # left the lone flow takes the whole trunk.
+    nic = [200, 200, 200, 10, 200, 200, 200, 200]
+    fab = LoneGpus([0, 0, 0, 0, 1, 1, 1, 1], nic, [100])
+    flows = rf.Flows([0, 1, 2, 3, 4], [4, 5, 6, 7, 0], [100 * MB] * 5)
+    r = rates_at_start(fab, flows) / G
+    np.testing.assert_allclose(r, [30, 30, 30, 10, 100], rtol=1e-12)
+
+
+def test_parking_lot_is_the_exact_max_min():
+    # Switches 0-1-2-3 joined by 100, 60 and 100 Gb/s; one flow end to end and one per link.
+    # The 60 Gb/s link splits evenly (30 + 30); the short flows on the outer links take
+    # what the long flow leaves (70).
+    fab = LoneGpus([0, 3, 0, 1, 1, 2, 2, 3], [200] * 8, [100, 60, 100])
+    flows = rf.Flows([0, 2, 4, 6], [1, 3, 5, 7], [100 * MB] * 4)
+    r = rates_at_start(fab, flows) / G
+    np.testing.assert_allclose(r, [30, 70, 30, 70], rtol=1e-12)
+
+
+@pytest.mark.parametrize("oversubscription", [1, 3])
+def test_fat_tree_permutation_is_the_exact_max_min(oversubscription):
+    # A random GPU derangement (D-mod-K collides on uplinks) on the 128-GPU fat-tree: every
+    # flow's rate is the max-min solution over its forwarding path, computed independently.
+    fab = rf.topologies.FatTree(128, oversubscription=oversubscription)
+    rng = np.random.default_rng(7)
+    while True:
+        dst = rng.permutation(128)
+        if np.all(dst != np.arange(128)):
+            break
+    flows = rf.Flows(np.arange(128), dst, [64 * MB] * 128)
+    got = rates_at_start(fab, flows)
+    fwd = rf.Forwarding(fab)
+    spec = fab.to_spec()
+    paths = [fwd.ports(s, d).tolist() for s, d in zip(range(128), dst, strict=True)]
+    cap = {p: float(spec.links.rate_bps[p // 2]) for path in paths for p in path}
+    want = reference_max_min(paths, cap)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert len(np.unique(np.round(want / G, 6))) > 1  # not every flow at one rate
+
+
+def test_lone_flow_and_headers_match_the_packet_backend():
+    # A lone flow: its time is its wire bytes (payload + a header per frame) at the
+    # bottleneck plus the path's latencies and store-and-forward; the packet engine's lone
+    # RoCE flow (which starts at line rate) is the oracle. DCTCP's slow start makes its lone
+    # flow 2% slower in packets, which the flow model does not have. Both backends take the
+    # transport's header size.
+    fab = LoneGpus([0, 1], [200, 200], [100])
+    for transport in ("roce", "dctcp"):
+        flows = rf.Flows([0], [1], [8 * MB])
+        pk = rf.simulate(fab, flows, transport=transport)
+        fl = rf.simulate(fab, flows, transport=transport, backend="flow")
+        assert fl.run["header_bytes"] == pk.run["header_bytes"]
+        assert fl.run["lossless"] == pk.run["lossless"]
+        frames = -(-8 * MB // (9216 - fl.run["header_bytes"]))
+        wire = 8 * MB + frames * fl.run["header_bytes"]
+        assert fl.links["bytes"].to_numpy()[0] == wire  # GPU 0 -> switch 0
+        if transport == "roce":
+            assert fl.fct_ps[0] == pytest.approx(pk.fct_ps[0], rel=1e-4)
+
+
+def test_bytes_are_conserved_on_every_port():
+    # Every port carries exactly the wire bytes of the flows whose paths cross it, at the end
+    # and part-way (the fluid integrated over every rate change); every finished flow
+    # delivered its payload.
+    fab = rf.topologies.FatTree(64, oversubscription=3)
+    rng = np.random.default_rng(3)
+    n = 200
+    src = rng.integers(0, 64, n)
+    dst = (src + rng.integers(1, 64, n)) % 64
+    size = rng.integers(1, 8 * MB, n)
+    start = rng.integers(0, 200_000_000, n)
+    flows = rf.Flows(src, dst, size, start)
+    sim = rf.Simulation(fab, flows, backend="flow")
+    sim.run("150us")
+    sent = sim.delivered_bytes()
+    assert np.all((sent >= 0) & (sent <= size)) and 0 < sent.sum() < size.sum()
+    sim.run()
+    res = sim.results()
+    assert res.complete and not res.run["unroutable"]
+    np.testing.assert_array_equal(res.flows["delivered_bytes"].to_numpy(), size)
+    header = res.run["header_bytes"]
+    wire = size + -(-size // (9216 - header)) * header
+    fwd = rf.Forwarding(fab)
+    want = np.zeros(2 * fab.to_spec().num_links)
+    for s, d, w in zip(src, dst, wire, strict=True):
+        want[fwd.ports(int(s), int(d))] += w
+    got = np.zeros_like(want)
+    links = res.links
+    got[2 * links["link_id"].to_numpy() + links["direction"].to_numpy()] = links["bytes"].to_numpy()
+    np.testing.assert_allclose(got, want, atol=1)
+    assert res.links["packets"].null_count == len(res.links)  # packet-only: null
+    for key in rf.results.PACKET_ONLY_RUN_KEYS:
+        assert res.run[key] is None, key
+
+
+def test_same_seed_same_results():
+    trace = tiny_rl_trace(iterations=1)
+    fab = rf.topologies.RFabric(64)
+    a = rf.simulate(fab, trace, backend="flow", seed=5)
+    b = rf.simulate(fab, trace, backend="flow", seed=5)
+    assert a.flows.equals(b.flows) and a.ops.equals(b.ops) and a.links.equals(b.links)
+    assert a.run["events"] == b.run["events"] and a.run["makespan_ps"] > 0
+    # flow hashing depends on the seed: another seed takes other paths
+    flows = rf.Flows.permutation(128, 16 * MB, seed=2)
+    ft = rf.topologies.FatTree(128)
+    runs = [rf.simulate(ft, flows, backend="flow", ecmp="flow", seed=s).fct_ps for s in (1, 1, 2)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+
+
+@pytest.mark.parametrize(
+    ("gpus", "kind", "size"),
+    [
+        (64, "all_reduce", "64MiB"),
+        (128, "all_reduce", "64MiB"),
+        (64, "all_to_all", "64MiB"),
+        (128, "all_to_all", "32MiB"),
+    ],
+)
+def test_bulk_collectives_within_ten_percent_of_packets(gpus, kind, size):
+    fab = rf.topologies.FatTree(gpus)
+    trace = rf.op_trace(kind, range(gpus), rf.units.parse_size(size))
+    pk = rf.simulate(fab, trace).ops["time_ps"].to_numpy()[0]
+    fl = rf.simulate(fab, trace, backend="flow")
+    assert fl.run["backend"] == "flow" and fl.run["events"] < rf.simulate(fab, trace).run["events"] / 5
+    assert fl.ops["time_ps"].to_numpy()[0] == pytest.approx(pk, rel=0.10)
+
+
+def test_circuit_change_and_failures_mid_run_on_rfabric_finish():
+    # Cross-ToR traffic on RFabric (PXN off: it crosses circuits); a third of the way in a
+    # NIC and a ToR-OCS port fail and the circuits are re-paired with a 50 us dark time. The
+    # flows re-route around the changes, those that need a dark circuit wait for its light,
+    # and every flow finishes. (Here the changes shorten the permutation, 1.95 -> 1.68 ms;
+    # the packet backend agrees on the direction, 2.68 -> 2.33 ms: the failures move flows
+    # off colliding paths.)
+    fab = rf.topologies.RFabric(128, pxn=False)
+    spec = fab.to_spec()
+    flows = rf.Flows.permutation(128, 8 * MB, seed=4)
+    healthy = rf.simulate(fab, flows, backend="flow")
+    t = healthy.run["makespan_ps"] // 3
+    sim = rf.Simulation(fab, flows, backend="flow", t_ocs="50us")
+    sim.run(t)
+    sim.fail_nic(3, at=sim.now)
+    plan = sim.current_circuits()
+    keep = plan.a != spec.circuits.a[0]
+    sim.fail_link(int(spec.circuits.a[0]), at=sim.now)
+    # re-pair: rotate the b ends of the first 8 remaining circuits among themselves
+    a, b, ocs = plan.a[keep], plan.b[keep].copy(), plan.ocs[keep]
+    same = np.flatnonzero(ocs == ocs[0])[:8]
+    b[same] = np.roll(b[same], 1)
+    sim.apply_circuits(CircuitTable.build(ocs, a, b), at=sim.now)
+    sim.run()
+    res = sim.results()
+    assert res.complete and not res.run["unroutable"]
+    assert res.run["reroutes"] > 0 and len(res.circuits) == 1
+    assert res.run["makespan_ps"] != healthy.run["makespan_ps"]
+
+
+class TwoToRs(rf.Topology):
+    """Two ToRs, one GPU each, joined through one OCS by two ports each (test_optical's)."""
+
+    family = "flow_two_tors_test"
+
+    def __init__(self):
+        super().__init__(gpus=2, link="200Gbps", gpus_per_server=1)
+
+    def build(self, net):
+        gpu = net.add_servers(2, 1)
+        tor = net.add_nodes("eps", 2, prefix="tor")
+        ocs = net.add_nodes("ocs", 1, prefix="ocs")
+        net.add_links(gpu.ravel(), tor, rate=self.link_bps, kind="nic")
+        self.up0 = net.add_links(tor[0], np.repeat(ocs, 2), rate=self.link_bps, kind="tor-ocs")
+        self.up1 = net.add_links(tor[1], np.repeat(ocs, 2), rate=self.link_bps, kind="tor-ocs")
+        self.ocs = int(ocs[0])
+        net.add_circuits(self.ocs, self.up0[0], self.up1[0])
+
+
+@pytest.mark.parametrize("dark_us", [10, 100, 1000])
+def test_a_flow_waits_out_a_dark_circuit(dark_us):
+    # The only circuit is replaced by one on other ports: the flow has no path for exactly
+    # the dark time (rate 0, unroutable while it lasts), then goes on at full rate.
+    fab = TwoToRs()
+    flows = rf.Flows([0], [1], [20 * MB])
+    base = rf.simulate(fab, flows, backend="flow").fct_ps[0]
+    sim = rf.Simulation(fab, flows, backend="flow")
+    sim.run("30us")
+    sim.apply_circuits(
+        CircuitTable.build([fab.ocs], [fab.up0[1]], [fab.up1[1]]), at=sim.now, t_ocs=f"{dark_us}us"
+    )
+    sim.run(sim.now + dark_us * 1_000_000 // 2)
+    assert sim.engine.flow_rates()[0] == 0 and sim.results().run["blocked_subflows"] == 1
+    sim.run()
+    res = sim.results()
+    assert res.complete and res.run["reroutes"] == 2
+    assert abs(res.fct_ps[0] - base - dark_us * 1_000_000) <= 2
+
+
+def test_controller_and_sweep_run_on_the_flow_backend():
+    trace = tiny_rl_trace(iterations=1)
+    fab = rf.topologies.RFabric(64)
+    pk = rf.simulate(fab, trace, controller=fab.controller())
+    fl = rf.simulate(fab, trace, controller=fab.controller(), backend="flow")
+    assert fl.run["controller_calls"] == pk.run["controller_calls"] > 0
+    assert fl.run["ops_done"] == fl.run["ops"]
+    table = rf.sweep(
+        fabrics=["FT"],
+        links=["200Gbps"],
+        gpus=[64],
+        workload=trace,
+        settings={"backend": "flow"},
+        progress=False,
+        out=None,  # (not into the working directory)
+    )
+    assert table["complete"].to_pylist() == [True] and table["packets"].null_count == 1
+
+
+def test_a_failed_nic_spreads_its_flow_over_the_servers_other_nics():
+    # GPU 3's NIC is down: its frames cross NVLink and leave through the 7 other NICs of its
+    # server, frame by frame (round-robin, as the packet engine relays them), and the flow is
+    # paced at its own NIC's rate: 200 Gb/s in all, 1/7 of its wire bytes on each other NIC.
+    fab = rf.topologies.FatTree(16)
+    spec = fab.to_spec()
+    flows = rf.Flows([3], [12], [70 * MB])
+    sim = rf.Simulation(fab, flows, backend="flow")
+    sim.fail_nic(3, at=0)
+    sim.run("1us")
+    assert sim.engine.flow_rates()[0] == pytest.approx(200e9, rel=1e-12)
+    sim.run()
+    res = sim.results()
+    assert res.complete
+    links = res.links
+    up = links.filter(pc.equal(links["direction"], 0))  # GPU -> ToR (NIC link rows start at the GPU)
+    nic = {g: int(spec.nic_link(g)) for g in range(8)}
+    carried = {g: up["bytes"].to_numpy()[up["link_id"].to_numpy() == nic[g]][0] for g in range(8)}
+    header = res.run["header_bytes"]
+    wire = 70 * MB + -(-70 * MB // (9216 - header)) * header
+    assert carried[3] == 0
+    for g in (0, 1, 2, 4, 5, 6, 7):
+        assert carried[g] == pytest.approx(wire / 7, abs=1), g
