@@ -244,7 +244,10 @@ def cmd_run(args) -> int:
         import pyarrow.parquet as pq
 
         out = Path(args.output)
-        tables = {"flows": res.flows, "links": res.links}
+        # (a trace's results are per op and stage: its flows are not recorded by default)
+        tables = (
+            {"flows": res.flows, "links": res.links} if res.run["flows_recorded"] else {"links": res.links}
+        )
         if args.trace:
             tables.update(ops=res.ops, stages=res.stages)
         for name, table in tables.items():

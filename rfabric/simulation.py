@@ -8,6 +8,7 @@ runs per packet or per event; it may run between ``run(until=...)`` epochs.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import resource
 import sys
 import time
@@ -19,7 +20,7 @@ import pyarrow as pa
 from . import _engine
 from .errors import SpecError
 from .flows import Flows
-from .results import CIRCUIT_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
+from .results import CIRCUIT_SCHEMA, FLOW_SCHEMA, Results, build_flow_table, build_link_table, build_op_tables
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
@@ -264,12 +265,39 @@ class Simulation:
         replay, then ``run()`` stops in C++ whenever an op of a new period becomes ready,
         calls ``controller.plan(intent, view)`` and applies a returned plan at once with
         ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
+    record_flows : bool, optional
+        Keep one row per flow (``Results.flows``). Default: True for a Flows workload (the
+        flows are the result), False for a trace, whose results are per op and per stage
+        (``Results.ops``, ``Results.stages``; per-op flow totals are kept either way). The
+        engine holds a flow's state only while it is alive, so without recording, memory is
+        bounded by the flows in flight, not by the trace's length.
+    flows_path : str or path, optional
+        Stream the per-flow rows to Parquet files in this directory (created; it must not
+        hold files) as flows finish, instead of keeping them in memory: for runs whose
+        flow table would not fit. Implies ``record_flows``. Each batch of
+        ``FLOW_BATCH_ROWS`` finished flows becomes ``part-NNNNN.parquet``; ``results()``
+        writes the rows still buffered, and the flows still alive (mostly unfinished: end_ps
+        -1) as ``alive.parquet``, a snapshot rewritten at each call (removed once none is). Read them with ``pyarrow.parquet.read_table(flows_path)``;
+        ``Results.flows`` is then empty and ``Results.flows_path`` names the directory.
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
 
+    #: finished flows buffered in the engine before they are written out as one Parquet part
+    FLOW_BATCH_ROWS = 1 << 20
+    #: events per engine call while streaming flows (the buffer is checked between calls)
+    _STREAM_CHUNK_EVENTS = 4_000_000
+
     def __init__(
-        self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings
+        self,
+        topology,
+        workload,
+        config: EngineConfig | None = None,
+        *,
+        controller=None,
+        record_flows: bool | None = None,
+        flows_path=None,
+        **settings,
     ):
         if "backend" in settings:
             backend = settings.pop("backend")
@@ -320,6 +348,18 @@ class Simulation:
             raise SpecError(
                 f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}"
             )
+        self._flows_dir = None
+        self._flow_parts = 0
+        if flows_path is not None:
+            self._flows_dir = _flows_dir(flows_path)
+            record_flows = True
+        elif record_flows is None:
+            record_flows = self.flows is not None
+        if not isinstance(record_flows, (bool, np.bool_)):
+            raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
+        #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
+        self.record_flows = bool(record_flows)
+        self._engine.record_flows = self.record_flows
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -498,7 +538,7 @@ class Simulation:
             else:
                 left = int(max_events)  # 0: no limit; with a controller, counted across boundaries
                 while True:
-                    n = self._engine.run(limit, left)
+                    n = self._run_engine(limit, left)
                     if not self._boundary():
                         break
                     if left:
@@ -510,6 +550,47 @@ class Simulation:
             control = (self._loop.wall_s if self._loop else 0.0) - control0
             self.wall_s += time.perf_counter() - t0 - control
         return self
+
+    def _run_engine(self, limit: int, max_events: int) -> int:
+        """engine.run(limit, max_events); when streaming flows, in chunks, writing out the
+        finished flows' rows between them. Returns the events processed."""
+        if self._flows_dir is None:
+            return self._engine.run(limit, max_events)
+        total = 0
+        while True:
+            step = self._STREAM_CHUNK_EVENTS
+            if max_events:
+                step = min(step, max_events - total)
+            n = self._engine.run(limit, step)
+            total += n
+            if self._engine.flow_log_rows >= self.FLOW_BATCH_ROWS:
+                self._write_flow_part()
+            if n < step or (max_events and total >= max_events):
+                return total
+            if self._engine.idle or self._engine.now >= limit:
+                return total
+            if self._loop is not None and len(self._engine.boundary()["op"]):
+                return total
+
+    def _write_flow_part(self) -> None:
+        """Write the rows the engine buffered as the next part file (none: nothing)."""
+        if not self._engine.flow_log_rows:
+            return
+        import pyarrow.parquet as pq
+
+        table = self._flow_table(self._engine.take_flow_log())
+        pq.write_table(table, self._flows_dir / f"part-{self._flow_parts:05d}.parquet")
+        self._flow_parts += 1
+
+    def _flow_table(self, log: dict) -> pa.Table:
+        """FLOW_SCHEMA rows from engine flow-log columns (op rows mapped to trace op_ids)."""
+        op = log["op"]
+        if self.trace is not None:
+            ids = self.trace.table.column("op_id").to_numpy()
+            op_id = np.where(op >= 0, ids[np.maximum(op, 0)], -1) if len(ids) else np.full(len(op), -1)
+        else:
+            op_id = np.full(len(op), -1, dtype=np.int64)
+        return build_flow_table(log, op_id.astype(np.int64))
 
     def _boundary(self) -> bool:
         """At a pending control-loop boundary: call the controller, apply its plan, let the
@@ -529,7 +610,7 @@ class Simulation:
         chunk = 2_000_000
         t0 = time.perf_counter()
         while True:
-            n = self._engine.run(limit, chunk)
+            n = self._run_engine(limit, chunk)
             elapsed = time.perf_counter() - t0
             ev = self._engine.events_processed
             done = self._engine.flows_done if self.flows is not None else self._engine.ops_done
@@ -548,11 +629,28 @@ class Simulation:
         sys.stderr.write("\n")
 
     def results(self) -> Results:
-        log = self._engine.flow_log()
         c = self._engine.counters()
-        end = log["end_ps"]
+        flows_path = None
+        if self._flows_dir is not None:
+            import pyarrow.parquet as pq
+
+            self._write_flow_part()
+            alive = self._flow_table(self._engine.flow_log())  # (the buffer is empty now)
+            path = self._flows_dir / "alive.parquet"
+            if alive.num_rows:
+                pq.write_table(alive, path)
+            elif path.exists():
+                path.unlink()
+            flow_table = FLOW_SCHEMA.empty_table()
+            flows_path = str(self._flows_dir)
+        elif self.record_flows:
+            flow_table = self._flow_table(self._engine.flow_log())
+        else:
+            flow_table = FLOW_SCHEMA.empty_table()
         sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
-        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        # the last flow's end, once every flow has finished
+        all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
+        makespan = int(c["last_flow_end_ps"]) if all_done else -1
         wall = self.wall_s
         run = {
             "backend": "packet",
@@ -573,8 +671,10 @@ class Simulation:
             "packets_held": int(c["packets_held"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),
-            "flows": len(log["src"]),
+            "flows": int(c["flows"]),
             "flows_done": int(c["flows_done"]),
+            "peak_live_flows": int(c["peak_live_flows"]),
+            "flows_recorded": self.record_flows,
             "packets_delivered": int(c["packets_delivered"]),
             "lossless": bool(self._engine.lossless),
             "header_bytes": int(self._engine.header_bytes),
@@ -593,7 +693,7 @@ class Simulation:
         run["unroutable"] = bool(stranded and c["packets_held"] > 0)
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
-        res = Results(flows=build_flow_table(log), links=links, run=run)
+        res = Results(flows=flow_table, links=links, run=run, flows_path=flows_path)
         circuit_log = {k: np.asarray(v, dtype=np.int64) for k, v in self._engine.circuit_log().items()}
         periods = np.asarray(self._plan_periods, dtype=np.int64)
         circuit_log["period"] = periods[circuit_log["plan_id"]]
@@ -604,12 +704,28 @@ class Simulation:
         run["controller_wall_s"] = loop.wall_s if loop else 0.0
         run["plan_changes"] = loop.changes if loop else 0
         if self.trace is not None:
-            res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
+            res.ops, res.stages = build_op_tables(
+                self.trace, self._engine.op_log(), self._engine.op_flow_stats()
+            )
             end = res.ops["end_ps"].to_numpy()
             run["ops"] = len(end)
             run["ops_done"] = int(np.sum(end >= 0))
             run["makespan_ps"] = int(end.max()) if len(end) and np.all(end >= 0) else -1
         return res
+
+
+def _flows_dir(path) -> pathlib.Path:
+    """The directory flows are streamed to: created, and without files in it."""
+    try:
+        d = pathlib.Path(path)
+    except TypeError:
+        raise SpecError(f"flows_path must be a path, got {type(path).__name__}") from None
+    if d.exists() and not d.is_dir():
+        raise SpecError(f"flows_path: {d} exists and is not a directory")
+    if d.exists() and any(d.iterdir()):
+        raise SpecError(f"flows_path: directory {d} is not empty (Parquet parts are written there)")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def simulate(
@@ -625,6 +741,8 @@ def simulate(
     config: EngineConfig | None = None,
     failures=(),
     controller=None,
+    record_flows: bool | None = None,
+    flows_path=None,
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -655,10 +773,24 @@ def simulate(
         ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
     controller : rfabric.controllers.Controller, optional
         Circuit controller called at each communication-period boundary (see Simulation).
+    record_flows : bool, optional
+        Keep the per-flow table ``Results.flows``: default True for Flows, False for a trace
+        (see Simulation).
+    flows_path : str or path, optional
+        Stream the per-flow rows to Parquet files in this directory instead (see Simulation).
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
-    sim = Simulation(topology, workload, config, controller=controller, backend=backend, **settings)
+    sim = Simulation(
+        topology,
+        workload,
+        config,
+        controller=controller,
+        backend=backend,
+        record_flows=record_flows,
+        flows_path=flows_path,
+        **settings,
+    )
     for item in failures:
         try:
             link, at = item
