@@ -14,6 +14,7 @@
 // failures, circuit plans, re-forwarding after a change), network.cpp (the per-frame hot path).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,43 +31,63 @@
 namespace rfabric::net {
 
 struct alignas(64) Port {  // 256 bytes: an index becomes an address with one shift
-  // wiring. For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate
-  // are those of the end-to-end channel its circuit chain forms, re-resolved on changes.
-  uint32_t node = 0, peer = 0, reverse = 0, link = 0;
-  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  // Fields are grouped by cache line, by who touches them per frame (at 4,096 GPUs the port
+  // table no longer fits in cache, and a hop used to touch all four lines of both ports):
+  // line 0, the frame's arrival over this channel (the far end, the generation it checks,
+  // the PFC ingress accounting of the peer's buffer); line 1, the transmitter; line 2, the
+  // queue and the rest of a transmission; line 3, wiring and counters off the per-frame path.
+  // For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate are those
+  // of the end-to-end channel its circuit chain forms, re-resolved on changes.
+
+  // ---- line 0: arrivals ----
+  uint32_t peer = 0;
   int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
   bool peer_eps = false;   ///< `peer` is a packet switch
   uint8_t hop_step = 0;    ///< what an arrival over this channel adds to Packet::hops: 1 when
                            ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
                            ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
-  uint32_t gen = 1;        ///< channel generation, odd while up: new on every change of
-                           ///< peer or state (new_channel); frames carry it when sent
-  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
-  BitsPerSec rate_bps = 0;
-  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
-  SimTime prop_ps = 0;      ///< propagation delay of the wire
-  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
-  Bytes buffer_bytes = 0;
-  Bytes ecn_kmin = 0, ecn_kmax = 0;
-  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
-  int32_t nic = -1;         ///< index of the NIC scheduler when the owner is a GPU
-  // state
-  uint32_t head = kNone, tail = kNone;
-  Bytes queued_bytes = 0;
-  SimTime busy_until = 0;
+  bool pause_sent = false;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
-  bool up = true, paused = false, pause_sent = false;  ///< write up with new_channel, paused with set_paused
+  Bytes max_ingress_bytes = 0;
+  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
+  SimTime prop_ps = 0;      ///< propagation delay of the wire
+  // ---- line 1: the transmitter ----
+  alignas(64) uint32_t head = kNone;
+  uint32_t tail = kNone;
+  int32_t nic = -1;  ///< index of the NIC scheduler when the owner is a GPU
+  bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
   bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
-  bool inert = false;    ///< owned by an optical device: never transmits
+  SimTime busy_until = 0;
   /// Time of the one valid pending TxDone event (-1 before the first; after one fires it
   /// keeps that time, which no later event can have). Events at other times are stale.
   SimTime tx_event_at = -1;
-  // counters
-  int64_t tx_packets = 0, drops = 0, ecn_marks = 0, pauses = 0;
-  Bytes tx_bytes = 0, max_queue_bytes = 0, max_ingress_bytes = 0;
+  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
+  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
   SimTime busy_ps = 0;
+  Bytes tx_bytes = 0;
+  // ---- line 2: the queue ----
+  /// channel generation, odd while up: new on every change of peer or state (new_channel);
+  /// frames carry it when sent
+  alignas(64) uint32_t gen = 1;
+  int64_t tx_packets = 0;
+  Bytes queued_bytes = 0;
+  Bytes buffer_bytes = 0;
+  Bytes ecn_kmin = 0, ecn_kmax = 0;
+  Bytes max_queue_bytes = 0;
+  BitsPerSec rate_bps = 0;
+  // ---- line 3: wiring and counters ----
+  alignas(64) uint32_t node = 0;
+  uint32_t reverse = 0, link = 0;
+  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  bool optical = false;    ///< wire_peer is an optical device (OCS or patch panel)
+  bool inert = false;      ///< owned by an optical device: never transmits
+  int64_t drops = 0, ecn_marks = 0, pauses = 0;
 };
+
+static_assert(offsetof(Port, prop_ps) < 64 && offsetof(Port, head) == 64 && offsetof(Port, tx_bytes) < 128 &&
+                  offsetof(Port, gen) == 128 && offsetof(Port, rate_bps) < 192 && offsetof(Port, node) == 192,
+              "Port's per-frame fields stay on the cache lines the comment above names");
 
 inline void set_paused(Port& pt, bool paused) {
   pt.paused = paused;
