@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/check.hpp"
 #include "engine/rng.hpp"
 
 namespace rfabric::net {
@@ -10,10 +11,14 @@ void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases) {
   phases_ = phases;
   num_keys_ = static_cast<uint32_t>(in.keys.size());
   row_.assign(in.num_nodes, kNoRow);
-  uint32_t rows = 0;
-  for (uint32_t v = 0; v < in.num_nodes; ++v)
-    if (in.transit[v]) row_[v] = rows++;
-  cells_.assign(static_cast<size_t>(rows) * num_keys_ * phases, Cell{});
+  size_t cells = 0;
+  for (uint32_t v = 0; v < in.num_nodes; ++v) {
+    if (!in.transit[v]) continue;
+    row_[v] = static_cast<uint32_t>(cells);
+    cells += static_cast<size_t>(num_keys_) * phases;
+  }
+  RF_CHECK(cells < kNoRow, "routing tables: ", cells, " cells do not fit 32-bit indices");
+  cells_.assign(cells, Cell{});
   ports_.clear();
   sets_.clear();
 }
@@ -78,7 +83,7 @@ void RoutingTable::build(const RoutingInput& in) {
         const uint32_t m = in.port_peer[p];
         if (in.port_up[p] && dist[m] + 1 == dist[x] && (in.transit[m] || m == key)) ports_.push_back(p);
       }
-      share(static_cast<size_t>(row_[x]) * num_keys_ + k, from);
+      share(static_cast<size_t>(row_[x]) + k, from);
     }
   }
   sets_ = {};  // (only for building)
@@ -181,7 +186,7 @@ void RoutingTable::build_updown(const RoutingInput& in) {
           const uint32_t via = dn ? down[m] : (phase ? kUnreachable : up[m]);
           if (via != kUnreachable && via + 1 == target) ports_.push_back(p);
         }
-        share((static_cast<size_t>(row_[v]) * num_keys_ + k) * 2 + phase, from);
+        share(static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase, from);
       }
     }
   }

@@ -40,18 +40,18 @@ class RoutingTable {
   /// Next-hop ports from `node` toward key `key`: [first, first + count). `descending`
   /// (up*/down* tables only): the packet came down a hop and may only keep descending.
   const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false) const {
-    const uint32_t r = row_[node];
-    if (r == kNoRow) {
+    const size_t base = row_[node];
+    if (base == kNoRow) {
       *count = 0;
       return ports_.data();
     }
-    const size_t i = (static_cast<size_t>(r) * num_keys_ + key) * phases_ + (descending && phases_ == 2);
+    const size_t i = base + static_cast<size_t>(key) * phases_ + (descending && phases_ == 2);
     *count = cells_[i].count;
     return ports_.data() + cells_[i].begin;
   }
   /// next_hops() for tables built without up*/down* (one phase), from a transit node.
   const uint32_t* shortest_hops(uint32_t node, uint32_t key, uint32_t* count) const {
-    const Cell& c = cells_[static_cast<size_t>(row_[node]) * num_keys_ + key];
+    const Cell& c = cells_[static_cast<size_t>(row_[node]) + key];
     *count = c.count;
     return ports_.data() + c.begin;
   }
@@ -90,7 +90,8 @@ class RoutingTable {
   /// Point cell `cell` at the next-hop set in ports_[from, end): an equal set stored before
   /// if there is one (ports_ is then cut back to `from`), else this one.
   void share(size_t cell, size_t from);
-  std::vector<uint32_t> row_;  ///< node -> row of cells, kNoRow for non-transit nodes
+  /// node -> its first cell (row x keys x phases), kNoRow for non-transit nodes
+  std::vector<uint32_t> row_;
   std::vector<Cell> cells_;
   std::vector<uint32_t> ports_;
   std::unordered_multimap<uint64_t, uint32_t> sets_;  ///< set hash -> begin (while building)
