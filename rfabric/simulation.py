@@ -520,7 +520,10 @@ class Simulation:
         return CircuitTable.build(flat[:, 0], flat[:, 1], flat[:, 2])
 
     def delivered_bytes(self) -> np.ndarray:
-        """Payload bytes delivered so far, per flow."""
+        """Payload bytes delivered so far, per flow of a Flows workload (indexed by flow id).
+
+        For a trace the engine's flow table holds only the flows alive, in reused slots: use
+        ``results().ops`` (per-op ``delivered_bytes``) or ``engine.flow_log()`` instead."""
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:

@@ -79,6 +79,8 @@ void FlowLog::append(const FlowTable& t, uint32_t f) {
 
 void Network::retire_if_quiet(uint32_t f) {
   if (!transport_->quiet(f)) return;  // its timer fires later and calls maybe_retire again
+  // (a flow that still holds a NIC slot sends again: its frames bring it back here)
+  if (flows_.nic_ready[f] != kNever) return;
   FlowTable& t = flows_;
   if (t.owner[f] >= 0) {
     const auto o = static_cast<size_t>(t.owner[f]);
