@@ -119,3 +119,25 @@ def test_bad_flow_recording_settings_name_the_field(ft64, tmp_path):
         rf.Simulation(ft64, trace, flows_path=tmp_path / "full")
     with pytest.raises(rf.SpecError, match="flows_path.*not a directory"):
         rf.Simulation(ft64, trace, flows_path=tmp_path / "full" / "x")
+
+
+def test_failures_mid_replay_rehome_only_live_flows_with_the_same_results(ft64):
+    # A failed NIC and a link that fails and comes back while slots are being reused: the
+    # flows alive are moved (rehome_flows visits live slots only), and whether flows are
+    # recorded changes nothing.
+    trace = tiny_rl_trace(iterations=1)
+
+    def run(record):
+        sim = rf.Simulation(ft64, trace, seed=3, record_flows=record)
+        sim.fail_nic(5, at="3ms")
+        sim.fail_link(sim.spec.nic_link(40), at="5ms")
+        sim.set_link_state(sim.spec.nic_link(40), "9ms", True)
+        return sim.run().results()
+
+    kept, lean = run(True), run(False)
+    assert kept.ops.equals(lean.ops) and kept.run["events"] == lean.run["events"]
+    assert kept.run["flows_done"] == kept.run["flows"] == kept.flows.num_rows
+    assert kept.run["peak_live_flows"] < kept.run["flows"] / 100
+    # the failed NIC's GPU still sent and received (over another NIC of its server)
+    f = kept.flows
+    assert np.any(f["src"].to_numpy() == 5) and np.all(f["end_ps"].to_numpy() >= 0)
