@@ -229,6 +229,7 @@ def cmd_run(args) -> int:
         mtu_bytes=args.mtu,
         progress=args.progress,
         until=args.until,
+        record_flows=True if args.record_flows else None,
     )
     print(f"{fab.name}: {what}")
     print(res.summary())
@@ -447,7 +448,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--progress", action="store_true")
     r.add_argument(
-        "-o", "--output", help="write result tables as OUTPUT.<table>.parquet (flows, links; ops, stages)"
+        "--record-flows",
+        action="store_true",
+        help="with --trace: keep the per-flow table too (a trace's results are per op and stage)",
+    )
+    r.add_argument(
+        "-o",
+        "--output",
+        help="write result tables as OUTPUT.<table>.parquet (links; flows for a pattern or with "
+        "--record-flows; ops, stages for a trace)",
     )
     r.set_defaults(func=cmd_run)
 
