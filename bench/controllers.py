@@ -301,7 +301,7 @@ def exp_failures(args) -> None:
     fab = rf.topologies.RFabric(gpus, args.link)
     spec = fab.to_spec()
     trace = rl_iteration(args.model, gpus, args.seed)
-    healthy, _ = run(fab, trace, _stage_aware(), seed=args.seed)
+    healthy, _ = run(fab, trace, _stage_aware(), seed=args.seed, record_flows=True)  # (its flows: below)
     span = {r["stage"]: (r["start_ps"], r["end_ps"]) for r in healthy.stages.to_pylist()}
     # per stage, the GPU that sends the most bytes between servers in it, and the busiest
     # ToR-OCS link of that GPU's ToR: the failures that stage should feel most

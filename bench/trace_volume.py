@@ -88,7 +88,7 @@ def main() -> None:
         res = rf.simulate(fab, trace, progress=True)
         wall = time.perf_counter() - t0
         run = res.run
-        delivered = int(res.flows["delivered_bytes"].to_numpy().sum())
+        delivered = int(res.ops["delivered_bytes"].to_numpy().sum())
         print(
             f"replay on FatTree({gpus}): delivered {tb(delivered)} (closed form {tb(v['sent_bytes'])}), "
             f"{run['packets']:,} packets, {run['packet_hops']:,} packet-hops, "

@@ -230,6 +230,7 @@ def cmd_run(args) -> int:
         progress=args.progress,
         until=args.until,
         backend=args.backend,
+        record_flows=True if args.record_flows else None,
     )
     print(f"{fab.name}: {what}")
     print(res.summary())
@@ -245,7 +246,10 @@ def cmd_run(args) -> int:
         import pyarrow.parquet as pq
 
         out = Path(args.output)
-        tables = {"flows": res.flows, "links": res.links}
+        # (a trace's results are per op and stage: its flows are not recorded by default)
+        tables = (
+            {"flows": res.flows, "links": res.links} if res.run["flows_recorded"] else {"links": res.links}
+        )
         if args.trace:
             tables.update(ops=res.ops, stages=res.stages)
         for name, table in tables.items():
@@ -450,7 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--progress", action="store_true")
     r.add_argument(
-        "-o", "--output", help="write result tables as OUTPUT.<table>.parquet (flows, links; ops, stages)"
+        "--record-flows",
+        action="store_true",
+        help="with --trace: keep the per-flow table too (a trace's results are per op and stage)",
+    )
+    r.add_argument(
+        "-o",
+        "--output",
+        help="write result tables as OUTPUT.<table>.parquet (links; flows for a pattern or with "
+        "--record-flows; ops, stages for a trace)",
     )
     r.set_defaults(func=cmd_run)
 

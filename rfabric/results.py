@@ -79,6 +79,13 @@ OP_SCHEMA = pa.schema(
         ("time_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
         ("algbw_GBps", pa.float64()),  # size_bytes / time, GB/s = 1e9 bytes/s (nccl-tests)
         ("busbw_GBps", pa.float64()),  # algbw x BUSBW_FACTOR[kind](n) (nccl-tests)
+        # totals of the op's flows, folded in as each flow retires (no per-flow table needed)
+        ("flows", pa.int64()),  # flows the op's algorithm created
+        ("retransmits", pa.int64()),  # data packets sent more than once
+        ("delivered_bytes", pa.int64()),  # payload received (first copies)
+        ("resent_bytes", pa.int64()),  # payload sent again
+        ("dropped_bytes", pa.int64()),  # payload lost in the fabric
+        ("max_fct_ps", pa.int64()),  # its longest flow (end - start); -1 if none finished
     ]
 )
 
@@ -226,7 +233,10 @@ class Results:
     Attributes
     ----------
     flows : pyarrow.Table
-        One row per flow (``FLOW_SCHEMA``).
+        One row per flow (``FLOW_SCHEMA``), sorted by ``flow_id``, when the run recorded flows:
+        by default for a Flows workload; for a trace only with ``record_flows=True`` (its
+        results are per op and per stage). Empty otherwise, and when the rows were streamed
+        to Parquet (``flows_path``).
     links : pyarrow.Table
         One row per link direction (``LINK_SCHEMA``).
     ops : pyarrow.Table
@@ -235,10 +245,14 @@ class Results:
         Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     circuits : pyarrow.Table
         Every applied circuit change (``CIRCUIT_SCHEMA``).
+    flows_path : str or None
+        The directory the per-flow rows were streamed to (``flows_path=``): read them with
+        ``pyarrow.parquet.read_table(res.flows_path)``.
     run : dict
         Run summary: ``backend``, ``transport``, ``events``, ``packets``, ``packet_hops``
         (packets leaving a link), ``drops``, ``ecn_marks``, ``pfc_pauses``, ``flows``,
-        ``flows_done``, ``wall_s`` (engine wall time, s), ``sim_ps`` (engine clock at the
+        ``flows_done``, ``peak_live_flows`` (the most flows alive at once: the size of the
+        engine's per-flow table), ``flows_recorded``, ``wall_s`` (engine wall time, s), ``sim_ps`` (engine clock at the
         end), ``makespan_ps`` (last flow end), ``seed``, ``events_per_s``, ``packet_hops_per_s``,
         ``deadlock`` (True when the run ended with frames stuck behind PFC pauses that can
         never lift: a cyclic buffer dependency of the lossless fabric), ``unroutable`` (True
@@ -255,6 +269,7 @@ class Results:
     ops: pa.Table = field(default_factory=lambda: OP_SCHEMA.empty_table())
     stages: pa.Table = field(default_factory=lambda: STAGE_SCHEMA.empty_table())
     circuits: pa.Table = field(default_factory=lambda: CIRCUIT_SCHEMA.empty_table())
+    flows_path: str | None = None
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -308,8 +323,9 @@ class Results:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
 
 
-def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
-    """ops and stages tables from a Trace and the engine's per-op start/end columns."""
+def build_op_tables(trace, op_log: dict, flow_stats: dict | None = None) -> tuple[pa.Table, pa.Table]:
+    """ops and stages tables from a Trace, the engine's per-op start/end columns and, when
+    given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null)."""
     t = trace.table
     start = op_log["start_ps"]
     end = op_log["end_ps"]
@@ -337,6 +353,17 @@ def build_op_tables(trace, op_log: dict) -> tuple[pa.Table, pa.Table]:
             "time_ps": time_ps,
             "algbw_GBps": algbw,
             "busbw_GBps": algbw * factor,
+            **{
+                name: (flow_stats[name] if flow_stats is not None else pa.nulls(len(start), pa.int64()))
+                for name in (
+                    "flows",
+                    "retransmits",
+                    "delivered_bytes",
+                    "resent_bytes",
+                    "dropped_bytes",
+                    "max_fct_ps",
+                )
+            },
         },
         schema=OP_SCHEMA,
     )
@@ -374,7 +401,7 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
     end = log["end_ps"]
     fct = np.where(end >= 0, end - log["start_ps"], -1)
     cols = {
-        "flow_id": np.arange(n, dtype=np.int64),
+        "flow_id": log["flow_id"] if "flow_id" in log else np.arange(n, dtype=np.int64),
         "op_id": op_id if op_id is not None else log.get("op_id", np.full(n, -1, dtype=np.int64)),
         "src": log["src"].astype(np.int32),
         "dst": log["dst"].astype(np.int32),

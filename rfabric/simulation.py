@@ -9,6 +9,7 @@ runs per packet or per event; it may run between ``run(until=...)`` epochs.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import resource
 import sys
 import time
@@ -22,6 +23,7 @@ from .errors import SpecError
 from .flows import Flows
 from .results import (
     CIRCUIT_SCHEMA,
+    FLOW_SCHEMA,
     PACKET_ONLY_RUN_KEYS,
     Results,
     build_flow_table,
@@ -277,12 +279,39 @@ class Simulation:
         ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
     backend : str
         ``"packet"`` (default) or ``"flow"`` (see ``simulate``).
+    record_flows : bool, optional
+        Keep one row per flow (``Results.flows``). Default: True for a Flows workload (the
+        flows are the result), False for a trace, whose results are per op and per stage
+        (``Results.ops``, ``Results.stages``; per-op flow totals are kept either way). The
+        engine holds a flow's state only while it is alive, so without recording, memory is
+        bounded by the flows in flight, not by the trace's length.
+    flows_path : str or path, optional
+        Stream the per-flow rows to Parquet files in this directory (created; it must not
+        hold files) as flows finish, instead of keeping them in memory: for runs whose
+        flow table would not fit. Implies ``record_flows``; packet backend only. Each batch of
+        ``FLOW_BATCH_ROWS`` finished flows becomes ``part-NNNNN.parquet``; ``results()``
+        writes the rows still buffered, and the flows still alive (mostly unfinished: end_ps
+        -1) as ``alive.parquet``, a snapshot rewritten at each call (removed once none is). Read them with ``pyarrow.parquet.read_table(flows_path)``;
+        ``Results.flows`` is then empty and ``Results.flows_path`` names the directory.
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
 
+    #: finished flows buffered in the engine before they are written out as one Parquet part
+    FLOW_BATCH_ROWS = 1 << 20
+    #: events per engine call while streaming flows (the buffer is checked between calls)
+    _STREAM_CHUNK_EVENTS = 4_000_000
+
     def __init__(
-        self, topology, workload, config: EngineConfig | None = None, *, controller=None, **settings
+        self,
+        topology,
+        workload,
+        config: EngineConfig | None = None,
+        *,
+        controller=None,
+        record_flows: bool | None = None,
+        flows_path=None,
+        **settings,
     ):
         backend = settings.pop("backend", "packet")
         if not isinstance(backend, str) or backend not in BACKENDS:
@@ -337,6 +366,24 @@ class Simulation:
             raise SpecError(
                 f"workload must be rfabric.Flows or rfabric.traces.Trace, got {type(workload).__name__}"
             )
+        self._flows_dir = None
+        self._flow_parts = 0
+        if flows_path is not None and backend == "flow":
+            raise SpecError(
+                "flows_path: streaming flows to Parquet is for the packet backend; the flow "
+                "backend keeps every flow (record_flows=True gives the table)"
+            )
+        if flows_path is not None:
+            self._flows_dir = _flows_dir(flows_path)
+            record_flows = True
+        elif record_flows is None:
+            record_flows = self.flows is not None
+        if not isinstance(record_flows, (bool, np.bool_)):
+            raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
+        #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
+        self.record_flows = bool(record_flows)
+        if backend == "packet":
+            self._engine.record_flows = self.record_flows
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -497,8 +544,12 @@ class Simulation:
         return CircuitTable.build(flat[:, 0], flat[:, 1], flat[:, 2])
 
     def delivered_bytes(self) -> np.ndarray:
-        """Payload bytes delivered so far, per flow. (``backend="flow"``: the payload that has
-        left the source, the fluid's progress; it arrives its path delay later.)"""
+        """Payload bytes delivered so far, per flow of a Flows workload (indexed by flow id).
+
+        For a trace the packet engine's flow table holds only the flows alive, in reused
+        slots: use ``results().ops`` (per-op ``delivered_bytes``) or ``engine.flow_log()``
+        instead. (``backend="flow"``: the payload that has left the source, the fluid's
+        progress; it arrives its path delay later.)"""
         return self._engine.delivered_bytes()
 
     def run(self, until=None, *, progress: bool = False, max_events: int = 0) -> Simulation:
@@ -516,7 +567,7 @@ class Simulation:
             else:
                 left = int(max_events)  # 0: no limit; with a controller, counted across boundaries
                 while True:
-                    n = self._engine.run(limit, left)
+                    n = self._run_engine(limit, left)
                     if not self._boundary():
                         break
                     if left:
@@ -528,6 +579,47 @@ class Simulation:
             control = (self._loop.wall_s if self._loop else 0.0) - control0
             self.wall_s += time.perf_counter() - t0 - control
         return self
+
+    def _run_engine(self, limit: int, max_events: int) -> int:
+        """engine.run(limit, max_events); when streaming flows, in chunks, writing out the
+        finished flows' rows between them. Returns the events processed."""
+        if self._flows_dir is None:
+            return self._engine.run(limit, max_events)
+        total = 0
+        while True:
+            step = self._STREAM_CHUNK_EVENTS
+            if max_events:
+                step = min(step, max_events - total)
+            n = self._engine.run(limit, step)
+            total += n
+            if self._engine.flow_log_rows >= self.FLOW_BATCH_ROWS:
+                self._write_flow_part()
+            if n < step or (max_events and total >= max_events):
+                return total
+            if self._engine.idle or self._engine.now >= limit:
+                return total
+            if self._loop is not None and any(map(len, self._engine.boundary().values())):
+                return total
+
+    def _write_flow_part(self) -> None:
+        """Write the rows the engine buffered as the next part file (none: nothing)."""
+        if not self._engine.flow_log_rows:
+            return
+        import pyarrow.parquet as pq
+
+        table = self._flow_table(self._engine.take_flow_log())
+        pq.write_table(table, self._flows_dir / f"part-{self._flow_parts:05d}.parquet")
+        self._flow_parts += 1
+
+    def _flow_table(self, log: dict) -> pa.Table:
+        """FLOW_SCHEMA rows from engine flow-log columns (op rows mapped to trace op_ids)."""
+        op = log["op"]
+        if self.trace is not None:
+            ids = self.trace.table.column("op_id").to_numpy()
+            op_id = np.where(op >= 0, ids[np.maximum(op, 0)], -1) if len(ids) else np.full(len(op), -1)
+        else:
+            op_id = np.full(len(op), -1, dtype=np.int64)
+        return build_flow_table(log, op_id.astype(np.int64))
 
     def _boundary(self) -> bool:
         """At a pending control-loop boundary: call the controller, apply its plan, let the
@@ -547,7 +639,7 @@ class Simulation:
         chunk = 2_000_000
         t0 = time.perf_counter()
         while True:
-            n = self._engine.run(limit, chunk)
+            n = self._run_engine(limit, chunk)
             elapsed = time.perf_counter() - t0
             ev = self._engine.events_processed
             done = self._engine.flows_done if self.flows is not None else self._engine.ops_done
@@ -568,11 +660,28 @@ class Simulation:
     def results(self) -> Results:
         if self.backend == "flow":
             return self._flow_results()
-        log = self._engine.flow_log()
         c = self._engine.counters()
-        end = log["end_ps"]
+        flows_path = None
+        if self._flows_dir is not None:
+            import pyarrow.parquet as pq
+
+            self._write_flow_part()
+            alive = self._flow_table(self._engine.flow_log())  # (the buffer is empty now)
+            path = self._flows_dir / "alive.parquet"
+            if alive.num_rows:
+                pq.write_table(alive, path)
+            elif path.exists():
+                path.unlink()
+            flow_table = FLOW_SCHEMA.empty_table()
+            flows_path = str(self._flows_dir)
+        elif self.record_flows:
+            flow_table = self._flow_table(self._engine.flow_log())
+        else:
+            flow_table = FLOW_SCHEMA.empty_table()
         sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
-        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        # the last flow's end, once every flow has finished
+        all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
+        makespan = int(c["last_flow_end_ps"]) if all_done else -1
         wall = self.wall_s
         run = {
             "backend": "packet",
@@ -593,8 +702,10 @@ class Simulation:
             "packets_held": int(c["packets_held"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),
-            "flows": len(log["src"]),
+            "flows": int(c["flows"]),
             "flows_done": int(c["flows_done"]),
+            "peak_live_flows": int(c["peak_live_flows"]),
+            "flows_recorded": self.record_flows,
             "packets_delivered": int(c["packets_delivered"]),
             "lossless": bool(self._engine.lossless),
             "header_bytes": int(self._engine.header_bytes),
@@ -613,7 +724,7 @@ class Simulation:
         run["unroutable"] = bool(stranded and c["packets_held"] > 0)
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
-        res = Results(flows=build_flow_table(log), links=links, run=run)
+        res = Results(flows=flow_table, links=links, run=run, flows_path=flows_path)
         return self._finish_results(res)
 
     def _finish_results(self, res: Results) -> Results:
@@ -630,7 +741,11 @@ class Simulation:
         run["controller_wall_s"] = loop.wall_s if loop else 0.0
         run["plan_changes"] = loop.changes if loop else 0
         if self.trace is not None:
-            res.ops, res.stages = build_op_tables(self.trace, self._engine.op_log())
+            res.ops, res.stages = build_op_tables(
+                self.trace,
+                self._engine.op_log(),
+                self._engine.op_flow_stats() if self.backend == "packet" else self._flow_op_stats(),
+            )
             end = res.ops["end_ps"].to_numpy()
             run["ops"] = len(end)
             run["ops_done"] = int(np.sum(end >= 0))
@@ -677,8 +792,44 @@ class Simulation:
         for key in PACKET_ONLY_RUN_KEYS:
             run[key] = None
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
-        res = Results(flows=build_flow_table(log), links=links, run=run)
+        flows = build_flow_table(log) if self.record_flows else FLOW_SCHEMA.empty_table()
+        res = Results(flows=flows, links=links, run=run)
         return self._finish_results(res)
+
+    def _flow_op_stats(self) -> dict:
+        """Per-op flow totals of the flow backend (``Engine.op_flow_stats`` of the packet
+        engine): flows, delivered bytes and the longest FCT from its flow log; retransmits,
+        resent and dropped bytes are packet-only (null)."""
+        log = self._engine.flow_log()
+        n = self.trace.num_ops
+        op = np.asarray(log["op_id"], dtype=np.int64)
+        mine = op >= 0
+        op = op[mine]
+        end, start = log["end_ps"][mine], log["start_ps"][mine]
+        fct = np.where(end >= 0, end - start, -1)
+        max_fct = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(max_fct, op, fct)
+        delivered = np.bincount(op, weights=log["delivered_bytes"][mine], minlength=n).astype(np.int64)
+        return {
+            "flows": np.bincount(op, minlength=n).astype(np.int64),
+            "delivered_bytes": delivered,
+            "max_fct_ps": max_fct,
+            **{k: pa.nulls(n, pa.int64()) for k in ("retransmits", "resent_bytes", "dropped_bytes")},
+        }
+
+
+def _flows_dir(path) -> pathlib.Path:
+    """The directory flows are streamed to: created, and without files in it."""
+    try:
+        d = pathlib.Path(path)
+    except TypeError:
+        raise SpecError(f"flows_path must be a path, got {type(path).__name__}") from None
+    if d.exists() and not d.is_dir():
+        raise SpecError(f"flows_path: {d} exists and is not a directory")
+    if d.exists() and any(d.iterdir()):
+        raise SpecError(f"flows_path: directory {d} is not empty (Parquet parts are written there)")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def simulate(
@@ -694,6 +845,8 @@ def simulate(
     config: EngineConfig | None = None,
     failures=(),
     controller=None,
+    record_flows: bool | None = None,
+    flows_path=None,
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -727,10 +880,24 @@ def simulate(
         ``Simulation.fail_link``; ``spec.nic_link(gpu)`` finds a GPU's NIC link).
     controller : rfabric.controllers.Controller, optional
         Circuit controller called at each communication-period boundary (see Simulation).
+    record_flows : bool, optional
+        Keep the per-flow table ``Results.flows``: default True for Flows, False for a trace
+        (see Simulation).
+    flows_path : str or path, optional
+        Stream the per-flow rows to Parquet files in this directory instead (see Simulation).
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
-    sim = Simulation(topology, workload, config, controller=controller, backend=backend, **settings)
+    sim = Simulation(
+        topology,
+        workload,
+        config,
+        controller=controller,
+        backend=backend,
+        record_flows=record_flows,
+        flows_path=flows_path,
+        **settings,
+    )
     for item in failures:
         try:
             link, at = item

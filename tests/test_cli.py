@@ -87,6 +87,11 @@ def test_run_replays_a_trace_file(tmp_path, capsys):
     assert "trace traces/sample.arrow (12 ops)" in text and "stages (ms):" in text
     ops = pq.read_table(tmp_path / "res.ops.parquet")
     assert ops.num_rows == 12 and min(ops["end_ps"].to_pylist()) > 0
+    assert not (tmp_path / "res.flows.parquet").exists()  # per op by default
+    args = ["run", "topologies/fat_tree_128_200g.toml", "--trace", "traces/sample.arrow", "--record-flows"]
+    assert main([*args, "-o", str(tmp_path / "rec")]) == 0
+    flows = pq.read_table(tmp_path / "rec.flows.parquet")
+    assert flows.num_rows == sum(pq.read_table(tmp_path / "rec.ops.parquet")["flows"].to_pylist()) > 0
 
 
 def test_cli_errors_are_clean(capsys, tmp_path):

@@ -140,7 +140,7 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
         compute_ps=[7_000_000, 1_000_000, 123_456, 5_000_000, 2_000_000],
         period=[0] * 5,
     )
-    res = rf.simulate(ft16, trace)
+    res = rf.simulate(ft16, trace, record_flows=True)
     ops = {r["op_id"]: r for r in res.ops.to_pylist()}
     assert ops[0]["start_ps"] == 7_000_000
     assert ops[4]["start_ps"] == 2_000_000
@@ -149,6 +149,7 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
     assert ops[3]["start_ps"] == max(ops[1]["end_ps"], ops[2]["end_ps"]) + 5_000_000
     # and every flow of an op lies within the op
     flows = res.flows.to_pylist()
+    assert len(flows) == res.run["flows"] > 0
     for f in flows:
         assert ops[f["op_id"]]["start_ps"] <= f["start_ps"] and f["end_ps"] <= ops[f["op_id"]]["end_ps"]
     stages = res.stages.to_pylist()
@@ -164,6 +165,7 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
 
 
 def _sent_per_rank(res, ranks):
+    assert res.run["flows_recorded"] and res.flows.num_rows == res.run["flows"]
     f = res.flows
     src = f["src"].to_numpy()
     size = f["size_bytes"].to_numpy()
@@ -187,7 +189,7 @@ def _sent_per_rank(res, ranks):
 )
 def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_rank):
     size, ranks = 16 << 20, list(range(16))
-    res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm))
+    res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm), record_flows=True)
     sent = _sent_per_rank(res, ranks)
     # exact up to rounding every chunk up to a whole byte
     assert np.allclose(sent, per_rank(size, len(ranks)), rtol=1e-4)
@@ -195,7 +197,7 @@ def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_ran
 
 def test_hierarchical_ring_moves_intra_and_inter_server_bytes(ft16):
     size = 16 << 20
-    res = rf.simulate(ft16, op_trace("all_reduce", range(16), size, "hier_ring"))
+    res = rf.simulate(ft16, op_trace("all_reduce", range(16), size, "hier_ring"), record_flows=True)
     f = res.flows
     src, dst, nbytes = (f[c].to_numpy() for c in ("src", "dst", "size_bytes"))
     inter = (src // 8) != (dst // 8)
@@ -207,13 +209,13 @@ def test_hierarchical_ring_moves_intra_and_inter_server_bytes(ft16):
 
 def test_broadcast_and_m2n_and_send_bytes(ft16):
     size = 6 << 20
-    res = rf.simulate(ft16, op_trace("broadcast", [5, 0, 9, 14], size, "chain"))
+    res = rf.simulate(ft16, op_trace("broadcast", [5, 0, 9, 14], size, "chain"), record_flows=True)
     got = {d: res.flows["size_bytes"].to_numpy()[res.flows["dst"].to_numpy() == d].sum() for d in (0, 9, 14)}
     assert got == {0: size, 9: size, 14: size}
     m2n = op_trace("m2n", [0, 1, 2, 8, 9], size, m2n_senders=[3])
-    res = rf.simulate(ft16, m2n)
+    res = rf.simulate(ft16, m2n, record_flows=True)
     assert np.array_equal(_sent_per_rank(res, [0, 1, 2, 8, 9]), [size, size, size, 0, 0])
-    res = rf.simulate(ft16, op_trace("send", [3, 12], size))
+    res = rf.simulate(ft16, op_trace("send", [3, 12], size), record_flows=True)
     assert res.flows.num_rows == 1 and res.flows["size_bytes"][0].as_py() == size
 
 
@@ -282,7 +284,7 @@ def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
     # once, and every node sends it down once per child.
     ranks = [g for server in range(4) for g in range(8 * server, 8 * server + 4)]
     size = 4 << 20
-    res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"), coll_channels=1)
+    res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"), coll_channels=1, record_flows=True)
     sent = dict(zip(ranks, _sent_per_rank(res, ranks), strict=True))
     expect = dict.fromkeys(ranks, 0.0)
     for servers in ([0, 1, 2, 3], [3, 2, 1, 0]):

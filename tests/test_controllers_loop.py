@@ -40,7 +40,9 @@ class Recorder(Controller):
 
 @pytest.fixture(scope="module")
 def baseline(rfab, rl_trace):
-    return rf.simulate(rfab, rl_trace, t_ocs="10us")
+    res = rf.simulate(rfab, rl_trace, t_ocs="10us", record_flows=True)
+    assert res.flows.num_rows == res.run["flows"] > 0
+    return res
 
 
 def ready_ps(res, trace):
@@ -91,7 +93,7 @@ def test_op_granularity_stops_before_every_op(rfab, rl_trace):
 def test_a_controller_that_changes_nothing_changes_nothing(rfab, rl_trace, baseline):
     spec = rfab.to_spec()
     for ctl in (StaticController(spec.circuits), UniformController(), Recorder("op")):
-        res = rf.simulate(rfab, rl_trace, controller=ctl, t_ocs="10us")
+        res = rf.simulate(rfab, rl_trace, controller=ctl, t_ocs="10us", record_flows=True)
         assert res.run["events"] == baseline.run["events"]
         assert res.run["plan_changes"] == 0 and len(res.circuits) == 0
         for col in ("src", "dst", "start_ps", "end_ps", "op_id"):
@@ -309,8 +311,8 @@ def test_same_seed_same_plans(rfab, rl_trace):
         def plan(self, intent, view):
             return half if intent.period % 2 else spec.circuits
 
-    a = rf.simulate(rfab, rl_trace, controller=Flip(), t_ocs="10us", seed=5)
-    b = rf.simulate(rfab, rl_trace, controller=Flip(), t_ocs="10us", seed=5)
+    a = rf.simulate(rfab, rl_trace, controller=Flip(), t_ocs="10us", seed=5, record_flows=True)
+    b = rf.simulate(rfab, rl_trace, controller=Flip(), t_ocs="10us", seed=5, record_flows=True)
     assert a.run["plan_changes"] > 1
     assert a.circuits.equals(b.circuits) and a.ops.equals(b.ops)
     assert np.array_equal(a.flows["end_ps"].to_numpy(), b.flows["end_ps"].to_numpy())

@@ -23,6 +23,7 @@ def nic_bytes(res, gpus=128, per_server=8):
     )
     sent = nbytes[(kind == "nic") & (direction == 0)]
     f = res.flows
+    assert f.num_rows == res.run["flows"] > 0
     src, dst, size = (f[c].to_numpy() for c in ("src", "dst", "size_bytes"))
     inter = src // per_server != dst // per_server
     got = np.bincount(dst[inter], weights=size[inter], minlength=gpus)
@@ -48,7 +49,7 @@ def test_topoopt_rings_use_every_nic_at_the_nic_rate():
     rows = fab.ring_orders()
     assert rows.shape == (8, 128)
     size = 64 << 20
-    res = rf.simulate(fab, op_trace("all_reduce", range(128), size, "ring"))
+    res = rf.simulate(fab, op_trace("all_reduce", range(128), size, "ring"), record_flows=True)
     sent, got = nic_bytes(res)
     assert len(sent) == len(got) == 128
     # every NIC sends and receives one channel's share: 2(n-1)/n * S / 8 (payload, + headers)
@@ -63,7 +64,7 @@ def test_mixnet_rings_use_every_nic():
     rows = fab.ring_orders()
     assert rows.shape == (8, 128)
     size = 16 << 20
-    res = rf.simulate(fab, op_trace("all_gather", range(128), size, "ring"))
+    res = rf.simulate(fab, op_trace("all_gather", range(128), size, "ring"), record_flows=True)
     sent, got = nic_bytes(res)
     share = 127 / 128 * size / 8
     assert len(sent) == 128 and sent.min() >= share and sent.max() <= share * 1.01
@@ -93,7 +94,7 @@ class ReversedFatTree(T.FatTree):
 
 def test_a_subclass_ring_order_is_followed_and_caps_the_channels():
     fab = ReversedFatTree(16, radix=16)
-    res = rf.simulate(fab, op_trace("all_gather", range(0, 16, 2), 8 << 20, "ring"))
+    res = rf.simulate(fab, op_trace("all_gather", range(0, 16, 2), 8 << 20, "ring"), record_flows=True)
     src, dst = res.flows["src"].to_numpy(), res.flows["dst"].to_numpy()
     # one channel (the fabric gives one row), ranks visited in descending order
     assert set(zip(src.tolist(), dst.tolist(), strict=True)) == {(r, (r - 2) % 16) for r in range(0, 16, 2)}
@@ -120,7 +121,7 @@ def test_bad_ring_orders_raise_spec_errors():
 def test_broadcast_splits_over_channels_and_nics():
     fab = T.FatTree(128)
     size = 256 << 20
-    res = rf.simulate(fab, op_trace("broadcast", range(128), size))
+    res = rf.simulate(fab, op_trace("broadcast", range(128), size), record_flows=True)
     sent, _ = nic_bytes(res)
     # each channel's chain leaves every server once, through a different NIC per channel;
     # channel 0's chain ends on the last server, whose exit NIC for it stays idle
@@ -165,7 +166,7 @@ def test_channels_follow_nccls_32_kib_rule():
     # the channel, so count distinct (src, dst) successors of rank 0 on a FatTree ring
     fab = T.FatTree(16, radix=16)
     for size, channels in ((32 << 10, 1), (96 << 10, 3), (1 << 20, 8)):
-        res = rf.simulate(fab, op_trace("all_gather", range(16), size, "ring"))
+        res = rf.simulate(fab, op_trace("all_gather", range(16), size, "ring"), record_flows=True)
         src, dst = res.flows["src"].to_numpy(), res.flows["dst"].to_numpy()
         # channel c leaves server 0 through GPU (c-1) mod 8: one exit GPU per channel
         exits = {int(s) for s, d in zip(src, dst, strict=True) if s < 8 <= d}

@@ -36,6 +36,26 @@ py::dict config_fields() {
   return d;
 }
 
+/// FlowLog rows as numpy columns (moved, not copied).
+py::dict flow_log_dict(net::FlowLog f) {
+  py::dict d;
+  d["flow_id"] = to_numpy(std::move(f.id));
+  d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
+  d["src"] = to_numpy(std::move(f.src));
+  d["dst"] = to_numpy(std::move(f.dst));
+  d["size_bytes"] = to_numpy(std::move(f.size_bytes));
+  d["start_ps"] = to_numpy(std::move(f.start_ps));
+  d["end_ps"] = to_numpy(std::move(f.end_ps));
+  d["sent_bytes"] = to_numpy(std::move(f.sent_bytes));
+  d["delivered_bytes"] = to_numpy(std::move(f.delivered_bytes));
+  d["resent_bytes"] = to_numpy(std::move(f.resent_bytes));
+  d["duplicate_bytes"] = to_numpy(std::move(f.duplicate_bytes));
+  d["dropped_bytes"] = to_numpy(std::move(f.dropped_bytes));
+  d["retransmits"] = to_numpy(std::move(f.retransmits));
+  d["in_flight_bytes"] = to_numpy(std::move(f.in_flight));
+  return d;
+}
+
 }  // namespace
 
 py::handle require(const py::dict& d, const char* key, const char* what) {
@@ -389,6 +409,10 @@ void bind_engine(py::module_& m) {
             d["ecn_marks"] = c.ecn_marks;
             d["pfc_pauses"] = c.pauses;
             d["flows_done"] = c.flows_done;
+            d["flows"] = s.network().flows_created();
+            d["last_flow_end_ps"] = c.last_flow_end_ps;
+            d["live_flows"] = s.network().live_flows();
+            d["peak_live_flows"] = s.network().peak_live_flows();
             d["packets_in_flight"] = s.network().packets_in_flight();
             d["packets_held"] = s.network().packets_held();
             d["held"] = c.held;
@@ -399,38 +423,54 @@ void bind_engine(py::module_& m) {
           "Run-wide counters.")
       .def(
           "flow_log",
+          [](const Simulator& s) { return flow_log_dict(s.network().flow_records()); },
+          "Per-flow columns (numpy arrays), one row per flow recorded and not yet taken by\n"
+          "take_flow_log(), then one per flow alive now, sorted by flow_id. Payload accounting:\n"
+          "sent_bytes (highest byte sent), resent_bytes (sent again), delivered_bytes (first copies\n"
+          "received), duplicate_bytes, dropped_bytes, in_flight_bytes (now in the fabric): sent + resent\n"
+          "= delivered + duplicate + dropped + in flight for every flow at any time.")
+      .def(
+          "take_flow_log",
+          [](Simulator& s) { return flow_log_dict(s.network().take_flow_log()); },
+          "Move out the rows of the flows that retired since the last call (for streaming them).")
+      .def_property_readonly("flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
+                             "Rows recorded and not yet taken.")
+      .def_property(
+          "record_flows", [](const Simulator& s) { return s.network().record_flows(); },
+          [](Simulator& s, bool on) { s.network().set_record_flows(on); },
+          "Keep a row per flow as it retires (default on); off, only per-op totals (op_flow_stats).")
+      .def(
+          "op_flow_stats",
           [](const Simulator& s) {
-            const auto& f = s.network().flows();
+            const coll::Executor* x = s.executor();
+            const size_t n = x ? x->op_start().size() : 0;
+            const auto& st = s.network().owner_stats();
+            auto col = [&](auto member) {
+              return column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].*member : int64_t{0}; });
+            };
             py::dict d;
-            d["src"] = to_numpy(std::vector<uint32_t>(f.src));
-            d["dst"] = to_numpy(std::vector<uint32_t>(f.dst));
-            d["size_bytes"] = to_numpy(std::vector<int64_t>(f.size_bytes));
-            d["start_ps"] = to_numpy(std::vector<int64_t>(f.start_ps));
-            d["end_ps"] = to_numpy(std::vector<int64_t>(f.end_ps));
-            d["sent_bytes"] = to_numpy(std::vector<int64_t>(f.sent_bytes));
-            d["delivered_bytes"] = to_numpy(std::vector<int64_t>(f.delivered_bytes));
-            d["resent_bytes"] = to_numpy(std::vector<int64_t>(f.resent_bytes));
-            d["duplicate_bytes"] = to_numpy(std::vector<int64_t>(f.duplicate_bytes));
-            d["dropped_bytes"] = to_numpy(std::vector<int64_t>(f.dropped_bytes));
-            d["retransmits"] = to_numpy(std::vector<uint32_t>(f.retransmits));
-            d["op_id"] =
-                to_numpy(s.executor() ? s.executor()->flow_ops() : std::vector<int64_t>(f.src.size(), -1));
+            d["flows"] = col(&net::OwnerStats::flows);
+            d["retransmits"] = col(&net::OwnerStats::retransmits);
+            d["delivered_bytes"] = col(&net::OwnerStats::delivered_bytes);
+            d["resent_bytes"] = col(&net::OwnerStats::resent_bytes);
+            d["duplicate_bytes"] = col(&net::OwnerStats::duplicate_bytes);
+            d["dropped_bytes"] = col(&net::OwnerStats::dropped_bytes);
+            d["max_fct_ps"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
             return d;
           },
-          "Per-flow columns (numpy arrays). Payload accounting: sent_bytes (highest byte sent),\n"
-          "resent_bytes (sent again), delivered_bytes (first copies received), duplicate_bytes,\n"
-          "dropped_bytes; with payload_in_flight(), sent + resent = delivered + duplicate + dropped\n"
-          "+ in flight for every flow at any time.")
+          "Per op (workload rows): totals of its flows that retired so far: flows, retransmits,\n"
+          "delivered, resent, duplicate and dropped payload bytes, and the longest flow (max_fct_ps, -1: none).")
       .def(
           "delivered_bytes",
           [](const Simulator& s) {
             return to_numpy(std::vector<int64_t>(s.network().flows().delivered_bytes));
           },
-          "Bytes delivered so far per flow (for sampling between run() epochs).")
+          "Bytes delivered so far per flow slot (for plain flow sets, whose flows keep their slots:\n"
+          "per flow id; for sampling between run() epochs).")
       .def(
-          "payload_in_flight", [](const Simulator& s) { return to_numpy(s.network().payload_in_flight()); },
-          "Payload bytes per flow now inside the fabric (queued, on a wire or held): with flow_log()'s\n"
-          "sent, resent, delivered, duplicate and dropped bytes, for conservation checks between run() epochs.")
+          "payload_in_flight", [](const Simulator& s) { return to_numpy(s.network().flow_records().in_flight); },
+          "Payload bytes per flow now inside the fabric (queued, on a wire or held), in flow_log()'s row\n"
+          "order: with its sent, resent, delivered, duplicate and dropped bytes, for conservation checks.")
       .def(
           "flow_rates",
           [](const Simulator& s) {
@@ -440,7 +480,8 @@ void bind_engine(py::module_& m) {
               r[i] = net.transport().flow_rate_bps(static_cast<uint32_t>(i));
             return to_numpy(std::move(r));
           },
-          "Current sending rate per flow, bit/s (rate-based transports; -1 otherwise).")
+          "Current sending rate per flow slot (plain flow sets: per flow id), bit/s (rate-based\n"
+          "transports; -1 otherwise).")
       .def(
           "port_stats",
           [](const Simulator& s) {

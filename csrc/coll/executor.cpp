@@ -509,7 +509,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
   // Connection identity: (src, dst, channel); channel 0 is the default connection.
   const uint64_t key =
       (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
-  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key);
+  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key, op);  // (op: its totals' owner)
   if (recs_.size() <= f) {
     recs_.resize(f + 1);
     has_rec_.resize(f + 1, 0);

@@ -159,7 +159,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<uint32_t> dependents_begin_, dependents_;  ///< reverse CSR (op indices)
   std::vector<SimTime> start_, end_, ready_;
   std::vector<OpRun> runs_;
-  std::vector<FlowRec> recs_;  ///< indexed by flow id
+  std::vector<FlowRec> recs_;  ///< indexed by flow slot (reused once a flow retires)
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
   /// busiest_port() results by (ranks, channels)

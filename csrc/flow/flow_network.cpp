@@ -187,7 +187,8 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   return i;
 }
 
-uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
+uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
+                                  int64_t /*owner*/) {
   const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key);
   if (start_ps == eng_.now() && size > 0) {
     start_flow(i);  // (starting calls no observer: safe inside its callbacks)

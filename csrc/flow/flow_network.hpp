@@ -85,7 +85,8 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   SimTime now() const override { return eng_.now(); }
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
-  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0) override;
+  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
+                       int64_t owner = -1) override;  // (owner: the executor's flow_ops() says it)
   void set_observer(net::FlowObserver* observer) override { observer_ = observer; }
   Bytes payload_per_packet() const override { return mtu_ - header_; }
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;

@@ -32,9 +32,11 @@ class FlowFabric {
   /// Server of a GPU (from the spec), for locality-aware collectives.
   virtual int32_t gpu_server(uint32_t gpu) const = 0;
   /// Create one flow during a run, starting at `start_ps` (>= now); returns its id. Flows with
-  /// the same nonzero `ecmp_key` (one connection) hash alike, so keep one ECMP path.
+  /// the same nonzero `ecmp_key` (one connection) hash alike, so keep one ECMP path. `owner`
+  /// (>= 0, e.g. the op) names what the flow's totals count toward. The packet network reuses
+  /// an id once its flow has retired (after on_flow_done); the flow model does not.
   virtual uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps,
-                               uint64_t ecmp_key = 0) = 0;
+                               uint64_t ecmp_key = 0, int64_t owner = -1) = 0;
   virtual void set_observer(FlowObserver* observer) = 0;
   /// Payload bytes per full frame (MTU minus headers).
   virtual Bytes payload_per_packet() const = 0;
@@ -44,7 +46,7 @@ class FlowFabric {
   virtual std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const = 0;
   /// Current rate of a port (bit/s).
   virtual BitsPerSec port_rate_bps(uint32_t port) const = 0;
-  /// Flows created so far (ids are 0 .. num_flows() - 1).
+  /// Size of the flow table: ids are 0 .. num_flows() - 1 (packet network: slots, reused).
   virtual size_t num_flows() const = 0;
 };
 

@@ -12,8 +12,8 @@ namespace rfabric::net {
 
 using engine::kNever;
 
-uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start) {
-  const uint32_t i = static_cast<uint32_t>(flows_.size());
+uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start, int64_t owner) {
+  const uint64_t i = next_id_;
   const uint32_t g = num_gpus();
   RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
   RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
@@ -23,22 +23,118 @@ uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
   const uint32_t fp = first_port_for(src, dst, hash);
   RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  flows_.src.push_back(src);
-  flows_.dst.push_back(dst);
-  flows_.size_bytes.push_back(size);
-  flows_.start_ps.push_back(start);
-  flows_.end_ps.push_back(-1);
-  flows_.delivered_bytes.push_back(0);
-  flows_.sent_bytes.push_back(0);
-  flows_.resent_bytes.push_back(0);
-  flows_.duplicate_bytes.push_back(0);
-  flows_.dropped_bytes.push_back(0);
-  flows_.retransmits.push_back(0);
-  flows_.nic_ready.push_back(kNever);
-  flows_.sent_notified.push_back(0);
-  flows_.first_port.push_back(fp);
-  flows_.hash.push_back(hash);
-  return i;
+  ++next_id_;
+  ++live_flows_;
+  FlowTable& t = flows_;
+  uint32_t f;
+  if (!free_slots_.empty()) {
+    f = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    f = static_cast<uint32_t>(t.size());
+    RF_CHECK(f != kNone, "more than ", kNone, " flows alive at once");
+    for (auto* v : {&t.src, &t.dst, &t.first_port, &t.hash, &t.retransmits, &t.packets}) v->emplace_back();
+    for (auto* v : {&t.size_bytes, &t.delivered_bytes, &t.sent_bytes, &t.resent_bytes, &t.duplicate_bytes,
+                    &t.dropped_bytes, &t.start_ps, &t.end_ps, &t.nic_ready})
+      v->emplace_back();
+    t.id.emplace_back();
+    t.owner.emplace_back();
+    t.sent_notified.emplace_back();
+    t.live.emplace_back();
+  }
+  t.id[f] = i;
+  t.owner[f] = owner;
+  t.src[f] = src;
+  t.dst[f] = dst;
+  t.size_bytes[f] = size;
+  t.start_ps[f] = start;
+  t.end_ps[f] = -1;
+  t.delivered_bytes[f] = t.sent_bytes[f] = t.resent_bytes[f] = t.duplicate_bytes[f] = t.dropped_bytes[f] = 0;
+  t.retransmits[f] = 0;
+  t.packets[f] = 0;
+  t.nic_ready[f] = kNever;
+  t.sent_notified[f] = 0;
+  t.live[f] = 1;
+  t.first_port[f] = fp;
+  t.hash[f] = hash;
+  return f;
+}
+
+void FlowLog::append(const FlowTable& t, uint32_t f) {
+  id.push_back(static_cast<int64_t>(t.id[f]));
+  owner.push_back(t.owner[f]);
+  src.push_back(t.src[f]);
+  dst.push_back(t.dst[f]);
+  size_bytes.push_back(t.size_bytes[f]);
+  sent_bytes.push_back(t.sent_bytes[f]);
+  delivered_bytes.push_back(t.delivered_bytes[f]);
+  resent_bytes.push_back(t.resent_bytes[f]);
+  duplicate_bytes.push_back(t.duplicate_bytes[f]);
+  dropped_bytes.push_back(t.dropped_bytes[f]);
+  start_ps.push_back(t.start_ps[f]);
+  end_ps.push_back(t.end_ps[f]);
+  retransmits.push_back(t.retransmits[f]);
+  in_flight.push_back(0);
+}
+
+void Network::retire_if_quiet(uint32_t f) {
+  if (!transport_->quiet(f)) return;  // its timer fires later and calls maybe_retire again
+  // (a flow that still holds a NIC slot sends again: its frames bring it back here)
+  if (flows_.nic_ready[f] != kNever) return;
+  FlowTable& t = flows_;
+  if (t.owner[f] >= 0) {
+    const auto o = static_cast<size_t>(t.owner[f]);
+    if (owner_stats_.size() <= o) owner_stats_.resize(o + 1);
+    OwnerStats& s = owner_stats_[o];
+    ++s.flows;
+    s.retransmits += t.retransmits[f];
+    s.delivered_bytes += t.delivered_bytes[f];
+    s.resent_bytes += t.resent_bytes[f];
+    s.duplicate_bytes += t.duplicate_bytes[f];
+    s.dropped_bytes += t.dropped_bytes[f];
+    s.max_fct_ps = std::max(s.max_fct_ps, t.end_ps[f] - t.start_ps[f]);
+  }
+  if (record_) log_.append(t, f);
+  t.live[f] = 0;
+  --live_flows_;
+  transport_->recycle(f);
+  free_slots_.push_back(f);
+}
+
+FlowLog Network::flow_records() const {
+  FlowLog all = log_;
+  std::vector<uint32_t> slot_row(flows_.size(), kNone);
+  for (uint32_t f = 0; f < flows_.size(); ++f) {
+    if (!flows_.live[f]) continue;
+    slot_row[f] = static_cast<uint32_t>(all.size());
+    all.append(flows_, f);
+  }
+  pool_.for_each_live([&](const Packet& p) {
+    if (slot_row[p.flow] != kNone) all.in_flight[slot_row[p.flow]] += p.payload_bytes;
+  });
+  // sorted by id (rows taken out for streaming are not here)
+  std::vector<uint32_t> order(all.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return all.id[a] < all.id[b]; });
+  auto permute = [&](auto& v) {
+    auto old = v;
+    for (size_t k = 0; k < order.size(); ++k) v[k] = old[order[k]];
+  };
+  permute(all.id);
+  permute(all.owner);
+  permute(all.src);
+  permute(all.dst);
+  permute(all.size_bytes);
+  permute(all.sent_bytes);
+  permute(all.delivered_bytes);
+  permute(all.resent_bytes);
+  permute(all.duplicate_bytes);
+  permute(all.dropped_bytes);
+  permute(all.start_ps);
+  permute(all.end_ps);
+  permute(all.retransmits);
+  permute(all.in_flight);
+  return all;
 }
 
 void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
@@ -46,7 +142,7 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
   RF_CHECK(flows_.size() == 0, "flows were already added");
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i]);
+  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i], -1);
   transport_->prepare(static_cast<uint32_t>(f));
   start_order_.resize(f);
   std::iota(start_order_.begin(), start_order_.end(), 0u);
@@ -56,8 +152,9 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
   if (f > 0) eng_.schedule(start[start_order_[0]], 0, kind_base_ + kFlowStart);
 }
 
-uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
-  const uint32_t f = append_flow(src, dst, size, start_ps);
+uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
+                              int64_t owner) {
+  const uint32_t f = append_flow(src, dst, size, start_ps, owner);
   if (ecmp_key != 0) {
     flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
     if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
@@ -97,7 +194,7 @@ void Network::activate(uint32_t flow, SimTime t) {
   NicScheduler& s = nics_[ports_[port].nic];
   if (flows_.nic_ready[flow] == t) return;
   flows_.nic_ready[flow] = t;
-  s.heap.push_back({t, nic_seq_++, flow});
+  s.heap.push_back({t, nic_seq_++, flow, static_cast<uint32_t>(flows_.id[flow])});
   std::push_heap(s.heap.begin(), s.heap.end(), NicScheduler::later);
   // Re-paced from inside this NIC's own pull (DCQCN's rate increase): the frame being pulled
   // is not on the wire yet, so the port only looks idle. try_transmit() schedules the next
@@ -109,17 +206,13 @@ void Network::activate(uint32_t flow, SimTime t) {
 void Network::complete_flow(uint32_t flow) {
   flows_.end_ps[flow] = eng_.now();
   ++counters_.flows_done;
+  counters_.last_flow_end_ps = eng_.now();
   if (!flows_.sent_notified[flow]) {
     flows_.sent_notified[flow] = 1;
     if (observer_ != nullptr) observer_->on_flow_sent(flow);
   }
   if (observer_ != nullptr) observer_->on_flow_done(flow);
-}
-
-std::vector<Bytes> Network::payload_in_flight() const {
-  std::vector<Bytes> out(flows_.size(), 0);
-  pool_.for_each_live([&](const Packet& p) { out[p.flow] += p.payload_bytes; });
-  return out;
+  maybe_retire(flow);  // (a flow with no frame in the fabric: empty, or its last ACK is back)
 }
 
 void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
@@ -130,8 +223,14 @@ void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
 }
 
 void Network::rehome_flows() {
-  for (uint32_t f = 0; f < flows_.size(); ++f) {
-    if (flows_.end_ps[f] >= 0) continue;  // (a flow that sent everything may still retransmit)
+  // The flows alive, in creation order (the order in which they take new NIC slots).
+  std::vector<uint32_t> alive;
+  alive.reserve(live_flows_);
+  for (uint32_t f = 0; f < flows_.size(); ++f)
+    if (flows_.live[f] && flows_.end_ps[f] < 0) alive.push_back(f);
+  std::sort(alive.begin(), alive.end(), [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });
+  for (const uint32_t f : alive) {
+    // (a flow that sent everything may still retransmit)
     const uint32_t old = flows_.first_port[f];
     // (Every flow is re-evaluated: one on its own NIC moves over NVLink when that NIC's switch
     // is cut off from the destination's; one relayed around a failed NIC returns when it is

@@ -27,7 +27,9 @@ uint32_t Network::pull_nic(uint32_t port) {
   const SimTime now = eng_.now();
   // Skip slots superseded by a later activate() of the same flow. (A flow moved to another
   // port leaves no entry here: rehome_flows() takes them out.)
-  while (!s.heap.empty() && s.heap.front().ready != flows_.nic_ready[s.heap.front().flow]) {
+  // An entry of a slot's earlier flow (retired since) is stale too: its gen is that flow's.
+  while (!s.heap.empty() && (s.heap.front().ready != flows_.nic_ready[s.heap.front().flow] ||
+                             s.heap.front().gen != static_cast<uint32_t>(flows_.id[s.heap.front().flow]))) {
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
     s.heap.pop_back();
   }
@@ -50,6 +52,7 @@ uint32_t Network::pull_nic(uint32_t port) {
   p.ecn = 0;
   p.hops = 0;
   p.sent_ps = now;
+  ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
   const SimTime next = transport_->next_packet(top.flow, p);
@@ -60,7 +63,7 @@ uint32_t Network::pull_nic(uint32_t port) {
     // (one heap pass instead of a pop and a push).
     flows_.nic_ready[top.flow] = std::max(next, now);
     auto& h = s.heap;
-    const NicScheduler::Entry e{flows_.nic_ready[top.flow], nic_seq_++, top.flow};
+    const NicScheduler::Entry e{flows_.nic_ready[top.flow], nic_seq_++, top.flow, top.gen};
     size_t i = 0;
     const size_t n = h.size();
     for (;;) {
@@ -208,7 +211,7 @@ void Network::drop(uint32_t pkt, uint64_t& reason) {
   flows_.dropped_bytes[p.flow] += p.payload_bytes;
   ++reason;
   ++counters_.drops;
-  pool_.release(pkt);
+  release_packet(pkt);
 }
 
 void Network::enqueue(uint32_t port, uint32_t pkt) {
@@ -258,7 +261,9 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   uint32_t out;
   if (fwd_.fast_next_hop(node, eps, p.dst, p.hops, out)) return out;
   const bool descending = p.port != kNone && fwd_.descends(ports_[p.port].node, node);
-  return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops, p.flow, descending,
+  // (adaptive tie-breaks rotate by the flow's id, not its slot, which a later flow reuses)
+  return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops,
+                    static_cast<uint32_t>(flows_.id[p.flow]), descending,
                     p.port != kNone ? ports_[p.port].node : kNone);
 }
 
@@ -279,7 +284,7 @@ void Network::arrive(uint32_t pkt) {
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
     transport_->receive(p);
-    pool_.release(pkt);
+    release_packet(pkt);
     return;
   }
   // (After a change of tables a frame may be sent back the way it came: that is its new
@@ -362,6 +367,7 @@ uint32_t Network::send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
   p.flow = flow;
+  ++flows_.packets[flow];
   p.src = src;
   p.dst = dst;
   p.size_bytes = static_cast<uint32_t>(cfg_.control_bytes);

@@ -14,6 +14,7 @@
 // failures, circuit plans, re-forwarding after a change), network.cpp (the per-frame hot path).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,43 +32,63 @@
 namespace rfabric::net {
 
 struct alignas(64) Port {  // 256 bytes: an index becomes an address with one shift
-  // wiring. For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate
-  // are those of the end-to-end channel its circuit chain forms, re-resolved on changes.
-  uint32_t node = 0, peer = 0, reverse = 0, link = 0;
-  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  // Fields are grouped by cache line, by who touches them per frame (at 4,096 GPUs the port
+  // table no longer fits in cache, and a hop used to touch all four lines of both ports):
+  // line 0, the frame's arrival over this channel (the far end, the generation it checks,
+  // the PFC ingress accounting of the peer's buffer); line 1, the transmitter; line 2, the
+  // queue and the rest of a transmission; line 3, wiring and counters off the per-frame path.
+  // For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate are those
+  // of the end-to-end channel its circuit chain forms, re-resolved on changes.
+
+  // ---- line 0: arrivals ----
+  uint32_t peer = 0;
   int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
   bool peer_eps = false;   ///< `peer` is a packet switch
   uint8_t hop_step = 0;    ///< what an arrival over this channel adds to Packet::hops: 1 when
                            ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
                            ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
-  uint32_t gen = 1;        ///< channel generation, odd while up: new on every change of
-                           ///< peer or state (new_channel); frames carry it when sent
-  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
-  BitsPerSec rate_bps = 0;
-  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
-  SimTime prop_ps = 0;      ///< propagation delay of the wire
-  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
-  Bytes buffer_bytes = 0;
-  Bytes ecn_kmin = 0, ecn_kmax = 0;
-  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
-  int32_t nic = -1;         ///< index of the NIC scheduler when the owner is a GPU
-  // state
-  uint32_t head = kNone, tail = kNone;
-  Bytes queued_bytes = 0;
-  SimTime busy_until = 0;
+  bool pause_sent = false;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
-  bool up = true, paused = false, pause_sent = false;  ///< write up with new_channel, paused with set_paused
+  Bytes max_ingress_bytes = 0;
+  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
+  SimTime prop_ps = 0;      ///< propagation delay of the wire
+  // ---- line 1: the transmitter ----
+  alignas(64) uint32_t head = kNone;
+  uint32_t tail = kNone;
+  int32_t nic = -1;  ///< index of the NIC scheduler when the owner is a GPU
+  bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
   bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool optical = false;  ///< wire_peer is an optical device (OCS or patch panel)
-  bool inert = false;    ///< owned by an optical device: never transmits
+  SimTime busy_until = 0;
   /// Time of the one valid pending TxDone event (-1 before the first; after one fires it
   /// keeps that time, which no later event can have). Events at other times are stale.
   SimTime tx_event_at = -1;
-  // counters
-  int64_t tx_packets = 0, drops = 0, ecn_marks = 0, pauses = 0;
-  Bytes tx_bytes = 0, max_queue_bytes = 0, max_ingress_bytes = 0;
+  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
+  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
   SimTime busy_ps = 0;
+  Bytes tx_bytes = 0;
+  // ---- line 2: the queue ----
+  /// channel generation, odd while up: new on every change of peer or state (new_channel);
+  /// frames carry it when sent
+  alignas(64) uint32_t gen = 1;
+  int64_t tx_packets = 0;
+  Bytes queued_bytes = 0;
+  Bytes buffer_bytes = 0;
+  Bytes ecn_kmin = 0, ecn_kmax = 0;
+  Bytes max_queue_bytes = 0;
+  BitsPerSec rate_bps = 0;
+  // ---- line 3: wiring and counters ----
+  alignas(64) uint32_t node = 0;
+  uint32_t reverse = 0, link = 0;
+  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
+  bool optical = false;    ///< wire_peer is an optical device (OCS or patch panel)
+  bool inert = false;      ///< owned by an optical device: never transmits
+  int64_t drops = 0, ecn_marks = 0, pauses = 0;
 };
+
+static_assert(offsetof(Port, prop_ps) < 64 && offsetof(Port, head) == 64 && offsetof(Port, tx_bytes) < 128 &&
+                  offsetof(Port, gen) == 128 && offsetof(Port, rate_bps) < 192 && offsetof(Port, node) == 192,
+              "Port's per-frame fields stay on the cache lines the comment above names");
 
 inline void set_paused(Port& pt, bool paused) {
   pt.paused = paused;
@@ -94,8 +115,14 @@ inline void set_rate(Port& pt, BitsPerSec rate) {
 
 static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
 
-/// Per-flow records, struct-of-arrays (they become result columns).
+/// Per-flow state of the flows alive now, struct-of-arrays, indexed by slot. A slot holds one
+/// flow from its creation until it retires (finished, no frame of it left in the fabric, no
+/// transport timer pending); then the slot goes back to a free list and a later flow reuses
+/// it, so the table is as large as the most flows ever alive at once, not the flows ever
+/// created (Network::peak_live_flows). A flow's public id is its creation serial (`id`).
 struct FlowTable {
+  std::vector<uint64_t> id;    ///< creation serial: the flow id in results (add_flows: the row)
+  std::vector<int64_t> owner;  ///< who created it (the collective executor: op index), or -1
   std::vector<uint32_t> src, dst;
   std::vector<Bytes> size_bytes, delivered_bytes, sent_bytes;
   /// Payload accounting beyond the first copy of each byte: sent again (retransmissions),
@@ -107,8 +134,32 @@ struct FlowTable {
   std::vector<uint32_t> hash;
   std::vector<uint32_t> retransmits;
   std::vector<SimTime> nic_ready;      ///< the flow's valid NIC slot; other heap entries are stale
+  std::vector<uint32_t> packets;       ///< frames of this flow in the pool (data and control)
   std::vector<uint8_t> sent_notified;  ///< FlowObserver::on_flow_sent already told
+  std::vector<uint8_t> live;           ///< the slot holds a flow (not retired)
   size_t size() const { return src.size(); }
+};
+
+/// Rows of retired flows, columnar: the per-flow result table (FLOW_SCHEMA), kept only when
+/// recording (Network::set_record_flows) and drained by the caller as it streams them out.
+struct FlowLog {
+  std::vector<int64_t> id, owner;
+  std::vector<uint32_t> src, dst;
+  std::vector<Bytes> size_bytes, sent_bytes, delivered_bytes, resent_bytes, duplicate_bytes, dropped_bytes;
+  std::vector<SimTime> start_ps, end_ps;
+  std::vector<uint32_t> retransmits;
+  std::vector<Bytes> in_flight;  ///< payload now in the fabric (filled by Network::flow_records)
+  size_t size() const { return id.size(); }
+  /// Append slot f of `t` (in_flight 0).
+  void append(const FlowTable& t, uint32_t f);
+};
+
+/// What the flows an owner (an op) created came to, folded in as each retires, so results per
+/// op need no per-flow table.
+struct OwnerStats {
+  int64_t flows = 0, retransmits = 0;
+  Bytes delivered_bytes = 0, resent_bytes = 0, duplicate_bytes = 0, dropped_bytes = 0;
+  SimTime max_fct_ps = -1;  ///< longest flow (end - start) among the finished ones
 };
 
 /// Per-port NIC arbitration: flows ready to send, earliest first, FIFO among equals.
@@ -117,6 +168,7 @@ struct NicScheduler {
     SimTime ready;
     uint64_t seq;
     uint32_t flow;
+    uint32_t gen;  ///< low bits of the flow's id: an entry of a slot's earlier flow is stale
   };
   /// Heap order (std heaps keep the greatest on top): earliest ready, FIFO among equals.
   /// A function object, so the heap algorithms inline it.
@@ -143,6 +195,7 @@ struct RunCounters {
                                   ///< invariant, always 0
   uint64_t held = 0;              ///< frames ever held at a node for lack of a route (lossless)
   uint64_t flows_done = 0;
+  SimTime last_flow_end_ps = -1;  ///< when the latest flow to finish finished
 };
 
 /// One applied circuit change (the res.circuits table).
@@ -168,7 +221,11 @@ class Network final : public engine::Handler, public FlowFabric {
   /// caller inside a transport callback never re-enters the transport. Returns its id.
   /// `ecmp_key` (when not 0) replaces the flow's own ECMP hash: flows of one connection
   /// (an RDMA QP reused across steps and ops) then keep one path, as on real NICs.
-  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0) override;
+  /// `owner` (>= 0: an index the creator chooses, e.g. the op) collects the flow's totals in
+  /// owner_stats() when it retires. The id returned is the flow's slot, valid until its
+  /// on_flow_done(): a later flow may reuse it.
+  uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
+                       int64_t owner = -1) override;
   void set_observer(FlowObserver* observer) override { observer_ = observer; }
   /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of the
   /// current path from GPU src to GPU dst, for cost models.
@@ -215,6 +272,11 @@ class Network final : public engine::Handler, public FlowFabric {
   /// had queued, or its window shrank): its NIC slot is given up, and the heap entry left
   /// behind is skipped as stale, so the NIC never pulls a frame the flow cannot send.
   void deactivate(uint32_t flow) { flows_.nic_ready[flow] = engine::kNever; }
+  /// The flow's slot may be free now (a transport calls this when a timer of the flow fired
+  /// and none is pending any more); it retires once finished with no frame left in the fabric.
+  void maybe_retire(uint32_t flow) {
+    if (flows_.end_ps[flow] >= 0 && flows_.packets[flow] == 0 && flows_.live[flow]) retire_if_quiet(flow);
+  }
   /// Send a control frame (ACK, CNP, ...) from GPU src to GPU dst ahead of data.
   uint32_t send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type);
   void send_packet(uint32_t pkt);
@@ -234,14 +296,28 @@ class Network final : public engine::Handler, public FlowFabric {
     c.packet_hops = eng_.kind_count(kind_base_ + kArrive);
     return c;
   }
+  /// Keep a row for every flow that retires (the per-flow result table); off, only the
+  /// per-owner totals are kept. On by default. Set before the run.
+  void set_record_flows(bool on) { record_ = on; }
+  bool record_flows() const { return record_; }
+  /// Move out the rows recorded so far (for streaming them to a file).
+  FlowLog take_flow_log() { return std::exchange(log_, FlowLog{}); }
+  /// Rows recorded and not yet taken, then the flows alive now, sorted by id, with each
+  /// one's payload now in the fabric (for conservation checks between runs).
+  FlowLog flow_records() const;
+  size_t flow_log_rows() const { return log_.size(); }
+  /// Per-owner totals (index: owner) of the flows retired so far.
+  const std::vector<OwnerStats>& owner_stats() const { return owner_stats_; }
+  /// Flows created so far (the next flow's id).
+  uint64_t flows_created() const { return next_id_; }
+  size_t live_flows() const { return live_flows_; }
+  /// The most flows alive at once so far: the size of the per-flow table.
+  size_t peak_live_flows() const { return flows_.size(); }
   uint32_t num_links() const { return fwd_.num_links(); }
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   BitsPerSec port_rate_bps(uint32_t port) const override { return ports_[port].rate_bps; }
   size_t num_flows() const override { return flows_.size(); }
   size_t packets_in_flight() const { return pool_.live(); }
-  /// Payload bytes of each flow's frames now in the fabric (queued, on a wire, held), by a
-  /// walk over the packet pool: for conservation checks between epochs, off the hot path.
-  std::vector<Bytes> payload_in_flight() const;
   size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
   const Transport& transport() const { return *transport_; }
@@ -334,7 +410,15 @@ class Network final : public engine::Handler, public FlowFabric {
   RF_HOT Bytes count_ingress(Port& in, const Packet& p);
   void start_flows();
   void start_one(uint32_t flow);
-  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start);
+  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start, int64_t owner);
+  void retire_if_quiet(uint32_t flow);
+  /// A frame of flow f left the pool.
+  RF_HOT void release_packet(uint32_t pkt) {
+    const uint32_t f = pool_[pkt].flow;
+    pool_.release(pkt);
+    if (--flows_.packets[f] == 0 && flows_.end_ps[f] >= 0) [[unlikely]]
+      maybe_retire(f);
+  }
   void set_link_state(uint32_t link, bool up);
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
@@ -374,6 +458,12 @@ class Network final : public engine::Handler, public FlowFabric {
   uint64_t nic_seq_ = 0;
 
   FlowTable flows_;
+  std::vector<uint32_t> free_slots_;  ///< retired slots, reused last-in first-out
+  uint64_t next_id_ = 0;
+  size_t live_flows_ = 0;
+  bool record_ = true;
+  FlowLog log_;
+  std::vector<OwnerStats> owner_stats_;
   std::vector<uint32_t> start_order_;  ///< flows by start time
   size_t next_start_ = 0;
   struct LinkChange {

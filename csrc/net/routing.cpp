@@ -2,21 +2,54 @@
 
 #include <algorithm>
 
+#include "engine/check.hpp"
+#include "engine/rng.hpp"
+
 namespace rfabric::net {
+
+void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases) {
+  phases_ = phases;
+  num_keys_ = static_cast<uint32_t>(in.keys.size());
+  row_.assign(in.num_nodes, kNoRow);
+  size_t cells = 0;
+  for (uint32_t v = 0; v < in.num_nodes; ++v) {
+    if (!in.transit[v]) continue;
+    row_[v] = static_cast<uint32_t>(cells);
+    cells += static_cast<size_t>(num_keys_) * phases;
+  }
+  RF_CHECK(cells < kNoRow, "routing tables: ", cells, " cells do not fit 32-bit indices");
+  cells_.assign(cells, Cell{});
+  ports_.clear();
+  sets_.clear();
+}
+
+void RoutingTable::share(size_t cell, size_t from) {
+  const uint32_t count = static_cast<uint32_t>(ports_.size() - from);
+  uint64_t h = count;
+  for (size_t i = from; i < ports_.size(); ++i) h = engine::mix64(h ^ ports_[i]);
+  auto [it, end] = sets_.equal_range(h);
+  for (; it != end; ++it) {
+    const uint32_t b = it->second;
+    if (std::equal(ports_.begin() + static_cast<std::ptrdiff_t>(from), ports_.end(),
+                   ports_.begin() + b)) {
+      ports_.resize(from);
+      cells_[cell] = Cell{b, count};
+      return;
+    }
+  }
+  sets_.emplace(h, static_cast<uint32_t>(from));
+  cells_[cell] = Cell{static_cast<uint32_t>(from), count};
+}
 
 void RoutingTable::build(const RoutingInput& in) {
   if (in.updown) {
     build_updown(in);
     return;
   }
-  phases_ = 1;
   const uint32_t n = in.num_nodes;
-  num_keys_ = static_cast<uint32_t>(in.keys.size());
-  const size_t cells = static_cast<size_t>(n) * num_keys_;
-  cells_.assign(cells, Cell{});
-  ports_.clear();
+  assign_rows(in, 1);
   dist_.clear();
-  if (in.keep_distances) dist_.assign(cells, 0xffff);
+  if (in.keep_distances) dist_.assign(static_cast<size_t>(n) * num_keys_, 0xffff);
 
   std::vector<uint32_t> dist(n), frontier, next;
   for (uint32_t k = 0; k < num_keys_; ++k) {
@@ -40,22 +73,20 @@ void RoutingTable::build(const RoutingInput& in) {
       frontier.swap(next);
     }
     for (uint32_t x = 0; x < n; ++x) {
-      const size_t cell = static_cast<size_t>(x) * num_keys_ + k;
-      if (!dist_.empty() && dist[x] < 0xffff) dist_[cell] = static_cast<uint16_t>(dist[x]);
-      cells_[cell].begin = static_cast<uint32_t>(ports_.size());
+      if (!dist_.empty() && dist[x] < 0xffff)
+        dist_[static_cast<size_t>(x) * num_keys_ + k] = static_cast<uint16_t>(dist[x]);
+      // (only transit nodes get a distance: the others keep an empty row)
       if (dist[x] == kUnreachable || dist[x] == 0) continue;
-      uint32_t c = 0;
+      const size_t from = ports_.size();
       for (uint32_t a = in.adj_begin[x]; a < in.adj_begin[x + 1]; ++a) {
         const uint32_t p = in.adj_ports[a];
         const uint32_t m = in.port_peer[p];
-        if (in.port_up[p] && dist[m] + 1 == dist[x] && (in.transit[m] || m == key)) {
-          ports_.push_back(p);
-          ++c;
-        }
+        if (in.port_up[p] && dist[m] + 1 == dist[x] && (in.transit[m] || m == key)) ports_.push_back(p);
       }
-      cells_[cell].count = c;
+      share(static_cast<size_t>(row_[x]) + k, from);
     }
   }
+  sets_ = {};  // (only for building)
 }
 
 void RoutingTable::order(const RoutingInput& in) {
@@ -99,11 +130,7 @@ void RoutingTable::order(const RoutingInput& in) {
 
 void RoutingTable::build_updown(const RoutingInput& in) {
   const uint32_t n = in.num_nodes;
-  num_keys_ = static_cast<uint32_t>(in.keys.size());
-  phases_ = 2;
-  const size_t cells = static_cast<size_t>(n) * num_keys_ * 2;
-  cells_.assign(cells, Cell{});
-  ports_.clear();
+  assign_rows(in, 2);
 
   auto live = [&](uint32_t p) { return in.port_up[p] != 0; };
   if (!(in.keep_order && rank_.size() == n)) order(in);
@@ -149,25 +176,21 @@ void RoutingTable::build_updown(const RoutingInput& in) {
     }
     for (uint32_t v = 0; v < n; ++v) {
       for (uint32_t phase = 0; phase < 2; ++phase) {
-        const size_t cell = (static_cast<size_t>(v) * num_keys_ + k) * 2 + phase;
-        cells_[cell].begin = static_cast<uint32_t>(ports_.size());
         const uint32_t target = phase ? down[v] : up[v];
         if (target == kUnreachable || target == 0 || rank_[v] == kUnreachable) continue;
-        uint32_t c = 0;
+        const size_t from = ports_.size();
         for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
           const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
           if (!hop_ok(p, key)) continue;
           const bool dn = rank_[m] == kUnreachable || descends(v, m);
           const uint32_t via = dn ? down[m] : (phase ? kUnreachable : up[m]);
-          if (via != kUnreachable && via + 1 == target) {
-            ports_.push_back(p);
-            ++c;
-          }
+          if (via != kUnreachable && via + 1 == target) ports_.push_back(p);
         }
-        cells_[cell].count = c;
+        share(static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase, from);
       }
     }
   }
+  sets_ = {};
 }
 
 }  // namespace rfabric::net

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace rfabric::net {
@@ -39,15 +40,24 @@ class RoutingTable {
   /// Next-hop ports from `node` toward key `key`: [first, first + count). `descending`
   /// (up*/down* tables only): the packet came down a hop and may only keep descending.
   const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false) const {
-    const size_t i = (static_cast<size_t>(node) * num_keys_ + key) * phases_ + (descending && phases_ == 2);
+    const size_t base = row_[node];
+    if (base == kNoRow) {
+      *count = 0;
+      return ports_.data();
+    }
+    const size_t i = base + static_cast<size_t>(key) * phases_ + (descending && phases_ == 2);
     *count = cells_[i].count;
     return ports_.data() + cells_[i].begin;
   }
-  /// next_hops() for tables built without up*/down* (one phase).
+  /// next_hops() for tables built without up*/down* (one phase), from a transit node.
   const uint32_t* shortest_hops(uint32_t node, uint32_t key, uint32_t* count) const {
-    const Cell& c = cells_[static_cast<size_t>(node) * num_keys_ + key];
+    const Cell& c = cells_[static_cast<size_t>(row_[node]) + key];
     *count = c.count;
     return ports_.data() + c.begin;
+  }
+  /// Bytes the tables take (rows, cells and the shared next-hop sets), for inspection.
+  size_t bytes() const {
+    return row_.size() * sizeof(uint32_t) + cells_.size() * sizeof(Cell) + ports_.size() * sizeof(uint32_t);
   }
   /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
   bool descends(uint32_t from, uint32_t to) const {
@@ -71,8 +81,20 @@ class RoutingTable {
   struct Cell {
     uint32_t begin = 0, count = 0;  ///< next hops: ports_[begin, begin + count)
   };
+  static constexpr uint32_t kNoRow = 0xffffffffu;
+  /// Rows of cells only for transit nodes (the others forward nothing: every cell empty).
+  /// Sizes: transit nodes x keys cells (a node x keys table was mostly GPU rows: 5x the
+  /// cells at 4,096 GPUs) and one copy of each distinct next-hop set, which cells share
+  /// (a switch has the same uplinks toward every key above it).
+  void assign_rows(const RoutingInput& in, uint32_t phases);
+  /// Point cell `cell` at the next-hop set in ports_[from, end): an equal set stored before
+  /// if there is one (ports_ is then cut back to `from`), else this one.
+  void share(size_t cell, size_t from);
+  /// node -> its first cell (row x keys x phases), kNoRow for non-transit nodes
+  std::vector<uint32_t> row_;
   std::vector<Cell> cells_;
   std::vector<uint32_t> ports_;
+  std::unordered_multimap<uint64_t, uint32_t> sets_;  ///< set hash -> begin (while building)
   std::vector<uint16_t> dist_;  ///< (node, key) -> hops, 0xffff unreachable (keep_distances)
 };
 

@@ -34,6 +34,12 @@ class Transport : public engine::Handler {
   /// Flows 0..num_flows-1 exist (called again as flows are created during a run):
   /// grow per-flow state, keeping what is there.
   virtual void prepare(uint32_t num_flows) = 0;
+  /// No timer event of the flow is pending (a flow retires, and its slot is reused, only then).
+  /// A transport whose timer fires and leaves none pending calls Network::maybe_retire().
+  virtual bool quiet(uint32_t /*flow*/) const { return true; }
+  /// The flow retired: reset its state to what prepare() gives a new slot (and free what it
+  /// holds), as a later flow will reuse the slot.
+  virtual void recycle(uint32_t flow) = 0;
   /// The flow starts now; the transport calls Network::activate() when it may send.
   virtual void start_flow(uint32_t flow) = 0;
   /// The NIC can transmit: fill `p` (already holds flow, src, dst, proto) with the flow's next

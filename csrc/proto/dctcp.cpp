@@ -42,6 +42,11 @@ class Dctcp final : public net::Transport {
     st_.resize(num_flows);
     rx_.resize(num_flows);
   }
+  bool quiet(uint32_t f) const override { return !st_[f].timer_pending; }
+  void recycle(uint32_t f) override {
+    st_[f] = State{};
+    rx_[f] = Receiver{};  // (frees the per-packet receive map)
+  }
 
   void start_flow(uint32_t f) override {
     State& s = st_[f];
@@ -128,7 +133,12 @@ class Dctcp final : public net::Transport {
   }
 
   void on_event(const engine::Event& ev) override {
-    const uint32_t f = ev.target;
+    timer(ev.target);
+    if (!st_[ev.target].timer_pending) net_.maybe_retire(ev.target);
+  }
+
+ private:
+  void timer(uint32_t f) {
     State& s = st_[f];
     const SimTime now = net_.now();
     if (s.rto_deadline == kNever) {
@@ -156,7 +166,6 @@ class Dctcp final : public net::Transport {
     wake(f);
   }
 
- private:
   struct State {
     uint32_t npkts = 0, snd_una = 0, snd_nxt = 0, sent_hi = 0, recover = 0, window_end = 0;
     uint32_t dupacks = 0, acks = 0, marked = 0;

@@ -43,6 +43,8 @@ class Roce final : public net::Transport {
   EcnDefaults ecn_defaults() const override { return {1'000'000, 40'000'000, 0.01}; }
 
   void prepare(uint32_t num_flows) override { st_.resize(num_flows); }
+  bool quiet(uint32_t f) const override { return !st_[f].timer_pending; }
+  void recycle(uint32_t f) override { st_[f] = State{}; }
 
   void start_flow(uint32_t f) override {
     State& s = st_[f];
@@ -102,22 +104,27 @@ class Roce final : public net::Transport {
   double flow_rate_bps(uint32_t f) const override { return st_[f].rc; }
 
   void on_event(const engine::Event& ev) override {
-    State& s = st_[ev.target];
+    timer(ev.target);
+    if (!st_[ev.target].timer_pending) net_.maybe_retire(ev.target);
+  }
+
+ private:
+  void timer(uint32_t f) {
+    State& s = st_[f];
     const SimTime now = net_.now();
     if (now < s.timer_deadline) {  // a CNP moved the deadline: re-arm lazily
-      net_.engine().schedule(s.timer_deadline, ev.target, timer_kind_);
+      net_.engine().schedule(s.timer_deadline, f, timer_kind_);
       return;
     }
     s.timer_pending = false;
     const auto& flows = net_.flows();
-    if (flows.sent_bytes[ev.target] >= flows.size_bytes[ev.target]) return;  // nothing left to pace
+    if (flows.sent_bytes[f] >= flows.size_bytes[f]) return;  // nothing left to pace
     if (s.rc >= s.line && s.rt >= s.line) return;
     ++s.t_stage;
-    increase(ev.target, s);
-    arm(ev.target, now + net_.config().dcqcn_timer_ps);
+    increase(f, s);
+    arm(f, now + net_.config().dcqcn_timer_ps);
   }
 
- private:
   struct State {
     double line = 0, rc = 0, rt = 0, alpha = 1;
     SimTime alpha_time = 0, last_cnp_sent = 0, timer_deadline = 0, last_tx = 0;
