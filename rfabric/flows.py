@@ -7,11 +7,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import SpecError
+from .units import MAX_SIZE_BYTES, MAX_TIME_PS, parse_size, parse_time
 
 __all__ = ["Flows"]
 
 
-def _int_col(values, name: str, n: int | None) -> np.ndarray:
+def _int_col(values, name: str, n: int | None, parse=None) -> np.ndarray:
+    """A column of int64: ints, whole floats, or (with ``parse``, e.g. parse_size) unit
+    strings such as "4MiB", alone or per flow; values beyond ``parse``'s limit are refused."""
+    if parse is not None:
+        try:
+            arr = np.asarray(values)
+        except OverflowError:  # Python ints beyond int64: parse names the first
+            arr = np.asarray(values, dtype=object)
+        if arr.dtype.kind in "UOS":
+            flat = arr.reshape(-1)
+            out = np.empty(flat.size, dtype=np.int64)
+            for i, v in enumerate(flat.tolist()):
+                try:
+                    out[i] = parse(v)
+                except SpecError as exc:
+                    where = f"flow {i}: " if arr.ndim else ""
+                    raise SpecError(f"Flows: {where}{name}: {exc}") from None
+            values = out.reshape(arr.shape)
     arr = np.asarray(values)
     if arr.ndim == 0:
         if n is None:
@@ -42,10 +60,10 @@ class Flows:
     ----------
     src, dst : array of int
         Source and destination GPU ids (the order of GPU nodes in the topology).
-    size_bytes : array of int or int
-        Message sizes in bytes (a scalar applies to all flows).
-    start_ps : array of int or int, optional
-        Start times in picoseconds (default 0).
+    size_bytes : array of int or int, or unit strings
+        Message sizes in bytes (a scalar applies to all flows; "4MiB" as anywhere else).
+    start_ps : array of int or int, or unit strings, optional
+        Start times in picoseconds (default 0; "10us").
     """
 
     src: np.ndarray
@@ -57,12 +75,18 @@ class Flows:
         src = _int_col(src, "src", None)
         n = len(src)
         dst = _int_col(dst, "dst", n)
-        size = _int_col(size_bytes, "size_bytes", n)
-        start = _int_col(start_ps, "start_ps", n)
+        size = _int_col(size_bytes, "size_bytes", n, parse_size)
+        start = _int_col(start_ps, "start_ps", n, parse_time)
         for name, arr in (("src", src), ("dst", dst), ("size_bytes", size), ("start_ps", start)):
             bad = np.flatnonzero(arr < 0)
             if bad.size:
                 raise SpecError(f"Flows: flow {bad[0]}: negative {name} {arr[bad[0]]}")
+        for name, arr, limit in (("size_bytes", size, MAX_SIZE_BYTES), ("start_ps", start, MAX_TIME_PS)):
+            bad = np.flatnonzero(arr > limit)
+            if bad.size:
+                raise SpecError(
+                    f"Flows: flow {bad[0]}: {name} {arr[bad[0]]} is beyond the engine's limit of {limit}"
+                )
         same = np.flatnonzero(src == dst)
         if same.size:
             raise SpecError(f"Flows: flow {same[0]}: src and dst are both GPU {src[same[0]]}")
@@ -108,5 +132,8 @@ class Flows:
             if not derangement or not np.any(dst == src):
                 break
         moves = dst != src
-        per_gpu = [np.asarray(v)[moves] if np.ndim(v) else v for v in (size_bytes, start_ps)]
+        per_gpu = [
+            np.asarray(v)[moves] if np.ndim(v) and not isinstance(v, str) else v
+            for v in (size_bytes, start_ps)
+        ]
         return cls(src[moves], dst[moves], *per_gpu)

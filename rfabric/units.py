@@ -11,12 +11,33 @@ Decimal prefixes (k, M, G, T) are powers of 1000 and binary ones (Ki, Mi, Gi, Ti
 
 from __future__ import annotations
 
+import math
 import re
 from numbers import Integral, Real
 
 from .errors import SpecError
 
-__all__ = ["parse_time", "parse_size", "parse_rate", "format_time", "format_rate", "format_size"]
+__all__ = [
+    "parse_time",
+    "parse_size",
+    "parse_rate",
+    "format_time",
+    "format_rate",
+    "format_size",
+    "MAX_TIME_PS",
+    "MAX_SIZE_BYTES",
+    "MAX_RATE_BPS",
+]
+
+#: The engine's horizon: a time given as a unit string or number (``until``, ``at``,
+#: ``t_ocs``, ...) is below 2^62 ps (about 53 days), so any two such times add up without
+#: wrapping int64. (Sums inside the engine, start + compute gap + serialisation, are not
+#: range-checked yet.)
+MAX_TIME_PS = 2**62 - 1
+#: The largest size of one flow or op: 2^48 bytes (256 TiB).
+MAX_SIZE_BYTES = 2**48
+#: The largest rate: 2^50 bit/s (about 1.1 Pb/s).
+MAX_RATE_BPS = 2**50
 
 _PREFIX = {
     "": 1,
@@ -38,6 +59,8 @@ _RATE_RE = re.compile(_NUM + r"(|k|K|M|G|T|Ki|Mi|Gi|Ti)(bps|bit/s|b/s)\s*$")
 
 
 def _exact(value: float, what: str, text: object) -> int:
+    if not math.isfinite(value):
+        raise SpecError(f"{what} {text!r} is not a finite number")
     rounded = round(value)
     if abs(value - rounded) > 1e-6 * max(1.0, abs(value)):
         raise SpecError(f"{what} {text!r} is not a whole number of base units ({value!r})")
@@ -60,7 +83,17 @@ def _parse(value: object, regex: re.Pattern, scale, what: str, allow_zero: bool)
         raise SpecError(f"{what} {value!r} has type {type(value).__name__}, expected str or number")
     if out < 0 or (out == 0 and not allow_zero):
         raise SpecError(f"{what} {value!r} must be {'non-negative' if allow_zero else 'positive'}")
+    if out > _MAX[what]:
+        raise SpecError(f"{what} {value!r} is beyond the engine's limit of {_MAX_TEXT[what]}")
     return out
+
+
+_MAX = {"time": MAX_TIME_PS, "size": MAX_SIZE_BYTES, "rate": MAX_RATE_BPS}
+_MAX_TEXT = {
+    "time": f"{MAX_TIME_PS} ps (2^62 - 1 ps, about 53 days)",
+    "size": f"{MAX_SIZE_BYTES} bytes (2^48, 256 TiB)",
+    "rate": f"{MAX_RATE_BPS} bit/s (2^50)",
+}
 
 
 _EXAMPLES = {

@@ -65,6 +65,15 @@ def test_parse_rate(text, bps):
         (parse_size, "1.3B", "whole number"),
         (parse_size, True, "bool"),
         (parse_time, [1], "type list"),
+        (parse_time, "1e400ps", "not a finite number"),
+        (parse_time, float("nan"), "not a finite number"),
+        (parse_time, float("inf"), "not a finite number"),
+        (parse_time, "1e30ps", "beyond the engine's limit"),
+        (parse_time, 2**62, "beyond the engine's limit"),
+        (parse_size, "1e30B", "beyond the engine's limit"),
+        (parse_size, 2**50, "beyond the engine's limit"),
+        (parse_rate, "2Pbps", "malformed"),
+        (parse_rate, 2**51, "beyond the engine's limit"),
     ],
 )
 def test_bad_units_raise_spec_error_naming_the_value(fn, bad, needle):
@@ -79,3 +88,33 @@ def test_format_round_trip():
     assert format_rate(2e11) == "200Gbps"
     assert format_size(4 << 20) == "4MiB"
     assert issubclass(rf.SpecError, ValueError) and issubclass(rf.TraceError, ValueError)
+
+
+def test_limits_are_inclusive_and_two_times_add_without_wrapping():
+    from rfabric.units import MAX_SIZE_BYTES, MAX_TIME_PS
+
+    assert parse_time(MAX_TIME_PS) == MAX_TIME_PS
+    assert parse_size(MAX_SIZE_BYTES) == MAX_SIZE_BYTES
+    assert MAX_TIME_PS + MAX_TIME_PS < 2**63  # two times at the horizon still fit an int64
+
+
+def test_a_time_beyond_the_horizon_is_refused_where_a_run_takes_it(ft128):
+    flows = rf.Flows.permutation(128, 1 << 20, seed=1)
+    sim = rf.Simulation(ft128, flows)
+    with pytest.raises(rf.SpecError, match="beyond the engine's limit"):
+        sim.run(until="1e30ps")
+    with pytest.raises(rf.SpecError, match="beyond the engine's limit"):
+        rf.simulate(ft128, flows, t_ocs="1e30ps")
+
+
+def test_flows_take_unit_strings_and_refuse_sizes_beyond_the_limit():
+    flows = rf.Flows.permutation(8, "4MiB", start_ps="10us", seed=0)
+    assert (flows.size_bytes == 4 << 20).all() and (flows.start_ps == 10_000_000).all()
+    mixed = rf.Flows([0, 1], [1, 0], ["1MiB", 2048])
+    assert mixed.size_bytes.tolist() == [1 << 20, 2048]
+    with pytest.raises(rf.SpecError, match=r"flow 1: size_bytes.*beyond the engine's limit"):
+        rf.Flows([0, 1], [1, 0], [1, 2**60])
+    with pytest.raises(rf.SpecError, match=r"flow 1: size_bytes: size 'x' is malformed"):
+        rf.Flows([0, 1], [1, 0], ["1MiB", "x"])
+    with pytest.raises(rf.SpecError, match=r"start_ps.*not a finite number"):
+        rf.Flows([0], [1], 1, start_ps="1e400ps")
