@@ -33,6 +33,7 @@ from .results import (
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
+from .validators import boolean, integer
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
@@ -222,7 +223,11 @@ class EngineConfig:
             value = getattr(self, _python_name(name))
             if value is None:
                 continue
-            out[name] = int(bool(value)) if name == "lossless" else _to_engine_value(name, value)
+            out[name] = (
+                int(boolean(value, "EngineConfig.lossless"))
+                if name == "lossless"
+                else _to_engine_value(name, value)
+            )
         kmin, kmax = out.get("ecn_kmin_ps"), out.get("ecn_kmax_ps")
         if kmin is not None and kmax is not None and kmax < kmin:
             raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
@@ -452,12 +457,13 @@ class Simulation:
         re-forwarded (lossless). A link that ends at an optical device is an OCS port: it is
         masked from circuit plans applied afterwards.
         """
-        link = int(link)
+        link = integer(link, "link")
         if not 0 <= link < self.spec.num_links:
             raise SpecError(f"link {link} does not exist ({self.spec.name} has {self.spec.num_links} links)")
+        up = boolean(up, "set_link_state: up")
         at_ps = parse_time(at)
-        self._engine.set_link_state(link, at_ps, bool(up))
-        self._link_changes.setdefault(link, []).append((at_ps, bool(up)))
+        self._engine.set_link_state(link, at_ps, up)
+        self._link_changes.setdefault(link, []).append((at_ps, up))
 
     def _link_down_at(self, link: int, t: int) -> bool:
         """Whether link row ``link`` is down at time ``t`` by the changes scheduled so far (the
@@ -898,7 +904,11 @@ def simulate(
         flows_path=flows_path,
         **settings,
     )
-    for item in failures:
+    try:
+        items = list(failures)
+    except TypeError:
+        raise SpecError(f"failures: expected an iterable of (link, time) pairs, got {failures!r}") from None
+    for item in items:
         try:
             link, at = item
         except (TypeError, ValueError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import SpecError
+from .validators import integer
 
 __all__ = ["NODE_KINDS", "CIRCUIT_KINDS", "NodeTable", "LinkTable", "CircuitTable", "NetworkSpec"]
 
@@ -244,9 +245,10 @@ class NetworkSpec:
 
     def nic_link(self, gpu: int) -> int:
         """The link row of GPU ``gpu``'s NIC (GPU id, not node row)."""
-        if not 0 <= int(gpu) < self.num_gpus:
+        gpu = integer(gpu, f"{self.name}: GPU")
+        if not 0 <= gpu < self.num_gpus:
             raise SpecError(f"{self.name}: GPU {gpu} does not exist (it has {self.num_gpus})")
-        node = self.gpu_nodes[int(gpu)]
+        node = self.gpu_nodes[gpu]
         nvs = NODE_KINDS["nvswitch"]
         for link in self.links_of(node):
             other = self.links.dst[link] if self.links.src[link] == node else self.links.src[link]

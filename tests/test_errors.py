@@ -177,6 +177,15 @@ def test_link_failure_arguments(fab):
     raises(r"link 99999 does not exist", sim.fail_link, 99999)
     sim.run("10us")
     raises(r"is in the past", sim.set_link_state, 0, "1us", False)
+    # strict types: no truncation of 2.9 to link 2, no "no" read as up
+    raises(r"link must be an integer, got 2.9", sim.fail_link, 2.9)
+    raises(r"link must be an integer, got '2'", sim.fail_link, "2")
+    raises(r"up must be True or False, got 'no'", sim.set_link_state, 0, "20us", "no")
+    raises(r"GPU must be an integer, got 1.5", sim.fail_nic, 1.5)
+    raises(
+        r"lossless must be True or False, got 'no'", rf.simulate, fab, rf.Flows([0], [9], 1000), lossless="no"
+    )
+    raises(r"failures: expected an iterable", rf.simulate, fab, rf.Flows([0], [9], 1000), failures=5)
 
 
 def test_presets_and_loader_errors(tmp_path):
