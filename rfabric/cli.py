@@ -19,6 +19,8 @@ def _flows(pattern: str, gpus: int, size: int, seed: int, fan_in: int):
     if pattern == "permutation":
         return Flows.permutation(gpus, size, seed=seed)
     if pattern == "incast":
+        if fan_in < 1:
+            raise SpecError(f"--fan-in must be at least 1 (senders for the incast), got {fan_in}")
         rng = np.random.default_rng(seed)
         src = rng.choice(np.arange(1, gpus), size=min(fan_in, gpus - 1), replace=False)
         return Flows(src, np.zeros(len(src), dtype=np.int64), size)

@@ -284,7 +284,12 @@ class Results:
         fct = self.fct_ps[self.fct_ps >= 0]
         lines = [
             f"backend={r['backend']} transport={r['transport']} seed={r['seed']}",
-            f"flows {r['flows_done']}/{r['flows']} done, makespan {r['makespan_ps'] / 1e6:.3f} us",
+            f"flows {r['flows_done']}/{r['flows']} done, "
+            + (
+                f"makespan {r['makespan_ps'] / 1e6:.3f} us"
+                if r["makespan_ps"] >= 0
+                else f"not finished (stopped at {r['sim_ps'] / 1e6:.3f} us of simulated time)"
+            ),
         ]
         if fct.size:
             lines.append(

@@ -1,5 +1,6 @@
 import pytest
 
+import rfabric as rf
 from rfabric.cli import demo_trace, main
 
 
@@ -106,3 +107,13 @@ def test_cli_errors_are_clean(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["collective", "--ranks", "0-3,7-5"])
     assert "range '7-5' runs backwards" in capsys.readouterr().err
+    # an incast of no sender used to run nothing and exit 0
+    assert main(["run", "topologies/fat_tree_128_200g.toml", "--pattern", "incast", "--fan-in", "0"]) == 2
+    assert "--fan-in must be at least 1" in capsys.readouterr().err
+
+
+def test_a_stopped_run_says_so_instead_of_a_negative_makespan(ft128):
+    res = rf.simulate(ft128, rf.Flows.permutation(128, 1 << 20), until="1us")
+    assert res.run["makespan_ps"] == -1
+    assert "not finished (stopped at 1.000 us of simulated time)" in res.summary()
+    assert "makespan -" not in res.summary()
