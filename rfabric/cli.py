@@ -208,6 +208,11 @@ def _demo_flows(args) -> int:
             ],
         )
     )
+    import pyarrow as pa
+
+    from .pareto import export
+
+    print(f"wrote {export(pa.Table.from_pylist(rows), args.output)} (one row per fabric and pattern)")
     return 0
 
 
@@ -434,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         default="demo.parquet",
-        help="the sweep's rows (--workload rl; default demo.parquet)",
+        help="the rows, .parquet or .csv (default demo.parquet): the sweep's (--workload rl) or one per fabric and pattern (flows)",
     )
     d.add_argument(
         "--plot", default="demo_pareto.png", help="the Pareto plot (--workload rl; default demo_pareto.png)"

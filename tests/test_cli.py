@@ -45,11 +45,17 @@ def _seed_of(rows, fabric):
     return next(r["seed"] for r in rows if r["fabric"] == fabric and r["link_speed"] == "200Gbps")
 
 
-def test_demo_prints_a_flows_comparison_table(capsys):
-    assert main(["demo", "--workload", "flows", "--gpus", "64", "--size", "256KiB"]) == 0
+def test_demo_prints_a_flows_comparison_table(capsys, tmp_path):
+    path = tmp_path / "flows.csv"
+    assert main(["demo", "--workload", "flows", "--gpus", "64", "--size", "256KiB", "-o", str(path)]) == 0
     out = capsys.readouterr().out
     assert "FT-OS 3:1" in out and "permutation" in out and "incast" in out and "makespan_us" in out
     assert all(name in out for name in ("RO", "TopoOpt", "MixNet", "RFabric"))
+    # the rows are written too (they used to be printed only)
+    import pyarrow.csv as pacsv
+
+    rows = pacsv.read_csv(path)
+    assert rows.num_rows == 12 and set(rows["pattern"].to_pylist()) == {"permutation", "incast"}
 
 
 def test_run_preset_writes_tables(tmp_path, capsys):
