@@ -72,6 +72,7 @@ import pyarrow.parquet as pq
 from .errors import SpecError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
+from .validators import known_keys
 
 __all__ = ["sweep", "load_config", "run_config", "resolve_fabric", "derive_seed", "EXECUTORS", "FABRIC_NAMES"]
 
@@ -894,11 +895,7 @@ def load_config(path) -> dict:
     (``out``, ``prices``, trace paths) are taken from the config file's folder."""
     path = Path(path)
     doc = read_toml(path, "sweep config")
-    unknown = sorted(set(doc) - _CONFIG_KEYS)
-    if unknown:
-        raise SpecError(
-            f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_CONFIG_KEYS))})"
-        )
+    known_keys(doc, _CONFIG_KEYS, str(path))
     if "workload" in doc and "workloads" in doc:
         raise SpecError(f"{path}: give 'workload' or 'workloads', not both")
     for key in ("fabrics", "links", "gpus"):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["boolean", "integer"]
+__all__ = ["boolean", "integer", "known_keys"]
 
 
 def boolean(value, what: str) -> bool:
@@ -30,3 +30,20 @@ def integer(value, what: str, lo: int | None = None, hi: int | None = None) -> i
         span = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
         raise SpecError(f"{what} must be in {span}, got {v}")
     return v
+
+
+def known_keys(keys, known, where: str, what: str = "key") -> None:
+    """SpecError naming the first unknown key of ``keys`` (not in ``known``) with the
+    closest known one, if any is close ("did you mean ..."), and the known ones."""
+    import difflib
+
+    unknown = sorted(set(keys) - set(known))
+    if not unknown:
+        return
+    bad = unknown[0]
+    near = difflib.get_close_matches(str(bad), [str(k) for k in known], n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    more = f" (and {len(unknown) - 1} more: {', '.join(map(str, unknown[1:]))})" if len(unknown) > 1 else ""
+    raise SpecError(
+        f"{where}: unknown {what} {bad!r}{hint}{more} (known: {', '.join(sorted(map(str, known)))})"
+    )

@@ -192,7 +192,14 @@ def test_presets_and_loader_errors(tmp_path):
     raises(r"no such topology file", rf.topologies.load, tmp_path / "nope.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text('family = "fat_tree"\n[params]\ngpus = 16\nlinks = "200Gbps"\n')
-    raises(r"bad.toml: unknown parameter\(s\) links for family 'fat_tree'", rf.topologies.load, bad)
+    raises(
+        r"bad.toml: \[params\] of family 'fat_tree': unknown parameter 'links'; did you mean 'link'\?",
+        rf.topologies.load,
+        bad,
+    )
+    # a typo of a top-level table used to be ignored: the fabric got every default
+    bad.write_text('family = "fat_tree"\n[parms]\ngpus = 16\n')
+    raises(r"bad.toml: unknown key 'parms'; did you mean 'params'\?", rf.topologies.load, bad)
     bad.write_text('family = "torus"\n')
     raises(r"field 'family' is 'torus'", rf.topologies.load, bad)
     bad.write_text('family = "fat_tree"\n[params]\ngpus = 20\n')

@@ -14,6 +14,7 @@ import inspect
 from pathlib import Path
 
 from ..errors import SpecError, read_toml
+from ..validators import known_keys
 from .base import DEFAULTS, Topology, TopologyBuilder
 from .fat_tree import FatTree
 from .hybrid import RFabric
@@ -53,6 +54,7 @@ def load(path) -> Topology:
     """Read a topology preset (TOML) and return the fabric it describes."""
     path = Path(path)
     doc = read_toml(path, "topology")
+    known_keys(doc, ("family", "params"), str(path))
     family = doc.get("family")
     if family not in FAMILIES:
         raise SpecError(
@@ -63,12 +65,7 @@ def load(path) -> Topology:
         raise SpecError(f"{path}: [params] must be a table")
     cls = FAMILIES[family]
     accepted = _accepted_params(cls)
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise SpecError(
-            f"{path}: unknown parameter(s) {', '.join(unknown)} for family {family!r} "
-            f"(accepted: {', '.join(sorted(accepted))})"
-        )
+    known_keys(params, accepted, f"{path}: [params] of family {family!r}", "parameter")
     try:
         return cls(**params)
     except SpecError as exc:
