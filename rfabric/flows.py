@@ -132,6 +132,12 @@ class Flows:
             if not derangement or not np.any(dst == src):
                 break
         moves = dst != src
+        for name, v in (("size_bytes", size_bytes), ("start_ps", start_ps)):
+            if np.ndim(v) and not isinstance(v, str) and np.shape(v) != (gpus,):
+                raise SpecError(
+                    f"Flows.permutation: {name} must be one value or one per GPU ({gpus}), "
+                    f"got shape {np.shape(v)}"
+                )
         per_gpu = [
             np.asarray(v)[moves] if np.ndim(v) and not isinstance(v, str) else v
             for v in (size_bytes, start_ps)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from ..errors import TraceError
+from ..errors import SpecError, TraceError
 from .schema import Checker, check_schema, decode_metadata
 from .trace import Trace
 
@@ -45,12 +45,12 @@ def _ipc_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     try:
         reader = ipc.open_file(source)
         return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
-    except pa.ArrowInvalid:
+    except (pa.ArrowException, OSError):
         pass
     source.seek(0)
     try:
         stream = ipc.open_stream(source)
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise TraceError(f"{path}: not an Arrow IPC file or stream ({exc})") from None
     return stream.schema, iter(stream)
 
@@ -58,7 +58,7 @@ def _ipc_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
 def _parquet_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     try:
         pf = pq.ParquetFile(str(path))
-    except (pa.ArrowInvalid, OSError) as exc:
+    except _CORRUPT as exc:
         raise TraceError(f"{path}: not a Parquet file ({exc})") from None
     return pf.schema_arrow, pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS)
 
@@ -92,15 +92,36 @@ def read(path: str | os.PathLike, *, gpus: int | None = None) -> Trace:
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
     schema, batches = _ipc_batches(path) if fmt == "ipc" else _parquet_batches(path)
-    meta = decode_metadata(schema.metadata, str(path))
-    columns = check_schema(schema, str(path))
+    try:
+        meta = decode_metadata(schema.metadata, str(path))
+        columns = check_schema(schema, str(path))
+    except (TraceError, SpecError):
+        raise
+    except _CORRUPT as exc:
+        raise TraceError(f"{path}: corrupt schema or metadata ({type(exc).__name__}: {exc})") from None
     checker = Checker(str(path), gpus if gpus is not None else meta["gpus"])
     try:
-        checked = [checker.check(b, columns) for b in batches]
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceError(f"{path}: row {checker.rows} onwards could not be read ({exc})") from None
+        # full validation first: a damaged file's offsets can otherwise send pyarrow's own
+        # slicing past its buffers, which aborts the process
+        checked = [checker.check(_validated(b), columns) for b in batches]
+    except (TraceError, SpecError):
+        raise
+    except _CORRUPT as exc:
+        raise TraceError(
+            f"{path}: row {checker.rows} onwards could not be read ({type(exc).__name__}: {exc})"
+        ) from None
     checker.finish(checked)
     return Trace._assemble(checked, columns, meta)
+
+
+def _validated(batch: pa.RecordBatch) -> pa.RecordBatch:
+    batch.validate(full=True)
+    return batch
+
+
+#: What pyarrow and the decoders raise on a damaged file (bit flips, truncation): each
+#: becomes a TraceError naming the file (and the row where reading stopped).
+_CORRUPT = (pa.ArrowException, OSError, IndexError, UnicodeDecodeError, SystemError, ValueError, KeyError)
 
 
 def write(trace: Trace | pa.Table, path: str | os.PathLike, *, compression: str | None = "default") -> Path:
