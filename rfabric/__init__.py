@@ -6,6 +6,19 @@ NVLink domains; this package builds fabrics, runs workloads and returns Arrow ta
 
 from __future__ import annotations
 
+try:
+    from . import _engine  # noqa: F401  (the compiled engine; the modules below use it)
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by tests/test_cli.py
+    import os as _os
+
+    raise ImportError(
+        f"rfabric: the compiled engine (rfabric._engine) is not in {_os.path.dirname(__file__)}. "
+        "Python most likely imported a source checkout (a script run from the repository root) "
+        "instead of the installed package: run from another directory, or install the checkout "
+        "itself with `pip install -e .` (needs a C++17 compiler and CMake; the build takes about "
+        "a minute on 2 cores)."
+    ) from exc
+
 from . import bounds, controllers, cost, pareto, topology, traces, units
 from .collective import collective, op_trace
 from .errors import SpecError, TraceError

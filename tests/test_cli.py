@@ -123,3 +123,26 @@ def test_a_stopped_run_says_so_instead_of_a_negative_makespan(ft128):
     assert res.run["makespan_ps"] == -1
     assert "not finished (stopped at 1.000 us of simulated time)" in res.summary()
     assert "makespan -" not in res.summary()
+
+
+def test_importing_a_source_tree_without_the_engine_says_what_to_do(tmp_path):
+    # a script run from a checkout's root imports ./rfabric, which has no compiled engine
+    # when the package was installed elsewhere: the error says so instead of
+    # "cannot import name '_engine'" (-S: no site packages, so no editable-install finder)
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(rf.__file__).parent
+    shutil.copytree(src, tmp_path / "rfabric", ignore=shutil.ignore_patterns("_engine*", "__pycache__"))
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", "import rfabric"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0
+    assert "the compiled engine (rfabric._engine) is not in" in run.stderr
+    assert "pip install -e ." in run.stderr
