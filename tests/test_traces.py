@@ -616,3 +616,16 @@ def test_sent_bytes_on_the_hand_written_sample():
         res.flows["op_id"].to_numpy(), weights=res.flows["size_bytes"].to_numpy(), minlength=trace.num_ops
     ).astype(np.int64)
     assert moved.tolist() == trace.sent_bytes().tolist()
+
+
+def test_sizes_and_compute_gaps_beyond_the_engine_horizon_are_named():
+    # they used to run: a compute gap of 2^63 - 1 ps ended the op at -1, a 2^60-byte op
+    # raised MemoryError (std::bad_alloc) from the executor
+    base = dict(op_id=[0], stage="train", phase="fwd", kind="all_reduce", ranks=[[0, 9]], deps=[[]], gpus=16)
+    with pytest.raises(
+        TraceError, match=r"row 0 \(op_id 0\), column 'compute_ps': .* beyond the engine's limit"
+    ):
+        rt.Trace.from_columns(**base, size_bytes=[1024], compute_ps=2**63 - 1)
+    with pytest.raises(TraceError, match=r"column 'size_bytes': 1152921504606846976 is beyond"):
+        rt.Trace.from_columns(**base, size_bytes=[2**60])
+    assert rt.Trace.from_columns(**base, size_bytes=[2**48]).num_ops == 1

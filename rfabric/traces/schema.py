@@ -18,6 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import TraceError
+from ..units import MAX_SIZE_BYTES, MAX_TIME_PS
+
+#: Per-row limits of the numeric columns (the engine's horizon, rfabric.units).
+_LIMITS = {"size_bytes": MAX_SIZE_BYTES, "compute_ps": MAX_TIME_PS}
 
 __all__ = [
     "SCHEMA",
@@ -313,6 +317,11 @@ class Checker:
             if len(neg):
                 r = int(neg[0])
                 self._fail(base + r, ids, name, f"is negative ({vals[r]})")
+            limit = _LIMITS.get(name)
+            over = np.flatnonzero(vals > limit) if limit is not None else ()
+            if len(over):
+                r = int(over[0])
+                self._fail(base + r, ids, name, f"{vals[r]} is beyond the engine's limit of {limit}")
 
         # Dictionary columns: names known (kind, algorithm) or non-empty (stage, phase).
         codes = {}
