@@ -404,6 +404,16 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless its help says it already or it has none."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .simulation import BACKENDS
     from .units import parse_size
@@ -419,21 +429,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="rl: one generated RL iteration (default); flows: permutation and incast",
     )
     d.add_argument("--gpus", type=int, default=128, help="GPUs (half train, half gen for --workload rl)")
-    d.add_argument("--link", default="200Gbps")
+    d.add_argument("--link", default="200Gbps", help="NIC and fabric link speed")
     d.add_argument("--model", default="qwen2.5-14b", help="model shape for --workload rl")
     d.add_argument("--layers", type=int, default=2, help="layers kept from the model (default 2, for speed)")
     d.add_argument("--batch", type=int, default=16, help="global batch (responses) per iteration")
     d.add_argument(
         "--size", type=parse_size, default=parse_size("4MiB"), help="message size for --workload flows"
     )
-    d.add_argument("--transport", default="roce")
-    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--transport", default="roce", help="transport: roce (DCQCN, lossless) or dctcp")
+    d.add_argument(
+        "--seed", type=int, default=1, help="seed of the trace and the engine (same seed, same result)"
+    )
     d.add_argument(
         "--compare-link",
         action="append",
         help="another link speed for --workload rl (default 400Gbps; repeat for more)",
     )
-    d.add_argument("--executor", choices=["local", "serial", "ray"], default="local")
+    d.add_argument(
+        "--executor",
+        choices=["local", "serial", "ray"],
+        default="local",
+        help="how the sweep runs its points: local process pool, serial, or Ray",
+    )
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument(
         "-o",
@@ -450,16 +467,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("topology", help="path to a topology TOML preset (topologies/*.toml)")
     r.add_argument("--trace", help="replay this trace (Arrow IPC or Parquet) instead of a pattern")
     r.add_argument("--until", help="stop at this simulated time (e.g. 20ms)")
-    r.add_argument("--pattern", choices=PATTERNS, default="permutation")
-    r.add_argument("--size", type=parse_size, default=parse_size("2MB"))
+    r.add_argument(
+        "--pattern", choices=PATTERNS, default="permutation", help="traffic pattern (without --trace)"
+    )
+    r.add_argument(
+        "--size",
+        type=parse_size,
+        default=parse_size("2MB"),
+        help="bytes per flow ('2MB', '4MiB', or a number)",
+    )
     r.add_argument("--fan-in", type=int, default=16, help="senders for --pattern incast")
-    r.add_argument("--transport", default="roce")
-    r.add_argument("--mtu", type=parse_size, default=9216)
-    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--transport", default="roce", help="transport: roce (DCQCN, lossless) or dctcp")
+    r.add_argument("--mtu", type=parse_size, default=9216, help="frame size in bytes, headers included")
+    r.add_argument("--seed", type=int, default=1, help="seed of the pattern and the engine")
     r.add_argument(
         "--backend", choices=BACKENDS, default="packet", help="packet (default) or flow (max-min rates)"
     )
-    r.add_argument("--progress", action="store_true")
+    r.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     r.add_argument(
         "--record-flows",
         action="store_true",
@@ -478,16 +502,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--op",
         default="all_reduce",
         choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
+        help="the collective",
     )
-    c.add_argument("--algorithm", default="auto")
+    c.add_argument(
+        "--algorithm", default="auto", help="ring, hier_ring, tree, direct, ... or auto (NCCL-like choice)"
+    )
     c.add_argument("--topology", help="topology preset (TOML); default a FatTree of --gpus")
-    c.add_argument("--gpus", type=int, default=16)
-    c.add_argument("--link", default="200Gbps")
+    c.add_argument(
+        "--gpus", type=int, default=16, help="GPUs of the fat-tree (when no topology preset is given)"
+    )
+    c.add_argument("--link", default="200Gbps", help="link speed of that fat-tree")
     c.add_argument("--ranks", type=_ranks, help="participating GPUs, e.g. 0-15 (default all)")
-    c.add_argument("-b", "--min-bytes", default="8MiB")
-    c.add_argument("-e", "--max-bytes", default="256MiB")
-    c.add_argument("-f", "--factor", type=int, default=2)
-    c.add_argument("--transport", default="roce")
+    c.add_argument("-b", "--min-bytes", default="8MiB", help="smallest message size (as nccl-tests -b)")
+    c.add_argument("-e", "--max-bytes", default="256MiB", help="largest message size (as nccl-tests -e)")
+    c.add_argument(
+        "-f", "--factor", type=int, default=2, help="size multiplier between rows (as nccl-tests -f)"
+    )
+    c.add_argument("--transport", default="roce", help="transport: roce (DCQCN, lossless) or dctcp")
     c.add_argument(
         "--ecmp",
         default=None,
@@ -530,6 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_subcommand(sub)
+    for parser in (ap, *sub.choices.values()):
+        parser.formatter_class = _HelpFormatter
     return ap
 
 

@@ -146,3 +146,21 @@ def test_importing_a_source_tree_without_the_engine_says_what_to_do(tmp_path):
     assert run.returncode != 0
     assert "the compiled engine (rfabric._engine) is not in" in run.stderr
     assert "pip install -e ." in run.stderr
+
+
+def test_every_cli_option_has_help_and_shows_its_default():
+    import argparse
+
+    from rfabric.cli import build_parser
+
+    ap = build_parser()
+    missing = []
+    for name, sp in next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices.items():
+        for action in sp._actions:
+            if action.dest != "help" and not action.help:
+                missing.append(f"{name} {action.option_strings or action.dest}")
+    assert not missing
+    text = (
+        next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices["run"].format_help()
+    )
+    assert "(default: 9216)" in " ".join(text.split())
