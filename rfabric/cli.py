@@ -561,9 +561,18 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_subcommand(sub)
-    for parser in (ap, *sub.choices.values()):
+    for parser in _parsers(ap):
         parser.formatter_class = _HelpFormatter
     return ap
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    """``parser`` and every subcommand parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                yield from _parsers(sp)
 
 
 def main(argv=None) -> int:
