@@ -371,7 +371,7 @@ class Simulation:
         if flows_path is not None and backend == "flow":
             raise SpecError(
                 "flows_path: streaming flows to Parquet is for the packet backend; the flow "
-                "backend keeps every flow (record_flows=True gives the table)"
+                "backend keeps its per-flow table in memory (record_flows=True)"
             )
         if flows_path is not None:
             self._flows_dir = _flows_dir(flows_path)
@@ -382,8 +382,7 @@ class Simulation:
             raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
         self.record_flows = bool(record_flows)
-        if backend == "packet":
-            self._engine.record_flows = self.record_flows
+        self._engine.record_flows = self.record_flows
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -756,19 +755,21 @@ class Simulation:
         """Results of the flow backend: the packet backend's tables and keys, with what only
         packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
         and the flow model's own counters added (README "Flow-level backend")."""
-        log = self._engine.flow_log()
         c = self._engine.counters()
-        end = log["end_ps"]
         sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
-        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        # the last flow's end, once every flow has finished
+        all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
+        makespan = int(c["last_flow_end_ps"]) if all_done else -1
         wall = self.wall_s
         run = {
             "backend": "flow",
             "transport": self.config.transport,
             "routing": self.routing,
             "events": int(c["events"]),
-            "flows": len(log["src"]),
+            "flows": int(c["flows"]),
             "flows_done": int(c["flows_done"]),
+            "peak_live_flows": int(c["peak_live_flows"]),
+            "flows_recorded": self.record_flows,
             "lossless": bool(self._engine.lossless),
             "header_bytes": int(self._engine.header_bytes),
             "wall_s": wall,
@@ -792,28 +793,17 @@ class Simulation:
         for key in PACKET_ONLY_RUN_KEYS:
             run[key] = None
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
-        flows = build_flow_table(log) if self.record_flows else FLOW_SCHEMA.empty_table()
+        flows = self._flow_table(self._engine.flow_log()) if self.record_flows else FLOW_SCHEMA.empty_table()
         res = Results(flows=flows, links=links, run=run)
         return self._finish_results(res)
 
     def _flow_op_stats(self) -> dict:
         """Per-op flow totals of the flow backend (``Engine.op_flow_stats`` of the packet
-        engine): flows, delivered bytes and the longest FCT from its flow log; retransmits,
-        resent and dropped bytes are packet-only (null)."""
-        log = self._engine.flow_log()
+        engine), folded in C++ as each flow finishes: flows, delivered bytes and the longest
+        FCT; retransmits, resent and dropped bytes are packet-only (null)."""
         n = self.trace.num_ops
-        op = np.asarray(log["op_id"], dtype=np.int64)
-        mine = op >= 0
-        op = op[mine]
-        end, start = log["end_ps"][mine], log["start_ps"][mine]
-        fct = np.where(end >= 0, end - start, -1)
-        max_fct = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(max_fct, op, fct)
-        delivered = np.bincount(op, weights=log["delivered_bytes"][mine], minlength=n).astype(np.int64)
         return {
-            "flows": np.bincount(op, minlength=n).astype(np.int64),
-            "delivered_bytes": delivered,
-            "max_fct_ps": max_fct,
+            **self._engine.op_flow_stats(),
             **{k: pa.nulls(n, pa.int64()) for k in ("retransmits", "resent_bytes", "dropped_bytes")},
         }
 
