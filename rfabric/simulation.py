@@ -49,7 +49,7 @@ ENGINE_FIELDS: dict = _engine.config_fields()
 #: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
 #: ecmp_* switches; None: the fabric's own), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
 #: the collective executor's settings (passed to load_workload).
-PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk")
+PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk", "flow_ring_slices")
 #: Time and size fields that may be zero (the others must be positive).
 _MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
 
@@ -159,6 +159,11 @@ class EngineConfig:
         different GPU, so inter-server hops use all NICs.
     coll_chunk : size
         Pipelining unit of ring slices and tree / chain broadcast chunks (default 512 KiB).
+    flow_ring_slices : int
+        ``backend="flow"`` only: the most slices a ring step is cut into (default 4; 0: slices
+        of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
+        large slices as with many small ones, and makes far fewer flows (README "Flow-level
+        backend" has the validation).
     t_ocs : time
         Reconfiguration time of optical circuit switches (default 25 ms, paper §7.2): a new
         circuit is dark this long after a plan is applied.
@@ -193,6 +198,7 @@ class EngineConfig:
     # Collective executor (trace workloads)
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
+    flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
 
     def to_engine(self, routing: str | None = None) -> dict:
         """The config dict the engine takes, built from the engine's own field list: base
@@ -235,6 +241,14 @@ class EngineConfig:
         ):
             raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
         parse_size(self.coll_chunk, allow_zero=False)
+        if (
+            isinstance(self.flow_ring_slices, bool)
+            or not isinstance(self.flow_ring_slices, (int, np.integer))
+            or not 0 <= self.flow_ring_slices <= 1 << 30
+        ):
+            raise SpecError(
+                f"flow_ring_slices must be an integer in [0, 2**30], got {self.flow_ring_slices!r}"
+            )
         parse_time(self.t_ocs)
         return out
 
@@ -342,6 +356,7 @@ class Simulation:
                 )
             self.trace = workload
             self._engine = engine_class(self.spec.arrays(), engine_config)
+            flow_args = {"ring_slices": int(self.config.flow_ring_slices)} if backend == "flow" else {}
             self._engine.load_workload(
                 workload.arrays(),
                 int(self.config.coll_channels),
@@ -351,6 +366,7 @@ class Simulation:
                 controller is not None
                 and bool(getattr(controller, "lookahead", False))
                 and getattr(controller, "granularity", "period") == "period",
+                **flow_args,
             )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
