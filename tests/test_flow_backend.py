@@ -202,7 +202,9 @@ def test_ring_slices_keep_the_ring_pace_with_fewer_flows():
     fab = rf.topologies.RFabric(64)
     for bad in (-1, 1.5, True, "4"):
         with pytest.raises(rf.SpecError, match="flow_ring_slices"):
-            rf.simulate(fab, rf.op_trace("all_reduce", range(64), 64 * MB), backend="flow", flow_ring_slices=bad)
+            rf.simulate(
+                fab, rf.op_trace("all_reduce", range(64), 64 * MB), backend="flow", flow_ring_slices=bad
+            )
     # 16 ranks on 8 servers, 8 MiB per ring step: 16 slices of 512 KiB
     trace = rf.op_trace("all_reduce", range(0, 64, 4), rf.units.parse_size("1GiB"))
     exact = rf.simulate(fab, trace, backend="flow", flow_ring_slices=0)
