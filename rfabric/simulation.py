@@ -50,7 +50,7 @@ ENGINE_FIELDS: dict = _engine.config_fields()
 #: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
 #: ecmp_* switches; None: the fabric's own), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
 #: the collective executor's settings (passed to load_workload).
-PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk")
+PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk", "flow_ring_slices")
 #: Time and size fields that may be zero (the others must be positive).
 _MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
 
@@ -160,6 +160,11 @@ class EngineConfig:
         different GPU, so inter-server hops use all NICs.
     coll_chunk : size
         Pipelining unit of ring slices and tree / chain broadcast chunks (default 512 KiB).
+    flow_ring_slices : int
+        ``backend="flow"`` only: the most slices a ring step is cut into (default 4; 0: slices
+        of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
+        large slices as with many small ones, and makes far fewer flows (README "Flow-level
+        backend" has the validation).
     t_ocs : time
         Reconfiguration time of optical circuit switches (default 25 ms, paper §7.2): a new
         circuit is dark this long after a plan is applied.
@@ -194,6 +199,7 @@ class EngineConfig:
     # Collective executor (trace workloads)
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
+    flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
 
     def to_engine(self, routing: str | None = None) -> dict:
         """The config dict the engine takes, built from the engine's own field list: base
@@ -240,6 +246,14 @@ class EngineConfig:
         ):
             raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
         parse_size(self.coll_chunk, allow_zero=False)
+        if (
+            isinstance(self.flow_ring_slices, bool)
+            or not isinstance(self.flow_ring_slices, (int, np.integer))
+            or not 0 <= self.flow_ring_slices <= 1 << 30
+        ):
+            raise SpecError(
+                f"flow_ring_slices must be an integer in [0, 2**30], got {self.flow_ring_slices!r}"
+            )
         parse_time(self.t_ocs)
         return out
 
@@ -347,6 +361,7 @@ class Simulation:
                 )
             self.trace = workload
             self._engine = engine_class(self.spec.arrays(), engine_config)
+            flow_args = {"ring_slices": int(self.config.flow_ring_slices)} if backend == "flow" else {}
             self._engine.load_workload(
                 workload.arrays(),
                 int(self.config.coll_channels),
@@ -356,6 +371,7 @@ class Simulation:
                 controller is not None
                 and bool(getattr(controller, "lookahead", False))
                 and getattr(controller, "granularity", "period") == "period",
+                **flow_args,
             )
         elif isinstance(workload, Flows):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
@@ -376,7 +392,7 @@ class Simulation:
         if flows_path is not None and backend == "flow":
             raise SpecError(
                 "flows_path: streaming flows to Parquet is for the packet backend; the flow "
-                "backend keeps every flow (record_flows=True gives the table)"
+                "backend keeps its per-flow table in memory (record_flows=True)"
             )
         if flows_path is not None:
             self._flows_dir = _flows_dir(flows_path)
@@ -387,8 +403,7 @@ class Simulation:
             raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
         self.record_flows = bool(record_flows)
-        if backend == "packet":
-            self._engine.record_flows = self.record_flows
+        self._engine.record_flows = self.record_flows
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -762,19 +777,21 @@ class Simulation:
         """Results of the flow backend: the packet backend's tables and keys, with what only
         packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
         and the flow model's own counters added (README "Flow-level backend")."""
-        log = self._engine.flow_log()
         c = self._engine.counters()
-        end = log["end_ps"]
         sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
-        makespan = int(end.max()) if len(end) and np.all(end >= 0) else -1
+        # the last flow's end, once every flow has finished
+        all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
+        makespan = int(c["last_flow_end_ps"]) if all_done else -1
         wall = self.wall_s
         run = {
             "backend": "flow",
             "transport": self.config.transport,
             "routing": self.routing,
             "events": int(c["events"]),
-            "flows": len(log["src"]),
+            "flows": int(c["flows"]),
             "flows_done": int(c["flows_done"]),
+            "peak_live_flows": int(c["peak_live_flows"]),
+            "flows_recorded": self.record_flows,
             "lossless": bool(self._engine.lossless),
             "header_bytes": int(self._engine.header_bytes),
             "wall_s": wall,
@@ -798,28 +815,17 @@ class Simulation:
         for key in PACKET_ONLY_RUN_KEYS:
             run[key] = None
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
-        flows = build_flow_table(log) if self.record_flows else FLOW_SCHEMA.empty_table()
+        flows = self._flow_table(self._engine.flow_log()) if self.record_flows else FLOW_SCHEMA.empty_table()
         res = Results(flows=flows, links=links, run=run)
         return self._finish_results(res)
 
     def _flow_op_stats(self) -> dict:
         """Per-op flow totals of the flow backend (``Engine.op_flow_stats`` of the packet
-        engine): flows, delivered bytes and the longest FCT from its flow log; retransmits,
-        resent and dropped bytes are packet-only (null)."""
-        log = self._engine.flow_log()
+        engine), folded in C++ as each flow finishes: flows, delivered bytes and the longest
+        FCT; retransmits, resent and dropped bytes are packet-only (null)."""
         n = self.trace.num_ops
-        op = np.asarray(log["op_id"], dtype=np.int64)
-        mine = op >= 0
-        op = op[mine]
-        end, start = log["end_ps"][mine], log["start_ps"][mine]
-        fct = np.where(end >= 0, end - start, -1)
-        max_fct = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(max_fct, op, fct)
-        delivered = np.bincount(op, weights=log["delivered_bytes"][mine], minlength=n).astype(np.int64)
         return {
-            "flows": np.bincount(op, minlength=n).astype(np.int64),
-            "delivered_bytes": delivered,
-            "max_fct_ps": max_fct,
+            **self._engine.op_flow_stats(),
             **{k: pa.nulls(n, pa.int64()) for k in ("retransmits", "resent_bytes", "dropped_bytes")},
         }
 

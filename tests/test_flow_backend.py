@@ -172,6 +172,51 @@ def test_same_seed_same_results():
     assert not np.array_equal(runs[0], runs[2])
 
 
+def test_a_trace_keeps_only_the_flows_alive_and_folds_per_op_totals():
+    trace = tiny_rl_trace(iterations=1)
+    fab = rf.topologies.RFabric(64)
+    a = rf.simulate(fab, trace, backend="flow", seed=5)
+    b = rf.simulate(fab, trace, backend="flow", seed=5, record_flows=True)
+    assert a.flows.num_rows == 0 and not a.run["flows_recorded"] and b.run["flows_recorded"]
+    assert a.ops.equals(b.ops) and a.stages.equals(b.stages) and a.links.equals(b.links)
+    n = a.run["flows"]
+    assert n == b.run["flows"] == b.flows.num_rows == a.run["flows_done"]
+    assert 0 < a.run["peak_live_flows"] == b.run["peak_live_flows"] < n / 10  # slots reused
+    np.testing.assert_array_equal(b.flows["flow_id"].to_numpy(), np.arange(n))  # ids: creation order
+    # the per-op totals folded in C++ are the per-flow table's
+    f = b.flows
+    ops = b.ops
+    row = {int(o): i for i, o in enumerate(ops["op_id"].to_numpy())}
+    at = np.array([row[int(o)] for o in f["op_id"].to_numpy()])
+    k = len(ops)
+    np.testing.assert_array_equal(ops["flows"].to_numpy(), np.bincount(at, minlength=k))
+    delivered = np.bincount(at, weights=f["delivered_bytes"].to_numpy(), minlength=k)
+    np.testing.assert_array_equal(ops["delivered_bytes"].to_numpy(), delivered.astype(np.int64))
+    fct = np.full(k, -1, dtype=np.int64)
+    np.maximum.at(fct, at, f["fct_ps"].to_numpy())
+    np.testing.assert_array_equal(ops["max_fct_ps"].to_numpy(), fct)
+    assert ops["retransmits"].null_count == k  # packet-only
+
+
+def test_ring_slices_keep_the_ring_pace_with_fewer_flows():
+    fab = rf.topologies.RFabric(64)
+    for bad in (-1, 1.5, True, "4"):
+        with pytest.raises(rf.SpecError, match="flow_ring_slices"):
+            rf.simulate(
+                fab, rf.op_trace("all_reduce", range(64), 64 * MB), backend="flow", flow_ring_slices=bad
+            )
+    # 16 ranks on 8 servers, 8 MiB per ring step: 16 slices of 512 KiB
+    trace = rf.op_trace("all_reduce", range(0, 64, 4), rf.units.parse_size("1GiB"))
+    exact = rf.simulate(fab, trace, backend="flow", flow_ring_slices=0)
+    runs = [rf.simulate(fab, trace, backend="flow", flow_ring_slices=k) for k in (2, 4)]
+    t0 = exact.ops["time_ps"].to_numpy()[0]
+    for res in runs:
+        assert res.run["flows"] < exact.run["flows"] / 3
+        assert res.ops["time_ps"].to_numpy()[0] == pytest.approx(t0, rel=1e-3)
+    # the default is 4; the packet backend ignores it
+    assert rf.simulate(fab, trace, backend="flow").ops.equals(runs[1].ops)
+
+
 @pytest.mark.parametrize(
     ("gpus", "kind", "size"),
     [

@@ -79,13 +79,18 @@ void bind_flow(py::module_& m) {
       .def(
           "load_workload",
           [](FlowSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries, bool period_ends) {
-            s.load_workload(workload_from_dict(a),
-                            executor_config(channels, chunk_bytes, rings, boundaries, period_ends));
+             const std::string& boundaries, bool period_ends, int64_t ring_slices) {
+            if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
+              throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
+            coll::ExecutorConfig cfg = executor_config(channels, chunk_bytes, rings, boundaries, period_ends);
+            cfg.ring_slices = static_cast<uint32_t>(ring_slices);
+            s.load_workload(workload_from_dict(a), std::move(cfg));
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
           py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-          "Load a collective-op workload to replay (as Engine.load_workload).")
+          py::arg("ring_slices") = 0,
+          "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
+          "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).")
       .def(
           "boundary",
           [](const FlowSimulator& s) {
@@ -176,7 +181,10 @@ void bind_flow(py::module_& m) {
             const auto& c = s.network().counters();
             py::dict d;
             d["events"] = s.engine().events_processed();
+            d["flows"] = s.network().flows_created();
             d["flows_done"] = c.flows_done;
+            d["last_flow_end_ps"] = c.last_flow_end_ps;
+            d["peak_live_flows"] = s.network().peak_live_flows();
             d["recomputes"] = c.recomputes;
             d["rate_updates"] = c.rate_updates;
             d["subflows"] = c.subflows;
@@ -194,30 +202,48 @@ void bind_flow(py::module_& m) {
       .def(
           "flow_log",
           [](const FlowSimulator& s) {
-            const auto& f = s.network().flows();
+            auto f = s.network().flow_rows();
             py::dict d;
-            d["src"] = to_numpy(std::vector<uint32_t>(f.src));
-            d["dst"] = to_numpy(std::vector<uint32_t>(f.dst));
-            d["size_bytes"] = to_numpy(std::vector<int64_t>(f.size_bytes));
-            d["start_ps"] = to_numpy(std::vector<int64_t>(f.start_ps));
-            d["end_ps"] = to_numpy(std::vector<int64_t>(f.end_ps));
-            d["sent_ps"] = to_numpy(std::vector<int64_t>(f.sent_ps));
-            auto sent = s.network().sent_bytes();
-            std::vector<int64_t> delivered(f.size(), 0);
-            for (size_t i = 0; i < f.size(); ++i) delivered[i] = f.end_ps[i] >= 0 ? f.size_bytes[i] : 0;
-            d["sent_bytes"] = to_numpy(std::move(sent));
-            d["delivered_bytes"] = to_numpy(std::move(delivered));
-            d["op_id"] = to_numpy(s.executor() ? s.executor()->flow_ops()
-                                               : std::vector<int64_t>(f.src.size(), -1));
+            d["flow_id"] = to_numpy(std::move(f.id));
+            d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
+            d["src"] = to_numpy(std::move(f.src));
+            d["dst"] = to_numpy(std::move(f.dst));
+            d["size_bytes"] = to_numpy(std::move(f.size_bytes));
+            d["start_ps"] = to_numpy(std::move(f.start_ps));
+            d["end_ps"] = to_numpy(std::move(f.end_ps));
+            d["sent_ps"] = to_numpy(std::move(f.sent_ps));
+            d["sent_bytes"] = to_numpy(std::move(f.sent_bytes));
+            d["delivered_bytes"] = to_numpy(std::move(f.delivered_bytes));
             return d;
           },
-          "Per-flow columns (numpy arrays): sent_bytes (payload that left the source by now),\n"
+          "Per-flow columns (numpy arrays), one row per flow recorded (record_flows), then one per\n"
+          "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
           "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
           "a flow whole, its path delay after it is sent), sent_ps (when the last byte left).")
+      .def_property(
+          "record_flows", [](const FlowSimulator& s) { return s.network().record_flows(); },
+          [](FlowSimulator& s, bool on) { s.network().set_record_flows(on); },
+          "Keep a row per flow as it retires (default on); off, only per-op totals (op_flow_stats).")
+      .def(
+          "op_flow_stats",
+          [](const FlowSimulator& s) {
+            const coll::Executor* x = s.executor();
+            const size_t n = x ? x->op_start().size() : 0;
+            const auto& st = s.network().owner_stats();
+            py::dict d;
+            d["flows"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
+            d["delivered_bytes"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
+            d["max_fct_ps"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
+            return d;
+          },
+          "Per op (workload rows): totals of its flows that finished so far: flows, delivered payload\n"
+          "bytes and the longest flow (max_fct_ps, -1: none).")
       .def(
           "delivered_bytes",
           [](const FlowSimulator& s) { return to_numpy(s.network().sent_bytes()); },
-          "Payload bytes per flow that have left the source by now (the fluid's progress).")
+          "Payload bytes per flow slot that have left the source by now (the fluid's progress; for a\n"
+          "flow set, whose flows keep their slots, per flow).")
       .def(
           "flow_rates", [](const FlowSimulator& s) { return to_numpy(s.network().flow_rates()); },
           "Current max-min rate per flow, bit/s (0 when not sending).")

@@ -667,9 +667,11 @@ void Executor::plan(uint32_t op, OpRun& run) {
     const int c = channels_for(total, max_channels);
     const auto groups = by_server(net_, group_ranks);
     const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
+    Bytes slice = cfg_.chunk_bytes;
+    if (cfg_.ring_slices > 0) slice = std::max(slice, ceil_div(chunk, static_cast<Bytes>(cfg_.ring_slices)));
     for (int ch = 0; ch < c; ++ch)
-      out.push_back(std::make_unique<Ring>(ring_order(group_ranks, groups, ch), steps, chunk,
-                                           cfg_.chunk_bytes, static_cast<uint32_t>(ch) + 1));
+      out.push_back(std::make_unique<Ring>(ring_order(group_ranks, groups, ch), steps, chunk, slice,
+                                           static_cast<uint32_t>(ch) + 1));
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;

@@ -58,6 +58,11 @@ const std::vector<std::string>& algo_names();
 struct ExecutorConfig {
   int channels = 8;                ///< NCCL channels per ring collective (the most; see plan())
   Bytes chunk_bytes = 512 * 1024;  ///< pipelining unit: ring slices, tree/chain broadcast chunks
+  /// The most slices a ring step is cut into (0: no limit, slices of chunk_bytes as NCCL's).
+  /// The flow backend sets it: a fluid ring whose ranks post each slice as the previous one
+  /// leaves runs at the same pace with a few large slices as with many small ones, as long as
+  /// a slice outlasts the path delay (README "Flow-level backend"), and makes far fewer flows.
+  uint32_t ring_slices = 0;
   /// The fabric's preferred ring orders (Topology.ring_orders()): one row per channel, each a
   /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
   /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.

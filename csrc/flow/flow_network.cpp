@@ -163,33 +163,97 @@ SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) c
 
 // ---- flows ----
 
-uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key) {
-  const uint32_t i = static_cast<uint32_t>(flows_.size());
+void FlowRecords::append(const FlowRecords& t, uint32_t f) {
+  id.push_back(t.id[f]);
+  owner.push_back(t.owner[f]);
+  src.push_back(t.src[f]);
+  dst.push_back(t.dst[f]);
+  size_bytes.push_back(t.size_bytes[f]);
+  start_ps.push_back(t.start_ps[f]);
+  end_ps.push_back(t.end_ps[f]);
+  sent_ps.push_back(t.sent_ps[f]);
+  hash.push_back(t.hash[f]);
+  live.push_back(t.live[f]);
+}
+
+uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
+                                  int64_t owner) {
+  const uint64_t i = next_id_;
   const uint32_t g = num_gpus();
   RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
   RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
   RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
   RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
   RF_CHECK(start_ps >= eng_.now(), "flow ", i, ": start_ps ", start_ps, " is in the past");
-  // the packet Network's hashes, so both backends route a flow alike
+  // the packet Network's hashes (of the flow's id), so both backends route a flow alike
   uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
   if (ecmp_key != 0) hash = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
   RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  flows_.src.push_back(src);
-  flows_.dst.push_back(dst);
-  flows_.size_bytes.push_back(size);
-  flows_.start_ps.push_back(start_ps);
-  flows_.end_ps.push_back(-1);
-  flows_.sent_ps.push_back(-1);
-  flows_.hash.push_back(hash);
-  flow_sub_.push_back(kNone);
-  flow_delay_.push_back(0);
-  return i;
+  ++next_id_;
+  ++live_flows_;
+  FlowRecords& t = flows_;
+  uint32_t f;
+  if (!free_slots_.empty()) {
+    f = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    f = static_cast<uint32_t>(t.size());
+    RF_CHECK(f != kNone, "more than ", kNone, " flows alive at once");
+    t.id.emplace_back();
+    t.owner.emplace_back();
+    t.src.emplace_back();
+    t.dst.emplace_back();
+    t.size_bytes.emplace_back();
+    t.start_ps.emplace_back();
+    t.end_ps.emplace_back();
+    t.sent_ps.emplace_back();
+    t.hash.emplace_back();
+    t.live.emplace_back();
+    flow_sub_.emplace_back();
+    flow_delay_.emplace_back();
+  }
+  t.id[f] = i;
+  t.owner[f] = owner;
+  t.src[f] = src;
+  t.dst[f] = dst;
+  t.size_bytes[f] = size;
+  t.start_ps[f] = start_ps;
+  t.end_ps[f] = -1;
+  t.sent_ps[f] = -1;
+  t.hash[f] = hash;
+  t.live[f] = 1;
+  flow_sub_[f] = kNone;
+  flow_delay_[f] = 0;
+  return f;
+}
+
+void FlowNetwork::retire(uint32_t f) {
+  FlowRecords& t = flows_;
+  if (t.owner[f] >= 0) {
+    const auto o = static_cast<size_t>(t.owner[f]);
+    if (owner_stats_.size() <= o) owner_stats_.resize(o + 1);
+    OwnerStats& s = owner_stats_[o];
+    ++s.flows;
+    s.delivered_bytes += t.size_bytes[f];
+    s.max_fct_ps = std::max(s.max_fct_ps, t.end_ps[f] - t.start_ps[f]);
+  }
+  if (record_) log_.append(t, f);
+  t.live[f] = 0;
+  --live_flows_;
+  free_slots_.push_back(f);
+}
+
+void FlowNetwork::finish(uint32_t f) {
+  flows_.end_ps[f] = eng_.now();
+  ++counters_.flows_done;
+  counters_.last_flow_end_ps = eng_.now();
+  if (observer_ != nullptr) observer_->on_flow_done(f);
+  retire(f);
 }
 
 uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
-                                  int64_t /*owner*/) {
-  const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key);
+                                  int64_t owner) {
+  const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key, owner);
   if (start_ps == eng_.now() && size > 0) {
     start_flow(i);  // (starting calls no observer: safe inside its callbacks)
   } else {
@@ -204,7 +268,7 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
   for (size_t i = 0; i < f; ++i) {
-    const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0);
+    const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0, -1);
     eng_.schedule(start[i], id, kind_base_ + kStart);
   }
 }
@@ -492,7 +556,7 @@ void FlowNetwork::topology_changed() {
   std::vector<uint32_t> sending;
   sending.reserve(active_.size());
   for (const uint32_t s : active_) sending.push_back(subs_[s].flow);
-  std::sort(sending.begin(), sending.end());
+  std::sort(sending.begin(), sending.end(), [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });
   for (const uint32_t f : sending) {
     const uint32_t s = flow_sub_[f];
     const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
@@ -544,10 +608,9 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     case kStart: {
       const uint32_t f = ev.target;
       if (flows_.size_bytes[f] == 0) {
-        flows_.sent_ps[f] = flows_.end_ps[f] = eng_.now();
-        ++counters_.flows_done;
+        flows_.sent_ps[f] = eng_.now();
         if (observer_ != nullptr) observer_->on_flow_sent(f);
-        if (observer_ != nullptr) observer_->on_flow_done(f);
+        finish(f);
       } else {
         start_flow(f);
       }
@@ -558,13 +621,9 @@ void FlowNetwork::on_event(const engine::Event& ev) {
       if (sf.active && sf.finish_at == ev.time) subflow_sent(ev.target);
       break;
     }
-    case kDone: {
-      const uint32_t f = ev.target;
-      flows_.end_ps[f] = eng_.now();
-      ++counters_.flows_done;
-      if (observer_ != nullptr) observer_->on_flow_done(f);
+    case kDone:
+      finish(ev.target);
       break;
-    }
     case kRecompute:
       recompute();
       break;
@@ -595,24 +654,55 @@ void FlowNetwork::on_event(const engine::Event& ev) {
 
 // ---- results ----
 
-std::vector<Bytes> FlowNetwork::sent_bytes() const {
-  const SimTime now = eng_.now();
-  std::vector<double> left(flows_.size(), 0);
-  for (const uint32_t s : active_) {
-    const Subflow& sf = subs_[s];
-    const double moved = sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte;
-    left[sf.flow] += std::max(0.0, sf.remaining - moved);
-  }
-  std::vector<Bytes> out(flows_.size(), 0);
+Bytes FlowNetwork::sent_of(uint32_t f) const {
+  const Bytes size = flows_.size_bytes[f];
+  if (flows_.sent_ps[f] >= 0) return size;
+  const uint32_t s = flow_sub_[f];
+  if (!flows_.live[f] || s == kNone) return 0;
+  const Subflow& sf = subs_[s];
+  const double moved = sf.rate * static_cast<double>(eng_.now() - sf.last) / kBitsPsPerByte;
+  const double left = std::max(0.0, sf.remaining - moved);
   const Bytes pp = payload_per_packet();
-  for (size_t f = 0; f < out.size(); ++f) {
-    const Bytes size = flows_.size_bytes[f];
-    if (flows_.sent_ps[f] >= 0) {
-      out[f] = size;
-    } else if (flow_sub_[f] != kNone) {
-      const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
-      out[f] = static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left[f] / wire)));
-    }
+  const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
+  return static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left / wire)));
+}
+
+std::vector<Bytes> FlowNetwork::sent_bytes() const {
+  std::vector<Bytes> out(flows_.size(), 0);
+  for (uint32_t f = 0; f < out.size(); ++f) out[f] = sent_of(f);
+  return out;
+}
+
+FlowRows FlowNetwork::flow_rows() const {
+  // recorded rows, then the flows alive (retired ones are in the log, when recorded)
+  std::vector<std::pair<uint64_t, uint32_t>> order;  // (id, row: log row, or log size + slot)
+  order.reserve(log_.size() + live_flows_);
+  for (uint32_t r = 0; r < log_.size(); ++r) order.emplace_back(log_.id[r], r);
+  const auto base = static_cast<uint32_t>(log_.size());
+  for (uint32_t f = 0; f < flows_.size(); ++f)
+    if (flows_.live[f]) order.emplace_back(flows_.id[f], base + f);
+  std::sort(order.begin(), order.end());
+  FlowRows out;
+  const size_t n = order.size();
+  for (auto* v : {&out.id, &out.owner}) v->resize(n);
+  for (auto* v : {&out.src, &out.dst}) v->resize(n);
+  for (auto* v : {&out.size_bytes, &out.sent_bytes, &out.delivered_bytes, &out.start_ps, &out.end_ps, &out.sent_ps})
+    v->resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t r = order[k].second;
+    const bool logged = r < base;
+    const FlowRecords& t = logged ? log_ : flows_;
+    const uint32_t i = logged ? r : r - base;
+    out.id[k] = static_cast<int64_t>(t.id[i]);
+    out.owner[k] = t.owner[i];
+    out.src[k] = t.src[i];
+    out.dst[k] = t.dst[i];
+    out.size_bytes[k] = t.size_bytes[i];
+    out.start_ps[k] = t.start_ps[i];
+    out.end_ps[k] = t.end_ps[i];
+    out.sent_ps[k] = t.sent_ps[i];
+    out.sent_bytes[k] = logged ? t.size_bytes[i] : sent_of(i);
+    out.delivered_bytes[k] = t.end_ps[i] >= 0 ? t.size_bytes[i] : 0;
   }
   return out;
 }
@@ -647,7 +737,7 @@ size_t FlowNetwork::blocked_subflows() const {
 
 std::vector<double> FlowNetwork::flow_rates() const {
   std::vector<double> out(flows_.size(), 0);
-  for (const uint32_t s : active_) out[subs_[s].flow] = subs_[s].rate;
+  for (const uint32_t s : active_) out[subs_[s].flow] = subs_[s].rate;  // (by slot)
   return out;
 }
 

@@ -50,18 +50,44 @@ using engine::Bytes;
 using engine::SimTime;
 using net::kNone;
 
-/// Per-flow records, struct-of-arrays (they become result columns).
+/// Per-flow state, struct-of-arrays, indexed by slot. As in the packet Network's FlowTable, a
+/// slot holds one flow from its creation until it retires (its last byte delivered, after
+/// on_flow_done); then a later flow reuses it, so the table is as large as the most flows
+/// alive at once (FlowNetwork::peak_live_flows), not the flows ever created. A flow's public
+/// id is its creation serial (`id`). The same columns hold the rows of retired flows when
+/// they are recorded (FlowNetwork::set_record_flows).
 struct FlowRecords {
+  std::vector<uint64_t> id;    ///< creation serial (add_flows: the row)
+  std::vector<int64_t> owner;  ///< who created it (the collective executor: op index), or -1
   std::vector<uint32_t> src, dst;
   std::vector<Bytes> size_bytes;
   std::vector<SimTime> start_ps, end_ps;
   std::vector<SimTime> sent_ps;  ///< when its last byte left the source (-1: not yet)
   std::vector<uint32_t> hash;
+  std::vector<uint8_t> live;  ///< the slot holds a flow (not retired)
   size_t size() const { return src.size(); }
+  /// Append slot f of `t`.
+  void append(const FlowRecords& t, uint32_t f);
+};
+
+/// What the flows an owner (an op) created came to, folded in as each retires.
+struct OwnerStats {
+  int64_t flows = 0;
+  Bytes delivered_bytes = 0;
+  SimTime max_fct_ps = -1;  ///< longest flow (end - start)
+};
+
+/// The per-flow result rows: recorded flows, then the flows alive, sorted by id.
+struct FlowRows {
+  std::vector<int64_t> id, owner;
+  std::vector<uint32_t> src, dst;
+  std::vector<Bytes> size_bytes, sent_bytes, delivered_bytes;
+  std::vector<SimTime> start_ps, end_ps, sent_ps;
 };
 
 struct FlowCounters {
   uint64_t flows_done = 0;
+  SimTime last_flow_end_ps = -1;  ///< when the latest flow to finish finished
   uint64_t recomputes = 0;        ///< max-min recomputations (one per batch of changes at one instant)
   uint64_t rate_updates = 0;      ///< subflow rates that changed in a recomputation
   uint64_t subflows = 0;          ///< subflows ever started
@@ -93,6 +119,18 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
   BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
   size_t num_flows() const override { return flows_.size(); }
+  /// Flows created so far (the next flow's id), alive now, and alive at most at once.
+  uint64_t flows_created() const { return next_id_; }
+  size_t live_flows() const { return live_flows_; }
+  size_t peak_live_flows() const { return flows_.size(); }
+  /// Keep a row for every flow that retires (the per-flow result table); off, only the
+  /// per-owner totals. On by default. Set before the run.
+  void set_record_flows(bool on) { record_ = on; }
+  bool record_flows() const { return record_; }
+  /// Per-owner totals (index: owner) of the flows retired so far.
+  const std::vector<OwnerStats>& owner_stats() const { return owner_stats_; }
+  /// Rows recorded, then the flows alive now, sorted by id.
+  FlowRows flow_rows() const;
 
   /// Add flows (GPU ids, bytes, ps) before the first run.
   void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
@@ -114,10 +152,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void on_event(const engine::Event& ev) override;
 
   // ---- results ----
+  /// The flow table (by slot: for a flow set, whose flows are all added at once, slot = id).
   const FlowRecords& flows() const { return flows_; }
   const FlowCounters& counters() const { return counters_; }
-  /// Payload bytes of each flow that have left its source by now (the fluid's progress; all of
-  /// them once it is done). A flow's bytes reach its destination its path delay later.
+  /// Payload bytes of each flow slot that have left its source by now (the fluid's progress;
+  /// all of them once it is done). A flow's bytes reach its destination its path delay later.
   std::vector<Bytes> sent_bytes() const;
   /// Wire bytes (headers included) each port has carried by now, and the time it spent
   /// carrying them at its rate.
@@ -184,7 +223,13 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     bool reached = true;                       ///< every sample reaches the destination
   };
 
-  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key);
+  uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
+                       int64_t owner);
+  /// The flow in slot f is done and told: fold it into its owner's totals, record it, free the slot.
+  void retire(uint32_t f);
+  /// The flow in slot f delivered its last byte: tell the observer, then retire it.
+  void finish(uint32_t f);
+  Bytes sent_of(uint32_t f) const;
   const PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
   /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst.
   std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached) const;
@@ -215,6 +260,12 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
 
   FlowRecords flows_;
+  std::vector<uint32_t> free_slots_;  ///< retired slots, reused last-in first-out
+  uint64_t next_id_ = 0;
+  size_t live_flows_ = 0;
+  bool record_ = true;
+  FlowRecords log_;  ///< rows of retired flows (when recording)
+  std::vector<OwnerStats> owner_stats_;
   std::vector<uint32_t> flow_sub_;  ///< per flow: its subflow while it sends (kNone otherwise)
   std::vector<SimTime> flow_delay_;       ///< per flow: sent -> delivered
   std::vector<Subflow> subs_;

@@ -34,7 +34,7 @@ class FlowFabric {
   /// Create one flow during a run, starting at `start_ps` (>= now); returns its id. Flows with
   /// the same nonzero `ecmp_key` (one connection) hash alike, so keep one ECMP path. `owner`
   /// (>= 0, e.g. the op) names what the flow's totals count toward. The packet network reuses
-  /// an id once its flow has retired (after on_flow_done); the flow model does not.
+  /// an id once its flow has retired (after on_flow_done), and so does the flow model.
   virtual uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps,
                                uint64_t ecmp_key = 0, int64_t owner = -1) = 0;
   virtual void set_observer(FlowObserver* observer) = 0;

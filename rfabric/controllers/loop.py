@@ -88,6 +88,9 @@ class ControlLoop:
         self._dep_off = np.asarray(a["deps_offsets"], dtype=np.int64)
         self._dep_rows = np.searchsorted(op_id, np.asarray(a["deps"], dtype=np.int64))
         self._compute = np.asarray(a["compute_ps"], dtype=np.int64)
+        self._compute_list = self._compute.tolist()
+        self._period_list = self._period.tolist()
+        self._dep_lists: dict[int, list[int]] = {}  # row -> its dependency rows, as visited
         n = len(op_id)
         owner = np.repeat(np.arange(n), np.diff(self._dep_off))
         dep_period = self._period[self._dep_rows]
@@ -142,7 +145,7 @@ class ControlLoop:
         if not self._candidates:
             return []
         log = self.sim.engine.op_log()
-        start, end = log["start_ps"], log["end_ps"]
+        start, end = log["start_ps"].tolist(), log["end_ps"].tolist()
         now = int(self.sim.engine.now)
         memo: dict[int, int] = {}
         out = []
@@ -155,19 +158,15 @@ class ControlLoop:
         out.sort(key=lambda x: (x[1], x[0]))
         return out
 
-    def _start_bound(self, row: int, start, end, now: int, memo: dict[int, int]) -> int:
+    def _start_bound(self, row: int, start: list, end: list, now: int, memo: dict) -> int:
         """Lower bound of op ``row``'s start: its compute gap after the latest lower bound of
         its dependencies' ends. A finished op: its end; an unfinished one: no earlier than
         now, nor than its start bound plus the lower bound of its communication time
         (:meth:`_duration`; counted for ops of periods seen, whose sends are dry-run already,
         and as 0 for ops of periods not seen). Iterative, memoised over the unfinished ops;
-        ``memo`` holds start bounds."""
-        off, deps, comp = self._dep_off, self._dep_rows, self._compute
-        period, seen = self._period, self._seen
-
-        def end_bound(d: int) -> int:
-            dur = self._duration(d) if int(period[d]) in seen else 0
-            return max(now, memo[d] + dur)
+        ``memo`` holds start bounds (row) and end bounds (``~row``)."""
+        off, rows, comp = self._dep_off, self._dep_rows, self._compute_list
+        period, seen, cache = self._period_list, self._seen, self._dep_lists
 
         stack = [row]
         while stack:
@@ -176,22 +175,33 @@ class ControlLoop:
                 stack.pop()
                 continue
             if start[r] >= 0:
-                memo[r] = int(start[r])
+                memo[r] = start[r]
                 stack.pop()
                 continue
+            deps = cache.get(r)
+            if deps is None:  # (only the rows visited: a trace may have millions of edges)
+                deps = cache[r] = rows[off[r] : off[r + 1]].tolist()
             ready = 0
             todo = []
-            for d in deps[off[r] : off[r + 1]].tolist():
-                if end[d] >= 0:
-                    ready = max(ready, int(end[d]))
-                elif d in memo:
-                    ready = max(ready, end_bound(d))
-                else:
-                    todo.append(d)
+            for d in deps:
+                e = end[d]
+                if e >= 0:
+                    if e > ready:
+                        ready = e
+                    continue
+                e = memo.get(~d)
+                if e is None:
+                    if d not in memo:
+                        todo.append(d)
+                        continue
+                    dur = self._duration(d) if period[d] in seen else 0
+                    e = memo[~d] = max(now, memo[d] + dur)
+                if e > ready:
+                    ready = e
             if todo:
                 stack.extend(todo)
                 continue
-            memo[r] = ready + int(comp[r])
+            memo[r] = ready + comp[r]
             stack.pop()
         return memo[row]
 
@@ -216,13 +226,14 @@ class ControlLoop:
         if todo:
             reps = np.fromiter(todo.values(), dtype=np.int64, count=len(todo))
             f = self.sim.engine.op_flows(reps)
-            for s, r in todo.items():
-                m = f["op"] == r
-                self._flows[s] = (
-                    f["src"][m].astype(np.int64),
-                    f["dst"][m].astype(np.int64),
-                    f["size_bytes"][m].astype(np.int64),
-                )
+            # (op_flows gives each op's pairs as one run, in the order asked: cut at the counts)
+            order = np.argsort(reps, kind="stable")
+            at = order[np.searchsorted(reps[order], f["op"])] if len(f["op"]) else f["op"]
+            ends = np.cumsum(np.bincount(at, minlength=len(reps)))
+            src, dst, nbytes = (f[k].astype(np.int64) for k in ("src", "dst", "size_bytes"))
+            for i, s in enumerate(todo):
+                a, b = (ends[i - 1] if i else 0), ends[i]
+                self._flows[s] = (src[a:b], dst[a:b], nbytes[a:b])
         return [self._flows[s] for s in sigs]
 
     def intent(self, key: int) -> Intent:
