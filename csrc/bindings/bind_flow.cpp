@@ -115,26 +115,8 @@ void bind_flow(py::module_& m) {
       .def(
           "op_flows",
           [](FlowSimulator& s, py::handle ops_in) {
-            coll::Executor* x = s.executor();
-            RF_CHECK(x != nullptr, "no workload loaded");
-            const auto ops = from_numpy<int64_t>(ops_in, "ops");
-            std::vector<int64_t> op, bytes;
-            std::vector<uint32_t> src, dst;
-            for (const int64_t o : ops) {
-              RF_CHECK(o >= 0, "op index ", o, " is negative");
-              for (const auto& [a, b, n] : x->dry_run(static_cast<uint32_t>(o))) {
-                op.push_back(o);
-                src.push_back(a);
-                dst.push_back(b);
-                bytes.push_back(n);
-              }
-            }
-            py::dict d;
-            d["op"] = to_numpy(std::move(op));
-            d["src"] = to_numpy(std::move(src));
-            d["dst"] = to_numpy(std::move(dst));
-            d["size_bytes"] = to_numpy(std::move(bytes));
-            return d;
+            RF_CHECK(s.executor() != nullptr, "no workload loaded");
+            return op_flows_dict(*s.executor(), ops_in);
           },
           py::arg("ops"), "Bytes each op would send per directed GPU pair (as Engine.op_flows).")
       .def(

@@ -21,6 +21,8 @@ net::EngineConfig config_from_dict(const py::dict& d);
 coll::Workload workload_from_dict(const py::dict& a);
 /// The executor's settings: channels, chunk, the fabric's rings (None or channels x GPUs) and
 /// the control loop's boundaries ("none", "period", "op").
+/// Bytes each op of `ops` (workload rows) would send per directed GPU pair (Engine.op_flows()).
+py::dict op_flows_dict(coll::Executor& x, py::handle ops);
 /// The pending control-loop boundary of an executor (Engine.boundary()).
 py::dict boundary_dict(const coll::Executor& x);
 coll::ExecutorConfig executor_config(int channels, int64_t chunk_bytes, const py::object& rings,
