@@ -699,16 +699,9 @@ class Simulation:
             flow_table = self._flow_table(self._engine.flow_log())
         else:
             flow_table = FLOW_SCHEMA.empty_table()
-        sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
-        # the last flow's end, once every flow has finished
-        all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
-        makespan = int(c["last_flow_end_ps"]) if all_done else -1
-        wall = self.wall_s
-        run = {
-            "backend": "packet",
-            "transport": self.config.transport,
-            "routing": self.routing,
-            "events": int(c["events"]),
+        run = self._run_keys(c, "packet")
+        wall, sim_ps, makespan = run["wall_s"], run["sim_ps"], run["makespan_ps"]
+        run |= {
             "packets": int(c["packets"]),
             "packet_hops": int(c["packet_hops"]),
             "drops": int(c["drops"]),
@@ -723,20 +716,8 @@ class Simulation:
             "packets_held": int(c["packets_held"]),
             "pfc_pauses": int(c["pfc_pauses"]),
             "packets_in_flight": int(c["packets_in_flight"]),
-            "flows": int(c["flows"]),
-            "flows_done": int(c["flows_done"]),
-            "peak_live_flows": int(c["peak_live_flows"]),
-            "flows_recorded": self.record_flows,
             "packets_delivered": int(c["packets_delivered"]),
-            "lossless": bool(self._engine.lossless),
-            "header_bytes": int(self._engine.header_bytes),
-            "wall_s": wall,
-            "sim_ps": sim_ps,
-            "makespan_ps": makespan,
-            "seed": self.config.seed,
-            "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
             "packet_hops_per_s": c["packet_hops"] / wall if wall > 0 else float("nan"),
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
         # Nothing left to happen, yet frames are stranded in the fabric: held at a switch with no
         # route to their destination (a lossless fabric holds rather than drops), or queued
@@ -773,18 +754,14 @@ class Simulation:
             run["makespan_ps"] = int(end.max()) if len(end) and np.all(end >= 0) else -1
         return res
 
-    def _flow_results(self) -> Results:
-        """Results of the flow backend: the packet backend's tables and keys, with what only
-        packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
-        and the flow model's own counters added (README "Flow-level backend")."""
-        c = self._engine.counters()
+    def _run_keys(self, c: dict, backend: str) -> dict:
+        """The ``Results.run`` keys both backends fill alike, from the engine's counters."""
         sim_ps = int(self._engine.now) if self._engine.now < np.iinfo(np.int64).max else 0
         # the last flow's end, once every flow has finished
         all_done = c["flows_done"] == c["flows"] and c["flows"] > 0
-        makespan = int(c["last_flow_end_ps"]) if all_done else -1
         wall = self.wall_s
-        run = {
-            "backend": "flow",
+        return {
+            "backend": backend,
             "transport": self.config.transport,
             "routing": self.routing,
             "events": int(c["events"]),
@@ -796,10 +773,20 @@ class Simulation:
             "header_bytes": int(self._engine.header_bytes),
             "wall_s": wall,
             "sim_ps": sim_ps,
-            "makespan_ps": makespan,
+            "makespan_ps": int(c["last_flow_end_ps"]) if all_done else -1,
             "seed": self.config.seed,
             "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
+
+    def _flow_results(self) -> Results:
+        """Results of the flow backend: the packet backend's tables and keys, with what only
+        packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
+        and the flow model's own counters added (README "Flow-level backend")."""
+        c = self._engine.counters()
+        run = self._run_keys(c, "flow")
+        sim_ps, makespan = run["sim_ps"], run["makespan_ps"]
+        run |= {
             # the flow model's own counters
             "recomputes": int(c["recomputes"]),
             "rate_updates": int(c["rate_updates"]),
