@@ -124,10 +124,16 @@ class OpList:
 
 
 def read_text(path: Path) -> list[str]:
-    """The lines of text file ``path``; a missing, unreadable or non-UTF-8 file is a TraceError."""
+    """The lines of text file ``path``; a missing or unreadable file, or one that is not
+    UTF-8 (named by line), is a TraceError."""
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path}: cannot be read as UTF-8 text ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot be read ({exc})") from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TraceError(f"{path}: line {line}: byte {exc.start} is not UTF-8 text ({exc.reason})") from None

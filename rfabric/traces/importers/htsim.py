@@ -48,8 +48,8 @@ _TRIGGER_TYPES = ("oneshot", "multishot", "barrier")
 def _uint(path, where: str, text: str | None, what: str, lo: int = 0) -> int:
     if text is None:
         fail(path, where, f"{what} has no value")
-    if not re.fullmatch(r"\d+", text):
-        fail(path, where, f"{what} {text!r} is not a non-negative integer")
+    if not re.fullmatch(r"[0-9]{1,19}", text):
+        fail(path, where, f"{what} {text!r} is not a non-negative integer (at most 19 digits)")
     v = int(text)
     if v < lo:
         fail(path, where, f"{what} is {v}, expected >= {lo}")
@@ -65,10 +65,9 @@ def _start_ps(path, where: str, text: str | None) -> int:
         fail(path, where, f"start {text!r} is not a number (microseconds)")
     if not us.is_finite() or us < 0:
         fail(path, where, f"start {text!r} must be a finite number >= 0 (microseconds)")
-    ps = int((us * 1_000_000).to_integral_value())
-    if ps > MAX_TIME_PS:
+    if us * 1_000_000 > MAX_TIME_PS:  # compared as a Decimal: 1e999999999 never becomes an int
         fail(path, where, f"start {text} us is beyond the engine's horizon")
-    return ps
+    return int((us * 1_000_000).to_integral_value())
 
 
 def parse(path) -> dict:

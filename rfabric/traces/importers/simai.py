@@ -43,6 +43,8 @@ COMM_TYPES = {
     "ALLTOALL": "all_to_all",
 }
 _UNITS_PS = {"ns": 1_000, "us": 1_000_000}
+#: Largest all_gpus accepted (every row becomes one op per group instance).
+MAX_GPUS = 1 << 17
 _HEADER = {"model_parallel_NPU_group:": "tp", "ep:": "ep", "pp:": "pp", "all_gpus:": "gpus"}
 
 
@@ -76,6 +78,8 @@ def _header(path, line: str) -> dict[str, int]:
     dp = gpus // (tp * pp)
     if dp % ep:
         fail(path, "line 1", f"DP = {dp} (all_gpus / (TP x PP)) is not a multiple of ep {ep}")
+    if gpus > MAX_GPUS:
+        fail(path, "line 1", f"all_gpus {gpus} is beyond the {MAX_GPUS} GPUs an import builds groups for")
     out["dp"] = dp
     return out
 
