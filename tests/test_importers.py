@@ -114,8 +114,8 @@ def test_chakra_path_forms_give_the_same_trace(tmp_path):
     by_dir = chakra.read(d)
     assert chakra.read(str(d / "llama.*.et")).equals(by_dir)
     assert rf.traces.read(str(d / "llama.*.et")).equals(by_dir)
-    one = chakra.read(d / "llama.1.et", gpus=4)  # one file: rank 1 alone, its world op over rank 1
-    assert [r["ranks"] for r in rows(one)] == [[1], [1], [1]]
+    one = chakra.read(d / "llama.1.et")  # one file: rank 1 alone (gpus 2), its world op over rank 1
+    assert [r["ranks"] for r in rows(one)] == [[1], [1], [1]] and one.gpus == 2
 
 
 OK = [coll(1, "ALL_REDUCE", 64)]
@@ -310,14 +310,6 @@ SIMAI_BAD = [
 ]
 
 
-@pytest.mark.parametrize("name,edit,match", SIMAI_BAD, ids=[c[0] for c in SIMAI_BAD])
-def test_simai_malformed_inputs_are_named(tmp_path, name, edit, match):
-    path = tmp_path / "gpt.txt"
-    path.write_text(edit(SIMAI))
-    with pytest.raises(TraceError, match=match):
-        simai.read(path)
-
-
 def test_a_txt_needs_its_format(tmp_path):
     path = tmp_path / "gpt.txt"
     path.write_text(SIMAI)
@@ -428,12 +420,20 @@ CM_BAD = [
 ]
 
 
-@pytest.mark.parametrize("name,edit,match", CM_BAD, ids=[c[0] for c in CM_BAD])
-def test_htsim_malformed_inputs_are_named(tmp_path, name, edit, match):
-    path = tmp_path / "chain.cm"
-    path.write_text(edit(CM))
+TEXT_BAD = [("simai", "gpt.txt", SIMAI, *c) for c in SIMAI_BAD] + [
+    ("htsim", "chain.cm", CM, *c) for c in CM_BAD
+]
+
+
+@pytest.mark.parametrize(
+    "fmt,name,sample,case,edit,match", TEXT_BAD, ids=[f"{c[0]}-{c[3]}" for c in TEXT_BAD]
+)
+def test_malformed_text_inputs_are_named(tmp_path, fmt, name, sample, case, edit, match):
+    """Each damaged SimAI workload or htsim matrix raises TraceError naming file and line."""
+    path = tmp_path / name
+    path.write_text(edit(sample))
     with pytest.raises(TraceError, match=match):
-        htsim.read(path)
+        rf.traces.read(path, format=fmt)
 
 
 # -- replay and CLI ------------------------------------------------------------------------

@@ -354,7 +354,7 @@ def read(path, *, gpus: int | None = None):
         ``.et`` file. Files are named ``<prefix>.<rank>.et``; with several, ranks must be
         exactly 0..n-1. One file without a rank number is rank 0.
     gpus : int, optional
-        Fabric size for the rank check; defaults to the number of rank files.
+        Fabric size for the rank check; defaults to the highest rank + 1.
 
     Raises
     ------
@@ -363,9 +363,7 @@ def read(path, *, gpus: int | None = None):
     """
     files = _rank_files(path)
     n = len(files)
-    world = gpus if gpus is not None else n
-    if world < n:
-        raise TraceError(f"{path}: {n} rank files but gpus={world}")
+    world = gpus if gpus is not None else max(files) + 1
     ops = OpList(path)
     colls: dict[tuple, list] = defaultdict(list)  # (pg_name, k) -> [(rank, node, ancestors, gap)]
     p2p: dict[tuple, list] = defaultdict(
