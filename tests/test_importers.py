@@ -479,3 +479,26 @@ def test_cli_import_writes_the_same_trace(tmp_path, capsys):
     (tmp_path / "bad.cm").write_text("Nodes 2\n")
     assert main(["trace", "import", "htsim", str(tmp_path / "bad.cm"), "-o", str(tmp_path / "x.arrow")]) == 2
     assert "bad.cm: header: no 'Connections <count>' line" in capsys.readouterr().err
+
+
+def test_chakra_comm_group_file_fixes_the_groups(tmp_path):
+    import json
+
+    d = write_ranks(tmp_path, four_ranks())
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"tp01": [0, 1], "tp23": [3, 2]}))
+    assert chakra.read(d, comm_groups=groups).equals(chakra.read(d))
+    with pytest.raises(
+        TraceError, match=r"node 13: collective #0 of group 'tp01' \(ranks \[0, 1, 2\]\): rank 2 lacks it"
+    ):
+        chakra.read(d, comm_groups={"tp01": [0, 1, 2], "tp23": [2, 3]})
+    with pytest.raises(TraceError, match=r"llama\.2\.et: node 13: pg_name 'tp23' is not in the comm groups"):
+        chakra.read(d, comm_groups={"tp01": [0, 1]})
+    groups.write_text('{"tp01": [0, 7]}')
+    with pytest.raises(
+        TraceError, match=r"groups\.json: group 'tp01': expected a list of distinct ranks in 0\.\.3"
+    ):
+        chakra.read(d, comm_groups=groups)
+    groups.write_text("{")
+    with pytest.raises(TraceError, match=r"groups\.json: not valid JSON"):
+        chakra.read(d, comm_groups=groups)

@@ -121,6 +121,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         default="ns",
         help="simai only: unit of the compute times (default ns, SimAI's Tick)",
     )
+    imp.add_argument(
+        "--comm-groups",
+        default=None,
+        metavar="JSON",
+        help="chakra only: ASTRA-sim comm group file {pg_name: [ranks]} (default: groups from the rank files)",
+    )
     imp.set_defaults(func=_import)
 
     for name in ("info", "show"):
@@ -182,6 +188,8 @@ def _import(args: argparse.Namespace) -> int:
     options = {"gpus": args.gpus}
     if args.format == "simai":
         options["time_unit"] = args.time_unit
+    if args.format == "chakra" and args.comm_groups is not None:
+        options["comm_groups"] = args.comm_groups
     t0 = time.perf_counter()
     trace = import_trace(args.format, args.path, **options)
     path = write(trace, args.output)

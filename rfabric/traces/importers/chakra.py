@@ -12,8 +12,9 @@ Mapping (``traces/README.md``, "Importing other formats", lists every field used
 * ``COMM_COLL_NODE`` -> a collective: attribute ``comm_type`` (``ALL_REDUCE``,
   ``ALL_GATHER``, ``REDUCE_SCATTER``, ``ALL_TO_ALL``, ``BROADCAST``; others are refused),
   ``comm_size`` (bytes). The k-th collective of process group ``pg_name`` (attribute; absent
-  means the world group) on every rank that has it is one op over those ranks; without
-  ``pg_name`` the op spans all ranks, and every rank must have it.
+  means the world group) on every rank that has it is one op over those ranks (or, given
+  ASTRA-sim's comm group file, over exactly the ranks it lists); without ``pg_name`` the op
+  spans all ranks, and every rank must have it.
 * ``COMM_SEND_NODE`` on rank s with ``comm_dst`` d and ``COMM_RECV_NODE`` on rank d with
   ``comm_src`` s are matched in order per (s, d, ``comm_tag``) into one ``send`` op [s, d].
 * ``COMP_NODE``: ``duration_micros`` becomes compute time, folded into the ``compute_ps`` of
@@ -25,6 +26,7 @@ Mapping (``traces/README.md``, "Importing other formats", lists every field used
 from __future__ import annotations
 
 import glob
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -344,7 +346,35 @@ def _deps(path, nodes, nid) -> list[int]:
     return out
 
 
-def read(path, *, gpus: int | None = None):
+def _comm_groups(source, groups, n: int) -> dict[str, list[int]] | None:
+    """{pg_name: sorted ranks} from a dict or an ASTRA-sim comm group JSON file
+    (``{"<pg_name>": [npu ids], ...}``, its ``--comm-group-configuration``), checked."""
+    if groups is None:
+        return None
+    where = "comm groups"
+    if not isinstance(groups, dict):
+        where = str(groups)
+        try:
+            with open(groups, "rb") as fh:
+                groups = json.load(fh)
+        except OSError as exc:
+            raise TraceError(f"{where}: cannot be read ({exc})") from None
+        except ValueError as exc:
+            raise TraceError(f"{where}: not valid JSON ({exc})") from None
+        if not isinstance(groups, dict):
+            raise TraceError(f"{where}: expected a JSON object {{pg_name: [ranks]}}")
+    out = {}
+    for name, ranks in groups.items():
+        ok = isinstance(ranks, list) and ranks and all(type(r) is int and 0 <= r < n for r in ranks)
+        if not ok or len(set(ranks)) != len(ranks):
+            raise TraceError(
+                f"{where}: group {name!r}: expected a list of distinct ranks in 0..{n - 1}, got {ranks!r}"
+            )
+        out[str(name)] = sorted(ranks)
+    return out
+
+
+def read(path, *, gpus: int | None = None, comm_groups=None):
     """Import Chakra ET rank files as a `Trace`.
 
     Parameters
@@ -355,6 +385,10 @@ def read(path, *, gpus: int | None = None):
         exactly 0..n-1. One file without a rank number is rank 0.
     gpus : int, optional
         Fabric size for the rank check; defaults to the highest rank + 1.
+    comm_groups : dict or path-like, optional
+        The ranks of each ``pg_name``: ``{name: [ranks]}`` or an ASTRA-sim comm group JSON
+        file of that shape. Then the k-th collective of a group must be on exactly its
+        ranks. Without it a group is the ranks whose files have its collectives.
 
     Raises
     ------
@@ -364,6 +398,7 @@ def read(path, *, gpus: int | None = None):
     files = _rank_files(path)
     n = len(files)
     world = gpus if gpus is not None else max(files) + 1
+    groups = _comm_groups(path, comm_groups, max(files) + 1)
     ops = OpList(path)
     colls: dict[tuple, list] = defaultdict(list)  # (pg_name, k) -> [(rank, node, ancestors, gap)]
     p2p: dict[tuple, list] = defaultdict(
@@ -395,7 +430,7 @@ def read(path, *, gpus: int | None = None):
                 p2p[key].append((rank, f, node, anc, gap))
             key_of[(rank, node.id)] = key
     for key, members in colls.items():
-        _add_collective(ops, key, members, n, key_of)
+        _add_collective(ops, key, members, n, key_of, groups)
     for key, members in p2p.items():
         _add_send(ops, key, members, key_of)
     return ops.trace(
@@ -409,7 +444,7 @@ def _where(members) -> str:
     return ", ".join(f"{f.name} node {node.id}" for _, f, node, _, _ in members)
 
 
-def _add_collective(ops: OpList, key, members, n: int, key_of) -> None:
+def _add_collective(ops: OpList, key, members, n: int, key_of, groups) -> None:
     _, pg, k = key
     rank0, f0, node0, _, _ = members[0]
     comm = _attr_int(f0, node0, "comm_type")
@@ -431,6 +466,21 @@ def _add_collective(ops: OpList, key, members, n: int, key_of) -> None:
                 f"but {_NAME_OF_COMM.get(comm, comm)} of {size} bytes in {f0.name} node {node0.id}",
             )
     ranks = sorted(m[0] for m in members)
+    if pg is not None and groups is not None:
+        if pg not in groups:
+            fail(
+                f0,
+                f"node {node0.id}",
+                f"pg_name {pg!r} is not in the comm groups (have {', '.join(sorted(groups))})",
+            )
+        if ranks != groups[pg]:
+            odd = sorted(set(ranks) ^ set(groups[pg]))[0]
+            has = "has" if odd in ranks else "lacks"
+            fail(
+                f0,
+                f"node {node0.id}",
+                f"collective #{k} of group {pg!r} (ranks {groups[pg]}): rank {odd} {has} it",
+            )
     if pg is None and len(ranks) != n:
         missing = sorted(set(range(n)) - set(ranks))
         fail(
