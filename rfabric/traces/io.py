@@ -36,7 +36,8 @@ def _format(path: Path) -> str:
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
     raise TraceError(
-        f"{path}: unknown trace suffix {path.suffix!r} (use {', '.join(IPC_SUFFIXES + PARQUET_SUFFIXES)})"
+        f"{path}: unknown trace suffix {path.suffix!r} (use {', '.join(IPC_SUFFIXES + PARQUET_SUFFIXES)}; "
+        "import .et/.cm, or pass format= for chakra, simai or htsim)"
     )
 
 
