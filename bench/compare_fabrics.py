@@ -64,7 +64,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="all_reduce,all_to_all")
     ap.add_argument("--fabrics", default=",".join(FABRICS))
     ap.add_argument(
-        "--ecmp", default=None, help="override every fabric's own routing (dmodk, flow, packet, adaptive, multipath)"
+        "--ecmp",
+        default=None,
+        help="override every fabric's own routing (dmodk, flow, packet, adaptive, multipath)",
     )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)

@@ -28,7 +28,15 @@ import rfabric as rf
 from rfabric.bounds import FabricGraph, collective_bound, flows_bound
 from rfabric.units import parse_size
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "permutation", "gpu_permutation")
+KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "permutation",
+    "gpu_permutation",
+)
 #: fabrics whose all_to_all / permutation must also reach the target
 PACKET_FABRICS = ("FT", "FT-OS", "RO", "RFabric")
 TARGET = 0.8
@@ -103,7 +111,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=128)
     ap.add_argument("--link", default="200Gbps")
-    ap.add_argument("--size", default="256MiB", help="collective size (nccl-tests convention); per-GPU flow size")
+    ap.add_argument(
+        "--size", default="256MiB", help="collective size (nccl-tests convention); per-GPU flow size"
+    )
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--fabrics", default="FT,FT-OS,RO,TopoOpt,MixNet,RFabric")
     ap.add_argument(

@@ -25,7 +25,9 @@ class Dumbbell(rf.Topology):
         gpu = net.add_servers(self.servers, 4)
         leaf = net.add_nodes("eps", 2, prefix="leaf")
         net.add_links(gpu.ravel(), np.repeat(leaf, 4 * self.per_leaf), rate=self.link_bps, kind="nic")
-        net.add_links(np.full(self.trunks, leaf[0]), np.full(self.trunks, leaf[1]), rate=self.link_bps, kind="trunk")
+        net.add_links(
+            np.full(self.trunks, leaf[0]), np.full(self.trunks, leaf[1]), rate=self.link_bps, kind="trunk"
+        )
 
 
 def test_fat_tree_bounds_are_the_nic_bounds(ft128):
@@ -60,7 +62,10 @@ def test_flow_lp_on_a_dumbbell_equals_the_trunk_bound(trunks):
 def test_oversubscription_raises_the_bound(ft128):
     ftos = rf.topologies.FatTree(128, oversubscription=3)
     for kind in ("all_gather", "all_to_all"):
-        assert collective_bound(ftos, kind, 64 * MiB).time_s > 1.5 * collective_bound(ft128, kind, 64 * MiB).time_s
+        assert (
+            collective_bound(ftos, kind, 64 * MiB).time_s
+            > 1.5 * collective_bound(ft128, kind, 64 * MiB).time_s
+        )
 
 
 @pytest.mark.parametrize(

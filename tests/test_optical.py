@@ -193,7 +193,9 @@ def test_flows_return_to_a_repaired_nic():
     res = sim.results()
     assert res.complete
     nic = rows(res.links, link_id=spec.nic_link(3), direction=0)["bytes"][0].as_py()
-    others = [rows(res.links, link_id=spec.nic_link(g), direction=0)["bytes"][0].as_py() for g in range(8) if g != 3]
+    others = [
+        rows(res.links, link_id=spec.nic_link(g), direction=0)["bytes"][0].as_py() for g in range(8) if g != 3
+    ]
     # relayed over the server's other NICs (frame by frame, each its share), then home again
     assert nic > 20 << 20 and sum(others) > 1 << 20 and min(others) > 0
 

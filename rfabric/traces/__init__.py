@@ -1,12 +1,15 @@
-"""Communication traces: the Arrow trace format, its reader/writer and the RL trace generator.
+"""Communication traces: the Arrow trace format, its reader/writer, importers and the RL
+trace generator.
 
 ``traces/README.md`` documents the schema. `read` and `write` handle Arrow IPC and Parquet
-files with strict checks (`rfabric.TraceError`); `generate_rl` synthesises the traffic of
+files with strict checks (`rfabric.TraceError`), and `read` also imports Chakra ET and htsim
+files (`importers`: Chakra, SimAI/AICB, htsim); `generate_rl` synthesises the traffic of
 disaggregated RL post-training from a model (`MODELS` or a `ModelConfig`) and a placement.
 """
 
 from __future__ import annotations
 
+from . import importers
 from .generator import generate_rl
 from .io import read, write
 from .models import H800, MODELS, Hardware, ModelConfig
@@ -16,6 +19,7 @@ from .trace import Trace
 __all__ = [
     "read",
     "write",
+    "importers",
     "generate_rl",
     "Trace",
     "ModelConfig",

@@ -1,4 +1,5 @@
-"""``rfabric trace ...``: generate a synthetic RL trace, or summarise a trace file.
+"""``rfabric trace ...``: generate a synthetic RL trace, import another simulator's workload
+(Chakra ET, SimAI/AICB, htsim connection matrix), or summarise a trace file.
 
 `add_subcommand(subparsers)` registers the ``trace`` command on the main ``rfabric``
 parser; each leaf sets ``func`` (call ``args.func(args)``, it returns an exit code), and
@@ -13,6 +14,7 @@ import time
 
 from ..units import format_size, format_time
 from .generator import generate_rl
+from .importers import FORMATS, import_trace
 from .io import read, write
 from .models import H800, MODELS, Hardware
 
@@ -28,7 +30,7 @@ def _afd(text: str) -> dict[str, int]:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add the ``trace`` command (``generate``, ``info``/``show``) to ``subparsers``.
+    """Add the ``trace`` command (``generate``, ``import``, ``info``/``show``) to ``subparsers``.
 
     Returns
     -------
@@ -36,7 +38,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         The ``trace`` parser.
     """
     trace = subparsers.add_parser("trace", help="generate or inspect communication traces")
-    sub = trace.add_subparsers(dest="trace_command", metavar="{generate,info}", required=True)
+    sub = trace.add_subparsers(dest="trace_command", metavar="{generate,import,info}", required=True)
 
     g = sub.add_parser(
         "generate",
@@ -92,9 +94,44 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     g.set_defaults(func=_generate)
 
+    imp = sub.add_parser(
+        "import",
+        help="import a Chakra ET, SimAI/AICB or htsim workload as a trace",
+        description="Import another simulator's workload as an rfabric trace (traces/README.md, "
+        "'Importing other formats', lists the fields used).",
+    )
+    imp.add_argument("format", choices=sorted(FORMATS), help="input format")
+    imp.add_argument(
+        "path",
+        help="chakra: a directory of <prefix>.<rank>.et files, a quoted glob or one .et; "
+        "simai: the workload .txt; htsim: the .cm file",
+    )
+    imp.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="output file (.arrow/.feather/.ipc/.parquet)"
+    )
+    imp.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="fabric size for the rank check (default: the input's rank count)",
+    )
+    imp.add_argument(
+        "--time-unit",
+        choices=("ns", "us"),
+        default="ns",
+        help="simai only: unit of the compute times (default ns, SimAI's Tick)",
+    )
+    imp.add_argument(
+        "--comm-groups",
+        default=None,
+        metavar="JSON",
+        help="chakra only: ASTRA-sim comm group file {pg_name: [ranks]} (default: groups from the rank files)",
+    )
+    imp.set_defaults(func=_import)
+
     for name in ("info", "show"):
         i = sub.add_parser(name, help="print a summary of a trace file")
-        i.add_argument("path", help="trace file (.arrow/.feather/.ipc/.parquet)")
+        i.add_argument("path", help="trace file (.arrow/.feather/.ipc/.parquet, or an importable .et/.cm)")
         i.add_argument("--gpus", type=int, default=None, help="check ranks against this fabric size")
         i.set_defaults(func=_info)
     return trace
@@ -147,6 +184,22 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(args: argparse.Namespace) -> int:
+    options = {"gpus": args.gpus}
+    if args.format == "simai":
+        options["time_unit"] = args.time_unit
+    if args.format == "chakra" and args.comm_groups is not None:
+        options["comm_groups"] = args.comm_groups
+    t0 = time.perf_counter()
+    trace = import_trace(args.format, args.path, **options)
+    path = write(trace, args.output)
+    print(
+        f"wrote {path}: {trace.num_ops} ops on {trace.gpus} GPUs from {args.format} {args.path} "
+        f"({time.perf_counter() - t0:.2f} s)"
+    )
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     trace = read(args.path, gpus=args.gpus)
     meta = trace.metadata
@@ -165,7 +218,17 @@ def _info(args: argparse.Namespace) -> int:
         if brief:
             print("parameters: " + json.dumps(brief, sort_keys=True))
     rows = trace.summary().to_pylist()
-    header = ("iter", "stage", "phase", "kind", "ops", "size (sum)", "sent (sum)", "compute (sum)", "max ranks")
+    header = (
+        "iter",
+        "stage",
+        "phase",
+        "kind",
+        "ops",
+        "size (sum)",
+        "sent (sum)",
+        "compute (sum)",
+        "max ranks",
+    )
     table = [header] + [
         (
             str(r["iteration"]),

@@ -36,7 +36,8 @@ def _format(path: Path) -> str:
     if suffix in PARQUET_SUFFIXES:
         return "parquet"
     raise TraceError(
-        f"{path}: unknown trace suffix {path.suffix!r} (use {', '.join(IPC_SUFFIXES + PARQUET_SUFFIXES)})"
+        f"{path}: unknown trace suffix {path.suffix!r} (use {', '.join(IPC_SUFFIXES + PARQUET_SUFFIXES)}; "
+        "import .et/.cm, or pass format= for chakra, simai or htsim)"
     )
 
 
@@ -63,8 +64,8 @@ def _parquet_batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     return pf.schema_arrow, pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS)
 
 
-def read(path: str | os.PathLike, *, gpus: int | None = None) -> Trace:
-    """Read and strictly check a trace file.
+def read(path: str | os.PathLike, *, gpus: int | None = None, format: str | None = None) -> Trace:
+    """Read and strictly check a trace file, or import one of another simulator's.
 
     The record batches are streamed: each is checked and converted to the canonical
     types as it is read, so a large trace is never held twice in memory.
@@ -72,10 +73,14 @@ def read(path: str | os.PathLike, *, gpus: int | None = None) -> Trace:
     Parameters
     ----------
     path : str or path-like
-        ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file or stream) or ``.parquet``.
+        ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file or stream) or ``.parquet``;
+        or, imported (`rfabric.traces.importers`): ``.et`` or a directory of ``.et`` files
+        (Chakra), ``.cm`` (htsim). A SimAI ``.txt`` needs ``format="simai"``.
     gpus : int, optional
         Fabric size in GPUs: every rank must be in ``[0, gpus)``. Defaults to the file's
         ``rfabric.gpus`` metadata (if present).
+    format : str, optional
+        An import format (``"chakra"``, ``"simai"``, ``"htsim"``) to use whatever the suffix.
 
     Returns
     -------
@@ -87,7 +92,14 @@ def read(path: str | os.PathLike, *, gpus: int | None = None) -> Trace:
         If the file is unreadable or breaks any rule of ``traces/README.md``; the message
         names the file, and for row-level problems the row, its op_id and the column.
     """
+    from .importers import format_of, import_trace
+
+    fmt = format or format_of(path)
+    if fmt is not None:
+        return import_trace(fmt, path, gpus=gpus)
     path = Path(path)
+    if path.suffix.lower() == ".txt":
+        raise TraceError(f"{path}: a .txt trace is ambiguous: pass format='simai' for a SimAI/AICB workload")
     fmt = _format(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file")

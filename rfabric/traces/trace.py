@@ -124,6 +124,7 @@ class Trace:
         m2n_senders: Sequence[int] | None = None,
         metadata: dict[str, Any] | None = None,
         gpus: int | None = None,
+        source: str = "<columns>",
     ) -> Trace:
         """Build a checked Trace from Python sequences or numpy arrays, one entry per op.
 
@@ -160,8 +161,8 @@ class Trace:
             cols["m2n_senders"] = pa.array(m2n_senders, type=pa.int32())
         lengths = {k: len(v) for k, v in cols.items()}
         if len(set(lengths.values())) > 1:
-            raise TraceError(f"<columns>: all rows: columns have different lengths {lengths}")
-        return cls.from_table(pa.table(cols), metadata, gpus=gpus, source="<columns>")
+            raise TraceError(f"{source}: all rows: columns have different lengths {lengths}")
+        return cls.from_table(pa.table(cols), metadata, gpus=gpus, source=source)
 
     # -- properties ------------------------------------------------------------------------
     @property

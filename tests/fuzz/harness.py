@@ -65,6 +65,84 @@ def trace_file(rng: random.Random, workdir: Path) -> None:
     rf.traces.read(path)
 
 
+_SIMAI = (
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 4\n"
+    "2\n"
+    "embedding_layer\t-1\t300\tALLREDUCE\t4096\t1\tNONE\t0\t20\tNONE\t0\t100\n"
+    "mlp_row\t-1\t500\tREDUCESCATTER\t8192\t400\tALLGATHER\t8192\t400\tALLREDUCE\t65536\t100\n"
+)
+_HTSIM = (
+    "Nodes 4\nConnections 3\nTriggers 1\n"
+    "0->1 id 1 start 0.5 size 4096 send_done_trigger 1\n"
+    "1->2 id 2 trigger 1 size 8192\n"
+    "3->0 id 3 start 2 size 100\n"
+    "trigger id 1 oneshot\n"
+)
+
+
+def _chakra_ranks() -> list[bytes]:
+    """Two rank files: compute, a world all-reduce, a message 0 -> 1, a group all-gather."""
+    from rfabric.traces.importers import chakra as c
+
+    attr, kinds = c.AttributeProto, c.NODE_TYPES
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rank in range(2):
+            nodes = [
+                c.Node(id=1, type=kinds["COMP_NODE"], duration_micros=3),
+                c.Node(
+                    id=2,
+                    type=kinds["COMM_COLL_NODE"],
+                    data_deps=[1],
+                    attr=[attr(name="comm_type", int64_val=0), attr(name="comm_size", int64_val=1 << 16)],
+                ),
+                c.Node(
+                    id=3,
+                    type=kinds["COMM_SEND_NODE" if rank == 0 else "COMM_RECV_NODE"],
+                    ctrl_deps=[2],
+                    attr=[
+                        attr(name="comm_dst" if rank == 0 else "comm_src", int32_val=1 - rank),
+                        attr(name="comm_size", int64_val=4096),
+                    ],
+                ),
+                c.Node(
+                    id=4,
+                    type=kinds["COMM_COLL_NODE"],
+                    data_deps=[3],
+                    attr=[
+                        attr(name="comm_type", int64_val=2),
+                        attr(name="comm_size", int64_val=8192),
+                        attr(name="pg_name", string_val="tp"),
+                    ],
+                ),
+            ]
+            out.append(c.write_rank(Path(tmp) / f"r.{rank}.et", nodes).read_bytes())
+    return out
+
+
+def import_file(rng: random.Random, workdir: Path) -> None:
+    """A Chakra rank file, SimAI workload or htsim matrix, damaged (or, one time in six,
+    intact), imported with rf.traces.read."""
+    fmt = rng.choice(["chakra", "simai", "htsim"])
+    intact = rng.randrange(6) == 0
+    if fmt == "chakra":
+        ranks = _chakra_ranks()
+        victim = rng.randrange(len(ranks))
+        target = workdir / "et"
+        target.mkdir(exist_ok=True)
+        for old in target.glob("*"):
+            old.unlink()
+        for r, data in enumerate(ranks):
+            damaged = data if intact or r != victim else _mutate_bytes(rng, data)
+            (target / f"r.{r}.et").write_bytes(damaged)
+        rf.traces.read(target)
+        return
+    text = (_SIMAI if fmt == "simai" else _HTSIM).encode()
+    path = workdir / ("fuzz.txt" if fmt == "simai" else "fuzz.cm")
+    path.write_bytes(text if intact else _mutate_bytes(rng, text))
+    rf.traces.read(path, format=fmt)
+
+
 _NUMBERS = ["0", "1", "-1", "1.5", "1e3", "1e30", "1e400", "nan", "inf", ".5", "2.9", "9" * 25]
 _UNITS = [
     "ps",
@@ -164,6 +242,7 @@ def link_calls(rng: random.Random, workdir: Path) -> None:
 
 SURFACES = {
     "trace_file": trace_file,
+    "import_file": import_file,
     "unit_string": unit_string,
     "flows_args": flows_args,
     "topology_toml": topology_toml,
