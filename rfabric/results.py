@@ -35,6 +35,12 @@ FLOW_SCHEMA = pa.schema(
         ("start_ps", pa.int64()),  # when the flow was released to its NIC
         ("end_ps", pa.int64()),  # when its last byte reached dst; -1 if it did not finish
         ("fct_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
+        # a lone flow's time on its idle path: wire bytes (payload + a header per frame) at the
+        # path's slowest rate + propagation and node latencies + store-and-forward of the first
+        # frame before the bottleneck and the last after it (Forwarding::lone_fct_ps)
+        ("ideal_fct_ps", pa.int64()),
+        # fct_ps / ideal_fct_ps (dimensionless, >= 1); null if unfinished or without a path now
+        ("slowdown", pa.float64()),
         ("delivered_bytes", pa.int64()),  # payload bytes received by dst
         ("retransmits", pa.int64()),  # data packets sent more than once
     ]
@@ -405,6 +411,11 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
     n = len(log["src"])
     end = log["end_ps"]
     fct = np.where(end >= 0, end - log["start_ps"], -1)
+    ideal = log["ideal_fct_ps"]
+    # an empty flow ends at its start: as fast as it can (1); a flow with no path left to
+    # compute its ideal on (0: e.g. its circuit is dark now) has none (null)
+    ratio = np.where(ideal > 0, fct / np.maximum(ideal, 1), 1.0)
+    slowdown = pa.array(ratio, pa.float64(), mask=(end < 0) | ((ideal == 0) & (log["size_bytes"] > 0)))
     cols = {
         "flow_id": log["flow_id"] if "flow_id" in log else np.arange(n, dtype=np.int64),
         "op_id": op_id if op_id is not None else log.get("op_id", np.full(n, -1, dtype=np.int64)),
@@ -414,6 +425,8 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         "start_ps": log["start_ps"],
         "end_ps": end,
         "fct_ps": fct,
+        "ideal_fct_ps": ideal,
+        "slowdown": slowdown,
         "delivered_bytes": log["delivered_bytes"],
         # (the flow backend has no retransmissions: null)
         "retransmits": log["retransmits"].astype(np.int64)

@@ -37,8 +37,9 @@ py::dict config_fields() {
 }
 
 /// FlowLog rows as numpy columns (moved, not copied).
-py::dict flow_log_dict(net::FlowLog f) {
+py::dict flow_log_dict(const net::Network& net, net::FlowLog f) {
   py::dict d;
+  d["ideal_fct_ps"] = to_numpy(net::ideal_fct_column(net, f.src, f.dst, f.hash, f.size_bytes));
   d["flow_id"] = to_numpy(std::move(f.id));
   d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
   d["src"] = to_numpy(std::move(f.src));
@@ -426,7 +427,7 @@ void bind_engine(py::module_& m) {
           "Run-wide counters.")
       .def(
           "flow_log",
-          [](const Simulator& s) { return flow_log_dict(s.network().flow_records()); },
+          [](const Simulator& s) { return flow_log_dict(s.network(), s.network().flow_records()); },
           "Per-flow columns (numpy arrays), one row per flow recorded and not yet taken by\n"
           "take_flow_log(), then one per flow alive now, sorted by flow_id. Payload accounting:\n"
           "sent_bytes (highest byte sent), resent_bytes (sent again), delivered_bytes (first copies\n"
@@ -434,7 +435,7 @@ void bind_engine(py::module_& m) {
           "= delivered + duplicate + dropped + in flight for every flow at any time.")
       .def(
           "take_flow_log",
-          [](Simulator& s) { return flow_log_dict(s.network().take_flow_log()); },
+          [](Simulator& s) { return flow_log_dict(s.network(), s.network().take_flow_log()); },
           "Move out the rows of the flows that retired since the last call (for streaming them).")
       .def_property_readonly("flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
                              "Rows recorded and not yet taken.")

@@ -186,6 +186,8 @@ void bind_flow(py::module_& m) {
           [](const FlowSimulator& s) {
             auto f = s.network().flow_rows();
             py::dict d;
+            d["ideal_fct_ps"] =
+                to_numpy(net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes));
             d["flow_id"] = to_numpy(std::move(f.id));
             d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
             d["src"] = to_numpy(std::move(f.src));
