@@ -278,6 +278,14 @@ class Results:
     flows_path: str | None = None
 
     @property
+    def plot(self):
+        """The run's plots (rfabric.plot.ResultPlots): ``fct_cdf()``, ``link_utilisation()``,
+        ``stage_timeline()``; each returns a matplotlib Figure."""
+        from .plot import ResultPlots
+
+        return ResultPlots(self)
+
+    @property
     def fct_ps(self) -> np.ndarray:
         return self.flows.column("fct_ps").to_numpy()
 
