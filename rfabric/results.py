@@ -20,6 +20,8 @@ __all__ = [
     "STAGE_SCHEMA",
     "CIRCUIT_SCHEMA",
     "SWEEP_SCHEMA",
+    "QUEUE_SAMPLE_SCHEMA",
+    "RATE_SAMPLE_SCHEMA",
     "RUN_KEYS",
     "PACKET_ONLY_RUN_KEYS",
     "BUSBW_FACTOR",
@@ -113,6 +115,33 @@ CIRCUIT_SCHEMA = pa.schema(
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
         ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
+    ]
+)
+
+#: ``sample_every``: one row per (sample time, link direction) whose egress queue was not empty
+#: at the sample or that sent in the window ending there (packet backend).
+QUEUE_SAMPLE_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # sample time: a multiple of the period
+        ("link_id", pa.int64()),  # row of the topology's link table
+        ("direction", pa.int8()),  # 0: link src -> dst, 1: dst -> src (as LINK_SCHEMA)
+        ("queue_bytes", pa.int64()),  # egress queue at the sample (excludes the frame in service)
+        # wire bytes of the frames that started serializing in the window (period) ending at
+        # the sample: one frame may run on into the next window
+        ("tx_bytes", pa.int64()),
+        # tx_bytes x 8 / (rate_bps x period): the window's share busy (may exceed 1 by a frame)
+        ("utilization", pa.float64()),
+    ]
+)
+
+#: ``sample_every``: one row per (sample time, flow) alive at the sample that received payload
+#: in the window ending there (packet backend).
+RATE_SAMPLE_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # sample time: a multiple of the period
+        ("flow_id", pa.int64()),  # as FLOW_SCHEMA's flow_id
+        ("delivered_bytes", pa.int64()),  # payload first received by dst in the window
+        ("rate_bps", pa.float64()),  # delivered_bytes x 8 / period: the flow's goodput, bit/s
     ]
 )
 
@@ -251,6 +280,10 @@ class Results:
         Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     circuits : pyarrow.Table
         Every applied circuit change (``CIRCUIT_SCHEMA``).
+    queue_samples, rate_samples : pyarrow.Table
+        With ``sample_every``: queue depth and traffic per link direction
+        (``QUEUE_SAMPLE_SCHEMA``) and goodput per flow (``RATE_SAMPLE_SCHEMA``) at every
+        multiple of the period. Empty without sampling.
     flows_path : str or None
         The directory the per-flow rows were streamed to (``flows_path=``): read them with
         ``pyarrow.parquet.read_table(res.flows_path)``.
@@ -276,6 +309,8 @@ class Results:
     stages: pa.Table = field(default_factory=lambda: STAGE_SCHEMA.empty_table())
     circuits: pa.Table = field(default_factory=lambda: CIRCUIT_SCHEMA.empty_table())
     flows_path: str | None = None
+    queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
+    rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
 
     @property
     def plot(self):
@@ -442,6 +477,35 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         else pa.nulls(n, pa.int64()),
     }
     return pa.table(cols, schema=FLOW_SCHEMA)
+
+
+def build_sample_tables(samples: dict, rate_bps: np.ndarray, period_ps: int) -> tuple[pa.Table, pa.Table]:
+    """Queue and rate sample tables from the engine's columns (``Engine.take_samples``);
+    ``rate_bps``: each port's rate, by port id."""
+    port = samples["queue_port"].astype(np.int64)
+    tx = samples["queue_tx_bytes"]
+    queues = pa.table(
+        {
+            "time_ps": samples["queue_time_ps"],
+            "link_id": port // 2,
+            "direction": (port % 2).astype(np.int8),
+            "queue_bytes": samples["queue_bytes"],
+            "tx_bytes": tx,
+            "utilization": tx * 8e12 / (rate_bps[port] * period_ps),
+        },
+        schema=QUEUE_SAMPLE_SCHEMA,
+    )
+    delivered = samples["rate_delivered_bytes"]
+    rates = pa.table(
+        {
+            "time_ps": samples["rate_time_ps"],
+            "flow_id": samples["rate_flow_id"],
+            "delivered_bytes": delivered,
+            "rate_bps": delivered * 8e12 / period_ps,
+        },
+        schema=RATE_SAMPLE_SCHEMA,
+    )
+    return queues, rates
 
 
 def build_link_table(stats: dict, spec, sim_ps: int) -> pa.Table:

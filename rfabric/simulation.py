@@ -29,6 +29,7 @@ from .results import (
     build_flow_table,
     build_link_table,
     build_op_tables,
+    build_sample_tables,
 )
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
@@ -312,6 +313,13 @@ class Simulation:
         writes the rows still buffered, and the flows still alive (mostly unfinished: end_ps
         -1) as ``alive.parquet``, a snapshot rewritten at each call (removed once none is). Read them with ``pyarrow.parquet.read_table(flows_path)``;
         ``Results.flows`` is then empty and ``Results.flows_path`` names the directory.
+    sample_every : time, optional
+        Sample, at every multiple of this period (e.g. ``"10us"``), each link direction's
+        egress queue and the bytes it sent in the window, and each live flow's goodput over
+        it (``Results.queue_samples``, ``Results.rate_samples``; packet backend only). The
+        engine then runs one periodic event; off (the default) it runs none, so a run without
+        sampling pays nothing. The samples are moved into Arrow tables after every
+        ``run()`` call, so the engine holds at most one epoch's worth.
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
@@ -330,6 +338,7 @@ class Simulation:
         controller=None,
         record_flows: bool | None = None,
         flows_path=None,
+        sample_every=None,
         **settings,
     ):
         backend = settings.pop("backend", "packet")
@@ -404,6 +413,22 @@ class Simulation:
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
         self.record_flows = bool(record_flows)
         self._engine.record_flows = self.record_flows
+        #: the sampling period (ps), None when off
+        self.sample_every_ps = None
+        if sample_every is not None:
+            try:
+                self.sample_every_ps = parse_time(sample_every, allow_zero=False)
+            except SpecError as exc:
+                raise SpecError(f"sample_every: {exc}") from None
+        self._samples: list[tuple[pa.Table, pa.Table]] = []
+        if self.sample_every_ps is not None:
+            if backend != "packet":
+                raise SpecError(
+                    "sample_every: sampling queues and flow rates is for the packet backend "
+                    "(the flow backend has no queues)"
+                )
+            self._engine.enable_sampling(self.sample_every_ps)
+            self._port_rate_bps = self._engine.port_stats()["rate_bps"].astype(np.float64)
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -599,7 +624,16 @@ class Simulation:
             # engine time only: the controller's own time is Results.run["controller_wall_s"]
             control = (self._loop.wall_s if self._loop else 0.0) - control0
             self.wall_s += time.perf_counter() - t0 - control
+            self._take_samples()
         return self
+
+    def _take_samples(self) -> None:
+        """Move the engine's samples so far into Arrow tables (nothing when sampling is off)."""
+        if self.sample_every_ps is None:
+            return
+        self._samples.append(
+            build_sample_tables(self._engine.take_samples(), self._port_rate_bps, self.sample_every_ps)
+        )
 
     def _run_engine(self, limit: int, max_events: int) -> int:
         """engine.run(limit, max_events); when streaming flows, in chunks, writing out the
@@ -727,6 +761,10 @@ class Simulation:
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=flow_table, links=links, run=run, flows_path=flows_path)
+        if self.sample_every_ps is not None:
+            self._take_samples()
+            res.queue_samples = pa.concat_tables([q for q, _ in self._samples])
+            res.rate_samples = pa.concat_tables([r for _, r in self._samples])
         return self._finish_results(res)
 
     def _finish_results(self, res: Results) -> Results:
@@ -775,6 +813,7 @@ class Simulation:
             "sim_ps": sim_ps,
             "makespan_ps": int(c["last_flow_end_ps"]) if all_done else -1,
             "seed": self.config.seed,
+            "sample_every_ps": self.sample_every_ps,
             "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
@@ -846,6 +885,7 @@ def simulate(
     controller=None,
     record_flows: bool | None = None,
     flows_path=None,
+    sample_every=None,
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -884,6 +924,9 @@ def simulate(
         (see Simulation).
     flows_path : str or path, optional
         Stream the per-flow rows to Parquet files in this directory instead (see Simulation).
+    sample_every : time, optional
+        Sample queues and flow goodputs at every multiple of this period (``"10us"``; packet
+        backend; off by default): ``Results.queue_samples`` and ``Results.rate_samples``.
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
@@ -895,6 +938,7 @@ def simulate(
         backend=backend,
         record_flows=record_flows,
         flows_path=flows_path,
+        sample_every=sample_every,
         **settings,
     )
     try:

@@ -515,6 +515,27 @@ void bind_engine(py::module_& m) {
             return d;
           },
           "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.")
+      .def("enable_sampling", &Simulator::enable_sampling, py::arg("period_ps"),
+           "Sample queue depths and flow rates every period_ps (ps, > 0) from now on; once.")
+      .def(
+          "take_samples",
+          [](Simulator& s) {
+            py::dict d;
+            record::Sampler* sp = s.sampler();
+            if (sp == nullptr) return d;
+            auto q = sp->take_queues();
+            auto r = sp->take_rates();
+            d["queue_time_ps"] = to_numpy(std::move(q.time_ps));
+            d["queue_port"] = to_numpy(std::move(q.port));
+            d["queue_bytes"] = to_numpy(std::move(q.queue_bytes));
+            d["queue_tx_bytes"] = to_numpy(std::move(q.tx_bytes));
+            d["rate_time_ps"] = to_numpy(std::move(r.time_ps));
+            d["rate_flow_id"] = to_numpy(std::move(r.flow_id));
+            d["rate_delivered_bytes"] = to_numpy(std::move(r.delivered_bytes));
+            return d;
+          },
+          "Move out the samples taken so far (empty dict when sampling is off): per (time, port)\n"
+          "queue bytes and wire bytes sent in the window; per (time, flow) payload delivered in it.")
       .def(
           "trace_path",
           [](const Simulator& s, uint32_t src, uint32_t dst, uint32_t flow_hash) {
