@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import SpecError
+from .units import format_time
 
 __all__ = ["ResultPlots", "new_axes", "time_scale"]
 
@@ -94,16 +95,18 @@ class ResultPlots:
         )
         return fig
 
-    def link_utilisation(self, ax=None, *, kinds=None):
+    def link_utilisation(self, ax=None, *, kinds=None, over_time: bool = False):
         """CDF, per link kind (``nic``, ``tor-agg``, ...), of the link directions' utilisation:
         the share of the run (its makespan, or its simulated time if unfinished) each spent
-        serializing, in percent. ``kinds``: the kinds to draw (default all, in table order).
+        serializing, in percent. ``over_time=True`` (a run with ``sample_every``): instead,
+        per kind, the mean utilisation of its link directions in each sampling window, in
+        percent, against time. ``kinds``: the kinds to draw (default all, in table order).
         Returns the Figure."""
-        links = self._res.links
+        res = self._res
+        links = res.links
         if links.num_rows == 0:
             raise SpecError("link_utilisation: the run has no links")
         kind = np.asarray(links["kind"].to_pylist(), dtype=object)
-        util = links["utilization"].to_numpy() * 100
         names = list(dict.fromkeys(kind)) if kinds is None else list(kinds)
         unknown = [k for k in names if k not in set(kind)]
         if unknown:
@@ -112,12 +115,37 @@ class ResultPlots:
                 f"(kinds: {', '.join(dict.fromkeys(kind))})"
             )
         fig, ax = new_axes(ax)
-        for k in names:
-            x, y = cdf_points(util[kind == k])
-            ax.step(x, y, where="post", label=f"{k} ({len(x)})", gid=f"cdf:{k}")
-        ax.set_xlabel("link utilisation (% of the run spent serializing)")
-        ax.set_ylabel("fraction of link directions")
-        ax.set_ylim(0, 1.02)
+        if over_time:
+            period = res.run.get("sample_every_ps")
+            if period is None:
+                raise SpecError(
+                    "link_utilisation(over_time=True) needs samples: simulate with "
+                    "sample_every='10us' (or another period; packet backend)"
+                )
+            q = res.queue_samples
+            # res.links has a row per port: link_id * 2 + direction
+            row = q["link_id"].to_numpy() * 2 + q["direction"].to_numpy()
+            slot = q["time_ps"].to_numpy() // period - 1  # window index (samples from `period` on)
+            n = int(slot.max()) + 1 if len(slot) else 0
+            scale, unit = time_scale(n * period)
+            t = np.arange(1, n + 1) * period / scale
+            util = q["utilization"].to_numpy() * 100
+            for k in names:
+                sel = kind[row] == k
+                mean = np.bincount(slot[sel], weights=util[sel], minlength=n) / np.sum(kind == k)
+                ax.plot(t, mean, label=f"{k} ({np.sum(kind == k)})", gid=f"time:{k}")
+            ax.set_xlabel(
+                f"simulated time ({unit}; each point: the window of {format_time(period)} ending there)"
+            )
+            ax.set_ylabel("mean link utilisation (% of the window)")
+        else:
+            util = links["utilization"].to_numpy() * 100
+            for k in names:
+                x, y = cdf_points(util[kind == k])
+                ax.step(x, y, where="post", label=f"{k} ({len(x)})", gid=f"cdf:{k}")
+            ax.set_xlabel("link utilisation (% of the run spent serializing)")
+            ax.set_ylabel("fraction of link directions")
+            ax.set_ylim(0, 1.02)
         ax.grid(True, linewidth=0.4, alpha=0.5)
         ax.legend(title="link kind (directions)", fontsize=8)
         return fig

@@ -147,3 +147,27 @@ def test_stage_timeline_of_a_flow_set_says_it_needs_a_trace():
     res = incast("flow")
     with pytest.raises(rf.SpecError, match="trace workload"):
         res.plot.stage_timeline()
+
+
+def test_link_utilisation_over_time_is_the_sampled_mean_per_kind():
+    fab = rf.topologies.FatTree(gpus=128, link="200Gbps", radix=16)
+    period = 10**7  # 10 us
+    res = rf.simulate(fab, rf.Flows([0], [64], [4 << 20]), ecmp="flow", sample_every=period)
+    ax = res.plot.link_utilisation(over_time=True).axes[0]
+    q = res.queue_samples
+    kind = np.array(res.links["kind"].to_pylist())
+    n_windows = q["time_ps"].to_numpy().max() // period
+    for k in dict.fromkeys(kind):
+        line = by_gid(ax, f"time:{k}")
+        np.testing.assert_allclose(line.get_xdata(), np.arange(1, n_windows + 1) * period / 1e6)  # µs
+        want = np.zeros(n_windows)
+        cols = (q[c].to_numpy() for c in ("time_ps", "link_id", "direction", "utilization"))
+        for t, lid, d, u in zip(*cols, strict=True):
+            if kind[lid * 2 + d] == k:
+                want[t // period - 1] += u * 100
+        np.testing.assert_allclose(line.get_ydata(), want / np.sum(kind == k))
+    # a flow at line rate: 2 of the 256 NIC directions busy, so a full window's mean is ~0.8 %
+    assert by_gid(ax, "time:nic").get_ydata()[3] == pytest.approx(100 * 2 / 256, rel=0.05)
+    assert "%" in ax.get_ylabel() and "µs" in ax.get_xlabel()
+    with pytest.raises(rf.SpecError, match="sample_every"):
+        incast("flow").plot.link_utilisation(over_time=True)
