@@ -8,6 +8,8 @@ a plot needs (no per-flow rows, no stages) raises ``SpecError`` saying what to e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 
@@ -64,6 +66,21 @@ class ResultPlots:
                 "workload records only per-op and per-stage results by default)"
             )
         return res.flows
+
+    def _queue_samples(self) -> pa.Table:
+        res = self._res
+        if res.samples_path is None:
+            return res.queue_samples
+        import pyarrow.parquet as pq
+
+        from .results import QUEUE_SAMPLE_SCHEMA
+
+        parts = sorted((Path(res.samples_path) / "queues").glob("*.parquet"))
+        return (
+            pa.concat_tables([pq.read_table(p) for p in parts])
+            if parts
+            else QUEUE_SAMPLE_SCHEMA.empty_table()
+        )
 
     def fct_cdf(self, ax=None, *, slowdown: bool = False, log: bool = False):
         """CDF of the finished flows' completion times (``fct_ps``, in the largest time unit
@@ -122,7 +139,7 @@ class ResultPlots:
                     "link_utilisation(over_time=True) needs samples: simulate with "
                     "sample_every='10us' (or another period; packet backend)"
                 )
-            q = res.queue_samples
+            q = self._queue_samples()
             # res.links has a row per port: link_id * 2 + direction
             row = q["link_id"].to_numpy() * 2 + q["direction"].to_numpy()
             slot = q["time_ps"].to_numpy() // period - 1  # window index (samples from `period` on)

@@ -283,7 +283,11 @@ class Results:
     queue_samples, rate_samples : pyarrow.Table
         With ``sample_every``: queue depth and traffic per link direction
         (``QUEUE_SAMPLE_SCHEMA``) and goodput per flow (``RATE_SAMPLE_SCHEMA``) at every
-        multiple of the period. Empty without sampling.
+        multiple of the period. Empty without sampling, and when the samples were streamed
+        to Parquet (``samples_path``).
+    samples_path : str or None
+        The directory the samples were streamed to (``samples_path=``): its ``queues`` and
+        ``rates`` folders read back with ``pyarrow.parquet.read_table``.
     flows_path : str or None
         The directory the per-flow rows were streamed to (``flows_path=``): read them with
         ``pyarrow.parquet.read_table(res.flows_path)``.
@@ -311,6 +315,7 @@ class Results:
     flows_path: str | None = None
     queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
     rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
+    samples_path: str | None = None
 
     @property
     def plot(self):

@@ -2,6 +2,7 @@
 depths and flow rates (``sample_every``)."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import ideal_fct_ps
 
@@ -105,7 +106,7 @@ def test_sampled_queues_stay_within_buffers(transport):
     assert np.all(q["utilization"].to_numpy() <= 1 + one_frame + 1e-9)
     # every frame a port sent is in exactly one window
     sent = (
-        rf.results.pa.table({"link_id": q["link_id"], "direction": q["direction"], "tx_bytes": q["tx_bytes"]})
+        pa.table({"link_id": q["link_id"], "direction": q["direction"], "tx_bytes": q["tx_bytes"]})
         .group_by(["link_id", "direction"])
         .aggregate([("tx_bytes", "sum")])
     )
@@ -154,3 +155,31 @@ def test_sampling_resumes_when_a_later_run_has_events(ft128):
     sim.run()
     # sampled again after the failure, at multiples of the period, until idle
     assert sim.done and sim.now % period == 0 and sim.now > fail_at
+
+
+def test_samples_stream_to_parquet(ft128, tmp_path):
+    import pyarrow.parquet as pq
+
+    flows = rf.Flows([8, 9, 10, 64], [0, 0, 0, 1], 1 << 20)
+    memory = rf.simulate(ft128, flows, sample_every="5us")
+    sim = rf.Simulation(ft128, flows, sample_every="5us", samples_path=tmp_path / "s")
+    sim._STREAM_CHUNK_EVENTS = 1000  # several parts within one run() call
+    sim.run("50us")
+    sim.run()
+    res = sim.results()
+    assert res.samples_path == str(tmp_path / "s")
+    assert res.queue_samples.num_rows == 0 and res.rate_samples.num_rows == 0
+    parts = sorted((tmp_path / "s" / "queues").iterdir())
+    assert len(parts) > 2 and len(parts) == len(list((tmp_path / "s" / "rates").iterdir()))
+    for sub, table in (("queues", memory.queue_samples), ("rates", memory.rate_samples)):
+        streamed = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / "s" / sub).iterdir())])
+        streamed = streamed.combine_chunks()
+        assert streamed.equals(table.combine_chunks())
+    # the over-time plot reads them back
+    line = res.plot.link_utilisation(over_time=True, kinds=["nic"]).axes[0].lines[0]
+    mem = memory.plot.link_utilisation(over_time=True, kinds=["nic"]).axes[0].lines[0]
+    np.testing.assert_allclose(line.get_ydata(), mem.get_ydata())
+    with pytest.raises(rf.SpecError, match="samples_path: give sample_every"):
+        rf.Simulation(ft128, flows, samples_path=tmp_path / "t")
+    with pytest.raises(rf.SpecError, match="samples_path: directory .* is not empty"):
+        rf.Simulation(ft128, flows, sample_every="5us", samples_path=tmp_path / "s")
