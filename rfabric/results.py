@@ -346,9 +346,15 @@ class Results:
             ),
         ]
         if fct.size:
+            slow = self.flows["slowdown"].drop_null().to_numpy()
             lines.append(
                 f"FCT us: median {np.median(fct) / 1e6:.3f}, p99 {np.percentile(fct, 99) / 1e6:.3f}, "
                 f"max {fct.max() / 1e6:.3f}"
+                + (
+                    f"; slowdown median {np.median(slow):.2f}, p99 {np.percentile(slow, 99):.2f}"
+                    if slow.size
+                    else ""
+                )
             )
         if r["backend"] == "flow":
             lines.append(

@@ -56,6 +56,7 @@ def test_congested_flows_slow_down_and_none_beats_the_ideal(ft128, backend):
     assert np.all(slowdown[:8] > 4)  # 8 flows through one 200G NIC
     fct, ideal = res.flows["fct_ps"].to_numpy(), res.flows["ideal_fct_ps"].to_numpy()
     np.testing.assert_allclose(slowdown, fct / ideal)
+    assert f"slowdown median {np.median(slowdown):.2f}" in res.summary()
 
 
 def test_slowdown_of_empty_and_unfinished_flows(ft128):

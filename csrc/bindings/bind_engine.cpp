@@ -432,7 +432,8 @@ void bind_engine(py::module_& m) {
           "take_flow_log(), then one per flow alive now, sorted by flow_id. Payload accounting:\n"
           "sent_bytes (highest byte sent), resent_bytes (sent again), delivered_bytes (first copies\n"
           "received), duplicate_bytes, dropped_bytes, in_flight_bytes (now in the fabric): sent + resent\n"
-          "= delivered + duplicate + dropped + in flight for every flow at any time.")
+          "= delivered + duplicate + dropped + in flight for every flow at any time. ideal_fct_ps: the\n"
+          "flow alone on its idle path, frame by frame (Forwarding::lone_packet_fct_ps).")
       .def(
           "take_flow_log",
           [](Simulator& s) { return flow_log_dict(s.network(), s.network().take_flow_log()); },

@@ -203,7 +203,8 @@ void bind_flow(py::module_& m) {
           "Per-flow columns (numpy arrays), one row per flow recorded (record_flows), then one per\n"
           "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
           "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
-          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left).")
+          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left),\n"
+          "ideal_fct_ps (the flow model's time for it alone on its path: Forwarding::lone_fct_ps).")
       .def_property(
           "record_flows", [](const FlowSimulator& s) { return s.network().record_flows(); },
           [](FlowSimulator& s, bool on) { s.network().set_record_flows(on); },
