@@ -41,7 +41,8 @@ FLOW_SCHEMA = pa.schema(
         # path's slowest rate + propagation and node latencies + store-and-forward of the first
         # frame before the bottleneck and the last after it (Forwarding::lone_fct_ps)
         ("ideal_fct_ps", pa.int64()),
-        # fct_ps / ideal_fct_ps (dimensionless, >= 1); null if unfinished or without a path now
+        # fct_ps / ideal_fct_ps (dimensionless; >= 1 on one path, multi-path routing can beat
+        # it: README "Results"); null if unfinished or without a path now
         ("slowdown", pa.float64()),
         ("delivered_bytes", pa.int64()),  # payload bytes received by dst
         ("retransmits", pa.int64()),  # data packets sent more than once
