@@ -84,7 +84,8 @@ class Engine:
     def counters(self) -> dict[str, int]: ...
     def event_counts(self) -> NDArray[np.uint64]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
-        """Rows recorded and not yet taken, then the flows alive now, sorted by flow_id."""
+        """Rows recorded and not yet taken, then the flows alive now, sorted by flow_id
+        (with ideal_fct_ps: the flow alone on its idle path, frame by frame)."""
     def take_flow_log(self) -> dict[str, NDArray[np.generic]]:
         """Move out the rows of the flows that retired since the last call."""
     @property
@@ -101,6 +102,10 @@ class Engine:
     def current_circuits(self) -> NDArray[np.uint32]: ...
     def current_circuits_lit_at(self) -> NDArray[np.int64]:
         """When each circuit of current_circuits() carries light (ps)."""
+    def enable_sampling(self, period_ps: int) -> None:
+        """Sample queue depths and flow rates every period_ps from now on; once."""
+    def take_samples(self) -> dict[str, NDArray[np.generic]]:
+        """Move out the samples so far (queue_* and rate_* columns; empty when off)."""
     def trace_path(self, src: int, dst: int, flow_hash: int = 0) -> list[int]: ...
 
 class FlowEngine:
@@ -162,7 +167,8 @@ class FlowEngine:
     @property
     def header_bytes(self) -> int: ...
     def counters(self) -> dict[str, int]: ...
-    def flow_log(self) -> dict[str, NDArray[np.generic]]: ...
+    def flow_log(self) -> dict[str, NDArray[np.generic]]:
+        """Per-flow columns (with ideal_fct_ps: the flow model's lone time on its path)."""
     def op_log(self) -> dict[str, NDArray[np.int64]]: ...
     def delivered_bytes(self) -> NDArray[np.int64]:
         """Payload bytes per flow that have left the source by now (the fluid's progress)."""

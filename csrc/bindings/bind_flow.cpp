@@ -186,6 +186,8 @@ void bind_flow(py::module_& m) {
           [](const FlowSimulator& s) {
             auto f = s.network().flow_rows();
             py::dict d;
+            d["ideal_fct_ps"] =
+                to_numpy(net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes));
             d["flow_id"] = to_numpy(std::move(f.id));
             d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
             d["src"] = to_numpy(std::move(f.src));
@@ -201,7 +203,8 @@ void bind_flow(py::module_& m) {
           "Per-flow columns (numpy arrays), one row per flow recorded (record_flows), then one per\n"
           "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
           "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
-          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left).")
+          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left),\n"
+          "ideal_fct_ps (the flow model's time for it alone on its path: Forwarding::lone_fct_ps).")
       .def_property(
           "record_flows", [](const FlowSimulator& s) { return s.network().record_flows(); },
           [](FlowSimulator& s, bool on) { s.network().set_record_flows(on); },
