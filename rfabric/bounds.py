@@ -163,7 +163,10 @@ def _partitions(servers: np.ndarray) -> list[list[np.ndarray]]:
     every ``b`` up to 16 and every power of two up to half the servers. Every built-in fabric
     numbers servers so that its ToRs, rail groups, pods and regions are such blocks."""
     half = len(servers) // 2
-    sizes = sorted({b for b in range(1, min(16, half) + 1)} | {1 << k for k in range(half.bit_length()) if 1 << k <= half})
+    sizes = sorted(
+        {b for b in range(1, min(16, half) + 1)}
+        | {1 << k for k in range(half.bit_length()) if 1 << k <= half}
+    )
     return [[servers[i : i + b] for i in range(0, len(servers), b)] for b in sizes]
 
 

@@ -549,7 +549,7 @@ def test_64_gpu_iteration_is_fast():
         (dict(response=dict(median=10, max=5)), "min <= median <= max"),
         (dict(response=dict(mean=10)), "unknown key"),
         (dict(model="gpt-5"), "unknown model 'gpt-5'"),
-        (dict(iterations=0), "iterations must be a positive integer"),
+        (dict(iterations=0), "iterations must be an integer >= 1, got 0"),
     ],
 )
 def test_config_errors(kwargs, message):

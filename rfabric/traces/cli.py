@@ -165,7 +165,17 @@ def _info(args: argparse.Namespace) -> int:
         if brief:
             print("parameters: " + json.dumps(brief, sort_keys=True))
     rows = trace.summary().to_pylist()
-    header = ("iter", "stage", "phase", "kind", "ops", "size (sum)", "sent (sum)", "compute (sum)", "max ranks")
+    header = (
+        "iter",
+        "stage",
+        "phase",
+        "kind",
+        "ops",
+        "size (sum)",
+        "sent (sum)",
+        "compute (sum)",
+        "max ranks",
+    )
     table = [header] + [
         (
             str(r["iteration"]),

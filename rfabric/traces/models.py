@@ -5,7 +5,7 @@ hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, fo
 mixture-of-experts models, experts, top-k and expert widths. `MODELS` holds the five
 models of table 3 of the OrchestrRL/RFabric paper with the numbers of their published
 Hugging Face ``config.json`` files. `Hardware` holds the roofline constants (H800 by
-default). This module only describes; sizes and times are computed in `generator`.
+default). This module only describes; sizes and times are computed in `rfabric.traces.rl`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,392 @@
+"""Synthetic communication traces of disaggregated RL post-training (`generate_rl`).
+
+Builds, from a model architecture and a placement, the op DAG of ``traces/README.md`` for
+a number of RL iterations. This module validates the arguments, resolves the layouts and
+calls the stage emitters (`generation`, `training`, `weight_sync`) in the order of the RL
+mode; each emitter lives in its own module and appends ops to the shared `OpBuilder`.
+Columns are built with numpy, one vectorised call per collective per group family, so
+that 2048-GPU traces take seconds, not hours. Knows nothing about fabrics or the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from ...errors import SpecError
+from ...validators import integer, known_keys
+from ..models import H800, Hardware, ModelConfig, get_model
+from ..schema import SCHEMA_VERSION, encode_metadata
+from ..trace import Trace
+from .context import RLContext
+from .generation import emit_generation
+from .layout import GenLayout, TrainLayout
+from .training import emit_training
+from .weight_sync import emit_weight_sync
+
+__all__ = ["generate_rl"]
+
+_I64 = np.int64
+
+
+def generate_rl(
+    model: str | ModelConfig,
+    *,
+    train_gpus: int,
+    gen_gpus: int,
+    train: Mapping[str, Any] | None = None,
+    gen: Mapping[str, Any] | None = None,
+    iterations: int = 1,
+    seed: int = 0,
+    mode: str = "sync",
+    global_batch: int = 512,
+    prompt_len: int = 512,
+    response: Mapping[str, Any] | None = None,
+    micro_batch_tokens: int | None = None,
+    optimizer_steps: int = 1,
+    distributed_optimizer: bool = False,
+    weight_sync: str = "two_level",
+    pod_gpus: int | None = None,
+    decode_steps_per_op: int = 64,
+    decode_layers_per_op: int | None = None,
+    hardware: Hardware = H800,
+    param_bytes: int = 2,
+    act_bytes: int = 2,
+    grad_bytes: int = 4,
+    train_ranks: Sequence[int] | None = None,
+    gen_ranks: Sequence[int] | None = None,
+) -> Trace:
+    r"""Generate the communication trace of disaggregated RL post-training.
+
+    Placement: train GPUs are global ranks ``0 .. train_gpus-1`` and gen GPUs
+    ``train_gpus .. train_gpus+gen_gpus-1`` unless ``train_ranks``/``gen_ranks`` say
+    otherwise. Each iteration i emits, in order of dependencies:
+
+    * **gen** (stage ``gen``): prefill then decode of ``global_batch`` responses whose
+      lengths are drawn from a clipped log-normal distribution;
+    * **response_stream**: the finished samples, sent from gen to train as they finish;
+    * **train**: forward/backward of every micro-batch (1F1B pipeline schedule) and
+      gradient synchronisation, ``optimizer_steps`` times;
+    * **weight_sync**: the new weights from train to gen.
+
+    ``mode="sync"``: gen(i) -> stream -> train(i) -> weight_sync(i) -> gen(i+1).
+    ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with the weights
+    of train(i-1) while train(i) runs; weight_sync(i) waits for train(i) and for gen(i+1)
+    to finish, and gen(i+2) waits for weight_sync(i).
+
+    Parameters
+    ----------
+    model : str or ModelConfig
+        A name of `MODELS` (``qwen2.5-14b``, ``qwen2.5-32b``, ``qwen2.5-72b``,
+        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``) or a user `ModelConfig`.
+    train_gpus, gen_gpus : int
+        GPU counts of the training and generation clusters.
+    train : dict, optional
+        ``tp``, ``pp``, ``cp``, ``ep`` (default 1) and ``dp`` (default
+        ``train_gpus / (tp pp cp)``); ``tp pp cp dp`` must equal ``train_gpus``; ``ep``
+        must divide ``cp dp`` and the expert count.
+    gen : dict, optional
+        ``tp`` (default 1), ``ep`` (default 1; > 1 selects EP mode, a multiple of tp),
+        ``afd`` (``dict(attn=M, ffn=N)``: attention-FFN disaggregation, MoE only) and
+        ``dp`` (instances; default ``gen_gpus / instance size``). Instance size: tp (TP
+        mode), ep (EP mode) or M + N (AFD).
+    iterations : int
+        RL iterations.
+    seed : int
+        Seed of the response-length draws (numpy ``default_rng``); nothing else is random.
+    mode : {"sync", "async"}
+        Synchronous or one-step asynchronous RL.
+    global_batch : int
+        Responses per iteration (prompts x responses per prompt).
+    prompt_len : int
+        Prompt tokens per response.
+    response : dict, optional
+        Response-length distribution in tokens: ``median`` (2048), ``sigma`` (1.0, of the
+        natural log), ``max`` (16384) and ``min`` (1). Each length is
+        ``clip(round(median * exp(sigma * Z)), min, max)`` with Z standard normal. The
+        defaults give P99/P50 = 10.2 (Laminar: "an order of magnitude"), 90 % under 7.5 k
+        tokens (OrchestrRL §2: "most under 7.5K") and a mass of stragglers at the 16 k cap
+        (Laminar's maximum output length; RollMux: stragglers hit the limit). ``sigma=0``
+        makes every response ``median`` long.
+    micro_batch_tokens : int, optional
+        Token capacity of one micro-batch of one data-parallel replica; default
+        ``prompt_len + response max`` (every sample fits one micro-batch).
+    optimizer_steps : int
+        Optimizer steps per iteration (the samples are split evenly, in order).
+    distributed_optimizer : bool
+        Gradient sync as reduce-scatter + all-gather (Megatron ``--use-distributed-optimizer``,
+        ZeRO-1) instead of all-reduce.
+    weight_sync : {"two_level", "flat"}
+        ``flat``: every gen instance receives each train shard directly from train (veRL;
+        RollMux figure 8). ``two_level`` (OrchestrRL figure 4): train sends once to the
+        first instance (DP-0) of each gen pod, which broadcasts inside its pod.
+    pod_gpus : int, optional
+        Gen GPUs per pod for ``two_level`` (a multiple of the instance size); default all
+        gen GPUs (one pod).
+    decode_steps_per_op : int
+        Decode steps aggregated into one emitted decode op (see below).
+    decode_layers_per_op : int, optional
+        Consecutive layers aggregated into one emitted decode/prefill op; default all layers.
+    hardware : Hardware
+        Roofline constants (default `H800`).
+    param_bytes, act_bytes, grad_bytes : int
+        Bytes per parameter on the wire (BF16: 2), per activation element (BF16: 2) and per
+        gradient element (4: Megatron-LM reduces BF16 gradients in FP32,
+        ``accumulate_allreduce_grads_in_fp32``).
+    train_ranks, gen_ranks : sequence of int, optional
+        Global GPU ids of the train and gen GPUs (disjoint); the trace's ``gpus`` becomes
+        the largest id + 1.
+
+    Returns
+    -------
+    Trace
+        Metadata: ``model``, ``gpus``, ``generator`` ("rfabric.traces.generate_rl") and
+        ``parameters`` (every argument, the model config and the derived layout).
+
+    Notes
+    -----
+    Notation: h hidden, q = heads * head_dim, kv = kv_heads * head_dim, f dense FFN width,
+    E experts, k top-k, f_e expert width, f_s shared-expert width, s = 1 if a shared
+    expert exists else 0, V vocab, a = act_bytes. ceil() rounds up to whole bytes.
+    Sizes follow the nccl-tests convention of ``traces/README.md``.
+
+    **Training** (Megatron-LM, Narayanan et al. SC'21 and Megatron-Core; no sequence
+    parallelism, no activation recomputation). Per step, the T tokens of its samples
+    (prompt + response) fill ``m = ceil(T / (dp * micro_batch_tokens))`` micro-batches per
+    replica of ``T_mb = ceil(T / (dp m))`` tokens; each CP rank holds
+    ``t = ceil(T_mb / cp)`` tokens. Per layer and micro-batch, on every group:
+
+    - TP all-reduce (if tp > 1), ``t h a`` bytes: forward after attention (o_proj) and
+      after the MLP (down_proj); backward after the MLP input gradient and the QKV input
+      gradient (2 + 2 per dense layer; Megatron-LM paper §3). An MoE layer with ep > 1
+      has the attention ones plus, with a shared expert, one per direction for it; with
+      ep = 1 its experts are TP-sharded and it has 2 + 2 as a dense layer.
+    - CP all-to-all (if cp > 1; Megatron-Core ``cp_comm_type="a2a"``, DeepSpeed-Ulysses):
+      ``ceil(t (q + 2 kv) a / tp)`` before attention and ``ceil(t q a / tp)`` after it,
+      and the same two in backward.
+    - EP all-to-all (MoE, ep > 1; alltoall token dispatcher): dispatch and combine, each
+      ``ceil(t / tp) k h a`` bytes, forward and backward (the tp ranks of a group split
+      its tokens, as Megatron-Core's dispatcher does under sequence parallelism).
+    - PP send (if pp > 1): each rank sends ``t h a`` bytes (its full hidden state,
+      Megatron ``p2p_communication``) to the same (dp, cp, tp) rank of the next stage
+      (forward) or previous stage (backward).
+
+    Stage s holds ``L_s`` layers (``layers // pp``, the first ``layers % pp`` stages one
+    more). Its dense parameters ``D_s = L_s (attention + norms + MLP or shared expert and
+    router) + embedding (s = 0) + final norm and output layer (last s)`` and expert
+    parameters ``X_s = L_s E 3 h f_e``. Gradient sync after the last backward of each step,
+    with ``g`` = grad_bytes and ``p`` = param_bytes: all-reduce of ``ceil(D_s / tp) g``
+    over the tp-index groups of cp*dp ranks, and for MoE all-reduce of
+    ``ceil(X_s / (ep tp)) g`` over the expert-data-parallel groups of cp*dp/ep ranks
+    (skipped when a group has one rank). With ``distributed_optimizer``: reduce-scatter of
+    those sizes, then all-gather of ``ceil(D_s / tp) p`` and ``ceil(X_s / (ep tp)) p``.
+
+    Training compute (roofline, FLOPs / (peak x train_mfu)), per rank per micro-batch and
+    layer, forward: ``2 t h (q + 2 kv) / tp`` (QKV), ``2 t s_eff q / tp`` (causal
+    attention, ``s_eff = sum n_i^2 / sum n_i`` over sample lengths n_i), ``2 t q h / tp``
+    (o_proj), and ``2 t 3 h f / tp`` (dense MLP) or
+    ``2 t (k 3 h f_e + 3 h f_s + h E) / tp`` (MoE); backward twice forward; the last stage
+    adds ``2 t h V / tp`` (output layer) forward and twice that backward (Kaplan et al.
+    2020; Narayanan et al. 2021).
+
+    **Generation.** Responses are dealt round-robin to units (attention TP groups). All of a
+    unit's sequences start together; sequence j is active for its first n_j decode steps,
+    with context ``prompt_len + step``. Let ``A_u(t)`` be the active sequences of unit u at
+    step t and ``A_i(t)`` their sum over instance i. **One emitted decode op is one
+    collective of one group for ``decode_steps_per_op`` consecutive decode steps (K) and
+    one block of ``decode_layers_per_op`` consecutive layers (nb)**; its size_bytes is the
+    sum, over those K steps and nb layers, of the per-step per-layer sizes (sums over t
+    run over the op's K steps):
+
+    - TP all-reduce (tp > 1): ``A_u(t) h a`` per step and layer, after attention and after
+      the FFN (TP mode); after attention, and after the shared expert if any (EP, AFD).
+    - EP all-to-all (EP mode): dispatch and combine over the instance's ep ranks, each
+      ``ceil(nb k h a sum_t A_i(t) / ep)`` (tokens spread evenly over the ranks).
+    - AFD m2n: attention -> FFN ``ceil(nb (k + s) h a sum_t A_i(t) / attn)`` per attention
+      rank (``m2n_senders = attn``), and FFN -> attention
+      ``ceil(nb (k + s) h a sum_t A_i(t) / ffn)`` per FFN rank (``m2n_senders = ffn``);
+      the shared expert counts as one more destination and runs on the FFN ranks.
+
+    Prefill emits the same ops once, with ``prompt_len * n_u`` tokens in place of the
+    decode sum. Decode compute (roofline, per rank, per step and layer):
+    ``max(bytes / (HBM x hbm_efficiency), FLOPs / (peak x gen_mfu))`` where bytes are the
+    weights read (attention / tp; dense MLP / tp; experts touched by the batch,
+    ``E (1 - (1 - k/E)^b)`` for b tokens, spread over the expert ranks) plus the KV cache
+    read (``2 kv a`` per context token, / min(tp, kv_heads)), and FLOPs are 2 per weight
+    per token plus ``4 q`` per context token (QK and AV); the output layer (``V h``) is
+    read once per step. Compute is attached to the next op of the rank that did it (an op's
+    compute_ps is the largest owed by its ranks).
+
+    **Response streaming**: for each unit, decode chunk (K steps) and train replica, the
+    samples finishing in that chunk go in one ``send`` from the unit's first rank to the
+    replica's first rank (stage 0, cp 0, tp 0); sample j goes to replica ``j mod dp``; a
+    sample costs ``4 prompt_len + 8 n + 4`` bytes. The send does not block the decoder;
+    the first training op of every stage-0 rank of the replica waits for all its samples
+    (the replica's intra-stage data broadcast is not emitted).
+
+    **Weight sync**: the ``P p`` bytes of the model leave train as shards: copy c
+    (``0 .. cp dp / ep - 1``) of the weights is held, per stage, by its ep*tp ranks, each
+    owning an equal share of the stage's parameters (the first ``P_s mod (ep tp)`` one
+    more). Shard h (stage-major, then ep, then tp order) goes to member ``h mod size`` of
+    an instance (resharding to the gen layout is not modelled). ``flat``: per shard, a
+    ``broadcast`` (algorithm ``direct``) from its holder in copy ``i mod copies`` to
+    instance i, for every instance: ``dp_gen`` copies cross the train/gen boundary.
+    ``two_level``: phase ``inter_pod`` sends each shard to the pod's first instance (copy
+    ``pod mod copies``); phase ``intra_pod`` broadcasts, from each member of that instance,
+    everything it received to the same member of the pod's other instances: one copy per
+    pod crosses the boundary.
+
+    **Periods**: one id per (iteration, gen), (iteration, response_stream), (iteration,
+    optimizer step, fwd/bwd), (iteration, optimizer step, grad_sync) and (iteration,
+    weight_sync), numbered in emission order.
+
+    Raises
+    ------
+    SpecError
+        On an inconsistent configuration.
+    """
+    mdl = get_model(model)
+    train_gpus = integer(train_gpus, "train_gpus", lo=1)
+    gen_gpus = integer(gen_gpus, "gen_gpus", lo=1)
+    iterations = integer(iterations, "iterations", lo=1)
+    global_batch = integer(global_batch, "global_batch", lo=1)
+    prompt_len = integer(prompt_len, "prompt_len", lo=1)
+    optimizer_steps = integer(optimizer_steps, "optimizer_steps", lo=1)
+    K = integer(decode_steps_per_op, "decode_steps_per_op", lo=1)
+    lpo = (
+        mdl.layers
+        if decode_layers_per_op is None
+        else integer(decode_layers_per_op, "decode_layers_per_op", lo=1)
+    )
+    for name, v in (("param_bytes", param_bytes), ("act_bytes", act_bytes), ("grad_bytes", grad_bytes)):
+        integer(v, name, lo=1)
+    seed = integer(seed, "seed", lo=0)
+    if mode not in ("sync", "async"):
+        raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
+    if weight_sync not in ("two_level", "flat"):
+        raise SpecError(f"weight_sync must be 'two_level' or 'flat', got {weight_sync!r}")
+    if not isinstance(hardware, Hardware):
+        raise SpecError(f"hardware must be a Hardware, not {type(hardware).__name__}")
+    if optimizer_steps > global_batch:
+        raise SpecError(f"optimizer_steps={optimizer_steps} exceeds global_batch={global_batch}")
+    resp = {"median": 2048, "sigma": 1.0, "max": 16384, "min": 1}
+    known_keys(response or {}, resp, "response")
+    resp.update(response or {})
+    r_med, r_max, r_min = (integer(resp[k], f"response {k}", lo=1) for k in ("median", "max", "min"))
+    r_sigma = resp["sigma"]
+    if isinstance(r_sigma, bool) or not isinstance(r_sigma, (int, float)) or not 0 <= r_sigma < 10:
+        raise SpecError(f"response sigma must be a number in [0, 10), got {r_sigma!r}")
+    if not r_min <= r_med <= r_max:
+        raise SpecError(f"response lengths need min <= median <= max, got {r_min}, {r_med}, {r_max}")
+    mbt = (
+        prompt_len + r_max
+        if micro_batch_tokens is None
+        else integer(micro_batch_tokens, "micro_batch_tokens", lo=1)
+    )
+
+    tl = TrainLayout(mdl, train_gpus, dict(train or {}))
+    gl = GenLayout(mdl, gen_gpus, dict(gen or {}), offset=train_gpus)
+    if pod_gpus is None:
+        pod_inst = gl.dp
+    else:
+        pod_gpus = integer(pod_gpus, "pod_gpus", lo=1)
+        if pod_gpus % gl.size:
+            raise SpecError(f"pod_gpus={pod_gpus} must be a multiple of the gen instance size {gl.size}")
+        pod_inst = pod_gpus // gl.size
+
+    n_total = train_gpus + gen_gpus
+    rank_map = None
+    if train_ranks is not None or gen_ranks is not None:
+        tr = np.arange(train_gpus) if train_ranks is None else np.asarray(train_ranks, dtype=_I64)
+        gr = np.arange(train_gpus, n_total) if gen_ranks is None else np.asarray(gen_ranks, dtype=_I64)
+        if tr.shape != (train_gpus,) or gr.shape != (gen_gpus,):
+            raise SpecError("train_ranks/gen_ranks must list exactly train_gpus/gen_gpus GPU ids")
+        rank_map = np.concatenate([tr, gr])
+        if rank_map.min() < 0 or len(np.unique(rank_map)) != n_total:
+            raise SpecError("train_ranks and gen_ranks must be distinct non-negative GPU ids")
+        gpus = int(rank_map.max()) + 1
+    else:
+        gpus = n_total
+
+    g = RLContext(
+        mdl,
+        tl,
+        gl,
+        hardware,
+        K=K,
+        lpo=lpo,
+        prompt=prompt_len,
+        act=act_bytes,
+        param=param_bytes,
+        grad=grad_bytes,
+        mbt=mbt,
+        steps=optimizer_steps,
+        distopt=bool(distributed_optimizer),
+        weight_sync=weight_sync,
+        pod_inst=pod_inst,
+        n_ranks=n_total,
+    )
+    rng = np.random.default_rng(int(seed))
+    lengths = []
+    for _ in range(iterations):
+        z = rng.standard_normal(global_batch)
+        lengths.append(np.clip(np.rint(r_med * np.exp(r_sigma * z)), r_min, r_max).astype(_I64))
+
+    if mode == "sync":
+        for it in range(iterations):
+            streams = emit_generation(g, it, lengths[it])
+            emit_training(g, it, lengths[it], streams)
+            emit_weight_sync(g, it)
+    else:
+        pending = {0: emit_generation(g, 0, lengths[0])}
+        for it in range(iterations):
+            if it + 1 < iterations:
+                pending[it + 1] = emit_generation(g, it + 1, lengths[it + 1])
+            emit_training(g, it, lengths[it], pending.pop(it))
+            emit_weight_sync(g, it)
+
+    params = {
+        "model": mdl.to_dict(),
+        "train_gpus": train_gpus,
+        "gen_gpus": gen_gpus,
+        "train": {"tp": tl.tp, "pp": tl.pp, "dp": tl.dp, "cp": tl.cp, "ep": tl.ep},
+        "gen": {
+            "tp": gl.tp,
+            "dp": gl.dp,
+            "ep": gl.ep,
+            "afd": {"attn": gl.attn, "ffn": gl.ffn} if gl.mode == "afd" else None,
+        },
+        "gen_mode": gl.mode,
+        "iterations": iterations,
+        "seed": int(seed),
+        "mode": mode,
+        "global_batch": global_batch,
+        "prompt_len": prompt_len,
+        "response": {"median": r_med, "sigma": float(r_sigma), "max": r_max, "min": r_min},
+        "micro_batch_tokens": mbt,
+        "optimizer_steps": optimizer_steps,
+        "distributed_optimizer": bool(distributed_optimizer),
+        "weight_sync": weight_sync,
+        "pod_gpus": pod_inst * gl.size,
+        "decode_steps_per_op": K,
+        "decode_layers_per_op": lpo,
+        "hardware": asdict(hardware),
+        "param_bytes": param_bytes,
+        "act_bytes": act_bytes,
+        "grad_bytes": grad_bytes,
+        "train_ranks": None if train_ranks is None else [int(r) for r in rank_map[:train_gpus]],
+        "gen_ranks": None if gen_ranks is None else [int(r) for r in rank_map[train_gpus:]],
+    }
+    meta = {
+        "schema_version": SCHEMA_VERSION,
+        "gpus": gpus,
+        "model": mdl.name,
+        "generator": "rfabric.traces.generate_rl",
+        "parameters": params,
+    }
+    table = g.b.table(rank_map)
+    table = table.replace_schema_metadata(encode_metadata(meta))
+    return Trace(table, dict(meta))

@@ -1,0 +1,189 @@
+"""Training stage: Megatron-style forward/backward with a 1F1B pipeline, then gradient sync.
+
+`emit_training` makes the first ranks of each replica wait for their streamed samples,
+splits the samples into optimizer steps and micro-batches, emits per layer the TP
+all-reduces, CP and EP all-to-alls and PP sends in a merged 1F1B order of all stages, and
+after each stage's last backward its gradient synchronisation. Sizes and compute are in
+`generate_rl`'s Notes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builder import cdiv
+from .context import RLContext
+
+__all__ = ["emit_training"]
+
+
+def emit_training(ctx: RLContext, it: int, lengths: np.ndarray, streams) -> None:
+    """Emit forward/backward (1F1B) and gradient sync of iteration ``it``."""
+    tl, b = ctx.tl, ctx.b
+    b.iteration = it
+    # Every stage-0 rank of a replica waits for all the samples streamed to the replica.
+    for dst, ids in streams:
+        replica = np.searchsorted(tl.grid[0, :, 0, 0], dst)
+        ranks = tl.grid[0][replica].reshape(len(ids), -1)
+        b.expect(ranks, np.repeat(ids[:, None], ranks.shape[1], axis=1))
+    tokens = ctx.prompt + lengths
+    for step_tokens in np.array_split(tokens, ctx.steps):
+        total = int(step_tokens.sum())
+        m_mb = max(1, cdiv(total, tl.dp * ctx.mbt))
+        t_mb = cdiv(total, tl.dp * m_mb)
+        s_eff = float((step_tokens.astype(np.float64) ** 2).sum() / total)
+        fb_period = ctx.new_period()
+        grad_period = ctx.new_period()
+        _pipeline(ctx, m_mb, t_mb, s_eff, fb_period, grad_period)
+
+
+def _train_sizes(ctx: RLContext, t_mb: int) -> dict[str, int]:
+    m, tl, a = ctx.m, ctx.tl, ctx.act
+    t = cdiv(t_mb, tl.cp)
+    return {
+        "t": t,
+        "tp_ar": t * m.hidden * a,
+        "cp_qkv": cdiv(t * (m.q_dim + 2 * m.kv_dim) * a, tl.tp),
+        "cp_out": cdiv(t * m.q_dim * a, tl.tp),
+        "ep": cdiv(t, tl.tp) * m.top_k * m.hidden * a,
+        "pp": t * m.hidden * a,
+    }
+
+
+def _layer(ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict[str, float]) -> None:
+    """One layer of stage s, forward or backward, on every group of the stage."""
+    m, tl, b = ctx.m, ctx.tl, ctx.b
+    ph = "bwd" if backward else "fwd"
+    x = 2.0 if backward else 1.0
+    ranks = tl.grid[s]
+    tp_g = tl.tp_groups(s)
+
+    def tp_ar():
+        if tl.tp > 1:
+            b.emit(tp_g, sz["tp_ar"], stage="train", phase=ph, kind="all_reduce")
+
+    def attention():
+        b.compute(ranks, x * sec["qkv"] if not backward else x * sec["o"])
+        if tl.cp > 1:
+            first, second = ("cp_qkv", "cp_out") if not backward else ("cp_out", "cp_qkv")
+            b.emit(tl.cp_groups(s), sz[first], stage="train", phase=ph, kind="all_to_all")
+            b.compute(ranks, x * sec["core"])
+            b.emit(tl.cp_groups(s), sz[second], stage="train", phase=ph, kind="all_to_all")
+        else:
+            b.compute(ranks, x * sec["core"])
+        b.compute(ranks, x * sec["o"] if not backward else x * sec["qkv"])
+        tp_ar()
+
+    def ffn():
+        if not m.is_moe:
+            b.compute(ranks, x * sec["mlp"])
+            tp_ar()
+        elif tl.ep == 1:
+            b.compute(ranks, x * (sec["experts"] + sec["shared"] + sec["router"]))
+            tp_ar()
+        else:
+            ep_g = tl.ep_groups(s)
+            b.compute(ranks, x * sec["router"])
+            b.emit(ep_g, sz["ep"], stage="train", phase=ph, kind="all_to_all")
+            b.compute(ranks, x * sec["experts"])
+            b.emit(ep_g, sz["ep"], stage="train", phase=ph, kind="all_to_all")
+            if m.shared_expert_ffn:
+                b.compute(ranks, x * sec["shared"])
+                tp_ar()
+
+    if backward:
+        ffn()
+        attention()
+    else:
+        attention()
+        ffn()
+
+
+def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int, grad_period: int) -> None:
+    """1F1B schedule of every stage, merged into one topological emission order."""
+    tl, b, pp = ctx.tl, ctx.b, ctx.tl.pp
+    sz = _train_sizes(ctx, t_mb)
+    sec = ctx.rf.train_flops(sz["t"], s_eff)
+    progs = []
+    for s in range(pp):
+        warm = min(pp - s - 1, m_mb)
+        order = [("F", j) for j in range(warm)]
+        for j in range(m_mb - warm):
+            order += [("F", warm + j), ("B", j)]
+        order += [("B", j) for j in range(m_mb - warm, m_mb)]
+        prog = []
+        for d, j in order:
+            if d == "F":
+                prog += (
+                    ([("recvF", j)] if s > 0 else []) + [("F", j)] + ([("sendF", j)] if s < pp - 1 else [])
+                )
+            else:
+                prog += (
+                    ([("recvB", j)] if s < pp - 1 else []) + [("B", j)] + ([("sendB", j)] if s > 0 else [])
+                )
+        progs.append(prog + [("grad", 0)])
+    sent: dict[tuple[str, int, int], np.ndarray] = {}
+    ptr = [0] * pp
+    remaining = sum(len(p) for p in progs)
+    while remaining:
+        progress = False
+        for s in range(pp):
+            while ptr[s] < len(progs[s]):
+                what, j = progs[s][ptr[s]]
+                if what == "recvF" or what == "recvB":
+                    key = ("F", s - 1, j) if what == "recvF" else ("B", s + 1, j)
+                    if key not in sent:
+                        break
+                    b.expect(tl.grid[s].ravel(), sent.pop(key))
+                elif what in ("F", "B"):
+                    b.period = fb_period
+                    backward = what == "B"
+                    if backward and s == pp - 1:
+                        b.compute(tl.grid[s], 2.0 * sec["head"])
+                    layers = range(ctx.tl.stage_layers[s])
+                    for _ in layers:
+                        _layer(ctx, s, backward, sz, sec)
+                    if not backward and s == pp - 1:
+                        b.compute(tl.grid[s], sec["head"])
+                elif what in ("sendF", "sendB"):
+                    b.period = fb_period
+                    peer = s + 1 if what == "sendF" else s - 1
+                    pairs = np.stack([tl.grid[s].ravel(), tl.grid[peer].ravel()], axis=1)
+                    ids = b.emit(
+                        pairs,
+                        sz["pp"],
+                        stage="train",
+                        phase="fwd" if what == "sendF" else "bwd",
+                        kind="send",
+                        algorithm="direct",
+                        program=[0],
+                    )
+                    sent[(what[-1], s, j)] = ids
+                else:
+                    b.period = grad_period
+                    _grad_sync(ctx, s)
+                ptr[s] += 1
+                remaining -= 1
+                progress = True
+        if not progress:
+            raise RuntimeError("internal error: pipeline schedule cannot progress")
+
+
+def _grad_sync(ctx: RLContext, s: int) -> None:
+    tl, b = ctx.tl, ctx.b
+    dense, expert = ctx.tl.stage_params(s)
+    jobs = [(tl.dp_groups(s), cdiv(dense, tl.tp))]
+    if ctx.m.is_moe:
+        jobs.append((tl.edp_groups(s), cdiv(expert, tl.ep * tl.tp)))
+    jobs = [(grp, n) for grp, n in jobs if grp.shape[1] > 1]
+    if not ctx.distopt:
+        for grp, n in jobs:
+            b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind="all_reduce")
+        return
+    for grp, n in jobs:
+        b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind="reduce_scatter")
+    for grp, n in jobs:
+        b.emit(grp, n * ctx.param, stage="train", phase="grad_sync", kind="all_gather")
+
+
+# -- weight sync -----------------------------------------------------------------------
