@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..validators import integer
 
 __all__ = ["ModelConfig", "MODELS", "Hardware", "H800", "get_model"]
 
@@ -77,13 +78,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "vocab"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a positive integer, got {v!r}")
+            integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=1)
         for f in ("ffn", "experts", "top_k", "expert_ffn", "shared_expert_ffn"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a non-negative integer, got {v!r}")
+            integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=0)
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise SpecError(
@@ -91,10 +88,8 @@ class ModelConfig:
                     f"{self.heads}; give head_dim"
                 )
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
-        elif isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim < 1:
-            raise SpecError(
-                f"ModelConfig {self.name!r}: head_dim must be a positive integer, got {self.head_dim!r}"
-            )
+        else:
+            integer(self.head_dim, f"ModelConfig {self.name!r}: head_dim", lo=1)
         if self.heads % self.kv_heads:
             raise SpecError(
                 f"ModelConfig {self.name!r}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}"
