@@ -172,7 +172,12 @@ def test_dense_totals_tp_pp_cp_two_level():
         assert r["ranks"][0] < 16 and all(x >= 16 for x in r["ranks"][1:]) and len(r["ranks"]) == 2
     for r in rows(trace, "weight_sync", "intra_pod"):
         assert all(x >= 16 for x in r["ranks"]) and len(r["ranks"]) == 2
-    assert set(trace.table.column("stage").to_pylist()) == {"train", "gen", "weight_sync", "response_stream"}
+    # GRPO (default): old and reference log-prob passes, each one training forward (one step).
+    for ph in ("old_logprob", "ref_logprob"):
+        for kind in ("all_reduce", "all_to_all", "send"):
+            assert got[("experience", ph, kind)] == got[("train", "fwd", kind)]
+    stages = {"train", "gen", "weight_sync", "response_stream", "experience"}
+    assert set(trace.table.column("stage").to_pylist()) == stages
 
 
 def test_moe_totals_ep_distributed_optimizer_flat():
@@ -320,6 +325,7 @@ def test_roofline_compute_gaps():
         response=dict(median=n, sigma=0, max=n),
         micro_batch_tokens=2 * (p + n),
         decode_steps_per_op=K,
+        algorithm="none",  # else the last log-prob pass's output layer precedes the first op
     )
     train = [r for r in rows(trace, "train", "fwd") if 0 in r["ranks"]]
     t = (p + n) * 4 // 2 // cp  # 4 samples over dp=2 replicas: 2 sequences per micro-batch, split by cp

@@ -38,11 +38,13 @@ class RLContext:
         weight_sync: str,
         pod_inst: int,
         n_ranks: int,
+        experience: tuple[str, ...] = (),
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
         self.mbt, self.steps, self.distopt = mbt, steps, distopt
         self.ws_mode, self.pod_inst = weight_sync, pod_inst
+        self.experience = experience
         self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param)
         self.b = OpBuilder(n_ranks)
         self._periods = 0

@@ -17,14 +17,15 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
-from ...validators import integer, known_keys
+from ...validators import boolean, integer, known_keys
 from ..models import H800, Hardware, ModelConfig, get_model
 from ..schema import SCHEMA_VERSION, encode_metadata
 from ..trace import Trace
 from .context import RLContext
+from .experience import RL_ALGORITHMS, emit_experience, experience_passes
 from .generation import emit_generation
 from .layout import GenLayout, TrainLayout
-from .training import emit_training
+from .training import emit_training, receive_samples
 from .weight_sync import emit_weight_sync
 
 __all__ = ["generate_rl"]
@@ -42,6 +43,8 @@ def generate_rl(
     iterations: int = 1,
     seed: int = 0,
     mode: str = "sync",
+    algorithm: str = "grpo",
+    reward_model: bool = False,
     global_batch: int = 512,
     prompt_len: int = 512,
     response: Mapping[str, Any] | None = None,
@@ -68,11 +71,13 @@ def generate_rl(
     * **gen** (stage ``gen``): prefill then decode of ``global_batch`` responses whose
       lengths are drawn from a clipped log-normal distribution;
     * **response_stream**: the finished samples, sent from gen to train as they finish;
+    * **experience**: forward-only passes over all the samples (reward model, old and
+      reference log-probs, critic values; see ``algorithm``);
     * **train**: forward/backward of every micro-batch (1F1B pipeline schedule) and
       gradient synchronisation, ``optimizer_steps`` times;
     * **weight_sync**: the new weights from train to gen.
 
-    ``mode="sync"``: gen(i) -> stream -> train(i) -> weight_sync(i) -> gen(i+1).
+    ``mode="sync"``: gen(i) -> stream -> experience(i) -> train(i) -> weight_sync(i) -> gen(i+1).
     ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with the weights
     of train(i-1) while train(i) runs; weight_sync(i) waits for train(i) and for gen(i+1)
     to finish, and gen(i+2) waits for weight_sync(i).
@@ -99,6 +104,18 @@ def generate_rl(
         Seed of the response-length draws (numpy ``default_rng``); nothing else is random.
     mode : {"sync", "async"}
         Synchronous or one-step asynchronous RL.
+    algorithm : {"grpo", "ppo", "none"}
+        Which make-experience forward passes run between the samples' arrival and
+        training (stage ``experience``, one period per pass). ``"grpo"`` (default, as
+        veRL's GRPO recipe ``examples/grpo_trainer``: ``adv_estimator=grpo`` with
+        ``use_kl_loss=True``): the actor's old log-probs (``old_logprob``) and the
+        reference policy's log-probs (``ref_logprob``). ``"ppo"`` (veRL's
+        ``ppo_trainer.yaml`` default estimator ``gae``): those two plus the critic's
+        values (``critic_value``). ``"none"``: no pass (the trainer reuses the rollout's
+        log-probs and has no KL term). Critic training is not modelled.
+    reward_model : bool
+        Add a reward-model forward pass (``reward``) before the others. Default False, as
+        veRL (``reward_model.enable: False``: a rule-based reward, computed on CPU).
     global_batch : int
         Responses per iteration (prompts x responses per prompt).
     prompt_len : int
@@ -220,6 +237,18 @@ def generate_rl(
     read once per step. Compute is attached to the next op of the rank that did it (an op's
     compute_ps is the largest owed by its ranks).
 
+    **Make-experience** (veRL ``RayPPOTrainer.fit``: ``compute_rm_score``,
+    ``compute_log_prob``, ``compute_ref_log_prob``, ``compute_values``, in that order): each
+    pass is a forward-only pipeline over all ``global_batch`` samples in the train layout
+    (veRL colocates the reference, critic and reward models with the actor, with the same
+    parallelism), each model of the policy's architecture: ``m = ceil(T / (dp
+    micro_batch_tokens))`` micro-batches per replica over the iteration's T tokens, and per
+    micro-batch and layer the forward collectives of training (TP all-reduce, CP and EP
+    all-to-all, PP send), with phase = the pass name. All forwards of a stage run back to
+    back (no 1F1B). Forward compute as in training; the critic's and the reward model's
+    scalar heads replace the LM head and are left out. The vocabulary-parallel log-prob
+    reductions (3 all-reduces of ``4 t`` bytes per micro-batch) are not emitted.
+
     **Response streaming**: for each unit, decode chunk (K steps) and train replica, the
     samples finishing in that chunk go in one ``send`` from the unit's first rank to the
     replica's first rank (stage 0, cp 0, tp 0); sample j goes to replica ``j mod dp``; a
@@ -240,7 +269,7 @@ def generate_rl(
     pod crosses the boundary.
 
     **Periods**: one id per (iteration, gen), (iteration, response_stream), (iteration,
-    optimizer step, fwd/bwd), (iteration, optimizer step, grad_sync) and (iteration,
+    make-experience pass), (iteration, optimizer step, fwd/bwd), (iteration, optimizer step, grad_sync) and (iteration,
     weight_sync), numbered in emission order.
 
     Raises
@@ -264,6 +293,9 @@ def generate_rl(
     for name, v in (("param_bytes", param_bytes), ("act_bytes", act_bytes), ("grad_bytes", grad_bytes)):
         integer(v, name, lo=1)
     seed = integer(seed, "seed", lo=0)
+    if algorithm not in RL_ALGORITHMS:
+        raise SpecError(f"algorithm must be one of {', '.join(map(repr, RL_ALGORITHMS))}, got {algorithm!r}")
+    reward_model = boolean(reward_model, "reward_model")
     if mode not in ("sync", "async"):
         raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
     if weight_sync not in ("two_level", "flat"):
@@ -328,6 +360,7 @@ def generate_rl(
         weight_sync=weight_sync,
         pod_inst=pod_inst,
         n_ranks=n_total,
+        experience=experience_passes(algorithm, reward_model),
     )
     rng = np.random.default_rng(int(seed))
     lengths = []
@@ -337,15 +370,18 @@ def generate_rl(
 
     if mode == "sync":
         for it in range(iterations):
-            streams = emit_generation(g, it, lengths[it])
-            emit_training(g, it, lengths[it], streams)
+            receive_samples(g, emit_generation(g, it, lengths[it]))
+            emit_experience(g, it, lengths[it])
+            emit_training(g, it, lengths[it])
             emit_weight_sync(g, it)
     else:
         pending = {0: emit_generation(g, 0, lengths[0])}
         for it in range(iterations):
             if it + 1 < iterations:
                 pending[it + 1] = emit_generation(g, it + 1, lengths[it + 1])
-            emit_training(g, it, lengths[it], pending.pop(it))
+            receive_samples(g, pending.pop(it))
+            emit_experience(g, it, lengths[it])
+            emit_training(g, it, lengths[it])
             emit_weight_sync(g, it)
 
     params = {
@@ -363,6 +399,8 @@ def generate_rl(
         "iterations": iterations,
         "seed": int(seed),
         "mode": mode,
+        "algorithm": algorithm,
+        "reward_model": reward_model,
         "global_batch": global_batch,
         "prompt_len": prompt_len,
         "response": {"median": r_med, "sigma": float(r_sigma), "max": r_max, "min": r_min},

@@ -9,32 +9,69 @@ after each stage's last backward its gradient synchronisation. Sizes and compute
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .builder import cdiv
 from .context import RLContext
 
-__all__ = ["emit_training"]
+__all__ = ["emit_training", "receive_samples", "forward_pass", "Pass"]
 
 
-def emit_training(ctx: RLContext, it: int, lengths: np.ndarray, streams) -> None:
-    """Emit forward/backward (1F1B) and gradient sync of iteration ``it``."""
+@dataclass(frozen=True)
+class Pass:
+    """What one pipeline pass over the samples emits: its stage and phase names, whether
+    it runs backward (then gradient sync follows) and whether the last stage runs the LM
+    head (log-probs: yes; a critic's value head or a reward model's score head: no)."""
+
+    stage: str = "train"
+    fwd: str = "fwd"
+    bwd: str = "bwd"
+    backward: bool = True
+    lm_head: bool = True
+
+
+TRAIN = Pass()
+
+
+def receive_samples(ctx: RLContext, streams) -> None:
+    """Every stage-0 rank of a replica waits for all the samples streamed to the replica."""
     tl, b = ctx.tl, ctx.b
-    b.iteration = it
-    # Every stage-0 rank of a replica waits for all the samples streamed to the replica.
     for dst, ids in streams:
         replica = np.searchsorted(tl.grid[0, :, 0, 0], dst)
         ranks = tl.grid[0][replica].reshape(len(ids), -1)
         b.expect(ranks, np.repeat(ids[:, None], ranks.shape[1], axis=1))
+
+
+def micro_batches(ctx: RLContext, tokens: np.ndarray) -> tuple[int, int, float]:
+    """(micro-batches per replica, tokens per micro-batch, s_eff) of samples of ``tokens``."""
+    tl = ctx.tl
+    total = int(tokens.sum())
+    m_mb = max(1, cdiv(total, tl.dp * ctx.mbt))
+    t_mb = cdiv(total, tl.dp * m_mb)
+    s_eff = float((tokens.astype(np.float64) ** 2).sum() / total)
+    return m_mb, t_mb, s_eff
+
+
+def forward_pass(ctx: RLContext, it: int, lengths: np.ndarray, ps: Pass) -> None:
+    """One forward-only pass (``ps.backward`` False) over all samples of iteration ``it``
+    in the train layout, with its own period: micro-batches as in training."""
+    ctx.b.iteration = it
+    m_mb, t_mb, s_eff = micro_batches(ctx, ctx.prompt + lengths)
+    _pipeline(ctx, m_mb, t_mb, s_eff, ctx.new_period(), -1, ps)
+
+
+def emit_training(ctx: RLContext, it: int, lengths: np.ndarray) -> None:
+    """Emit forward/backward (1F1B) and gradient sync of iteration ``it`` (the samples'
+    hand-offs are set by `receive_samples`)."""
+    ctx.b.iteration = it
     tokens = ctx.prompt + lengths
     for step_tokens in np.array_split(tokens, ctx.steps):
-        total = int(step_tokens.sum())
-        m_mb = max(1, cdiv(total, tl.dp * ctx.mbt))
-        t_mb = cdiv(total, tl.dp * m_mb)
-        s_eff = float((step_tokens.astype(np.float64) ** 2).sum() / total)
+        m_mb, t_mb, s_eff = micro_batches(ctx, step_tokens)
         fb_period = ctx.new_period()
         grad_period = ctx.new_period()
-        _pipeline(ctx, m_mb, t_mb, s_eff, fb_period, grad_period)
+        _pipeline(ctx, m_mb, t_mb, s_eff, fb_period, grad_period, TRAIN)
 
 
 def _train_sizes(ctx: RLContext, t_mb: int) -> dict[str, int]:
@@ -50,25 +87,27 @@ def _train_sizes(ctx: RLContext, t_mb: int) -> dict[str, int]:
     }
 
 
-def _layer(ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict[str, float]) -> None:
+def _layer(
+    ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict[str, float], ps: Pass
+) -> None:
     """One layer of stage s, forward or backward, on every group of the stage."""
     m, tl, b = ctx.m, ctx.tl, ctx.b
-    ph = "bwd" if backward else "fwd"
+    ph, stage = (ps.bwd if backward else ps.fwd), ps.stage
     x = 2.0 if backward else 1.0
     ranks = tl.grid[s]
     tp_g = tl.tp_groups(s)
 
     def tp_ar():
         if tl.tp > 1:
-            b.emit(tp_g, sz["tp_ar"], stage="train", phase=ph, kind="all_reduce")
+            b.emit(tp_g, sz["tp_ar"], stage=stage, phase=ph, kind="all_reduce")
 
     def attention():
         b.compute(ranks, x * sec["qkv"] if not backward else x * sec["o"])
         if tl.cp > 1:
             first, second = ("cp_qkv", "cp_out") if not backward else ("cp_out", "cp_qkv")
-            b.emit(tl.cp_groups(s), sz[first], stage="train", phase=ph, kind="all_to_all")
+            b.emit(tl.cp_groups(s), sz[first], stage=stage, phase=ph, kind="all_to_all")
             b.compute(ranks, x * sec["core"])
-            b.emit(tl.cp_groups(s), sz[second], stage="train", phase=ph, kind="all_to_all")
+            b.emit(tl.cp_groups(s), sz[second], stage=stage, phase=ph, kind="all_to_all")
         else:
             b.compute(ranks, x * sec["core"])
         b.compute(ranks, x * sec["o"] if not backward else x * sec["qkv"])
@@ -84,9 +123,9 @@ def _layer(ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict
         else:
             ep_g = tl.ep_groups(s)
             b.compute(ranks, x * sec["router"])
-            b.emit(ep_g, sz["ep"], stage="train", phase=ph, kind="all_to_all")
+            b.emit(ep_g, sz["ep"], stage=stage, phase=ph, kind="all_to_all")
             b.compute(ranks, x * sec["experts"])
-            b.emit(ep_g, sz["ep"], stage="train", phase=ph, kind="all_to_all")
+            b.emit(ep_g, sz["ep"], stage=stage, phase=ph, kind="all_to_all")
             if m.shared_expert_ffn:
                 b.compute(ranks, x * sec["shared"])
                 tp_ar()
@@ -99,8 +138,11 @@ def _layer(ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict
         ffn()
 
 
-def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int, grad_period: int) -> None:
-    """1F1B schedule of every stage, merged into one topological emission order."""
+def _pipeline(
+    ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int, grad_period: int, ps: Pass
+) -> None:
+    """1F1B schedule of every stage (all forwards if ``ps.backward`` is False), merged into
+    one topological emission order."""
     tl, b, pp = ctx.tl, ctx.b, ctx.tl.pp
     sz = _train_sizes(ctx, t_mb)
     sec = ctx.rf.train_flops(sz["t"], s_eff)
@@ -111,6 +153,8 @@ def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int
         for j in range(m_mb - warm):
             order += [("F", warm + j), ("B", j)]
         order += [("B", j) for j in range(m_mb - warm, m_mb)]
+        if not ps.backward:
+            order = [("F", j) for j in range(m_mb)]
         prog = []
         for d, j in order:
             if d == "F":
@@ -121,7 +165,7 @@ def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int
                 prog += (
                     ([("recvB", j)] if s < pp - 1 else []) + [("B", j)] + ([("sendB", j)] if s > 0 else [])
                 )
-        progs.append(prog + [("grad", 0)])
+        progs.append(prog + ([("grad", 0)] if ps.backward else []))
     sent: dict[tuple[str, int, int], np.ndarray] = {}
     ptr = [0] * pp
     remaining = sum(len(p) for p in progs)
@@ -138,12 +182,13 @@ def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int
                 elif what in ("F", "B"):
                     b.period = fb_period
                     backward = what == "B"
-                    if backward and s == pp - 1:
+                    head = ps.lm_head and s == pp - 1
+                    if backward and head:
                         b.compute(tl.grid[s], 2.0 * sec["head"])
                     layers = range(ctx.tl.stage_layers[s])
                     for _ in layers:
-                        _layer(ctx, s, backward, sz, sec)
-                    if not backward and s == pp - 1:
+                        _layer(ctx, s, backward, sz, sec, ps)
+                    if not backward and head:
                         b.compute(tl.grid[s], sec["head"])
                 elif what in ("sendF", "sendB"):
                     b.period = fb_period
@@ -152,8 +197,8 @@ def _pipeline(ctx: RLContext, m_mb: int, t_mb: int, s_eff: float, fb_period: int
                     ids = b.emit(
                         pairs,
                         sz["pp"],
-                        stage="train",
-                        phase="fwd" if what == "sendF" else "bwd",
+                        stage=ps.stage,
+                        phase=ps.fwd if what == "sendF" else ps.bwd,
                         kind="send",
                         algorithm="direct",
                         program=[0],
