@@ -9,10 +9,13 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from test_generator import layer_dense, layer_experts
 
 import rfabric as rf
 import rfabric.traces as rt
 from rfabric.errors import SpecError
+
+HBM = 3.35e12  # H800 HBM bytes/s (hbm_efficiency 1)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -120,6 +123,86 @@ def test_option_errors(kwargs, message):
         rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
 
 
+# -- bucketed gradient sync and the optimizer step ----------------------------------------------
+def test_grad_buckets_overlap_the_backward():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, cap = 2, 2, 100 << 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=8,
+        gen_gpus=4,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=4),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        grad_bucket_bytes=cap,
+    )
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]  # stage 0, 1
+    per_rank = [cdiv(x, tp) * 4 for x in d]
+    buckets = sum(cdiv(x, cap) for x in per_rank)
+    assert got[("train", "grad_sync", "all_reduce")] == [tp * buckets, tp * sum(per_rank)]
+    sizes = sorted({r["size_bytes"] for r in trace.table.to_pylist() if r["phase"] == "grad_sync"})
+    assert sizes == sorted({cap} | {x - cap * (cdiv(x, cap) - 1) for x in per_rank})
+    # Overlap: buckets start before the stage's backward ends; each is waited for.
+    tab = trace.table
+    stage, phase = tab.column("stage").to_pylist(), tab.column("phase").to_pylist()
+    ranks, deps = tab.column("ranks").to_pylist(), tab.column("deps").to_pylist()
+    last_bwd = max(
+        i for i, (s, p) in enumerate(zip(stage, phase, strict=True)) if s == "train" and p == "bwd"
+    )
+    grad = [i for i, p in enumerate(phase) if p == "grad_sync"]
+    assert min(grad) < last_bwd
+    waited = {d for ds in deps for d in ds}
+    assert set(grad) <= waited
+    assert all(len(ranks[i]) == 2 for i in grad)  # dp = 2 groups
+
+
+def test_optimizer_step_gap_before_the_parameter_all_gather():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, dp = 2, 4
+    args = dict(
+        train_gpus=8,
+        gen_gpus=4,
+        train=dict(tp=tp),
+        gen=dict(tp=4),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        distributed_optimizer=True,
+        algorithm="none",
+    )
+    D = L * layer_dense(m) + 2 * V * h + h
+    for o in (30, 12, 0):
+        trace = rt.generate_rl(m, optimizer_bytes_per_param=o, **args)
+        ag = [r for r in trace.table.to_pylist() if r["kind"] == "all_gather"]
+        assert len(ag) == tp
+        expected = round(D / (tp * dp) * o / HBM * 1e12)
+        assert all(abs(r["compute_ps"] - expected) <= 1 for r in ag)
+
+
+def test_optimizer_step_gap_moe_shards_experts_over_expert_dp():
+    m = rt.MODELS["qwen2-57b-a14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, ep, dp = 2, 4, 8
+    trace = rt.generate_rl(
+        m,
+        train_gpus=16,
+        gen_gpus=8,
+        train=dict(tp=tp, ep=ep),
+        gen=dict(tp=2, ep=8),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        distributed_optimizer=True,
+        algorithm="none",
+    )
+    D, X = L * layer_dense(m) + 2 * V * h + h, L * layer_experts(m)
+    per_rank = D / (tp * dp) + X / (ep * tp) / (dp // ep)
+    ag = [r for r in trace.table.to_pylist() if r["kind"] == "all_gather"]
+    assert abs(ag[0]["compute_ps"] - round(per_rank * 30 / HBM * 1e12)) <= 1
+
+
 # -- replay -------------------------------------------------------------------------------------
 def rl64(**kwargs) -> rt.Trace:
     """A 64-GPU iteration (32 train, 32 gen) small enough to replay in a second or two."""
@@ -136,6 +219,14 @@ def rl64(**kwargs) -> rt.Trace:
     return rt.generate_rl("qwen2.5-14b", **(args | kwargs))
 
 
-@pytest.mark.parametrize("kwargs", [dict(algorithm="ppo", reward_model=True)], ids=["ppo_rm"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(algorithm="ppo", reward_model=True),
+        dict(grad_bucket_bytes=25 << 20),
+        dict(grad_bucket_bytes=64 << 20, distributed_optimizer=True),
+    ],
+    ids=["ppo_rm", "ddp_buckets", "distopt_buckets"],
+)
 def test_replay_on_fat_tree_64_conserves_bytes(kwargs):
     replay_conserves(rl64(**kwargs))

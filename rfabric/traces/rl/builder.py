@@ -107,6 +107,7 @@ class OpBuilder:
         chain: bool = True,
         m2n_senders: int = 0,
         compute: np.ndarray | int = 0,
+        after: np.ndarray | None = None,
     ) -> np.ndarray:
         """Append K ops of equal width w; return their op ids.
 
@@ -122,6 +123,8 @@ class OpBuilder:
         chain : bool
             If True, the op becomes the latest op of the ``program`` ranks (their next op
             depends on it). False makes a side op (a send that does not block its sender).
+        after : ndarray (K,), optional
+            One more op id each row waits for (a side stream's previous op).
         """
         ranks = np.asarray(ranks, dtype=_I64)
         k, w = ranks.shape
@@ -133,6 +136,8 @@ class OpBuilder:
         self.next_id += k
 
         dmat = self.last_op[prog]
+        if after is not None:
+            dmat = np.concatenate([dmat, np.asarray(after, dtype=_I64).reshape(k, 1)], axis=1)
         if chain:
             hand = self.hand[prog]
             if (hand >= 0).any():

@@ -144,6 +144,10 @@ class Roofline:
         return t_attn, t_ffn, t_exp, t_head
 
     # -- training --------------------------------------------------------------------------
+    def optimizer_s(self, params: float, bytes_per_param: int) -> float:
+        """Optimizer step of ``params`` parameters on one rank: HBM traffic-bound."""
+        return float(self.mem_s(params * bytes_per_param))
+
     def train_flops(self, t: int, s_eff: float) -> dict[str, float]:
         m, tp = self.m, self.tl.tp
         f = {

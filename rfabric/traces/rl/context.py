@@ -39,12 +39,15 @@ class RLContext:
         pod_inst: int,
         n_ranks: int,
         experience: tuple[str, ...] = (),
+        bucket: int | None = None,
+        opt_bytes: int = 0,
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
         self.mbt, self.steps, self.distopt = mbt, steps, distopt
         self.ws_mode, self.pod_inst = weight_sync, pod_inst
         self.experience = experience
+        self.bucket, self.opt_bytes = bucket, opt_bytes
         self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param)
         self.b = OpBuilder(n_ranks)
         self._periods = 0

@@ -51,6 +51,8 @@ def generate_rl(
     micro_batch_tokens: int | None = None,
     optimizer_steps: int = 1,
     distributed_optimizer: bool = False,
+    grad_bucket_bytes: int | None = None,
+    optimizer_bytes_per_param: int = 30,
     weight_sync: str = "two_level",
     pod_gpus: int | None = None,
     decode_steps_per_op: int = 64,
@@ -136,6 +138,19 @@ def generate_rl(
     distributed_optimizer : bool
         Gradient sync as reduce-scatter + all-gather (Megatron ``--use-distributed-optimizer``,
         ZeRO-1) instead of all-reduce.
+    grad_bucket_bytes : int, optional
+        Gradient sync in buckets of this many bytes per rank, each reduced as soon as the
+        last micro-batch's backward has produced it, overlapping the rest of the backward
+        (PyTorch DDP: ``bucket_cap_mb=25``, 25 MiB; Megatron-Core with
+        ``--overlap-grad-reduce``: ``max(40e6, 1e6 dp)`` parameters, times grad_bytes).
+        Default None, as Megatron-LM (``overlap_grad_reduce`` off): one reduction per
+        parameter family after the stage's backward.
+    optimizer_bytes_per_param : int
+        HBM bytes the optimizer step moves per parameter a rank updates: a compute gap
+        between the gradient reduction and the next op (the parameter all-gather, the next
+        step or the weight sync). Default 30, Megatron-LM's mixed-precision Adam: it reads
+        the FP32 gradient, main parameter and both moments (16) and writes the main
+        parameter, both moments (12) and the BF16 parameter (2). 0: no gap.
     weight_sync : {"two_level", "flat"}
         ``flat``: every gen instance receives each train shard directly from train (veRL;
         RollMux figure 8). ``two_level`` (OrchestrRL figure 4): train sends once to the
@@ -200,6 +215,18 @@ def generate_rl(
     ``ceil(X_s / (ep tp)) g`` over the expert-data-parallel groups of cp*dp/ep ranks
     (skipped when a group has one rank). With ``distributed_optimizer``: reduce-scatter of
     those sizes, then all-gather of ``ceil(D_s / tp) p`` and ``ceil(X_s / (ep tp)) p``.
+    With ``grad_bucket_bytes`` = c, each family's ``ceil(.) g`` bytes are cut, in backward
+    order (output layer, last layer .. first layer, embedding), into ``ceil(. / c)``
+    buckets of c bytes (the last one the remainder; parameter boundaries are ignored);
+    a bucket's all-reduce (reduce-scatter) is a side op issued once the last
+    micro-batch's backward has passed the layer holding its last byte, after the
+    family's previous bucket, and the stage's optimizer step waits for the last one. The
+    parameter all-gather stays one op per family after the optimizer step.
+
+    Optimizer step (``optimizer_bytes_per_param`` = o): per rank of stage s, ``(D_s / tp
+    + X_s / (ep tp)) o / (HBM x hbm_efficiency)`` seconds, with the distributed optimizer
+    ``(D_s / (tp cp dp) + X_s / (ep tp cp dp / ep)) o / (...)`` (each rank updates its
+    shard), after the gradient reduction and before the parameter all-gather.
 
     Training compute (roofline, FLOPs / (peak x train_mfu)), per rank per micro-batch and
     layer, forward: ``2 t h (q + 2 kv) / tp`` (QKV), ``2 t s_eff q / tp`` (causal
@@ -296,6 +323,10 @@ def generate_rl(
     if algorithm not in RL_ALGORITHMS:
         raise SpecError(f"algorithm must be one of {', '.join(map(repr, RL_ALGORITHMS))}, got {algorithm!r}")
     reward_model = boolean(reward_model, "reward_model")
+    distributed_optimizer = boolean(distributed_optimizer, "distributed_optimizer")
+    if grad_bucket_bytes is not None:
+        grad_bucket_bytes = integer(grad_bucket_bytes, "grad_bucket_bytes", lo=1)
+    optimizer_bytes_per_param = integer(optimizer_bytes_per_param, "optimizer_bytes_per_param", lo=0)
     if mode not in ("sync", "async"):
         raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
     if weight_sync not in ("two_level", "flat"):
@@ -356,11 +387,13 @@ def generate_rl(
         grad=grad_bytes,
         mbt=mbt,
         steps=optimizer_steps,
-        distopt=bool(distributed_optimizer),
+        distopt=distributed_optimizer,
         weight_sync=weight_sync,
         pod_inst=pod_inst,
         n_ranks=n_total,
         experience=experience_passes(algorithm, reward_model),
+        bucket=grad_bucket_bytes,
+        opt_bytes=optimizer_bytes_per_param,
     )
     rng = np.random.default_rng(int(seed))
     lengths = []
@@ -406,7 +439,9 @@ def generate_rl(
         "response": {"median": r_med, "sigma": float(r_sigma), "max": r_max, "min": r_min},
         "micro_batch_tokens": mbt,
         "optimizer_steps": optimizer_steps,
-        "distributed_optimizer": bool(distributed_optimizer),
+        "distributed_optimizer": distributed_optimizer,
+        "grad_bucket_bytes": grad_bucket_bytes,
+        "optimizer_bytes_per_param": optimizer_bytes_per_param,
         "weight_sync": weight_sync,
         "pod_gpus": pod_inst * gl.size,
         "decode_steps_per_op": K,

@@ -167,6 +167,7 @@ def _pipeline(
                 )
         progs.append(prog + ([("grad", 0)] if ps.backward else []))
     sent: dict[tuple[str, int, int], np.ndarray] = {}
+    buckets: dict[int, _GradBuckets] = {}
     ptr = [0] * pp
     remaining = sum(len(p) for p in progs)
     while remaining:
@@ -185,9 +186,21 @@ def _pipeline(
                     head = ps.lm_head and s == pp - 1
                     if backward and head:
                         b.compute(tl.grid[s], 2.0 * sec["head"])
+                    bk = None
+                    if backward and j == m_mb - 1 and ctx.bucket:
+                        bk = buckets[s] = _GradBuckets(ctx, s)
+                        b.period = grad_period
+                        if s == pp - 1:
+                            bk.add(ctx.m.head_params, 0)
                     layers = range(ctx.tl.stage_layers[s])
                     for _ in layers:
+                        b.period = fb_period
                         _layer(ctx, s, backward, sz, sec, ps)
+                        if bk is not None:
+                            b.period = grad_period
+                            bk.add(ctx.m.layer_dense_params, ctx.m.layer_expert_params)
+                    if bk is not None and s == 0:
+                        bk.add(ctx.m.embedding_params, 0)
                     if not backward and head:
                         b.compute(tl.grid[s], sec["head"])
                 elif what in ("sendF", "sendB"):
@@ -206,7 +219,7 @@ def _pipeline(
                     sent[(what[-1], s, j)] = ids
                 else:
                     b.period = grad_period
-                    _grad_sync(ctx, s)
+                    _grad_sync(ctx, s, buckets.get(s))
                 ptr[s] += 1
                 remaining -= 1
                 progress = True
@@ -214,21 +227,83 @@ def _pipeline(
             raise RuntimeError("internal error: pipeline schedule cannot progress")
 
 
-def _grad_sync(ctx: RLContext, s: int) -> None:
-    tl, b = ctx.tl, ctx.b
-    dense, expert = ctx.tl.stage_params(s)
-    jobs = [(tl.dp_groups(s), cdiv(dense, tl.tp))]
+def _grad_jobs(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int, int]]:
+    """Per parameter family of stage s with a group of > 1 rank: (groups, parameters per
+    rank, family: 0 dense / 1 expert, parameter shards per copy)."""
+    tl = ctx.tl
+    dense, expert = tl.stage_params(s)
+    jobs = [(tl.dp_groups(s), cdiv(dense, tl.tp), 0, tl.tp)]
     if ctx.m.is_moe:
-        jobs.append((tl.edp_groups(s), cdiv(expert, tl.ep * tl.tp)))
-    jobs = [(grp, n) for grp, n in jobs if grp.shape[1] > 1]
-    if not ctx.distopt:
-        for grp, n in jobs:
-            b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind="all_reduce")
-        return
-    for grp, n in jobs:
-        b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind="reduce_scatter")
-    for grp, n in jobs:
-        b.emit(grp, n * ctx.param, stage="train", phase="grad_sync", kind="all_gather")
+        jobs.append((tl.edp_groups(s), cdiv(expert, tl.ep * tl.tp), 1, tl.ep * tl.tp))
+    return [j for j in jobs if j[0].shape[1] > 1]
+
+
+class _GradBuckets:
+    """Gradient buckets of stage s, reduced as soon as the last micro-batch's backward has
+    produced them (side ops, chained per family, as NCCL's stream orders them); `finish`
+    makes the stage's next op wait for the last bucket of each family."""
+
+    def __init__(self, ctx: RLContext, s: int):
+        self.ctx, self.fams = ctx, []
+        cap = ctx.bucket
+        for grp, n, fam, div in _grad_jobs(ctx, s):
+            total = n * ctx.grad
+            count = cdiv(total, cap)
+            sizes = np.full(count, cap, dtype=np.int64)
+            sizes[-1] = total - cap * (count - 1)
+            self.fams.append(
+                {"grp": grp, "fam": fam, "div": div, "sizes": sizes, "k": 0, "seen": 0, "last": None}
+            )
+
+    def add(self, dense: int, expert: int) -> None:
+        """The backward has produced the gradients of ``dense`` + ``expert`` more parameters."""
+        for f in self.fams:
+            f["seen"] += dense if f["fam"] == 0 else expert
+            self._emit(f, cdiv(f["seen"], f["div"]) * self.ctx.grad)
+
+    def finish(self) -> None:
+        b = self.ctx.b
+        for f in self.fams:
+            self._emit(f, None)
+            grp = f["grp"]
+            b.expect(grp, np.repeat(f["last"][:, None], grp.shape[1], axis=1))
+
+    def _emit(self, f: dict, ready: int | None) -> None:
+        b, ends = self.ctx.b, np.cumsum(f["sizes"])
+        kind = "reduce_scatter" if self.ctx.distopt else "all_reduce"
+        while f["k"] < len(ends) and (ready is None or ends[f["k"]] <= ready):
+            after = None if f["last"] is None else f["last"]
+            f["last"] = b.emit(
+                f["grp"],
+                int(f["sizes"][f["k"]]),
+                stage="train",
+                phase="grad_sync",
+                kind=kind,
+                chain=False,
+                after=after,
+            )
+            f["k"] += 1
+
+
+def _grad_sync(ctx: RLContext, s: int, buckets: _GradBuckets | None) -> None:
+    """Gradient reduction (unless bucketed during the backward), the optimizer step, and
+    with the distributed optimizer the parameter all-gather."""
+    tl, b = ctx.tl, ctx.b
+    jobs = _grad_jobs(ctx, s)
+    if buckets is not None:
+        buckets.finish()
+    else:
+        kind = "reduce_scatter" if ctx.distopt else "all_reduce"
+        for grp, n, _, _ in jobs:
+            b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind=kind)
+    if ctx.opt_bytes:
+        dense, expert = tl.stage_params(s)
+        shard = (tl.dp * tl.cp, tl.edp) if ctx.distopt else (1, 1)
+        params = dense / tl.tp / shard[0] + expert / (tl.ep * tl.tp) / shard[1]
+        b.compute(tl.grid[s], ctx.rf.optimizer_s(params, ctx.opt_bytes))
+    if ctx.distopt:
+        for grp, n, _, _ in jobs:
+            b.emit(grp, n * ctx.param, stage="train", phase="grad_sync", kind="all_gather")
 
 
 # -- weight sync -----------------------------------------------------------------------
