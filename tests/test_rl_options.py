@@ -116,6 +116,9 @@ def test_grpo_has_no_critic(algorithm, passes):
     [
         (dict(algorithm="dpo"), "algorithm must be one of 'grpo', 'ppo', 'none', got 'dpo'"),
         (dict(reward_model="yes"), "reward_model must be True or False, got 'yes'"),
+        (dict(grad_bucket_bytes=0), "grad_bucket_bytes must be an integer >= 1, got 0"),
+        (dict(optimizer_bytes_per_param=-1), "optimizer_bytes_per_param must be an integer >= 0"),
+        (dict(memory_check="ignore"), "memory_check must be one of 'warn', 'error', 'off'"),
     ],
 )
 def test_option_errors(kwargs, message):
@@ -201,6 +204,43 @@ def test_optimizer_step_gap_moe_shards_experts_over_expert_dp():
     per_rank = D / (tp * dp) + X / (ep * tp) / (dp // ep)
     ag = [r for r in trace.table.to_pylist() if r["kind"] == "all_gather"]
     assert abs(ag[0]["compute_ps"] - round(per_rank * 30 / HBM * 1e12)) <= 1
+
+
+# -- memory fit ----------------------------------------------------------------------------------
+def test_a_235b_model_on_one_gpu_is_named():
+    args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))
+    with pytest.warns(
+        rt.MemoryFitWarning, match=r"qwen3-235b-a22b does not fit the train layout: .* > 80 GB"
+    ):
+        rt.generate_rl("qwen3-235b-a22b", **args)
+    with pytest.raises(SpecError, match="does not fit the train layout"):
+        rt.generate_rl("qwen3-235b-a22b", memory_check="error", **args)
+    rt.generate_rl("qwen3-235b-a22b", memory_check="off", **args)  # no warning
+
+
+def test_memory_per_gpu_recomputed():
+    import warnings
+
+    m = rt.MODELS["qwen2.5-14b"]
+    tp, dp, gen_tp = 8, 2, 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rt.MemoryFitWarning)
+        trace = rt.generate_rl(
+            m,
+            train_gpus=16,
+            gen_gpus=4,
+            train=dict(tp=tp),
+            gen=dict(tp=gen_tp),
+            global_batch=4,
+            response=dict(median=8, max=16),
+            distributed_optimizer=True,
+            memory_check="error",
+        )
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    need = trace.metadata["parameters"]["memory_bytes_per_gpu"]
+    assert need["train"] == int(P / tp * (2 + 4) + P / tp / dp * 12)
+    assert need["gen"] == int(P / gen_tp * 2)
+    assert need["train"] < 80e9 and need["gen"] < 80e9
 
 
 # -- replay -------------------------------------------------------------------------------------

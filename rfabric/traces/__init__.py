@@ -10,6 +10,7 @@ from __future__ import annotations
 from .generator import generate_rl
 from .io import read, write
 from .models import H800, MODELS, Hardware, ModelConfig
+from .rl import MemoryFitWarning
 from .schema import ALGORITHMS, KINDS, SCHEMA, SCHEMA_VERSION
 from .trace import Trace
 
@@ -17,6 +18,7 @@ __all__ = [
     "read",
     "write",
     "generate_rl",
+    "MemoryFitWarning",
     "Trace",
     "ModelConfig",
     "MODELS",

@@ -314,6 +314,8 @@ class Hardware:
         FLOPs utilisation of prefill and of the compute side of decode.
     hbm_efficiency : float
         Fraction of ``hbm_bytes_per_s`` that decode reaches.
+    hbm_capacity_bytes : float
+        GPU memory, bytes (the memory-fit check of `generate_rl`).
     """
 
     name: str = "H800"
@@ -322,9 +324,10 @@ class Hardware:
     train_mfu: float = 0.40
     gen_mfu: float = 0.40
     hbm_efficiency: float = 1.0
+    hbm_capacity_bytes: float = 80e9
 
     def __post_init__(self) -> None:
-        for f in ("peak_flops", "hbm_bytes_per_s"):
+        for f in ("peak_flops", "hbm_bytes_per_s", "hbm_capacity_bytes"):
             if not getattr(self, f) > 0:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be positive")
         for f in ("train_mfu", "gen_mfu", "hbm_efficiency"):
@@ -332,7 +335,7 @@ class Hardware:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be in (0, 1]")
 
 
-#: NVIDIA H800-80GB: 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
+#: NVIDIA H800-80GB: 80 GB, 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
 #: table 1). MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
 #: (Dubey et al. 2024, table 4). Decode runs at the full HBM bandwidth (pure roofline).
 H800 = Hardware()

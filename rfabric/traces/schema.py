@@ -66,7 +66,6 @@ KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"
 ALGORITHMS = ("auto", "ring", "hier_ring", "direct", "tree", "chain", "halving_doubling")
 
 
-
 def check_engine_names(engine_kinds, engine_algorithms) -> None:
     """Check that the engine's op kind and algorithm codes name what ``KINDS`` and
     ``ALGORITHMS`` say, code by code (the engine exports its names: ``_engine.op_kinds()``,

@@ -5,8 +5,10 @@
 - `layout` — `TrainLayout` and `GenLayout`: which ranks form which groups;
 - `compute` — `Roofline`: the compute gaps between ops;
 - `builder` — `OpBuilder`: the op DAG (program order, hand-offs, columns);
+- `memory` — the memory-fit check (`MemoryFitWarning`);
 - one module per stage emitter: `generation` (prefill, decode, response streaming),
-  `training` (1F1B forward/backward, gradient sync) and `weight_sync`.
+  `experience` (make-experience forward passes), `training` (1F1B forward/backward,
+  gradient sync, optimizer step) and `weight_sync`.
 
 A new stage is a function ``emit_<stage>(ctx, it, ...)`` in a new module, called from
 `generate`; a new framework mode of an existing stage is a branch in that stage's module.
@@ -19,6 +21,7 @@ from .compute import Roofline
 from .generate import generate_rl
 from .generation import LOGPROB_BYTES, REWARD_BYTES, TOKEN_ID_BYTES
 from .layout import GenLayout, TrainLayout
+from .memory import MemoryFitWarning
 
 __all__ = [
     "generate_rl",
@@ -26,6 +29,7 @@ __all__ = [
     "GenLayout",
     "Roofline",
     "OpBuilder",
+    "MemoryFitWarning",
     "TOKEN_ID_BYTES",
     "LOGPROB_BYTES",
     "REWARD_BYTES",

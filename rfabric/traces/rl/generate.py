@@ -25,6 +25,7 @@ from .context import RLContext
 from .experience import RL_ALGORITHMS, emit_experience, experience_passes
 from .generation import emit_generation
 from .layout import GenLayout, TrainLayout
+from .memory import MEMORY_CHECKS, check_memory
 from .training import emit_training, receive_samples
 from .weight_sync import emit_weight_sync
 
@@ -63,6 +64,7 @@ def generate_rl(
     grad_bytes: int = 4,
     train_ranks: Sequence[int] | None = None,
     gen_ranks: Sequence[int] | None = None,
+    memory_check: str = "warn",
 ) -> Trace:
     r"""Generate the communication trace of disaggregated RL post-training.
 
@@ -171,6 +173,16 @@ def generate_rl(
     train_ranks, gen_ranks : sequence of int, optional
         Global GPU ids of the train and gen GPUs (disjoint); the trace's ``gpus`` becomes
         the largest id + 1.
+    memory_check : {"warn", "error", "off"}
+        What to do when a GPU cannot hold its model state (``hardware.hbm_capacity_bytes``,
+        80 GB for `H800`): a train GPU its weights (param_bytes), gradients (grad_bytes)
+        and Adam state (12 bytes per parameter: FP32 main parameter and two moments,
+        divided over the data-parallel group with ``distributed_optimizer``) of the
+        largest pipeline stage; a gen GPU its weights (dense parameters / tp, routed
+        experts / ep or / ffn under AFD). Default ``"warn"``: a `MemoryFitWarning` (the
+        trace is still generated: network studies may want it); ``"error"``: SpecError.
+        Activations and the KV cache are not counted, so passing does not prove a fit.
+        The per-GPU bytes go to the metadata (``memory_bytes_per_gpu``).
 
     Returns
     -------
@@ -320,6 +332,10 @@ def generate_rl(
     for name, v in (("param_bytes", param_bytes), ("act_bytes", act_bytes), ("grad_bytes", grad_bytes)):
         integer(v, name, lo=1)
     seed = integer(seed, "seed", lo=0)
+    if memory_check not in MEMORY_CHECKS:
+        raise SpecError(
+            f"memory_check must be one of {', '.join(map(repr, MEMORY_CHECKS))}, got {memory_check!r}"
+        )
     if algorithm not in RL_ALGORITHMS:
         raise SpecError(f"algorithm must be one of {', '.join(map(repr, RL_ALGORITHMS))}, got {algorithm!r}")
     reward_model = boolean(reward_model, "reward_model")
@@ -395,6 +411,7 @@ def generate_rl(
         bucket=grad_bucket_bytes,
         opt_bytes=optimizer_bytes_per_param,
     )
+    need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
     lengths = []
     for _ in range(iterations):
@@ -452,6 +469,8 @@ def generate_rl(
         "grad_bytes": grad_bytes,
         "train_ranks": None if train_ranks is None else [int(r) for r in rank_map[:train_gpus]],
         "gen_ranks": None if gen_ranks is None else [int(r) for r in rank_map[train_gpus:]],
+        "memory_check": memory_check,
+        "memory_bytes_per_gpu": {k: int(v) for k, v in need.items()},
     }
     meta = {
         "schema_version": SCHEMA_VERSION,
