@@ -119,6 +119,9 @@ def test_grpo_has_no_critic(algorithm, passes):
         (dict(grad_bucket_bytes=0), "grad_bucket_bytes must be an integer >= 1, got 0"),
         (dict(optimizer_bytes_per_param=-1), "optimizer_bytes_per_param must be an integer >= 0"),
         (dict(memory_check="ignore"), "memory_check must be one of 'warn', 'error', 'off'"),
+        (dict(zero_stage=4), "zero_stage must be an integer in 0..3, got 4"),
+        (dict(zero_stage=3, distributed_optimizer=True), "contradicts zero_stage=3"),
+        (dict(zero_stage=2, grad_bucket_bytes=1 << 20), "grad_bucket_bytes applies to zero_stage 0 and 1"),
     ],
 )
 def test_option_errors(kwargs, message):
@@ -206,6 +209,50 @@ def test_optimizer_step_gap_moe_shards_experts_over_expert_dp():
     assert abs(ag[0]["compute_ps"] - round(per_rank * 30 / HBM * 1e12)) <= 1
 
 
+# -- ZeRO-2/3 and FSDP ----------------------------------------------------------------------------
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_stages_shard_per_layer(zero):
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    dp, B, p, n, mbt = 4, 8, 64, 64, 128
+    trace = rt.generate_rl(
+        m,
+        train_gpus=dp,
+        gen_gpus=4,
+        gen=dict(tp=4),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=n),
+        micro_batch_tokens=mbt,
+        zero_stage=zero,
+    )
+    got = totals(trace)
+    mb = cdiv(B * (p + n), dp * mbt)
+    assert mb == 2
+    Ld, R = layer_dense(m), 2 * V * h + h  # a layer; the embedding + output-layer unit
+    units, unit_params = L + 1, L * Ld + R
+    assert got[("train", "grad_sync", "reduce_scatter")] == [mb * units, mb * unit_params * 4]
+    assert ("train", "grad_sync", "all_reduce") not in got
+    if zero == 3:  # before every forward and backward of every unit; no all-gather after the step
+        assert got[("train", "param_gather", "all_gather")] == [2 * mb * units, 2 * mb * unit_params * 2]
+        # two forward-only passes (old and reference log-probs) gather every unit too
+        assert got[("experience", "param_gather", "all_gather")] == [2 * mb * units, 2 * mb * unit_params * 2]
+        assert ("train", "grad_sync", "all_gather") not in got
+    else:
+        assert got[("train", "grad_sync", "all_gather")] == [1, unit_params * 2]
+        assert not any(k[1] == "param_gather" for k in got)
+    assert trace.metadata["parameters"]["zero_stage"] == zero
+
+
+def test_distributed_optimizer_is_zero_1():
+    args = dict(train_gpus=8, gen_gpus=8, train=dict(tp=2), global_batch=8, response=dict(median=32, max=64))
+    a = rt.generate_rl("qwen2.5-14b", distributed_optimizer=True, **args)
+    b = rt.generate_rl("qwen2.5-14b", zero_stage=1, **args)
+    assert a.table.select(["kind", "size_bytes", "compute_ps"]).equals(
+        b.table.select(["kind", "size_bytes", "compute_ps"])
+    )
+
+
 # -- memory fit ----------------------------------------------------------------------------------
 def test_a_235b_model_on_one_gpu_is_named():
     args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))
@@ -265,8 +312,10 @@ def rl64(**kwargs) -> rt.Trace:
         dict(algorithm="ppo", reward_model=True),
         dict(grad_bucket_bytes=25 << 20),
         dict(grad_bucket_bytes=64 << 20, distributed_optimizer=True),
+        dict(zero_stage=2),
+        dict(zero_stage=3, train=dict(tp=1, dp=32)),
     ],
-    ids=["ppo_rm", "ddp_buckets", "distopt_buckets"],
+    ids=["ppo_rm", "ddp_buckets", "distopt_buckets", "zero2", "fsdp"],
 )
 def test_replay_on_fat_tree_64_conserves_bytes(kwargs):
     replay_conserves(rl64(**kwargs))

@@ -34,7 +34,7 @@ class RLContext:
         grad: int,
         mbt: int,
         steps: int,
-        distopt: bool,
+        zero: int,
         weight_sync: str,
         pod_inst: int,
         n_ranks: int,
@@ -44,7 +44,11 @@ class RLContext:
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
-        self.mbt, self.steps, self.distopt = mbt, steps, distopt
+        self.mbt, self.steps = mbt, steps
+        #: ZeRO stage of the data-parallel training: 0 all-reduce (Megatron DDP), 1
+        #: distributed optimizer, 2 gradients sharded too, 3 parameters too (FSDP).
+        self.zero = zero
+        self.rs_last: dict[tuple[int, int], object] = {}  # (stage, family) -> last reduce-scatter ids
         self.ws_mode, self.pod_inst = weight_sync, pod_inst
         self.experience = experience
         self.bucket, self.opt_bytes = bucket, opt_bytes

@@ -52,6 +52,7 @@ def generate_rl(
     micro_batch_tokens: int | None = None,
     optimizer_steps: int = 1,
     distributed_optimizer: bool = False,
+    zero_stage: int | None = None,
     grad_bucket_bytes: int | None = None,
     optimizer_bytes_per_param: int = 30,
     weight_sync: str = "two_level",
@@ -140,6 +141,21 @@ def generate_rl(
     distributed_optimizer : bool
         Gradient sync as reduce-scatter + all-gather (Megatron ``--use-distributed-optimizer``,
         ZeRO-1) instead of all-reduce.
+    zero_stage : {0, 1, 2, 3}, optional
+        Data-parallel sharding of the model states over each data-parallel group (dense
+        parameters over cp*dp, experts over the expert-DP group). 0: replicated, gradient
+        all-reduce (Megatron-LM DDP). 1: optimizer state sharded: reduce-scatter of the
+        gradients, optimizer step on the shard, all-gather of the parameters (Megatron
+        ``--use-distributed-optimizer``, DeepSpeed ZeRO-1; same as
+        ``distributed_optimizer=True``). 2: gradients sharded too: every micro-batch's
+        backward reduce-scatters each layer's gradients as it finishes it, then one
+        parameter all-gather after the step (DeepSpeed ZeRO-2). 3: parameters sharded
+        too: each layer's parameters are all-gathered before it runs, in forward
+        (make-experience passes included) and again in backward, gradients
+        reduce-scattered per layer, no all-gather after the step (DeepSpeed ZeRO-3, and
+        PyTorch FSDP ``FULL_SHARD`` with one unit per decoder layer, as veRL's FSDP
+        workers wrap them). Default None: 1 with ``distributed_optimizer``, else 0
+        (Megatron-LM's default).
     grad_bucket_bytes : int, optional
         Gradient sync in buckets of this many bytes per rank, each reduced as soon as the
         last micro-batch's backward has produced it, overlapping the rest of the backward
@@ -177,7 +193,8 @@ def generate_rl(
         What to do when a GPU cannot hold its model state (``hardware.hbm_capacity_bytes``,
         80 GB for `H800`): a train GPU its weights (param_bytes), gradients (grad_bytes)
         and Adam state (12 bytes per parameter: FP32 main parameter and two moments,
-        divided over the data-parallel group with ``distributed_optimizer``) of the
+        divided over the data-parallel group from ZeRO stage 1, gradients from 2,
+        weights at 3) of the
         largest pipeline stage; a gen GPU its weights (dense parameters / tp, routed
         experts / ep or / ffn under AFD). Default ``"warn"``: a `MemoryFitWarning` (the
         trace is still generated: network studies may want it); ``"error"``: SpecError.
@@ -226,8 +243,8 @@ def generate_rl(
     over the tp-index groups of cp*dp ranks, and for MoE all-reduce of
     ``ceil(X_s / (ep tp)) g`` over the expert-data-parallel groups of cp*dp/ep ranks
     (skipped when a group has one rank). With ``distributed_optimizer``: reduce-scatter of
-    those sizes, then all-gather of ``ceil(D_s / tp) p`` and ``ceil(X_s / (ep tp)) p``.
-    With ``grad_bucket_bytes`` = c, each family's ``ceil(.) g`` bytes are cut, in backward
+    those sizes, then all-gather of ``ceil(D_s / tp) p`` and ``ceil(X_s / (ep tp)) p`` (ZeRO
+    stage 1). With ``grad_bucket_bytes`` = c, each family's ``ceil(.) g`` bytes are cut, in backward
     order (output layer, last layer .. first layer, embedding), into ``ceil(. / c)``
     buckets of c bytes (the last one the remainder; parameter boundaries are ignored);
     a bucket's all-reduce (reduce-scatter) is a side op issued once the last
@@ -235,10 +252,20 @@ def generate_rl(
     family's previous bucket, and the stage's optimizer step waits for the last one. The
     parameter all-gather stays one op per family after the optimizer step.
 
+    ZeRO-2/3 units: each decoder layer (``L_d`` dense, ``L_x`` expert parameters), plus
+    one unit of the stage's embedding and output layer (``D_s - L_s L_d``) gathered before
+    the first layer and reduce-scattered after the last one. Per unit and micro-batch:
+    ZeRO-3 all-gather (phase ``param_gather``) of ``ceil(L_d / tp) p`` over the dense
+    groups and ``ceil(L_x / (ep tp)) p`` over the expert groups, before the forward and
+    again before the backward (no prefetch: the layer waits for it); ZeRO-2/3
+    reduce-scatter (phase ``grad_sync``) of ``ceil(L_d / tp) g`` and ``ceil(L_x / (ep tp))
+    g`` after the unit's backward, as side ops chained per family, the optimizer step
+    waiting for the last.
+
     Optimizer step (``optimizer_bytes_per_param`` = o): per rank of stage s, ``(D_s / tp
     + X_s / (ep tp)) o / (HBM x hbm_efficiency)`` seconds, with the distributed optimizer
     ``(D_s / (tp cp dp) + X_s / (ep tp cp dp / ep)) o / (...)`` (each rank updates its
-    shard), after the gradient reduction and before the parameter all-gather.
+    shard; any ZeRO stage >= 1), after the gradient reduction and before the parameter all-gather.
 
     Training compute (roofline, FLOPs / (peak x train_mfu)), per rank per micro-batch and
     layer, forward: ``2 t h (q + 2 kv) / tp`` (QKV), ``2 t s_eff q / tp`` (causal
@@ -340,8 +367,19 @@ def generate_rl(
         raise SpecError(f"algorithm must be one of {', '.join(map(repr, RL_ALGORITHMS))}, got {algorithm!r}")
     reward_model = boolean(reward_model, "reward_model")
     distributed_optimizer = boolean(distributed_optimizer, "distributed_optimizer")
+    if zero_stage is None:
+        zero = 1 if distributed_optimizer else 0
+    else:
+        zero = integer(zero_stage, "zero_stage", lo=0, hi=3)
+        if distributed_optimizer and zero != 1:
+            raise SpecError(f"distributed_optimizer=True is ZeRO stage 1; it contradicts zero_stage={zero}")
     if grad_bucket_bytes is not None:
         grad_bucket_bytes = integer(grad_bucket_bytes, "grad_bucket_bytes", lo=1)
+        if zero >= 2:
+            raise SpecError(
+                f"grad_bucket_bytes applies to zero_stage 0 and 1; zero_stage={zero} reduce-scatters "
+                "the gradients layer by layer"
+            )
     optimizer_bytes_per_param = integer(optimizer_bytes_per_param, "optimizer_bytes_per_param", lo=0)
     if mode not in ("sync", "async"):
         raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
@@ -403,7 +441,7 @@ def generate_rl(
         grad=grad_bytes,
         mbt=mbt,
         steps=optimizer_steps,
-        distopt=distributed_optimizer,
+        zero=zero,
         weight_sync=weight_sync,
         pod_inst=pod_inst,
         n_ranks=n_total,
@@ -457,6 +495,7 @@ def generate_rl(
         "micro_batch_tokens": mbt,
         "optimizer_steps": optimizer_steps,
         "distributed_optimizer": distributed_optimizer,
+        "zero_stage": zero,
         "grad_bucket_bytes": grad_bucket_bytes,
         "optimizer_bytes_per_param": optimizer_bytes_per_param,
         "weight_sync": weight_sync,

@@ -31,12 +31,15 @@ class MemoryFitWarning(UserWarning):
 def train_state_bytes(ctx: RLContext) -> float:
     """Largest per-GPU weights + gradients + optimizer state over the pipeline stages."""
     tl = ctx.tl
-    dp_shard, edp_shard = (tl.dp * tl.cp, tl.edp) if ctx.distopt else (1, 1)
+    shard = (tl.dp * tl.cp, tl.edp)
     worst = 0.0
     for s in range(tl.pp):
         dense, expert = tl.stage_params(s)
         d, x = dense / tl.tp, expert / (tl.ep * tl.tp)
-        states = (d + x) * (ctx.param + ctx.grad) + (d / dp_shard + x / edp_shard) * ADAM_STATE_BYTES
+        sharded = d / shard[0] + x / shard[1]
+        states = (sharded if ctx.zero >= 3 else d + x) * ctx.param
+        states += (sharded if ctx.zero >= 2 else d + x) * ctx.grad
+        states += (sharded if ctx.zero >= 1 else d + x) * ADAM_STATE_BYTES
         worst = max(worst, states)
     return worst
 

@@ -130,12 +130,52 @@ def _layer(
                 b.compute(ranks, x * sec["shared"])
                 tp_ar()
 
+    if ctx.zero == 3:
+        _gather(ctx, s, m.layer_dense_params, m.layer_expert_params, stage)
     if backward:
         ffn()
         attention()
+        if ctx.zero >= 2:
+            _scatter(ctx, s, m.layer_dense_params, m.layer_expert_params)
     else:
         attention()
         ffn()
+
+
+def _families(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int]]:
+    """Parameter families of stage s whose data-parallel groups have > 1 rank: (groups,
+    family: 0 dense / 1 expert, shards per copy: tp or ep tp)."""
+    tl = ctx.tl
+    fams = [(tl.dp_groups(s), 0, tl.tp)]
+    if ctx.m.is_moe:
+        fams.append((tl.edp_groups(s), 1, tl.ep * tl.tp))
+    return [f for f in fams if f[0].shape[1] > 1]
+
+
+def _gather(ctx: RLContext, s: int, dense: int, expert: int, stage: str) -> None:
+    """ZeRO-3 / FSDP: all-gather the parameters of a unit (layer) before it runs."""
+    for grp, fam, div in _families(ctx, s):
+        n = dense if fam == 0 else expert
+        if n:
+            ctx.b.emit(grp, cdiv(n, div) * ctx.param, stage=stage, phase="param_gather", kind="all_gather")
+
+
+def _scatter(ctx: RLContext, s: int, dense: int, expert: int) -> None:
+    """ZeRO-2/3: reduce-scatter a unit's gradients after its backward (side op, chained
+    per family; the stage's optimizer step waits for the last)."""
+    for grp, fam, div in _families(ctx, s):
+        n = dense if fam == 0 else expert
+        if n:
+            key = (s, fam)
+            ctx.rs_last[key] = ctx.b.emit(
+                grp,
+                cdiv(n, div) * ctx.grad,
+                stage="train",
+                phase="grad_sync",
+                kind="reduce_scatter",
+                chain=False,
+                after=ctx.rs_last.get(key),
+            )
 
 
 def _pipeline(
@@ -186,6 +226,10 @@ def _pipeline(
                     head = ps.lm_head and s == pp - 1
                     if backward and head:
                         b.compute(tl.grid[s], 2.0 * sec["head"])
+                    dense, _ = tl.stage_params(s)
+                    rest = dense - tl.stage_layers[s] * ctx.m.layer_dense_params  # embedding, head
+                    if ctx.zero == 3:
+                        _gather(ctx, s, rest, 0, ps.stage)
                     bk = None
                     if backward and j == m_mb - 1 and ctx.bucket:
                         bk = buckets[s] = _GradBuckets(ctx, s)
@@ -201,6 +245,8 @@ def _pipeline(
                             bk.add(ctx.m.layer_dense_params, ctx.m.layer_expert_params)
                     if bk is not None and s == 0:
                         bk.add(ctx.m.embedding_params, 0)
+                    if backward and ctx.zero >= 2:
+                        _scatter(ctx, s, rest, 0)
                     if not backward and head:
                         b.compute(tl.grid[s], sec["head"])
                 elif what in ("sendF", "sendB"):
@@ -230,12 +276,8 @@ def _pipeline(
 def _grad_jobs(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int, int]]:
     """Per parameter family of stage s with a group of > 1 rank: (groups, parameters per
     rank, family: 0 dense / 1 expert, parameter shards per copy)."""
-    tl = ctx.tl
-    dense, expert = tl.stage_params(s)
-    jobs = [(tl.dp_groups(s), cdiv(dense, tl.tp), 0, tl.tp)]
-    if ctx.m.is_moe:
-        jobs.append((tl.edp_groups(s), cdiv(expert, tl.ep * tl.tp), 1, tl.ep * tl.tp))
-    return [j for j in jobs if j[0].shape[1] > 1]
+    counts = ctx.tl.stage_params(s)
+    return [(grp, cdiv(counts[fam], div), fam, div) for grp, fam, div in _families(ctx, s)]
 
 
 class _GradBuckets:
@@ -270,7 +312,7 @@ class _GradBuckets:
 
     def _emit(self, f: dict, ready: int | None) -> None:
         b, ends = self.ctx.b, np.cumsum(f["sizes"])
-        kind = "reduce_scatter" if self.ctx.distopt else "all_reduce"
+        kind = "reduce_scatter" if self.ctx.zero else "all_reduce"
         while f["k"] < len(ends) and (ready is None or ends[f["k"]] <= ready):
             after = None if f["last"] is None else f["last"]
             f["last"] = b.emit(
@@ -290,18 +332,22 @@ def _grad_sync(ctx: RLContext, s: int, buckets: _GradBuckets | None) -> None:
     with the distributed optimizer the parameter all-gather."""
     tl, b = ctx.tl, ctx.b
     jobs = _grad_jobs(ctx, s)
-    if buckets is not None:
+    if ctx.zero >= 2:  # reduce-scattered unit by unit during every backward
+        for grp, _, fam, _ in jobs:
+            last = ctx.rs_last.pop((s, fam))
+            b.expect(grp, np.repeat(last[:, None], grp.shape[1], axis=1))
+    elif buckets is not None:
         buckets.finish()
     else:
-        kind = "reduce_scatter" if ctx.distopt else "all_reduce"
+        kind = "reduce_scatter" if bool(ctx.zero) else "all_reduce"
         for grp, n, _, _ in jobs:
             b.emit(grp, n * ctx.grad, stage="train", phase="grad_sync", kind=kind)
     if ctx.opt_bytes:
         dense, expert = tl.stage_params(s)
-        shard = (tl.dp * tl.cp, tl.edp) if ctx.distopt else (1, 1)
+        shard = (tl.dp * tl.cp, tl.edp) if ctx.zero else (1, 1)
         params = dense / tl.tp / shard[0] + expert / (tl.ep * tl.tp) / shard[1]
         b.compute(tl.grid[s], ctx.rf.optimizer_s(params, ctx.opt_bytes))
-    if ctx.distopt:
+    if ctx.zero in (1, 2):
         for grp, n, _, _ in jobs:
             b.emit(grp, n * ctx.param, stage="train", phase="grad_sync", kind="all_gather")
 
