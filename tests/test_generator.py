@@ -550,7 +550,10 @@ def test_64_gpu_iteration_is_fast():
         (dict(gen=dict(afd=dict(attn=4, ffn=4))), "gen afd needs an MoE model"),
         (dict(train=dict(zz=1)), "unknown parallelism key"),
         (dict(mode="fast"), "mode must be 'sync' or 'async'"),
-        (dict(weight_sync="tree"), "weight_sync must be 'two_level' or 'flat'"),
+        (
+            dict(weight_sync="tree"),
+            "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast', got 'tree'",
+        ),
         (dict(pod_gpus=3, gen=dict(tp=2)), "pod_gpus=3 must be a multiple of the gen instance size 2"),
         (dict(response=dict(median=10, max=5)), "min <= median <= max"),
         (dict(response=dict(mean=10)), "unknown key"),

@@ -120,6 +120,7 @@ def test_grpo_has_no_critic(algorithm, passes):
         (dict(optimizer_bytes_per_param=-1), "optimizer_bytes_per_param must be an integer >= 0"),
         (dict(memory_check="ignore"), "memory_check must be one of 'warn', 'error', 'off'"),
         (dict(zero_stage=4), "zero_stage must be an integer in 0..3, got 4"),
+        (dict(weight_bucket_bytes=0), "weight_bucket_bytes must be an integer >= 1, got 0"),
         (dict(zero_stage=3, distributed_optimizer=True), "contradicts zero_stage=3"),
         (dict(zero_stage=2, grad_bucket_bytes=1 << 20), "grad_bucket_bytes applies to zero_stage 0 and 1"),
     ],
@@ -253,6 +254,33 @@ def test_distributed_optimizer_is_zero_1():
     )
 
 
+# -- weight sync as frameworks do it ------------------------------------------------------------
+def test_gather_broadcast_weight_sync():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, dp, cap = 2, 2, 2, 1 << 30
+    trace = rt.generate_rl(
+        m,
+        train_gpus=tp * pp * dp,
+        gen_gpus=8,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=2),
+        global_batch=8,
+        response=dict(median=32, max=64),
+        weight_sync="gather_broadcast",
+        weight_bucket_bytes=cap,
+    )
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]
+    assert got[("weight_sync", "gather", "all_gather")] == [pp, sum(cdiv(x, tp) * tp * 2 for x in d)]
+    buckets = sum(cdiv(x * 2, cap) for x in d)
+    assert got[("weight_sync", "bucket_broadcast", "broadcast")] == [buckets, sum(x * 2 for x in d)]
+    gen = set(range(8, 16))
+    ws = [r for r in trace.table.to_pylist() if r["phase"] == "bucket_broadcast"]
+    assert {r["ranks"][0] for r in ws} == {0, tp * dp}  # each stage's first rank
+    assert all(set(r["ranks"][1:]) == gen for r in ws)  # every gen GPU gets every tensor
+
+
 # -- memory fit ----------------------------------------------------------------------------------
 def test_a_235b_model_on_one_gpu_is_named():
     args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))
@@ -314,8 +342,9 @@ def rl64(**kwargs) -> rt.Trace:
         dict(grad_bucket_bytes=64 << 20, distributed_optimizer=True),
         dict(zero_stage=2),
         dict(zero_stage=3, train=dict(tp=1, dp=32)),
+        dict(weight_sync="gather_broadcast", weight_bucket_bytes=256 << 20),
     ],
-    ids=["ppo_rm", "ddp_buckets", "distopt_buckets", "zero2", "fsdp"],
+    ids=["ppo_rm", "ddp_buckets", "distopt_buckets", "zero2", "fsdp", "gather_broadcast"],
 )
 def test_replay_on_fat_tree_64_conserves_bytes(kwargs):
     replay_conserves(rl64(**kwargs))

@@ -81,7 +81,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="when model states exceed GPU memory (default warn)",
     )
     g.add_argument(
-        "--weight-sync", choices=("two_level", "flat"), default="two_level", help="weight sync scheme"
+        "--weight-sync",
+        choices=("two_level", "flat", "gather_broadcast"),
+        default="two_level",
+        help="weight sync scheme",
+    )
+    g.add_argument(
+        "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(
@@ -153,6 +159,7 @@ def _generate(args: argparse.Namespace) -> int:
         reward_model=args.reward_model,
         memory_check=args.memory_check,
         weight_sync=args.weight_sync,
+        weight_bucket_bytes=args.weight_bucket_bytes,
         pod_gpus=args.pod_gpus,
         decode_steps_per_op=args.decode_steps_per_op,
         decode_layers_per_op=args.decode_layers_per_op,

@@ -41,6 +41,7 @@ class RLContext:
         experience: tuple[str, ...] = (),
         bucket: int | None = None,
         opt_bytes: int = 0,
+        ws_bucket: int = 512 << 20,
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
@@ -49,7 +50,7 @@ class RLContext:
         #: distributed optimizer, 2 gradients sharded too, 3 parameters too (FSDP).
         self.zero = zero
         self.rs_last: dict[tuple[int, int], object] = {}  # (stage, family) -> last reduce-scatter ids
-        self.ws_mode, self.pod_inst = weight_sync, pod_inst
+        self.ws_mode, self.pod_inst, self.ws_bucket = weight_sync, pod_inst, ws_bucket
         self.experience = experience
         self.bucket, self.opt_bytes = bucket, opt_bytes
         self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param)

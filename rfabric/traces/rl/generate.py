@@ -27,7 +27,7 @@ from .generation import emit_generation
 from .layout import GenLayout, TrainLayout
 from .memory import MEMORY_CHECKS, check_memory
 from .training import emit_training, receive_samples
-from .weight_sync import emit_weight_sync
+from .weight_sync import WEIGHT_SYNC_MODES, emit_weight_sync
 
 __all__ = ["generate_rl"]
 
@@ -56,6 +56,7 @@ def generate_rl(
     grad_bucket_bytes: int | None = None,
     optimizer_bytes_per_param: int = 30,
     weight_sync: str = "two_level",
+    weight_bucket_bytes: int = 512 << 20,
     pod_gpus: int | None = None,
     decode_steps_per_op: int = 64,
     decode_layers_per_op: int | None = None,
@@ -169,10 +170,16 @@ def generate_rl(
         step or the weight sync). Default 30, Megatron-LM's mixed-precision Adam: it reads
         the FP32 gradient, main parameter and both moments (16) and writes the main
         parameter, both moments (12) and the BF16 parameter (2). 0: no gap.
-    weight_sync : {"two_level", "flat"}
+    weight_sync : {"two_level", "flat", "gather_broadcast"}
         ``flat``: every gen instance receives each train shard directly from train (veRL;
         RollMux figure 8). ``two_level`` (OrchestrRL figure 4): train sends once to the
-        first instance (DP-0) of each gen pod, which broadcasts inside its pod.
+        first instance (DP-0) of each gen pod, which broadcasts inside its pod. Both send
+        ideal shards. ``gather_broadcast``: as frameworks do it (slime's
+        ``update_weights_from_distributed``; veRL's one-step off-policy recipe): gather
+        full tensors on the trainer, then broadcast them in buckets to every gen GPU.
+    weight_bucket_bytes : int
+        Bucket of ``gather_broadcast``; default 512 MiB (slime's
+        ``--update-weight-buffer-size``).
     pod_gpus : int, optional
         Gen GPUs per pod for ``two_level`` (a multiple of the instance size); default all
         gen GPUs (one pod).
@@ -332,11 +339,17 @@ def generate_rl(
     ``two_level``: phase ``inter_pod`` sends each shard to the pod's first instance (copy
     ``pod mod copies``); phase ``intra_pod`` broadcasts, from each member of that instance,
     everything it received to the same member of the pod's other instances: one copy per
-    pod crosses the boundary.
+    pod crosses the boundary. ``gather_broadcast``, per stage s: the ep*tp ranks of copy 0
+    all-gather (phase ``gather``) the dense TP shards, ``ceil(D_s / tp) tp p`` per tp
+    group (if tp > 1), and the expert shards, ``ceil(X_s / (ep tp)) ep tp p`` over all
+    of them (if ep tp > 1); then the stage's first rank broadcasts ``(D_s + X_s) p``
+    bytes in ``ceil(. / weight_bucket_bytes)`` buckets (phase ``bucket_broadcast``, the
+    last one the remainder) to every gen GPU, which keeps its own slice (resharding to
+    the gen TP/EP layout costs no traffic): ``gen_gpus`` copies reach the gen side.
 
     **Periods**: one id per (iteration, gen), (iteration, response_stream), (iteration,
-    make-experience pass), (iteration, optimizer step, fwd/bwd), (iteration, optimizer step, grad_sync) and (iteration,
-    weight_sync), numbered in emission order.
+    make-experience pass), (iteration, optimizer step, fwd/bwd), (iteration, optimizer
+    step, grad_sync) and (iteration, weight_sync), numbered in emission order.
 
     Raises
     ------
@@ -383,8 +396,11 @@ def generate_rl(
     optimizer_bytes_per_param = integer(optimizer_bytes_per_param, "optimizer_bytes_per_param", lo=0)
     if mode not in ("sync", "async"):
         raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
-    if weight_sync not in ("two_level", "flat"):
-        raise SpecError(f"weight_sync must be 'two_level' or 'flat', got {weight_sync!r}")
+    if weight_sync not in WEIGHT_SYNC_MODES:
+        raise SpecError(
+            f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
+        )
+    weight_bucket_bytes = integer(weight_bucket_bytes, "weight_bucket_bytes", lo=1)
     if not isinstance(hardware, Hardware):
         raise SpecError(f"hardware must be a Hardware, not {type(hardware).__name__}")
     if optimizer_steps > global_batch:
@@ -448,6 +464,7 @@ def generate_rl(
         experience=experience_passes(algorithm, reward_model),
         bucket=grad_bucket_bytes,
         opt_bytes=optimizer_bytes_per_param,
+        ws_bucket=weight_bucket_bytes,
     )
     need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
@@ -499,6 +516,7 @@ def generate_rl(
         "grad_bucket_bytes": grad_bucket_bytes,
         "optimizer_bytes_per_param": optimizer_bytes_per_param,
         "weight_sync": weight_sync,
+        "weight_bucket_bytes": weight_bucket_bytes,
         "pod_gpus": pod_inst * gl.size,
         "decode_steps_per_op": K,
         "decode_layers_per_op": lpo,

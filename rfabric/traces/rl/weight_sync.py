@@ -2,17 +2,23 @@
 
 `emit_weight_sync` cuts the trained weights into per-holder shards (stage-major, then ep,
 then tp) and sends them ``flat`` (every instance straight from train) or ``two_level``
-(one copy per gen pod, then a broadcast inside the pod). Sizes are in `generate_rl`'s
-Notes.
+(one copy per gen pod, then a broadcast inside the pod): the ideal sharded transfers.
+``gather_broadcast`` is what frameworks do (`_gather_broadcast`): gather full tensors on
+the trainer, then broadcast them bucket by bucket to every gen GPU, which keeps its slice.
+Sizes are in `generate_rl`'s Notes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .builder import cdiv
 from .context import RLContext
 
-__all__ = ["emit_weight_sync"]
+__all__ = ["emit_weight_sync", "WEIGHT_SYNC_MODES"]
+
+#: ``weight_sync`` values of `generate_rl`.
+WEIGHT_SYNC_MODES = ("two_level", "flat", "gather_broadcast")
 
 _I64 = np.int64
 
@@ -38,6 +44,9 @@ def emit_weight_sync(ctx: RLContext, it: int) -> None:
     gl, b = ctx.gl, ctx.b
     b.iteration = it
     b.period = ctx.new_period()
+    if ctx.ws_mode == "gather_broadcast":
+        _gather_broadcast(ctx)
+        return
     shard_ids, shard_bytes = _weight_shards(ctx)
     n_sh = len(shard_ids)
     copies = ctx.tl.edp
@@ -79,3 +88,47 @@ def emit_weight_sync(ctx: RLContext, it: int) -> None:
         sizes = np.tile(per_member, len(group))
         keep = sizes > 0
         b.emit(ranks[keep], sizes[keep], stage="weight_sync", phase="intra_pod", kind="broadcast")
+
+
+def _gather_broadcast(ctx: RLContext) -> None:
+    """slime's ``update_weights_from_distributed`` (veRL's one-step off-policy sync is the
+    same with one root): per pipeline stage, the trainer's data-parallel copy 0 all-gathers
+    the TP shards of the dense parameters and the EP x TP shards of the experts (phase
+    ``gather``); then the stage's first rank broadcasts the full tensors, in buckets of
+    ``ctx.ws_bucket`` bytes, to every gen GPU (phase ``bucket_broadcast``); each gen GPU
+    keeps its own TP/EP slice (resharding happens on the receiver, without traffic)."""
+    tl, gl, b, w = ctx.tl, ctx.gl, ctx.b, ctx.param
+    gen_ranks = gl.instances.ravel()
+    for s in range(tl.pp):
+        dense, expert = tl.stage_params(s)
+        holders = tl._moe_view(s)[0]  # copy 0: [e, t]
+        if tl.tp > 1:
+            b.emit(
+                holders,
+                cdiv(dense, tl.tp) * tl.tp * w,
+                stage="weight_sync",
+                phase="gather",
+                kind="all_gather",
+            )
+        if expert and tl.ep * tl.tp > 1:
+            n = tl.ep * tl.tp
+            b.emit(
+                holders.reshape(1, n),
+                cdiv(expert, n) * n * w,
+                stage="weight_sync",
+                phase="gather",
+                kind="all_gather",
+            )
+        total = (dense + expert) * w
+        count = cdiv(total, ctx.ws_bucket)
+        sizes = np.full(count, ctx.ws_bucket, dtype=_I64)
+        sizes[-1] = total - ctx.ws_bucket * (count - 1)
+        root = holders[0, 0]
+        for size in sizes.tolist():
+            b.emit(
+                np.concatenate([[root], gen_ranks])[None, :],
+                size,
+                stage="weight_sync",
+                phase="bucket_broadcast",
+                kind="broadcast",
+            )
