@@ -281,6 +281,16 @@ def test_gather_broadcast_weight_sync():
     assert all(set(r["ranks"][1:]) == gen for r in ws)  # every gen GPU gets every tensor
 
 
+def test_gather_broadcast_unshards_fsdp_first():
+    m = rt.MODELS["qwen2.5-14b"]
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    args = dict(train_gpus=8, gen_gpus=4, gen=dict(tp=4), global_batch=8, response=dict(median=32, max=64))
+    trace = rt.generate_rl(m, weight_sync="gather_broadcast", zero_stage=3, **args)
+    got = totals(trace)
+    assert got[("weight_sync", "gather", "all_gather")] == [1, P * 2]  # one group of 8 ranks, tp = 1
+    assert got[("weight_sync", "bucket_broadcast", "broadcast")][1] == P * 2
+
+
 # -- memory fit ----------------------------------------------------------------------------------
 def test_a_235b_model_on_one_gpu_is_named():
     args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))

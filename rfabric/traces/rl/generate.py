@@ -342,7 +342,9 @@ def generate_rl(
     pod crosses the boundary. ``gather_broadcast``, per stage s: the ep*tp ranks of copy 0
     all-gather (phase ``gather``) the dense TP shards, ``ceil(D_s / tp) tp p`` per tp
     group (if tp > 1), and the expert shards, ``ceil(X_s / (ep tp)) ep tp p`` over all
-    of them (if ep tp > 1); then the stage's first rank broadcasts ``(D_s + X_s) p``
+    of them (if ep tp > 1), after, under ZeRO-3, an all-gather of ``ceil(D_s / tp) p`` and
+    ``ceil(X_s / (ep tp)) p`` over every data-parallel group (FSDP's full state dict); then
+    the stage's first rank broadcasts ``(D_s + X_s) p``
     bytes in ``ceil(. / weight_bucket_bytes)`` buckets (phase ``bucket_broadcast``, the
     last one the remainder) to every gen GPU, which keeps its own slice (resharding to
     the gen TP/EP layout costs no traffic): ``gen_gpus`` copies reach the gen side.

@@ -16,7 +16,7 @@ import numpy as np
 from .builder import cdiv
 from .context import RLContext
 
-__all__ = ["emit_training", "receive_samples", "forward_pass", "Pass"]
+__all__ = ["emit_training", "receive_samples", "forward_pass", "Pass", "families"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def _layer(
         ffn()
 
 
-def _families(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int]]:
+def families(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int]]:
     """Parameter families of stage s whose data-parallel groups have > 1 rank: (groups,
     family: 0 dense / 1 expert, shards per copy: tp or ep tp)."""
     tl = ctx.tl
@@ -154,7 +154,7 @@ def _families(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int]]:
 
 def _gather(ctx: RLContext, s: int, dense: int, expert: int, stage: str) -> None:
     """ZeRO-3 / FSDP: all-gather the parameters of a unit (layer) before it runs."""
-    for grp, fam, div in _families(ctx, s):
+    for grp, fam, div in families(ctx, s):
         n = dense if fam == 0 else expert
         if n:
             ctx.b.emit(grp, cdiv(n, div) * ctx.param, stage=stage, phase="param_gather", kind="all_gather")
@@ -163,7 +163,7 @@ def _gather(ctx: RLContext, s: int, dense: int, expert: int, stage: str) -> None
 def _scatter(ctx: RLContext, s: int, dense: int, expert: int) -> None:
     """ZeRO-2/3: reduce-scatter a unit's gradients after its backward (side op, chained
     per family; the stage's optimizer step waits for the last)."""
-    for grp, fam, div in _families(ctx, s):
+    for grp, fam, div in families(ctx, s):
         n = dense if fam == 0 else expert
         if n:
             key = (s, fam)
@@ -277,7 +277,7 @@ def _grad_jobs(ctx: RLContext, s: int) -> list[tuple[np.ndarray, int, int, int]]
     """Per parameter family of stage s with a group of > 1 rank: (groups, parameters per
     rank, family: 0 dense / 1 expert, parameter shards per copy)."""
     counts = ctx.tl.stage_params(s)
-    return [(grp, cdiv(counts[fam], div), fam, div) for grp, fam, div in _families(ctx, s)]
+    return [(grp, cdiv(counts[fam], div), fam, div) for grp, fam, div in families(ctx, s)]
 
 
 class _GradBuckets:

@@ -14,6 +14,7 @@ import numpy as np
 
 from .builder import cdiv
 from .context import RLContext
+from .training import families
 
 __all__ = ["emit_weight_sync", "WEIGHT_SYNC_MODES"]
 
@@ -94,13 +95,18 @@ def _gather_broadcast(ctx: RLContext) -> None:
     """slime's ``update_weights_from_distributed`` (veRL's one-step off-policy sync is the
     same with one root): per pipeline stage, the trainer's data-parallel copy 0 all-gathers
     the TP shards of the dense parameters and the EP x TP shards of the experts (phase
-    ``gather``); then the stage's first rank broadcasts the full tensors, in buckets of
+    ``gather``; under ZeRO-3 / FSDP every data-parallel group first all-gathers its
+    shards, as FSDP's full state dict does); then the stage's first rank broadcasts the full tensors, in buckets of
     ``ctx.ws_bucket`` bytes, to every gen GPU (phase ``bucket_broadcast``); each gen GPU
     keeps its own TP/EP slice (resharding happens on the receiver, without traffic)."""
     tl, gl, b, w = ctx.tl, ctx.gl, ctx.b, ctx.param
     gen_ranks = gl.instances.ravel()
     for s in range(tl.pp):
         dense, expert = tl.stage_params(s)
+        if ctx.zero == 3:  # parameters sharded over data parallelism: unshard them first
+            for grp, fam, div in families(ctx, s):
+                n = cdiv((dense, expert)[fam], div)
+                b.emit(grp, n * w, stage="weight_sync", phase="gather", kind="all_gather")
         holders = tl._moe_view(s)[0]  # copy 0: [e, t]
         if tl.tp > 1:
             b.emit(
