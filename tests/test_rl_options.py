@@ -93,8 +93,8 @@ def test_make_experience_passes_ppo_with_reward_model():
     assert streams <= {d for i in exp for d in deps[i]}
 
 
-@pytest.mark.parametrize("algorithm, passes", [("grpo", 2), ("none", 0)])
-def test_grpo_has_no_critic(algorithm, passes):
+@pytest.mark.parametrize("algorithm, passes", [("grpo", 2), ("ppo", 4), ("none", 0)])
+def test_passes_per_algorithm(algorithm, passes):
     trace = rt.generate_rl(
         "qwen2.5-14b",
         train_gpus=8,
@@ -107,7 +107,9 @@ def test_grpo_has_no_critic(algorithm, passes):
     )
     got = totals(trace)
     assert len({k[1] for k in got if k[0] == "experience"}) == passes
-    assert ("experience", "critic_value", "all_reduce") not in got
+    # GRPO: no critic and no reward model; PPO: both (reward model by default)
+    assert (("experience", "critic_value", "all_reduce") in got) == (algorithm == "ppo")
+    assert (("experience", "reward", "all_reduce") in got) == (algorithm == "ppo")
     assert trace.metadata["parameters"]["algorithm"] == algorithm
 
 

@@ -73,7 +73,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     g.add_argument(
         "--algorithm", choices=("grpo", "ppo", "none"), default="grpo", help="make-experience passes"
     )
-    g.add_argument("--reward-model", action="store_true", help="add a reward-model forward pass")
+    g.add_argument(
+        "--reward-model",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reward-model forward pass (default: with ppo only)",
+    )
     g.add_argument(
         "--memory-check",
         choices=("warn", "error", "off"),

@@ -45,7 +45,7 @@ def generate_rl(
     seed: int = 0,
     mode: str = "sync",
     algorithm: str = "grpo",
-    reward_model: bool = False,
+    reward_model: bool | None = None,
     global_batch: int = 512,
     prompt_len: int = 512,
     response: Mapping[str, Any] | None = None,
@@ -119,9 +119,11 @@ def generate_rl(
         ``ppo_trainer.yaml`` default estimator ``gae``): those two plus the critic's
         values (``critic_value``). ``"none"``: no pass (the trainer reuses the rollout's
         log-probs and has no KL term). Critic training is not modelled.
-    reward_model : bool
-        Add a reward-model forward pass (``reward``) before the others. Default False, as
-        veRL (``reward_model.enable: False``: a rule-based reward, computed on CPU).
+    reward_model : bool, optional
+        A reward-model forward pass (``reward``) before the others. Default: True for
+        PPO (RLHF with a learned reward model, as OpenRLHF's PPO with
+        ``--reward_pretrain``), False otherwise (GRPO on verifiable rewards: a
+        rule-based reward computed on CPU, veRL's ``reward_model.enable: False``).
     global_batch : int
         Responses per iteration (prompts x responses per prompt).
     prompt_len : int
@@ -380,7 +382,7 @@ def generate_rl(
         )
     if algorithm not in RL_ALGORITHMS:
         raise SpecError(f"algorithm must be one of {', '.join(map(repr, RL_ALGORITHMS))}, got {algorithm!r}")
-    reward_model = boolean(reward_model, "reward_model")
+    reward_model = algorithm == "ppo" if reward_model is None else boolean(reward_model, "reward_model")
     distributed_optimizer = boolean(distributed_optimizer, "distributed_optimizer")
     if zero_stage is None:
         zero = 1 if distributed_optimizer else 0

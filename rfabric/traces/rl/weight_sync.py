@@ -107,7 +107,7 @@ def _gather_broadcast(ctx: RLContext) -> None:
             for grp, fam, div in families(ctx, s):
                 n = cdiv((dense, expert)[fam], div)
                 b.emit(grp, n * w, stage="weight_sync", phase="gather", kind="all_gather")
-        holders = tl._moe_view(s)[0]  # copy 0: [e, t]
+        holders = tl.holders(0)[s].reshape(tl.ep, tl.tp)  # copy 0: [e, t]
         if tl.tp > 1:
             b.emit(
                 holders,
