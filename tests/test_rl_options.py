@@ -343,7 +343,8 @@ def rl64(**kwargs) -> rt.Trace:
         response=dict(median=96, max=256),
         decode_steps_per_op=128,
     )
-    return rt.generate_rl("qwen2.5-14b", **(args | kwargs))
+    args |= kwargs
+    return rt.generate_rl(args.pop("model", "qwen2.5-14b"), **args)
 
 
 @pytest.mark.parametrize(
@@ -355,8 +356,25 @@ def rl64(**kwargs) -> rt.Trace:
         dict(zero_stage=2),
         dict(zero_stage=3, train=dict(tp=1, dp=32)),
         dict(weight_sync="gather_broadcast", weight_bucket_bytes=256 << 20),
+        dict(mode="async", iterations=2, algorithm="ppo", grad_bucket_bytes=64 << 20, optimizer_steps=2),
+        dict(
+            model="qwen2-57b-a14b",
+            train=dict(tp=2, ep=4),
+            gen=dict(tp=2, afd=dict(attn=4, ffn=4)),
+            zero_stage=2,
+            algorithm="ppo",
+        ),
     ],
-    ids=["ppo_rm", "ddp_buckets", "distopt_buckets", "zero2", "fsdp", "gather_broadcast"],
+    ids=[
+        "ppo_rm",
+        "ddp_buckets",
+        "distopt_buckets",
+        "zero2",
+        "fsdp",
+        "gather_broadcast",
+        "async",
+        "moe_afd_zero2",
+    ],
 )
 def test_replay_on_fat_tree_64_conserves_bytes(kwargs):
     replay_conserves(rl64(**kwargs))

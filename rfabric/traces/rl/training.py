@@ -1,10 +1,12 @@
 """Training stage: Megatron-style forward/backward with a 1F1B pipeline, then gradient sync.
 
-`emit_training` makes the first ranks of each replica wait for their streamed samples,
-splits the samples into optimizer steps and micro-batches, emits per layer the TP
-all-reduces, CP and EP all-to-alls and PP sends in a merged 1F1B order of all stages, and
-after each stage's last backward its gradient synchronisation. Sizes and compute are in
-`generate_rl`'s Notes.
+`receive_samples` makes the first ranks of each replica wait for their streamed samples.
+`emit_training` splits the samples into optimizer steps and micro-batches and emits per
+layer the TP all-reduces, CP and EP all-to-alls and PP sends in a merged 1F1B order of all
+stages, then per stage the gradient synchronisation (all-reduce, ZeRO reduce-scatter and
+all-gather, or buckets overlapping the backward; ZeRO-2/3 per layer) around the optimizer
+step's compute gap. `forward_pass` runs the same pipeline forward only (make-experience).
+Sizes and compute are in `generate_rl`'s Notes.
 """
 
 from __future__ import annotations
