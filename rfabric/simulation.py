@@ -386,10 +386,8 @@ class Simulation:
             record_flows = True
         elif record_flows is None:
             record_flows = self.flows is not None
-        if not isinstance(record_flows, (bool, np.bool_)):
-            raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
-        self.record_flows = bool(record_flows)
+        self.record_flows = boolean(record_flows, "record_flows")
         self._engine.record_flows = self.record_flows
         self.wall_s = 0.0
         self._plans = 0
