@@ -83,9 +83,9 @@ def generate_rl(
       gradient synchronisation, ``optimizer_steps`` times;
     * **weight_sync**: the new weights from train to gen.
 
-    ``mode="sync"``: gen(i) -> stream -> experience(i) -> train(i) -> weight_sync(i) -> gen(i+1).
-    ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with the weights
-    of train(i-1) while train(i) runs; weight_sync(i) waits for train(i) and for gen(i+1)
+    ``mode="sync"``: gen(i) -> stream -> experience(i) -> train(i) -> weight_sync(i) ->
+    gen(i+1). ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with
+    the weights of train(i-1) while experience(i) and train(i) run; weight_sync(i) waits for train(i) and for gen(i+1)
     to finish, and gen(i+2) waits for weight_sync(i).
 
     Parameters
@@ -201,12 +201,12 @@ def generate_rl(
     memory_check : {"warn", "error", "off"}
         What to do when a GPU cannot hold its model state (``hardware.hbm_capacity_bytes``,
         80 GB for `H800`): a train GPU its weights (param_bytes), gradients (grad_bytes)
-        and Adam state (12 bytes per parameter: FP32 main parameter and two moments,
-        divided over the data-parallel group from ZeRO stage 1, gradients from 2,
-        weights at 3) of the
-        largest pipeline stage; a gen GPU its weights (dense parameters / tp, routed
-        experts / ep or / ffn under AFD). Default ``"warn"``: a `MemoryFitWarning` (the
-        trace is still generated: network studies may want it); ``"error"``: SpecError.
+        and Adam state (12 bytes per parameter: FP32 main parameter and two moments) of
+        the largest pipeline stage, each divided over the data-parallel group as
+        ``zero_stage`` shards it (state from 1, gradients from 2, weights at 3); a gen
+        GPU its weights (dense parameters / tp, routed experts / ep or / ffn under AFD).
+        Default ``"warn"``: a `MemoryFitWarning` (the trace is still generated: network
+        studies may want it); ``"error"``: SpecError.
         Activations and the KV cache are not counted, so passing does not prove a fit.
         The per-GPU bytes go to the metadata (``memory_bytes_per_gpu``).
 
