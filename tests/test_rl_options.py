@@ -1,36 +1,20 @@
 """generate_rl's framework options: make-experience passes, bucketed gradient sync, the
-optimizer step, the memory-fit check; each against byte totals recomputed here from the
-raw architecture numbers (never the generator's helpers), plus a replay on a 64-GPU
-fat-tree (flow backend) that finishes every op and moves exactly the trace's bytes."""
+optimizer step, ZeRO-2/3 and FSDP, gather-then-broadcast weight sync, the memory-fit
+check; each against byte totals recomputed here from the raw architecture numbers (never
+the generator's helpers), plus replays on a 64-GPU fat-tree (flow backend) that finish
+every op and move exactly the trace's bytes."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pytest
-from test_generator import layer_dense, layer_experts
+from test_generator import cdiv, layer_dense, layer_experts, totals
 
 import rfabric as rf
 import rfabric.traces as rt
 from rfabric.errors import SpecError
 
 HBM = 3.35e12  # H800 HBM bytes/s (hbm_efficiency 1)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def totals(trace: rt.Trace) -> dict[tuple[str, str, str], list[int]]:
-    """(stage, phase, kind) -> [ops, sum of size_bytes]."""
-    t = trace.table
-    out: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
-    cols = [t.column(c).to_pylist() for c in ("stage", "phase", "kind", "size_bytes")]
-    for s, p, k, n in zip(*cols, strict=True):
-        out[(s, p, k)][0] += 1
-        out[(s, p, k)][1] += n
-    return dict(out)
 
 
 def replay_conserves(trace: rt.Trace) -> None:

@@ -163,22 +163,15 @@ def _gen_block(ctx: RLContext, phase, nb, tok_u, tok_i, active, attn_s, ffn_s, e
     attn_r, ffn_r = inst[:, : gl.attn], inst[:, gl.attn :]
     out = -(-(nb * (k + s) * h * a * tok) // gl.attn)
     back = -(-(nb * (k + s) * h * a * tok) // gl.ffn)
-    b.emit(
-        np.concatenate([attn_r, ffn_r], axis=1),
-        out,
-        stage="gen",
-        phase=phase,
-        kind="m2n",
-        algorithm="direct",
-        m2n_senders=gl.attn,
-    )
-    b.compute(ffn_r, exp_s[inst_on])
-    b.emit(
-        np.concatenate([ffn_r, attn_r], axis=1),
-        back,
-        stage="gen",
-        phase=phase,
-        kind="m2n",
-        algorithm="direct",
-        m2n_senders=gl.ffn,
-    )
+    for src, dst, size in ((attn_r, ffn_r, out), (ffn_r, attn_r, back)):
+        if src is ffn_r:  # the experts run between dispatch and combine
+            b.compute(ffn_r, exp_s[inst_on])
+        b.emit(
+            np.concatenate([src, dst], axis=1),
+            size,
+            stage="gen",
+            phase=phase,
+            kind="m2n",
+            algorithm="direct",
+            m2n_senders=src.shape[1],
+        )
