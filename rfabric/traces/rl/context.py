@@ -8,6 +8,8 @@ or a framework mode means a new function there and a call in `generate`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..models import Hardware, ModelConfig
 from .builder import OpBuilder
 from .compute import Roofline
@@ -49,7 +51,7 @@ class RLContext:
         #: ZeRO stage of the data-parallel training: 0 all-reduce (Megatron DDP), 1
         #: distributed optimizer, 2 gradients sharded too, 3 parameters too (FSDP).
         self.zero = zero
-        self.rs_last: dict[tuple[int, int], object] = {}  # (stage, family) -> last reduce-scatter ids
+        self.rs_last: dict[tuple[int, int], np.ndarray] = {}  # (stage, family) -> last reduce-scatter ids
         self.ws_mode, self.pod_inst, self.ws_bucket = weight_sync, pod_inst, ws_bucket
         self.experience = experience
         self.bucket, self.opt_bytes = bucket, opt_bytes
