@@ -214,8 +214,7 @@ class EngineConfig:
         if self.ecmp is not None and self.ecmp not in ECMP_MODES:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
         ecmp = self.ecmp if self.ecmp is not None else (routing or _default_ecmp())
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
+        integer(self.seed, "seed", lo=0)
         switches = {
             "ecmp_per_packet": ecmp == "packet",
             "ecmp_adaptive": ecmp in ("adaptive", "multipath"),
@@ -240,21 +239,9 @@ class EngineConfig:
             raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
         if "ecn_pmax" in out and not 0 <= out["ecn_pmax"] <= 1:
             raise SpecError(f"ecn_pmax must be in [0, 1], got {self.ecn_pmax!r}")
-        if (
-            isinstance(self.coll_channels, bool)
-            or not isinstance(self.coll_channels, (int, np.integer))
-            or self.coll_channels < 1
-        ):
-            raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
+        integer(self.coll_channels, "coll_channels", lo=1)
         parse_size(self.coll_chunk, allow_zero=False)
-        if (
-            isinstance(self.flow_ring_slices, bool)
-            or not isinstance(self.flow_ring_slices, (int, np.integer))
-            or not 0 <= self.flow_ring_slices <= 1 << 30
-        ):
-            raise SpecError(
-                f"flow_ring_slices must be an integer in [0, 2**30], got {self.flow_ring_slices!r}"
-            )
+        integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         parse_time(self.t_ocs)
         return out
 
@@ -416,10 +403,8 @@ class Simulation:
             record_flows = True
         elif record_flows is None:
             record_flows = self.flows is not None
-        if not isinstance(record_flows, (bool, np.bool_)):
-            raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
-        self.record_flows = bool(record_flows)
+        self.record_flows = boolean(record_flows, "record_flows")
         self._engine.record_flows = self.record_flows
         #: the sampling period (ps), None when off
         self.sample_every_ps = None
