@@ -12,6 +12,7 @@ Prints progress, the run summary, the stages, wall time and peak RSS (bench/READ
 import argparse
 import resource
 import time
+from collections import Counter
 
 import rfabric as rf
 from rfabric.controllers import StageAwareController
@@ -39,7 +40,8 @@ def main() -> None:
     print(f"trace {tr.num_ops} ops, {time.time() - t0:.1f} s", flush=True)
     fab = rf.topologies.RFabric(2 * n)
     t1 = time.time()
-    sim = rf.Simulation(fab, tr, controller=StageAwareController(), backend=args.backend, t_ocs="25ms")
+    ctl = StageAwareController()
+    sim = rf.Simulation(fab, tr, controller=ctl, backend=args.backend, t_ocs="25ms")
     sim.run(progress=True)
     res = sim.results()
     print(res.summary())
@@ -47,6 +49,8 @@ def main() -> None:
         print("stage", st)
     keys = ("ops_done", "ops", "flows", "peak_live_flows", "events", "controller_wall_s", "unroutable")
     print({k: res.run.get(k) for k in keys})
+    ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")
+    print("weight-sync decisions", dict(sorted(ws.items())))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"wall {time.time() - t0:.1f} s (simulation {time.time() - t1:.1f} s), peak RSS {rss:.2f} GiB")
 

@@ -213,10 +213,13 @@ class StageAwareController(Controller):
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
         placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
-        wave is planned while Phase B of the shards already seeded runs: the ToR uplinks its
-        chains leave get ToR-ToR circuits for the running periods' bytes (step 6's greedy,
-        with the relay legs of any edge left without a chain), so Phase B keeps its routes
-        through the wave; a chain with no free port is left out (the detail counts them). The
+        wave is planned while Phase B of the shards already seeded runs: the plan in force
+        keeps the fewest of its channels that still join every ToR pair of the running
+        periods and of the wave itself (a spanning forest of its channels, a PoD's own ToR-ToR circuits first,
+        pruned to the ToRs those periods use), the wave's chains take the ports left (a chain
+        with no free port is left out; the detail counts them), and the uplinks they leave
+        get ToR-ToR circuits for the running periods' bytes (step 6's greedy, with the relay
+        legs of edges left without a chain). The
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
@@ -454,22 +457,36 @@ class StageAwareController(Controller):
                 others |= self._period_tors.get(int(p), frozenset())
         chains = self._forest_waves.get(intent.period) if stage == "weight_sync" else None
         protected = frozenset(others - tpl.tors)
-        running = None
+        running, tries = None, [frozenset()]
         if chains is not None:  # a wave's ToR-ToR circuits carry the periods still running
             running = np.zeros((n, n), dtype=np.float64)
+            need = []
             for p in view.active_periods:
                 if p != intent.period and int(p) in self._period_demand:
                     codes, nbytes = self._period_demand[int(p)]
                     np.add.at(running, (codes // n, codes % n), nbytes)
+                    need.append(codes)
+            # first the running periods' routes pinned, then (if some edge of the wave found
+            # no chain and no route) the wave's own too
+            pin = [need, need + [tpl.pairs]]
+            tries = [
+                _spanning_rows(lay, view.plan, np.unique(np.concatenate(c)), view.failed_ports)
+                if c
+                else frozenset()
+                for c in pin
+            ]
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
-        result = self._materialize(lay, view, base, D, tpl.pods, protected, chains, running)
-        if isinstance(result, str):
-            return self._keep(intent, view, "keep: infeasible", result)
-        plan, detail = result
-        view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
-        stranded = self._strands(lay, intent, view, plan)
+        for pinned in tries:
+            result = self._materialize(lay, view, base, D, tpl.pods, protected, chains, running, pinned)
+            if isinstance(result, str):
+                return self._keep(intent, view, "keep: infeasible", result)
+            plan, detail = result
+            view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
+            stranded = self._strands(lay, intent, view, plan)
+            if not stranded:
+                break
         if stranded:
             return self._keep(intent, view, "keep: would strand", stranded)
         if self.check_gain and chains is None and not teardown:
@@ -564,7 +581,9 @@ class StageAwareController(Controller):
 
     # -- materialisation (App. D) ------------------------------------------------------------
 
-    def _materialize(self, lay, view, base, D, pods, protected, forced_chains, running=None):
+    def _materialize(
+        self, lay, view, base, D, pods, protected, forced_chains, running=None, pinned=frozenset()
+    ):
         """(plan, detail), or a str saying why the plan is infeasible."""
         failed = set(view.failed_ports.tolist())
         pods = set(pods)
@@ -585,6 +604,9 @@ class StageAwareController(Controller):
         kept, kept_core_ports = [], set()
         for r in rows:
             if r[1] in failed or r[2] in failed:
+                continue
+            if r in pinned:
+                kept.append(r)
                 continue
             if r[0] in core_set:
                 pa_, pb_ = pol[r[1]][1], pol[r[2]][1]
@@ -1223,13 +1245,9 @@ def _ends(rows) -> set:
     return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
 
 
-def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
-    """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
-    each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
-    channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
-    links and default channels already added are never touched. Modifies ``new``; returns
-    the number of allocated channels removed."""
-    n = lay.num_tors
+def _union_find(n: int):
+    """(find, parent) over ``0 .. n-1``: join ``a`` and ``b`` with
+    ``parent[find(a)] = find(b)``."""
     parent = list(range(n))
 
     def find(x):
@@ -1237,6 +1255,18 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
             parent[x] = parent[parent[x]]
             x = parent[x]
         return x
+
+    return find, parent
+
+
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+    """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
+    each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
+    channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
+    links and default channels already added are never touched. Modifies ``new``; returns
+    the number of allocated channels removed."""
+    n = lay.num_tors
+    find, parent = _union_find(n)
 
     owner = {}  # (device, link) end -> index of the unit in `new` using it
     pair_count: dict[tuple[int, int], int] = {}
@@ -1295,6 +1325,41 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     for v in sorted(removed, reverse=True):
         del new[v]
     return len(removed)
+
+
+def _spanning_rows(lay, plan: CircuitTable, codes: np.ndarray, failed_ports) -> frozenset:
+    """Rows of ``plan`` that keep joined every ToR pair (``codes``: ``ts * num_tors + td``)
+    it joins now: a spanning forest of its channels (single circuits before chains, so a
+    PoD's own ToR-ToR circuits carry its fan-out), pruned of the branches that lead to no
+    ToR of a pair."""
+    n = lay.num_tors
+    dead = set(np.asarray(failed_ports).tolist())
+    find, parent = _union_find(n)
+
+    units = sorted(lay._channels(plan), key=lambda u: len(u[0]))
+    adj: dict[int, list[tuple[int, int]]] = {}
+    forest = []
+    for rows, a, b in units:
+        if a == b or any(r[1] in dead or r[2] in dead for r in rows) or find(a) == find(b):
+            continue
+        parent[find(a)] = find(b)
+        adj.setdefault(a, []).append((b, len(forest)))
+        adj.setdefault(b, []).append((a, len(forest)))
+        forest.append(rows)
+    wanted = set((codes // n).tolist()) | set((codes % n).tolist())
+    alive = [True] * len(forest)
+    degree = {t: len(e) for t, e in adj.items()}
+    leaves = [t for t, d in degree.items() if d == 1 and t not in wanted]
+    while leaves:
+        t = leaves.pop()
+        for u, k in adj[t]:
+            if alive[k]:
+                alive[k] = False
+                degree[t] -= 1
+                degree[u] -= 1
+                if degree[u] == 1 and u not in wanted:
+                    leaves.append(u)
+    return frozenset(r for k, rows in enumerate(forest) if alive[k] for r in rows)
 
 
 def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
