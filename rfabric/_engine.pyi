@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 debug_checks: bool  # built with RF_DCHECK live (the RF_SANITIZE debug build)
+MAX_TIME_PS: int  # the engine's horizon (engine::kHorizon), equal to rfabric.units.MAX_TIME_PS
 
 def transports() -> list[str]: ...
 def config_fields() -> dict[str, int | float | bool | str]: ...

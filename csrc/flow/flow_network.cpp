@@ -29,6 +29,9 @@ namespace {
 constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
 /// Rates within this relative difference count as unchanged (summation order only).
 constexpr double kRateEps = 1e-12;
+/// The latest time a subflow's finish is queued at (saturated, well clear of kNever so that
+/// now + ps, rounded through double, cannot wrap).
+constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 /// Cached path sets kept at most (between topology changes, which clear them).
 constexpr size_t kPathCacheMax = 1 << 18;
 }  // namespace
@@ -268,6 +271,8 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
   for (size_t i = 0; i < f; ++i) {
+    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i], " is past the engine's horizon of ",
+             engine::kHorizon, " ps (2^62 - 1)");
     const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0, -1);
     eng_.schedule(start[i], id, kind_base_ + kStart);
   }
@@ -453,8 +458,11 @@ void FlowNetwork::recompute() {
       sf.finish_at = -1;
       continue;
     }
+    // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
+    // wrapping, and reaching it (the rate never rose again) is an error in kSent.
     const double ps = std::ceil(sf.remaining * kBitsPsPerByte / r);
-    sf.finish_at = now + static_cast<SimTime>(std::min(ps, 4e18));
+    const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
+    sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
     eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
   }
 }
@@ -618,7 +626,10 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     }
     case kSent: {
       const Subflow& sf = subs_[ev.target];
-      if (sf.active && sf.finish_at == ev.time) subflow_sent(ev.target);
+      if (!sf.active || sf.finish_at != ev.time) break;
+      RF_CHECK(ev.time < kLastFinish, "flow ", sf.flow, ": still sending at ", ev.time,
+               " ps, the end of the engine's time range (its rate is ", sf.rate, " bit/s)");
+      subflow_sent(ev.target);
       break;
     }
     case kDone:

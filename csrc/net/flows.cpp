@@ -142,7 +142,11 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
   RF_CHECK(flows_.size() == 0, "flows were already added");
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i], -1);
+  for (size_t i = 0; i < f; ++i) {
+    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i], " is past the engine's horizon of ",
+             engine::kHorizon, " ps (2^62 - 1)");
+    append_flow(src[i], dst[i], size[i], start[i], -1);
+  }
   transport_->prepare(static_cast<uint32_t>(f));
   start_order_.resize(f);
   std::iota(start_order_.begin(), start_order_.end(), 0u);
