@@ -33,7 +33,7 @@ from .results import (
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
-from .validators import boolean, integer
+from .validators import boolean, integer, known_keys
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
@@ -95,7 +95,10 @@ def _to_engine_value(engine_name: str, value):
         return bool(value)
     if isinstance(default, int) and not isinstance(value, bool):
         if isinstance(value, (int, np.integer)):
-            return int(value)
+            # the engine's fields are C++ ints (counts, steps, timeouts: at least 1), the seed
+            # a uint64; a value beyond them is refused by name rather than by pybind's cast
+            lo, hi = (0, 2**64 - 1) if engine_name == "seed" else (1, 2**31 - 1)
+            return integer(value, f"EngineConfig.{_python_name(engine_name)}", lo, hi)
     elif isinstance(default, float) and isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)
     elif isinstance(default, str) and isinstance(value, str):
@@ -242,9 +245,11 @@ class EngineConfig:
         if (
             isinstance(self.coll_channels, bool)
             or not isinstance(self.coll_channels, (int, np.integer))
-            or self.coll_channels < 1
+            or not 1 <= self.coll_channels <= 2**31 - 1
         ):
-            raise SpecError(f"coll_channels must be a positive integer, got {self.coll_channels!r}")
+            raise SpecError(
+                f"coll_channels must be a positive integer below 2**31, got {self.coll_channels!r}"
+            )
         parse_size(self.coll_chunk, allow_zero=False)
         if (
             isinstance(self.flow_ring_slices, bool)
@@ -268,10 +273,12 @@ def _as_spec(topology) -> NetworkSpec:
 
 def _make_config(config: EngineConfig | None, overrides: dict) -> EngineConfig:
     base = config or EngineConfig()
-    fields = {f.name for f in dataclasses.fields(EngineConfig)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise SpecError(f"unknown engine setting(s): {', '.join(unknown)} (see rfabric.EngineConfig)")
+    known_keys(
+        overrides,
+        [f.name for f in dataclasses.fields(EngineConfig)],
+        "rfabric.EngineConfig",
+        "engine setting",
+    )
     return dataclasses.replace(base, **overrides)
 
 
