@@ -182,12 +182,7 @@ void FlowRecords::append(const FlowRecords& t, uint32_t f) {
 uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
                                   int64_t owner) {
   const uint64_t i = next_id_;
-  const uint32_t g = num_gpus();
-  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
-  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
-  RF_CHECK(start_ps >= eng_.now(), "flow ", i, ": start_ps ", start_ps, " is in the past");
+  net::check_flow(i, num_gpus(), src, dst, size, start_ps, eng_.now());
   // the packet Network's hashes (of the flow's id), so both backends route a flow alike
   uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
   if (ecmp_key != 0) hash = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
@@ -267,12 +262,8 @@ uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
 
 void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                             const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
-  RF_CHECK(flows_.size() == 0, "flows were already added");
-  const size_t f = src.size();
-  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  for (size_t i = 0; i < f; ++i) {
-    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i], " is past the engine's horizon of ",
-             engine::kHorizon, " ps (2^62 - 1)");
+  net::check_flow_set(flows_.size(), src, dst, size, start);
+  for (size_t i = 0; i < src.size(); ++i) {
     const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0, -1);
     eng_.schedule(start[i], id, kind_base_ + kStart);
   }
