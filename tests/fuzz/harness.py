@@ -245,11 +245,13 @@ _FABRICS: dict[str, object] = {}
 
 def _fabric(name: str):
     """Small fabrics, built once: an RFabric with circuits in force (3 PoDs of 4 servers)
-    and a MixNet (a regional OCS), both with optical devices a plan can name."""
+    and a MixNet (a regional OCS), both with optical devices a plan can name, and a FatTree."""
     if name not in _FABRICS:
-        _FABRICS[name] = (
-            rf.topologies.RFabric(64, pod_servers=4) if name == "rfabric" else rf.topologies.MixNet(32)
-        ).to_spec()
+        _FABRICS[name] = {
+            "rfabric": lambda: rf.topologies.RFabric(64, pod_servers=4),
+            "mixnet": lambda: rf.topologies.MixNet(32),
+            "fat_tree": lambda: rf.topologies.FatTree(32),
+        }[name]().to_spec()
     return _FABRICS[name]
 
 
@@ -490,8 +492,9 @@ def engine_config(rng: random.Random, workdir: Path) -> None:
 
 
 def failures_spec(rng: random.Random, workdir: Path) -> None:
-    """rf.simulate(..., failures=...) with a failure schedule as a user might write it."""
-    spec = _fabric("mixnet")
+    """rf.simulate(..., failures=...) with a failure schedule as a user might write it. Links
+    that fail at time 0 are known to routing from the start: no frame is lost on them."""
+    spec = _fabric(rng.choice(["mixnet", "fat_tree"]))
     item = lambda: rng.choice(  # noqa: E731
         [
             (rng.randrange(spec.num_links), rng.choice([0, "10us", "1e30ps", -1, 2.5, "x"])),
@@ -524,6 +527,10 @@ def failures_spec(rng: random.Random, workdir: Path) -> None:
         until="300us",
     )
     assert res.run["dark_transmits"] in (0, None) and res.run["busy_starts"] in (0, None)
+    if isinstance(failures, list) and all(
+        isinstance(f, (tuple, list)) and f[1:] == type(f)([0]) for f in failures
+    ):
+        assert res.run["link_down_drops"] in (0, None), (failures, res.run)
 
 
 SURFACES = {
