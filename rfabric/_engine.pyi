@@ -98,7 +98,8 @@ class Engine(_Simulation):
     def counters(self) -> dict[str, int]: ...
     def event_counts(self) -> NDArray[np.uint64]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
-        """Rows recorded and not yet taken, then the flows alive now, sorted by flow_id."""
+        """Rows recorded and not yet taken, then the flows alive now, sorted by flow_id
+        (with ideal_fct_ps: the flow alone on its idle path, frame by frame)."""
     def take_flow_log(self) -> dict[str, NDArray[np.generic]]:
         """Move out the rows of the flows that retired since the last call."""
     @property
@@ -109,6 +110,10 @@ class Engine(_Simulation):
     def payload_in_flight(self) -> NDArray[np.int64]: ...
     def flow_rates(self) -> NDArray[np.float64]: ...
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
+    def enable_sampling(self, period_ps: int) -> None:
+        """Sample queue depths and flow rates every period_ps from now on; once."""
+    def take_samples(self) -> dict[str, NDArray[np.generic]]:
+        """Move out the samples so far (queue_* and rate_* columns; empty when off)."""
 
 class FlowEngine(_Simulation):
     """One flow-level simulation (``backend="flow"``): max-min fair rates over the same
@@ -132,7 +137,8 @@ class FlowEngine(_Simulation):
         """As Engine.load_workload; ring_slices: the most slices a ring step is cut into
         (0: slices of chunk_bytes, as the packet engine)."""
     def counters(self) -> dict[str, int]: ...
-    def flow_log(self) -> dict[str, NDArray[np.generic]]: ...
+    def flow_log(self) -> dict[str, NDArray[np.generic]]:
+        """Per-flow columns (with ideal_fct_ps: the flow model's lone time on its path)."""
     def op_flow_stats(self) -> dict[str, NDArray[np.int64]]:
         """Per op: totals of its finished flows (flows, delivered_bytes, max_fct_ps)."""
     def delivered_bytes(self) -> NDArray[np.int64]:

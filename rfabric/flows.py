@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import SpecError
 from .units import MAX_SIZE_BYTES, MAX_TIME_PS, parse_size, parse_time
+from .validators import integer
 
 __all__ = ["Flows"]
 
@@ -118,8 +119,7 @@ class Flows:
         With ``derangement=False`` the permutation is uniform and the GPUs it maps to
         themselves send nothing. Raises SpecError when ``gpus`` is not a positive integer,
         or is 1 with ``derangement=True`` (a single GPU has nobody else to send to)."""
-        if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1:
-            raise SpecError(f"Flows.permutation: gpus must be a positive integer, got {gpus!r}")
+        integer(gpus, "Flows.permutation: gpus", lo=1)
         if derangement and gpus == 1:
             raise SpecError(
                 "Flows.permutation: a derangement needs at least 2 GPUs, got 1 "

@@ -15,6 +15,7 @@ import numpy as np
 from . import _engine
 from .errors import SpecError
 from .simulation import EngineConfig, _as_spec, _make_config
+from .validators import integer
 
 
 class Forwarding:
@@ -51,8 +52,7 @@ class Forwarding:
     def _check_pair(self, src: int, dst: int) -> tuple[int, int]:
         n = self._fwd.num_gpus
         for name, g in (("src", src), ("dst", dst)):
-            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < n:
-                raise SpecError(f"{name} must be a GPU id in [0, {n}), got {g!r}")
+            integer(g, f"{name} (a GPU id)", lo=0, hi=n - 1)
         if src == dst:
             raise SpecError(f"src and dst are both GPU {src}")
         return int(src), int(dst)

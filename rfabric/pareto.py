@@ -161,9 +161,9 @@ def plot(
     comparable); filter it first. Returns the matplotlib Figure.
     """
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+
+    from .plot import new_axes
 
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
@@ -200,9 +200,7 @@ def plot(
         scale, xlabel = 1.0, LABELS.get(cost, cost)
     xs = x / scale
 
-    fig = Figure(figsize=(8.5, 5.0), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes(figsize=(8.5, 5.0))
     cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
     fabric_handles = []
     for i, name in enumerate(fabrics):

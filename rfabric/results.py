@@ -20,6 +20,8 @@ __all__ = [
     "STAGE_SCHEMA",
     "CIRCUIT_SCHEMA",
     "SWEEP_SCHEMA",
+    "QUEUE_SAMPLE_SCHEMA",
+    "RATE_SAMPLE_SCHEMA",
     "RUN_KEYS",
     "PACKET_ONLY_RUN_KEYS",
     "BUSBW_FACTOR",
@@ -35,6 +37,13 @@ FLOW_SCHEMA = pa.schema(
         ("start_ps", pa.int64()),  # when the flow was released to its NIC
         ("end_ps", pa.int64()),  # when its last byte reached dst; -1 if it did not finish
         ("fct_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
+        # a lone flow's time on its idle path: wire bytes (payload + a header per frame) at the
+        # path's slowest rate + propagation and node latencies + store-and-forward of the first
+        # frame before the bottleneck and the last after it (Forwarding::lone_fct_ps)
+        ("ideal_fct_ps", pa.int64()),
+        # fct_ps / ideal_fct_ps (dimensionless; >= 1 on one path, multi-path routing can beat
+        # it: README "Results"); null if unfinished or without a path now
+        ("slowdown", pa.float64()),
         ("delivered_bytes", pa.int64()),  # payload bytes received by dst
         ("retransmits", pa.int64()),  # data packets sent more than once
     ]
@@ -107,6 +116,33 @@ CIRCUIT_SCHEMA = pa.schema(
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
         ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
+    ]
+)
+
+#: ``sample_every``: one row per (sample time, link direction) whose egress queue was not empty
+#: at the sample or that sent in the window ending there (packet backend).
+QUEUE_SAMPLE_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # sample time: a multiple of the period
+        ("link_id", pa.int64()),  # row of the topology's link table
+        ("direction", pa.int8()),  # 0: link src -> dst, 1: dst -> src (as LINK_SCHEMA)
+        ("queue_bytes", pa.int64()),  # egress queue at the sample (excludes the frame in service)
+        # wire bytes of the frames that started serializing in the window (period) ending at
+        # the sample: one frame may run on into the next window
+        ("tx_bytes", pa.int64()),
+        # tx_bytes x 8 / (rate_bps x period): the window's share busy (may exceed 1 by a frame)
+        ("utilization", pa.float64()),
+    ]
+)
+
+#: ``sample_every``: one row per (sample time, flow) alive at the sample that received payload
+#: in the window ending there (packet backend).
+RATE_SAMPLE_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # sample time: a multiple of the period
+        ("flow_id", pa.int64()),  # as FLOW_SCHEMA's flow_id
+        ("delivered_bytes", pa.int64()),  # payload first received by dst in the window
+        ("rate_bps", pa.float64()),  # delivered_bytes x 8 / period: the flow's goodput, bit/s
     ]
 )
 
@@ -245,6 +281,14 @@ class Results:
         Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     circuits : pyarrow.Table
         Every applied circuit change (``CIRCUIT_SCHEMA``).
+    queue_samples, rate_samples : pyarrow.Table
+        With ``sample_every``: queue depth and traffic per link direction
+        (``QUEUE_SAMPLE_SCHEMA``) and goodput per flow (``RATE_SAMPLE_SCHEMA``) at every
+        multiple of the period. Empty without sampling, and when the samples were streamed
+        to Parquet (``samples_path``).
+    samples_path : str or None
+        The directory the samples were streamed to (``samples_path=``): its ``queues`` and
+        ``rates`` folders read back with ``pyarrow.parquet.read_table``.
     flows_path : str or None
         The directory the per-flow rows were streamed to (``flows_path=``): read them with
         ``pyarrow.parquet.read_table(res.flows_path)``.
@@ -270,6 +314,17 @@ class Results:
     stages: pa.Table = field(default_factory=lambda: STAGE_SCHEMA.empty_table())
     circuits: pa.Table = field(default_factory=lambda: CIRCUIT_SCHEMA.empty_table())
     flows_path: str | None = None
+    queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
+    rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
+    samples_path: str | None = None
+
+    @property
+    def plot(self):
+        """The run's plots (rfabric.plot.ResultPlots): ``fct_cdf()``, ``link_utilisation()``,
+        ``stage_timeline()``; each returns a matplotlib Figure."""
+        from .plot import ResultPlots
+
+        return ResultPlots(self)
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -292,9 +347,15 @@ class Results:
             ),
         ]
         if fct.size:
+            slow = self.flows["slowdown"].drop_null().to_numpy()
             lines.append(
                 f"FCT us: median {np.median(fct) / 1e6:.3f}, p99 {np.percentile(fct, 99) / 1e6:.3f}, "
                 f"max {fct.max() / 1e6:.3f}"
+                + (
+                    f"; slowdown median {np.median(slow):.2f}, p99 {np.percentile(slow, 99):.2f}"
+                    if slow.size
+                    else ""
+                )
             )
         if r["backend"] == "flow":
             lines.append(
@@ -405,6 +466,11 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
     n = len(log["src"])
     end = log["end_ps"]
     fct = np.where(end >= 0, end - log["start_ps"], -1)
+    ideal = log["ideal_fct_ps"]
+    # an empty flow ends at its start: as fast as it can (1); a flow with no path left to
+    # compute its ideal on (0: e.g. its circuit is dark now) has none (null)
+    ratio = np.where(ideal > 0, fct / np.maximum(ideal, 1), 1.0)
+    slowdown = pa.array(ratio, pa.float64(), mask=(end < 0) | ((ideal == 0) & (log["size_bytes"] > 0)))
     cols = {
         "flow_id": log["flow_id"] if "flow_id" in log else np.arange(n, dtype=np.int64),
         "op_id": op_id if op_id is not None else log.get("op_id", np.full(n, -1, dtype=np.int64)),
@@ -414,6 +480,8 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         "start_ps": log["start_ps"],
         "end_ps": end,
         "fct_ps": fct,
+        "ideal_fct_ps": ideal,
+        "slowdown": slowdown,
         "delivered_bytes": log["delivered_bytes"],
         # (the flow backend has no retransmissions: null)
         "retransmits": log["retransmits"].astype(np.int64)
@@ -421,6 +489,35 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         else pa.nulls(n, pa.int64()),
     }
     return pa.table(cols, schema=FLOW_SCHEMA)
+
+
+def build_sample_tables(samples: dict, rate_bps: np.ndarray, period_ps: int) -> tuple[pa.Table, pa.Table]:
+    """Queue and rate sample tables from the engine's columns (``Engine.take_samples``);
+    ``rate_bps``: each port's rate, by port id."""
+    port = samples["queue_port"].astype(np.int64)
+    tx = samples["queue_tx_bytes"]
+    queues = pa.table(
+        {
+            "time_ps": samples["queue_time_ps"],
+            "link_id": port // 2,
+            "direction": (port % 2).astype(np.int8),
+            "queue_bytes": samples["queue_bytes"],
+            "tx_bytes": tx,
+            "utilization": tx * 8e12 / (rate_bps[port] * period_ps),
+        },
+        schema=QUEUE_SAMPLE_SCHEMA,
+    )
+    delivered = samples["rate_delivered_bytes"]
+    rates = pa.table(
+        {
+            "time_ps": samples["rate_time_ps"],
+            "flow_id": samples["rate_flow_id"],
+            "delivered_bytes": delivered,
+            "rate_bps": delivered * 8e12 / period_ps,
+        },
+        schema=RATE_SAMPLE_SCHEMA,
+    )
+    return queues, rates
 
 
 def build_link_table(stats: dict, spec, sim_ps: int) -> pa.Table:

@@ -29,6 +29,7 @@ from .results import (
     build_flow_table,
     build_link_table,
     build_op_tables,
+    build_sample_tables,
 )
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
@@ -216,8 +217,7 @@ class EngineConfig:
         if self.ecmp is not None and self.ecmp not in ECMP_MODES:
             raise SpecError(f"ecmp must be one of {', '.join(map(repr, ECMP_MODES))}, got {self.ecmp!r}")
         ecmp = self.ecmp if self.ecmp is not None else (routing or _default_ecmp())
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise SpecError(f"seed must be a non-negative integer, got {self.seed!r}")
+        integer(self.seed, "seed", lo=0)
         switches = {
             "ecmp_per_packet": ecmp == "packet",
             "ecmp_adaptive": ecmp in ("adaptive", "multipath"),
@@ -242,23 +242,9 @@ class EngineConfig:
             raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
         if "ecn_pmax" in out and not 0 <= out["ecn_pmax"] <= 1:
             raise SpecError(f"ecn_pmax must be in [0, 1], got {self.ecn_pmax!r}")
-        if (
-            isinstance(self.coll_channels, bool)
-            or not isinstance(self.coll_channels, (int, np.integer))
-            or not 1 <= self.coll_channels <= 2**31 - 1
-        ):
-            raise SpecError(
-                f"coll_channels must be a positive integer below 2**31, got {self.coll_channels!r}"
-            )
+        integer(self.coll_channels, "coll_channels", lo=1, hi=2**31 - 1)
         parse_size(self.coll_chunk, allow_zero=False)
-        if (
-            isinstance(self.flow_ring_slices, bool)
-            or not isinstance(self.flow_ring_slices, (int, np.integer))
-            or not 0 <= self.flow_ring_slices <= 1 << 30
-        ):
-            raise SpecError(
-                f"flow_ring_slices must be an integer in [0, 2**30], got {self.flow_ring_slices!r}"
-            )
+        integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         parse_time(self.t_ocs)
         return out
 
@@ -319,6 +305,20 @@ class Simulation:
         writes the rows still buffered, and the flows still alive (mostly unfinished: end_ps
         -1) as ``alive.parquet``, a snapshot rewritten at each call (removed once none is). Read them with ``pyarrow.parquet.read_table(flows_path)``;
         ``Results.flows`` is then empty and ``Results.flows_path`` names the directory.
+    sample_every : time, optional
+        Sample, at every multiple of this period (e.g. ``"10us"``), each link direction's
+        egress queue and the bytes it sent in the window, and each live flow's goodput over
+        it (``Results.queue_samples``, ``Results.rate_samples``; packet backend only). The
+        engine then runs one periodic event; off (the default) it runs none, so a run without
+        sampling pays nothing. The samples are moved into Arrow tables after every
+        ``run()`` call, so the engine holds at most one epoch's worth.
+    samples_path : str or path, optional
+        With ``sample_every``: stream the samples to Parquet in this directory (created; it
+        must not hold files) instead of keeping them in memory: ``queues/part-NNNNN.parquet``
+        and ``rates/part-NNNNN.parquet``, a part per ``run()`` call and per
+        ``_STREAM_CHUNK_EVENTS`` events within one. Read them with
+        ``pyarrow.parquet.read_table(f"{samples_path}/queues")``; ``Results.queue_samples``
+        and ``rate_samples`` are then empty and ``Results.samples_path`` names the directory.
     **settings
         Any EngineConfig field, e.g. ``transport="dctcp"``, ``seed=3``, ``mtu_bytes=4096``.
     """
@@ -337,6 +337,8 @@ class Simulation:
         controller=None,
         record_flows: bool | None = None,
         flows_path=None,
+        sample_every=None,
+        samples_path=None,
         **settings,
     ):
         backend = settings.pop("backend", "packet")
@@ -402,15 +404,37 @@ class Simulation:
                 "backend keeps its per-flow table in memory (record_flows=True)"
             )
         if flows_path is not None:
-            self._flows_dir = _flows_dir(flows_path)
+            self._flows_dir = _stream_dir(flows_path, "flows_path")
             record_flows = True
         elif record_flows is None:
             record_flows = self.flows is not None
-        if not isinstance(record_flows, (bool, np.bool_)):
-            raise SpecError(f"record_flows must be True or False, got {record_flows!r}")
         #: whether the run keeps a row per flow (in memory, or streamed to ``flows_path``)
-        self.record_flows = bool(record_flows)
+        self.record_flows = boolean(record_flows, "record_flows")
         self._engine.record_flows = self.record_flows
+        #: the sampling period (ps), None when off
+        self.sample_every_ps = None
+        if sample_every is not None:
+            try:
+                self.sample_every_ps = parse_time(sample_every, allow_zero=False)
+            except SpecError as exc:
+                raise SpecError(f"sample_every: {exc}") from None
+        self._samples: list[tuple[pa.Table, pa.Table]] = []
+        self._samples_dir = None
+        self._sample_parts = 0
+        if samples_path is not None and self.sample_every_ps is None:
+            raise SpecError("samples_path: give sample_every too (the period to sample at)")
+        if self.sample_every_ps is not None:
+            if backend != "packet":
+                raise SpecError(
+                    "sample_every: sampling queues and flow rates is for the packet backend "
+                    "(the flow backend has no queues)"
+                )
+            self._engine.enable_sampling(self.sample_every_ps)
+            self._port_rate_bps = self._engine.port_stats()["rate_bps"].astype(np.float64)
+            if samples_path is not None:
+                self._samples_dir = _stream_dir(samples_path, "samples_path")
+                for sub in ("queues", "rates"):
+                    (self._samples_dir / sub).mkdir()
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
@@ -606,12 +630,29 @@ class Simulation:
             # engine time only: the controller's own time is Results.run["controller_wall_s"]
             control = (self._loop.wall_s if self._loop else 0.0) - control0
             self.wall_s += time.perf_counter() - t0 - control
+            self._take_samples()
         return self
 
+    def _take_samples(self) -> None:
+        """Move the engine's samples so far into Arrow tables (nothing when sampling is off)."""
+        if self.sample_every_ps is None:
+            return
+        tables = build_sample_tables(self._engine.take_samples(), self._port_rate_bps, self.sample_every_ps)
+        if self._samples_dir is None:
+            self._samples.append(tables)
+            return
+        import pyarrow.parquet as pq
+
+        if tables[0].num_rows or tables[1].num_rows:
+            for sub, table in zip(("queues", "rates"), tables, strict=True):
+                pq.write_table(table, self._samples_dir / sub / f"part-{self._sample_parts:05d}.parquet")
+            self._sample_parts += 1
+
     def _run_engine(self, limit: int, max_events: int) -> int:
-        """engine.run(limit, max_events); when streaming flows, in chunks, writing out the
-        finished flows' rows between them. Returns the events processed."""
-        if self._flows_dir is None:
+        """engine.run(limit, max_events); when streaming flows or samples, in chunks, writing
+        out the finished flows' rows and the samples between them. Returns the events
+        processed."""
+        if self._flows_dir is None and self._samples_dir is None:
             return self._engine.run(limit, max_events)
         total = 0
         while True:
@@ -620,8 +661,9 @@ class Simulation:
                 step = min(step, max_events - total)
             n = self._engine.run(limit, step)
             total += n
-            if self._engine.flow_log_rows >= self.FLOW_BATCH_ROWS:
+            if self._flows_dir is not None and self._engine.flow_log_rows >= self.FLOW_BATCH_ROWS:
                 self._write_flow_part()
+            self._take_samples()
             if n < step or (max_events and total >= max_events):
                 return total
             if self._engine.idle or self._engine.now >= limit:
@@ -734,6 +776,13 @@ class Simulation:
         run["deadlock"] = bool(stranded and c["packets_in_flight"] > c["packets_held"])
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         res = Results(flows=flow_table, links=links, run=run, flows_path=flows_path)
+        if self.sample_every_ps is not None:
+            self._take_samples()
+        if self._samples_dir is not None:
+            res.samples_path = str(self._samples_dir)
+        elif self.sample_every_ps is not None:
+            res.queue_samples = pa.concat_tables([q for q, _ in self._samples])
+            res.rate_samples = pa.concat_tables([r for _, r in self._samples])
         return self._finish_results(res)
 
     def _finish_results(self, res: Results) -> Results:
@@ -782,6 +831,7 @@ class Simulation:
             "sim_ps": sim_ps,
             "makespan_ps": int(c["last_flow_end_ps"]) if all_done else -1,
             "seed": self.config.seed,
+            "sample_every_ps": self.sample_every_ps,
             "events_per_s": c["events"] / wall if wall > 0 else float("nan"),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         }
@@ -824,16 +874,16 @@ class Simulation:
         }
 
 
-def _flows_dir(path) -> pathlib.Path:
-    """The directory flows are streamed to: created, and without files in it."""
+def _stream_dir(path, name: str) -> pathlib.Path:
+    """The directory rows are streamed to (argument ``name``): created, and without files in it."""
     try:
         d = pathlib.Path(path)
     except TypeError:
-        raise SpecError(f"flows_path must be a path, got {type(path).__name__}") from None
+        raise SpecError(f"{name} must be a path, got {type(path).__name__}") from None
     if d.exists() and not d.is_dir():
-        raise SpecError(f"flows_path: {d} exists and is not a directory")
+        raise SpecError(f"{name}: {d} exists and is not a directory")
     if d.exists() and any(d.iterdir()):
-        raise SpecError(f"flows_path: directory {d} is not empty (Parquet parts are written there)")
+        raise SpecError(f"{name}: directory {d} is not empty (Parquet parts are written there)")
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -853,6 +903,8 @@ def simulate(
     controller=None,
     record_flows: bool | None = None,
     flows_path=None,
+    sample_every=None,
+    samples_path=None,
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -891,6 +943,11 @@ def simulate(
         (see Simulation).
     flows_path : str or path, optional
         Stream the per-flow rows to Parquet files in this directory instead (see Simulation).
+    sample_every : time, optional
+        Sample queues and flow goodputs at every multiple of this period (``"10us"``; packet
+        backend; off by default): ``Results.queue_samples`` and ``Results.rate_samples``.
+    samples_path : str or path, optional
+        Stream those samples to Parquet files in this directory instead (see Simulation).
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
@@ -902,6 +959,8 @@ def simulate(
         backend=backend,
         record_flows=record_flows,
         flows_path=flows_path,
+        sample_every=sample_every,
+        samples_path=samples_path,
         **settings,
     )
     try:

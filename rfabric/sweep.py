@@ -72,7 +72,7 @@ import pyarrow.parquet as pq
 from .errors import SpecError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
-from .validators import known_keys
+from .validators import integer, known_keys
 
 __all__ = ["sweep", "load_config", "run_config", "resolve_fabric", "derive_seed", "EXECUTORS", "FABRIC_NAMES"]
 
@@ -559,8 +559,7 @@ def _grid(
     if not gpu_list or gpus is None:
         raise SpecError(f"{where}: no GPU counts given (gpus = [128, ...])")
     for i, g in enumerate(gpu_list):
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0:
-            raise SpecError(f"{where}: gpus[{i}]: expected a positive integer, got {g!r}")
+        integer(g, f"{where}: gpus[{i}]", lo=1)
     _unique(list(gpu_list), "GPU count", where)
 
     wls = _workloads(workloads, f"{where}: workload")
@@ -821,8 +820,7 @@ def sweep(
     """
     if executor not in EXECUTORS:
         raise SpecError(f"{where}: unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise SpecError(f"{where}: seed must be an integer, got {seed!r}")
+    integer(seed, f"{where}: seed")
     points = _grid(fabrics, links, gpus, workload, controller, seed, prices, gpu_price_usd, settings, where)
 
     out_path = Path(out) if out is not None else None

@@ -22,14 +22,24 @@ def boolean(value, what: str) -> bool:
 
 def integer(value, what: str, lo: int | None = None, hi: int | None = None) -> int:
     """``value`` as an int if it is an integer (Python or numpy; not a bool, not 2.0 or
-    "2") in ``[lo, hi]``, else SpecError naming ``what`` and the range."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Integral, np.integer)):
-        raise SpecError(f"{what} must be an integer, got {value!r}")
-    v = int(value)
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        span = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
-        raise SpecError(f"{what} must be in {span}, got {v}")
-    return v
+    "2") in ``[lo, hi]``, else SpecError naming ``what``, the range and the value
+    ("gpus must be an integer >= 1, got 0")."""
+    if lo is not None and hi is not None:
+        kind = f"an integer in {lo}..{hi}"
+    elif lo is not None:
+        kind = f"an integer >= {lo}"
+    elif hi is not None:
+        kind = f"an integer <= {hi}"
+    else:
+        kind = "an integer"
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (Integral, np.integer))
+        or (lo is not None and value < lo)
+        or (hi is not None and value > hi)
+    ):
+        raise SpecError(f"{what} must be {kind}, got {value!r}")
+    return int(value)
 
 
 def known_keys(keys, known, where: str, what: str = "key") -> None:

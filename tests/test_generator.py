@@ -172,7 +172,12 @@ def test_dense_totals_tp_pp_cp_two_level():
         assert r["ranks"][0] < 16 and all(x >= 16 for x in r["ranks"][1:]) and len(r["ranks"]) == 2
     for r in rows(trace, "weight_sync", "intra_pod"):
         assert all(x >= 16 for x in r["ranks"]) and len(r["ranks"]) == 2
-    assert set(trace.table.column("stage").to_pylist()) == {"train", "gen", "weight_sync", "response_stream"}
+    # GRPO (default): old and reference log-prob passes, each one training forward (one step).
+    for ph in ("old_logprob", "ref_logprob"):
+        for kind in ("all_reduce", "all_to_all", "send"):
+            assert got[("experience", ph, kind)] == got[("train", "fwd", kind)]
+    stages = {"train", "gen", "weight_sync", "response_stream", "experience"}
+    assert set(trace.table.column("stage").to_pylist()) == stages
 
 
 def test_moe_totals_ep_distributed_optimizer_flat():
@@ -320,6 +325,7 @@ def test_roofline_compute_gaps():
         response=dict(median=n, sigma=0, max=n),
         micro_batch_tokens=2 * (p + n),
         decode_steps_per_op=K,
+        algorithm="none",  # else the last log-prob pass's output layer precedes the first op
     )
     train = [r for r in rows(trace, "train", "fwd") if 0 in r["ranks"]]
     t = (p + n) * 4 // 2 // cp  # 4 samples over dp=2 replicas: 2 sequences per micro-batch, split by cp
@@ -544,12 +550,15 @@ def test_64_gpu_iteration_is_fast():
         (dict(gen=dict(afd=dict(attn=4, ffn=4))), "gen afd needs an MoE model"),
         (dict(train=dict(zz=1)), "unknown parallelism key"),
         (dict(mode="fast"), "mode must be 'sync' or 'async'"),
-        (dict(weight_sync="tree"), "weight_sync must be 'two_level' or 'flat'"),
+        (
+            dict(weight_sync="tree"),
+            "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast', got 'tree'",
+        ),
         (dict(pod_gpus=3, gen=dict(tp=2)), "pod_gpus=3 must be a multiple of the gen instance size 2"),
         (dict(response=dict(median=10, max=5)), "min <= median <= max"),
         (dict(response=dict(mean=10)), "unknown key"),
         (dict(model="gpt-5"), "unknown model 'gpt-5'"),
-        (dict(iterations=0), "iterations must be a positive integer"),
+        (dict(iterations=0), "iterations must be an integer >= 1, got 0"),
     ],
 )
 def test_config_errors(kwargs, message):

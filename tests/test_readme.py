@@ -16,7 +16,8 @@ def test_readme_example_runs(index, tmp_path, capsys):
     os.chdir(ROOT)
     try:
         code = BLOCKS[index]
-        for name in ("iter.arrow", "sweep.parquet", "sweep.csv", "front.png"):  # files the examples write
+        written = ("iter.arrow", "sweep.parquet", "sweep.csv", "front.png", "fct.png", "stages.png")
+        for name in written:  # files the examples write
             code = code.replace(f'"{name}"', repr(str(tmp_path / name)))
         exec(compile(code, f"README.md block {index}", "exec"), {})
     finally:

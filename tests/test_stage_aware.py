@@ -832,3 +832,92 @@ def test_mixnet_controller_looks_ahead_into_the_compute_before_a_period():
     assert change["time_ps"] + change["dark_ps"] <= res.ops["start_ps"].to_numpy()[1:].min()
     assert [d.action for d in ctl.log if d.period == 1][-1] == "keep: planned ahead"
     assert res.run["makespan_ps"] < 0.6 * late.run["makespan_ps"]
+
+
+# -- the routability guard (step 11) ----------------------------------------------------------
+
+
+def routable(fwd, plan, src, dst):
+    """Which GPU pairs the fabric's own forwarding delivers under ``plan`` (the oracle: a
+    frame's path, hop by hop, ends at the destination GPU)."""
+    fwd.apply_circuits(plan)
+    peer = fwd.channels()["dst"]
+    gpu = fwd.spec.gpu_nodes
+    out = []
+    for s, d in zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), strict=True):
+        p = fwd.ports(s, d)
+        out.append(len(p) > 0 and peer[p[-1]] == gpu[d])
+    return np.array(out, dtype=bool)
+
+
+def test_tor_graph_connectivity_never_calls_an_unroutable_pair_connected(rf256):
+    # the guard's test (ToR graph components) against the forwarding tables, on plans made of
+    # random subsets of the uniform plan's channels: a pair it calls joined is delivered
+    lay = RFabricLayout(rf256)
+    fwd = rf.Forwarding(rf256)
+    units = lay.default_channels()
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, 256, 300)
+    dst = (src + rng.integers(8, 248, 300)) % 256  # other servers
+    ts, td, net = lay.tor_pairs(src, dst)
+    checked = 0
+    for keep in (0.05, 0.2, 0.5, 1.0):
+        pick = [u for u in units if rng.random() < keep]
+        rows = [r for u in pick for r in u[0]]
+        o, a, b = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)) if rows else ([], [], [])
+        plan = rf.CircuitTable.build(o, a, b)
+        joined = ~lay.apart(plan, ts[net], td[net])
+        ok = routable(fwd, plan, src[net], dst[net])
+        assert not (joined & ~ok).any()
+        checked += int(joined.sum())
+    assert checked > 100
+
+
+class _CuttingController(StageAwareController):
+    """Proposes, for every period with network demand, a plan with no circuits at all: a
+    candidate that cuts every route in the fabric."""
+
+    def _materialize(self, lay, view, base, D, pods, protected, forced_chains, running=None):
+        out = super()._materialize(lay, view, base, D, pods, protected, forced_chains, running)
+        if isinstance(out, str):
+            return out
+        return rf.CircuitTable.build([], [], []), "every circuit dropped"
+
+
+def test_a_plan_that_would_strand_running_traffic_is_refused(monkeypatch):
+    # train GPUs 0-31 and gen GPUs 64-95 of RFabric 128 talk over circuits; periods overlap
+    trace = tiny_rl_trace(gen_ranks=range(64, 96), iterations=1)
+    top = rf.topologies.RFabric(128)
+    ctl = _CuttingController(check_gain=False, lookahead=False)
+    res = rf.simulate(top, trace, controller=ctl, t_ocs="0us", backend="flow")
+    assert res.complete and not res.run["unroutable"]
+    refused = [d for d in ctl.log if d.action == "keep: would strand"]
+    assert refused and not [d for d in ctl.log if d.action == "commit"]
+    assert all("without a route" in d.detail for d in refused)
+    # without the guard the same candidates strand the run
+    monkeypatch.setattr(_CuttingController, "_strands", lambda *a: "")
+    ctl = _CuttingController(check_gain=False, lookahead=False)
+    res = rf.simulate(top, trace, controller=ctl, t_ocs="0us", backend="flow")
+    assert res.run["unroutable"] and not res.complete
+
+
+def test_no_commit_of_the_weight_sync_forest_cuts_a_running_period(ws_run):
+    # every plan the controller committed (waves, Phase B, teardown) still delivers every
+    # GPU pair of every period running then that the plan in force delivered
+    trace, spec, ctl, res = ws_run
+    assert res.complete
+    fwd = rf.Forwarding(spec)
+    own = {i.period: i for i, v, _ in ctl.calls if not v.ahead}
+    commits = 0
+    for intent, view, out in ctl.calls:
+        if out is None:
+            continue
+        commits += 1
+        for p in set(view.active_periods) | {intent.period}:
+            it = own.get(int(p), intent if p == intent.period else None)
+            if it is None or not len(it.src):
+                continue
+            before = routable(fwd, view.plan, it.src, it.dst)
+            after = routable(fwd, out, it.src, it.dst)
+            assert not (before & ~after).any(), (intent.period, p)
+    assert commits >= 3

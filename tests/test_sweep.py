@@ -311,7 +311,7 @@ def test_bad_arguments_to_sweep():
         rf.sweep(**GRID, executor="dask", out=None)
     with pytest.raises(rf.SpecError, match="sweep: workload: missing workload"):
         rf.sweep(**dict(GRID, workload=None), out=None)
-    with pytest.raises(rf.SpecError, match=r"sweep: gpus\[0\]: expected a positive integer"):
+    with pytest.raises(rf.SpecError, match=r"sweep: gpus\[0\] must be an integer >= 1"):
         rf.sweep(**dict(GRID, gpus=[0]), out=None)
     with pytest.raises(rf.SpecError, match="fabric 'FT' appears twice"):
         rf.sweep(**dict(GRID, fabrics=["FT", "FT"]), out=None)

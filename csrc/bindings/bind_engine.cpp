@@ -38,8 +38,10 @@ py::dict config_fields() {
 }
 
 /// FlowLog rows as numpy columns (moved, not copied).
-py::dict flow_log_dict(net::FlowLog f) {
+py::dict flow_log_dict(const net::Network& net, net::FlowLog f) {
+  auto ideal = net::ideal_fct_column(net, f.src, f.dst, f.hash, f.size_bytes);
   py::dict d = flow_columns(f);
+  d["ideal_fct_ps"] = to_numpy(std::move(ideal));
   d["resent_bytes"] = to_numpy(std::move(f.resent_bytes));
   d["duplicate_bytes"] = to_numpy(std::move(f.duplicate_bytes));
   d["dropped_bytes"] = to_numpy(std::move(f.dropped_bytes));
@@ -295,15 +297,16 @@ void bind_engine(py::module_& m) {
           "Run-wide counters.")
       .def(
           "flow_log",
-          [](const Simulator& s) { return flow_log_dict(s.network().flow_records()); },
+          [](const Simulator& s) { return flow_log_dict(s.network(), s.network().flow_records()); },
           "Per-flow columns (numpy arrays), one row per flow recorded and not yet taken by\n"
           "take_flow_log(), then one per flow alive now, sorted by flow_id. Payload accounting:\n"
           "sent_bytes (highest byte sent), resent_bytes (sent again), delivered_bytes (first copies\n"
           "received), duplicate_bytes, dropped_bytes, in_flight_bytes (now in the fabric): sent + resent\n"
-          "= delivered + duplicate + dropped + in flight for every flow at any time.")
+          "= delivered + duplicate + dropped + in flight for every flow at any time. ideal_fct_ps: the\n"
+          "flow alone on its idle path, frame by frame (Forwarding::lone_packet_fct_ps).")
       .def(
           "take_flow_log",
-          [](Simulator& s) { return flow_log_dict(s.network().take_flow_log()); },
+          [](Simulator& s) { return flow_log_dict(s.network(), s.network().take_flow_log()); },
           "Move out the rows of the flows that retired since the last call (for streaming them).")
       .def_property_readonly("flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
                              "Rows recorded and not yet taken.")
@@ -378,7 +381,28 @@ void bind_engine(py::module_& m) {
             d["pfc_pauses_sent"] = col(&net::Port::pauses);
             return d;
           },
-          "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.");
+          "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.")
+      .def("enable_sampling", &Simulator::enable_sampling, py::arg("period_ps"),
+           "Sample queue depths and flow rates every period_ps (ps, > 0) from now on; once.")
+      .def(
+          "take_samples",
+          [](Simulator& s) {
+            py::dict d;
+            record::Sampler* sp = s.sampler();
+            if (sp == nullptr) return d;
+            auto q = sp->take_queues();
+            auto r = sp->take_rates();
+            d["queue_time_ps"] = to_numpy(std::move(q.time_ps));
+            d["queue_port"] = to_numpy(std::move(q.port));
+            d["queue_bytes"] = to_numpy(std::move(q.queue_bytes));
+            d["queue_tx_bytes"] = to_numpy(std::move(q.tx_bytes));
+            d["rate_time_ps"] = to_numpy(std::move(r.time_ps));
+            d["rate_flow_id"] = to_numpy(std::move(r.flow_id));
+            d["rate_delivered_bytes"] = to_numpy(std::move(r.delivered_bytes));
+            return d;
+          },
+          "Move out the samples taken so far (empty dict when sampling is off): per (time, port)\n"
+          "queue bytes and wire bytes sent in the window; per (time, flow) payload delivered in it.");
 }
 
 }  // namespace rfabric::bindings

@@ -70,14 +70,17 @@ void bind_flow(py::module_& m) {
           "flow_log",
           [](const FlowSimulator& s) {
             auto f = s.network().flow_rows();
+            auto ideal = net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes);
             py::dict d = flow_columns(f);
+            d["ideal_fct_ps"] = to_numpy(std::move(ideal));
             d["sent_ps"] = to_numpy(std::move(f.sent_ps));
             return d;
           },
           "Per-flow columns (numpy arrays), one row per flow recorded (record_flows), then one per\n"
           "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
           "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
-          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left).")
+          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left),\n"
+          "ideal_fct_ps (the flow model's time for it alone on its path: Forwarding::lone_fct_ps).")
       .def(
           "op_flow_stats",
           [](const FlowSimulator& s) {

@@ -143,25 +143,8 @@ double FlowNetwork::flow_cap(uint32_t f) const {
 }
 
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
-  // A lone flow through store-and-forward hops, with its slowest port b as the bottleneck the
-  // fluid moves through: the first frame is serialized on every hop before b (pipeline fill),
-  // the last one on every hop after b (drain), and each hop adds its propagation and the next
-  // node's latency. The fluid's own time covers b.
-  const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
-  const double first = static_cast<double>(std::min(size, pp) + header_);
-  const double last = static_cast<double>((size % pp == 0 ? pp : size % pp) + header_);
-  size_t b = 0;
-  for (size_t h = 1; h < path.size(); ++h)
-    if (fwd_.channel(path[h]).rate_bps < fwd_.channel(path[b]).rate_bps) b = h;
-  SimTime d = 0;
-  for (size_t h = 0; h < path.size(); ++h) {
-    const net::Channel& c = fwd_.channel(path[h]);
-    d += c.prop_ps + fwd_.nodes()[c.peer].latency_ps;
-    if (h == b || c.rate_bps <= 0) continue;
-    const double frame = h < b ? first : last;
-    d += static_cast<SimTime>(std::ceil(frame * kBitsPsPerByte / static_cast<double>(c.rate_bps)));
-  }
-  return d;
+  // The fluid's own time covers the bottleneck; the rest is Forwarding::lone_delay_ps.
+  return fwd_.lone_delay_ps(path, flows_.size_bytes[f], payload_per_packet(), header_);
 }
 
 // ---- flows ----
@@ -687,7 +670,7 @@ FlowRows FlowNetwork::flow_rows() const {
   FlowRows out;
   const size_t n = order.size();
   for (auto* v : {&out.id, &out.owner}) v->resize(n);
-  for (auto* v : {&out.src, &out.dst}) v->resize(n);
+  for (auto* v : {&out.src, &out.dst, &out.hash}) v->resize(n);
   for (auto* v : {&out.size_bytes, &out.sent_bytes, &out.delivered_bytes, &out.start_ps, &out.end_ps, &out.sent_ps})
     v->resize(n);
   for (size_t k = 0; k < n; ++k) {
@@ -703,6 +686,7 @@ FlowRows FlowNetwork::flow_rows() const {
     out.start_ps[k] = t.start_ps[i];
     out.end_ps[k] = t.end_ps[i];
     out.sent_ps[k] = t.sent_ps[i];
+    out.hash[k] = t.hash[i];
     out.sent_bytes[k] = logged ? t.size_bytes[i] : sent_of(i);
     out.delivered_bytes[k] = t.end_ps[i] >= 0 ? t.size_bytes[i] : 0;
   }

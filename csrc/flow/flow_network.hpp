@@ -83,6 +83,7 @@ struct FlowRows {
   std::vector<uint32_t> src, dst;
   std::vector<Bytes> size_bytes, sent_bytes, delivered_bytes;
   std::vector<SimTime> start_ps, end_ps, sent_ps;
+  std::vector<uint32_t> hash;  ///< ECMP hash (its path: ideal_fct_ps)
 };
 
 struct FlowCounters {
@@ -118,6 +119,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
   BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
+  SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
+    return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
+  }
   size_t num_flows() const override { return flows_.size(); }
   /// Flows created so far (the next flow's id), alive now, and alive at most at once.
   uint64_t flows_created() const { return next_id_; }

@@ -70,8 +70,22 @@ class FlowFabric {
   virtual std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const = 0;
   /// Current rate of a port (bit/s).
   virtual BitsPerSec port_rate_bps(uint32_t port) const = 0;
+  /// Ideal completion time (ps) of a lone message of `size` payload bytes from src to dst
+  /// on the idle path of ECMP hash `flow_hash` (Forwarding::lone_fct_ps): the denominator of
+  /// a flow's slowdown.
+  virtual SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const = 0;
   /// Size of the flow table: ids are 0 .. num_flows() - 1 (packet network: slots, reused).
   virtual size_t num_flows() const = 0;
 };
+
+/// ideal_fct_ps of each result row (src, dst, ECMP hash, payload bytes).
+inline std::vector<SimTime> ideal_fct_column(const FlowFabric& net, const std::vector<uint32_t>& src,
+                                             const std::vector<uint32_t>& dst,
+                                             const std::vector<uint32_t>& hash,
+                                             const std::vector<Bytes>& size) {
+  std::vector<SimTime> out(src.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = net.ideal_fct_ps(src[i], dst[i], hash[i], size[i]);
+  return out;
+}
 
 }  // namespace rfabric::net

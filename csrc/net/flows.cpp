@@ -69,6 +69,7 @@ void FlowLog::append(const FlowTable& t, uint32_t f) {
   start_ps.push_back(t.start_ps[f]);
   end_ps.push_back(t.end_ps[f]);
   retransmits.push_back(t.retransmits[f]);
+  hash.push_back(t.hash[f]);
   in_flight.push_back(0);
 }
 
@@ -128,6 +129,7 @@ FlowLog Network::flow_records() const {
   permute(all.start_ps);
   permute(all.end_ps);
   permute(all.retransmits);
+  permute(all.hash);
   permute(all.in_flight);
   return all;
 }

@@ -3,6 +3,7 @@
 #include "net/forwarding.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -352,6 +353,66 @@ std::pair<SimTime, BitsPerSec> Forwarding::path_cost(const std::vector<uint32_t>
     rate = std::min(rate, channels_[p].rate_bps);
   }
   return {latency, rate};
+}
+
+SimTime Forwarding::lone_delay_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
+                                  Bytes header) const {
+  constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
+  const double first = static_cast<double>(std::min(size, payload) + header);
+  const double last = static_cast<double>((size % payload == 0 ? payload : size % payload) + header);
+  size_t b = 0;
+  for (size_t h = 1; h < path.size(); ++h)
+    if (channels_[path[h]].rate_bps < channels_[path[b]].rate_bps) b = h;
+  SimTime d = 0;
+  for (size_t h = 0; h < path.size(); ++h) {
+    const Channel& c = channels_[path[h]];
+    d += c.prop_ps + nodes_[c.peer].latency_ps;
+    if (h == b || c.rate_bps <= 0) continue;
+    const double frame = h < b ? first : last;
+    d += static_cast<SimTime>(std::ceil(frame * kBitsPsPerByte / static_cast<double>(c.rate_bps)));
+  }
+  return d;
+}
+
+SimTime Forwarding::lone_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
+                                Bytes header) const {
+  if (size <= 0 || path.empty()) return 0;
+  const BitsPerSec rate = path_cost(path).second;
+  if (rate <= 0) return 0;
+  const Bytes wire = size + (size + payload - 1) / payload * header;
+  // whole-ps ceiling of wire * 8e12 / rate, in 128 bits (no overflow, no double rounding)
+  const auto bits_ps = static_cast<unsigned __int128>(wire) * 8'000'000'000'000ULL;
+  const auto r = static_cast<unsigned __int128>(rate);
+  return static_cast<SimTime>((bits_ps + r - 1) / r) + lone_delay_ps(path, size, payload, header);
+}
+
+SimTime Forwarding::lone_packet_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
+                                       Bytes header) const {
+  if (size <= 0 || path.empty()) return 0;
+  const Bytes frames = (size + payload - 1) / payload;
+  const Bytes full = payload + header, last = size - payload * (frames - 1) + header;
+  auto ser = [](Bytes bytes, BitsPerSec rate) {  // whole-ps ceiling, in 128 bits
+    const auto bits_ps = static_cast<unsigned __int128>(bytes) * 8'000'000'000'000ULL;
+    const auto r = static_cast<unsigned __int128>(rate);
+    return static_cast<SimTime>((bits_ps + r - 1) / r);
+  };
+  SimTime first = 0;    // when the first full frame leaves this hop (before its delay)
+  SimTime slowest = 0;  // the slowest full-frame serialization up to this hop
+  SimTime arrive = 0;   // when the last frame reaches this hop
+  for (const uint32_t p : path) {
+    const Channel& c = channels_[p];
+    if (c.rate_bps <= 0) return 0;
+    SimTime start = arrive;
+    if (frames > 1) {
+      first += ser(full, c.rate_bps);
+      slowest = std::max(slowest, ser(full, c.rate_bps));
+      start = std::max(start, first + (frames - 2) * slowest);  // behind the last full frame
+    }
+    const SimTime delay = c.prop_ps + nodes_[c.peer].latency_ps;
+    arrive = start + ser(last, c.rate_bps) + delay;
+    first += delay;
+  }
+  return arrive;
 }
 
 // ---- circuits and channels ----

@@ -148,6 +148,7 @@ struct FlowLog {
   std::vector<Bytes> size_bytes, sent_bytes, delivered_bytes, resent_bytes, duplicate_bytes, dropped_bytes;
   std::vector<SimTime> start_ps, end_ps;
   std::vector<uint32_t> retransmits;
+  std::vector<uint32_t> hash;    ///< ECMP hash (its path: Network::ideal_fct_ps)
   std::vector<Bytes> in_flight;  ///< payload now in the fabric (filled by Network::flow_records)
   size_t size() const { return id.size(); }
   /// Append slot f of `t` (in_flight 0).
@@ -316,6 +317,9 @@ class Network final : public engine::Handler, public FlowFabric {
   uint32_t num_links() const { return fwd_.num_links(); }
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   BitsPerSec port_rate_bps(uint32_t port) const override { return ports_[port].rate_bps; }
+  SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
+    return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
+  }
   size_t num_flows() const override { return flows_.size(); }
   size_t packets_in_flight() const { return pool_.live(); }
   size_t packets_held() const { return held_now_; }

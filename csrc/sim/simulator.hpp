@@ -7,6 +7,7 @@
 #include "coll/executor.hpp"
 #include "engine/engine.hpp"
 #include "net/network.hpp"
+#include "record/sampler.hpp"
 
 namespace rfabric::sim {
 
@@ -24,6 +25,11 @@ class Simulator {
   const coll::Executor* executor() const { return executor_.get(); }
   coll::Executor* executor() { return executor_.get(); }
 
+  /// Sample queues and flow rates every `period_ps` from now on (once; record/sampler.hpp).
+  void enable_sampling(engine::SimTime period_ps);
+  record::Sampler* sampler() { return sampler_.get(); }
+  const record::Sampler* sampler() const { return sampler_.get(); }
+
   /// Run until time `until` (ps), the queue empties, or `max_events` (0 = no limit); with a
   /// workload loaded with boundaries, also until the next control-loop boundary.
   uint64_t run(engine::SimTime until, uint64_t max_events);
@@ -34,6 +40,7 @@ class Simulator {
   engine::Engine engine_;
   std::unique_ptr<net::Network> network_;
   std::unique_ptr<coll::Executor> executor_;  // after network_: destroyed first
+  std::unique_ptr<record::Sampler> sampler_;  // off unless enable_sampling()
 };
 
 }  // namespace rfabric::sim

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SpecError
+from ..validators import integer
 
 __all__ = ["Forest", "dissemination_forest", "forest_ops"]
 
@@ -424,9 +425,7 @@ def _int_vector(x, what):
 
 
 def _positive_int(x, what):
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
-        raise SpecError(f"dissemination_forest: {what} must be an integer >= 1, got {x!r}")
-    return int(x)
+    return integer(x, f"dissemination_forest: {what}", lo=1)
 
 
 def _budgets(pod_budget, n_pods):

@@ -191,6 +191,18 @@ class RFabricLayout:
         o, a, b = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
         return [(x, y) for _, x, y in self._channels(CircuitTable.build(o, a, b))]
 
+    def apart(self, plan, ts: np.ndarray, td: np.ndarray) -> np.ndarray:
+        """Mask of the ToR index pairs ``(ts[i], td[i])`` that the channels of ``plan`` (a
+        CircuitTable) leave in different connected components: no route joins them."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        n = self.num_tors
+        ends = np.array([(a, b) for _, a, b in self._channels(plan)], dtype=np.int64).reshape(-1, 2)
+        graph = coo_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
+        _, label = connected_components(graph, directed=False)
+        return label[np.asarray(ts)] != label[np.asarray(td)]
+
     def _channels(self, plan) -> list[tuple[tuple, int, int]]:
         u, v, chains = self.spec.resolve_circuits(plan)
         by_links = {}

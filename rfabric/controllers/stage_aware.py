@@ -38,7 +38,8 @@ class Decision:
         the entry of what was done with it), ``"commit"`` (a plan was returned),
         ``"keep: slack"`` (slack < t_ocs), ``"keep: no gain"`` (the candidate is not
         predicted faster than the plan in force), ``"keep: infeasible"`` (Core-Agg coupling or a
-        device's ports failed the check), ``"keep: deployment"`` (gen: the deployment's plan
+        device's ports failed the check), ``"keep: would strand"`` (the candidate cuts a route a
+        running or the coming period needs), ``"keep: deployment"`` (gen: the deployment's plan
         is still in place), ``"keep: no demand"`` (nothing of the period crosses the OCS
         layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period).
     circuits : int
@@ -67,6 +68,7 @@ class _Template:
     net: np.ndarray
     tors: frozenset
     pods: frozenset
+    pairs: np.ndarray  # distinct ToR pairs of its network traffic, as ``ts * num_tors + td``
 
 
 class StageAwareController(Controller):
@@ -196,11 +198,25 @@ class StageAwareController(Controller):
         simulation run with another ``ecmp`` setting, or failed NICs, is judged on the
         spec's routing and working NICs, both plans alike). ``check_gain=False`` commits
         every feasible candidate, as before.
-    11. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
+    11. **Routability guard.** Before the gain check, every ToR pair the coming period and
+        each still-running period send between must stay joined by circuits (the ToR graph of
+        the candidate's channels, relays allowed, pairs mapped as :meth:`RFabricLayout.tor_pairs`
+        maps them) wherever the plan in force joins it; a candidate that cuts one is dropped:
+        ``None`` and ``"keep: would strand"`` with the count and an example pair (forest
+        waves and teardowns included). Found at
+        2,048 GPUs (Qwen3-235B): each forest wave re-planned every PoD into core chains only
+        while Phase B's fan-out of the shards already seeded still ran on its intra-PoD
+        circuits, and 384 of Phase B's ToR pairs were left without a route until the run ended
+        stranded.
+    12. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
         ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
         :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
-        placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. The
+        placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
+        wave is planned while Phase B of the shards already seeded runs: the ToR uplinks its
+        chains leave get ToR-ToR circuits for the running periods' bytes (step 6's greedy,
+        with the relay legs of any edge left without a chain), so Phase B keeps its routes
+        through the wave; a chain with no free port is left out (the detail counts them). The
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
@@ -262,6 +278,8 @@ class StageAwareController(Controller):
         self.templates: dict[tuple, _Template] = {}
         self._layouts: dict[int, RFabricLayout] = {}
         self._period_tors: dict[int, frozenset] = {}
+        self._period_pairs: dict[int, np.ndarray] = {}  # period -> its template's ToR pairs
+        self._period_demand: dict[int, tuple] = {}  # period -> (ToR pair codes, bytes)
         self._committed: dict[tuple, CircuitTable] = {}  # gen key -> rows it committed
         self._forest_waves: dict[int, list[tuple[int, int, int]]] = {}  # period -> (src, dst, circuits)
         self._ws_periods: set[int] = set()
@@ -277,6 +295,8 @@ class StageAwareController(Controller):
         self._ahead: dict[int, CircuitTable] = {}  # period -> its rows committed ahead
         self._ahead_at, self._ahead_pods = -1, set()  # PoDs planned ahead at this instant
         self._ahead_kept: dict[int, str] = {}  # period -> last "keep" logged for it ahead
+        self._ahead_memo: dict[int, tuple] = {}  # period -> inputs of its last ahead "keep"
+        self._ahead_key: tuple | None = None  # inputs of the ahead call in progress
         self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
         self._predictors: dict[int, _Predictor] = {}
 
@@ -317,6 +337,7 @@ class StageAwareController(Controller):
         first = tpl is None
         ts, td, net = lay.tor_pairs(intent.src, intent.dst)
         used = np.unique(np.concatenate([ts[net], td[net]]))
+        pairs = np.unique(ts[net].astype(np.int64) * lay.num_tors + td[net])
         tpl = _Template(
             key=key,
             src=np.asarray(intent.src).copy(),
@@ -326,6 +347,7 @@ class StageAwareController(Controller):
             net=net,
             tors=frozenset(used.tolist()),
             pods=frozenset(lay.tor_pod[used].tolist()),
+            pairs=pairs,
         )
         self.templates[key] = tpl
         return tpl, first
@@ -334,13 +356,39 @@ class StageAwareController(Controller):
 
     def _keep(self, intent, view, action, detail=""):
         if view.ahead:  # an upcoming period is offered at every stop: log each outcome once
+            self._ahead_memo[intent.period] = self._ahead_key
             if self._ahead_kept.get(intent.period) == action:
                 return None
             self._ahead_kept[intent.period] = action
         self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
         return None
 
+    def _ahead_inputs(self, intent: Intent, view: FabricView) -> tuple:
+        """Everything an ahead call's outcome depends on besides the intent: equal inputs,
+        equal outcome, so a period offered again at a later stop with nothing changed is not
+        planned again (at 2,048 GPUs one such call took 0.4 s, and a period is offered at
+        every stop of the periods before it)."""
+        active = tuple(sorted(int(p) for p in view.active_periods))
+        return (
+            view.plan.ocs.tobytes() + view.plan.a.tobytes() + view.plan.b.tobytes(),
+            np.asarray(view.lit).tobytes(),
+            np.asarray(view.failed).tobytes(),
+            active,
+            tuple(sorted(self._ahead_pods)) if self._ahead_at == view.now_ps else (),
+            view.slack_ps >= view.t_ocs_ps,
+            self._pre_ws is None,
+            frozenset(self._ws_periods & set(active)),
+        )
+
     def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
+        if view.ahead:
+            self._ahead_key = None
+            done = self._ahead.get(intent.period)
+            if done is not None and _contains(view.plan, done):
+                return self._keep(intent, view, "keep: planned ahead", "its circuits are in place")
+            self._ahead_key = self._ahead_inputs(intent, view)
+            if self._ahead_memo.get(intent.period) == self._ahead_key:
+                return None  # offered before with the same inputs: the same "keep"
         lay = self.layout(view.spec)
         tpl, first = self._template(lay, intent)
         if first:
@@ -350,6 +398,12 @@ class StageAwareController(Controller):
                 )
             )
         self._period_tors[intent.period] = tpl.tors
+        self._period_pairs[intent.period] = tpl.pairs
+        if intent.period not in self._period_demand:
+            codes = tpl.ts[tpl.net].astype(np.int64) * lay.num_tors + tpl.td[tpl.net]
+            pairs, inv = np.unique(codes, return_inverse=True)
+            nbytes = np.bincount(inv, weights=np.asarray(intent.bytes, dtype=np.float64)[tpl.net])
+            self._period_demand[intent.period] = (pairs, nbytes)
         if not view.ahead:
             self._period_pods[intent.period] = tpl.pods
         self._period_stage[intent.period] = intent.stage
@@ -398,16 +452,26 @@ class StageAwareController(Controller):
         for p in view.active_periods:
             if p != intent.period:
                 others |= self._period_tors.get(int(p), frozenset())
+        chains = self._forest_waves.get(intent.period) if stage == "weight_sync" else None
         protected = frozenset(others - tpl.tors)
+        running = None
+        if chains is not None:  # a wave's ToR-ToR circuits carry the periods still running
+            running = np.zeros((n, n), dtype=np.float64)
+            for p in view.active_periods:
+                if p != intent.period and int(p) in self._period_demand:
+                    codes, nbytes = self._period_demand[int(p)]
+                    np.add.at(running, (codes // n, codes % n), nbytes)
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
-        chains = self._forest_waves.get(intent.period) if stage == "weight_sync" else None
-        result = self._materialize(lay, view, base, D, tpl.pods, protected, chains)
+        result = self._materialize(lay, view, base, D, tpl.pods, protected, chains, running)
         if isinstance(result, str):
             return self._keep(intent, view, "keep: infeasible", result)
         plan, detail = result
         view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
+        stranded = self._strands(lay, intent, view, plan)
+        if stranded:
+            return self._keep(intent, view, "keep: would strand", stranded)
         if self.check_gain and chains is None and not teardown:
             pred = self._predictor(view.spec)
             paths = pred.sample(intent, tpl)
@@ -445,6 +509,35 @@ class StageAwareController(Controller):
         self.log.append(Decision(intent.period, stage, "commit", len(plan), detail))
         return plan
 
+    def _strands(self, lay, intent: Intent, view: FabricView, plan: CircuitTable) -> str:
+        """Step 10's routability guard: why ``plan`` would strand traffic, or "".
+
+        The ToR pairs of this period and of every period still running must stay connected
+        by circuits wherever the plan in force connects them; a plan that cuts any such pair
+        is refused (the plan in force is kept). Connectivity is taken on the ToR graph of
+        the plan's channels (the forwarding relays through any ToR), ToR pairs as
+        :meth:`RFabricLayout.tor_pairs` maps GPU pairs (PXN included)."""
+        periods = [intent.period] + [int(p) for p in view.active_periods if p != intent.period]
+        parts = [self._period_pairs[p] for p in periods if p in self._period_pairs]
+        if not parts:
+            return ""
+        n = lay.num_tors
+        codes = np.unique(np.concatenate(parts))
+        ts, td = codes // n, codes % n
+        cut = lay.apart(plan, ts, td)
+        if not cut.any():
+            return ""
+        cut &= ~lay.apart(view.plan, ts, td)
+        if not cut.any():
+            return ""
+        i = int(np.flatnonzero(cut)[0])
+        a, b = int(ts[i]), int(td[i])
+        users = [p for p in periods if p in self._period_pairs and np.isin(codes[i], self._period_pairs[p])]
+        return (
+            f"the new plan leaves {int(cut.sum())} ToR pairs that the plan in force connects without "
+            f"a route, e.g. ToR {int(lay.tors[a])} to ToR {int(lay.tors[b])} of period(s) {users}"
+        )
+
     # -- the weight-sync forest teardown -----------------------------------------------------
 
     def _restore(self, lay, view, replanned) -> CircuitTable:
@@ -471,7 +564,7 @@ class StageAwareController(Controller):
 
     # -- materialisation (App. D) ------------------------------------------------------------
 
-    def _materialize(self, lay, view, base, D, pods, protected, forced_chains):
+    def _materialize(self, lay, view, base, D, pods, protected, forced_chains, running=None):
         """(plan, detail), or a str saying why the plan is infeasible."""
         failed = set(view.failed_ports.tolist())
         pods = set(pods)
@@ -562,7 +655,10 @@ class StageAwareController(Controller):
             for s, d, c in forced_chains:
                 ts, td, _ = lay.tor_pairs(np.array([s]), np.array([d]))
                 chain_list += [(int(ts[0]), int(td[0]))] * int(c)
-            intra_D = np.zeros_like(D)
+            # the uplinks the chains leave carry the running periods' ToR-ToR bytes (Phase B
+            # of the shards already seeded) and the relay legs of unchained edges
+            own_D = running if running is not None else np.zeros_like(D)
+            intra_C = {p: None for p in pods}
         else:
             inter = pod_of[:, None] != pod_of[None, :]
             P = np.zeros((lay.pods, lay.pods))
@@ -609,7 +705,7 @@ class StageAwareController(Controller):
                 lifts[tors] = C[:k, k]
                 intra_C[p] = (tors, C[:k, :k])
             chain_list = _pair_chains(D, pod_of, lifts, core_c)
-            intra_D = None
+            own_D = D
 
         # 4. reuse: circuits and chains already in place between the same ToRs
         exist_intra: dict[tuple[int, int], list[tuple]] = {}
@@ -643,6 +739,7 @@ class StageAwareController(Controller):
             return link in free_tor.get((t, g), [])
 
         new = []
+        unchained = 0
         # 5. chains (core circuits) first: they are coupled across two PoDs
         for t1, t2 in chain_list:
             a, b = (t1, t2) if t1 <= t2 else (t2, t1)
@@ -687,6 +784,9 @@ class StageAwareController(Controller):
                     room = min(len(free_core[(pa_, ends[0], c)]), len(free_core[(pb_, ends[1], c)]))
                     if best is None or room > best[0]:
                         best = (room, c, ends[0], ends[1])
+            if best is None and forced_chains is not None:
+                unchained += 1  # a forest wave takes the ports left by running periods
+                continue
             if best is None:
                 return (
                     f"Core-Agg coupling: no OCS-Core device has a free port from PoD {pa_} and from PoD "
@@ -705,44 +805,43 @@ class StageAwareController(Controller):
         # receiver), over the uplinks the chains left
         unplaced = 0
         relayed = 0.0
-        if intra_D is None:
-            ends = np.zeros(lay.num_tors, dtype=np.int64)
-            for _, a, b in new:
-                ends[a] += 1
-                ends[b] += 1
-            R, relayed = _relay_demand(D, pod_of, [(a, b) for _, a, b in new], lay)
-            for p in sorted(intra_C):
-                tors = lay.pod_tors[p]
-                Dp = D[np.ix_(tors, tors)] + R[np.ix_(tors, tors)]
-                room = np.maximum(tor_budget[tors] - ends[tors], 0)
-                intra_C[p] = (tors, allocate_circuits(Dp, lay.tor_eligible(tors), room, rate))
-            for p in sorted(intra_C):
-                tors, C = intra_C[p]
-                iu, ju = np.nonzero(np.triu(C, 1))
-                for i, j in zip(iu.tolist(), ju.tolist(), strict=True):
-                    a, b = int(tors[i]), int(tors[j])
-                    need = int(C[i, j])
-                    for r in exist_intra.get((a, b), []):
-                        if need == 0:
-                            break
-                        ta = pol[r[1]][1]
-                        pa_port, pb_port = (r[1], r[2]) if ta == a else (r[2], r[1])
-                        if port_free(a, r[0], pa_port) and port_free(b, r[0], pb_port):
-                            take(free_tor[(a, r[0])], pa_port)
-                            take(free_tor[(b, r[0])], pb_port)
-                            new.append(((r,), a, b))
-                            need -= 1
-                    for _ in range(need):
-                        opts = [
-                            (min(len(free_tor[(a, g)]), len(free_tor.get((b, g), []))), -g, g)
-                            for (t, g) in free_tor
-                            if t == a and free_tor[(a, g)] and free_tor.get((b, g))
-                        ]
-                        if not opts:
-                            unplaced += 1
-                            continue
-                        g = max(opts)[2]
-                        new.append((((g, free_tor[(a, g)].pop(0), free_tor[(b, g)].pop(0)),), a, b))
+        ends = np.zeros(lay.num_tors, dtype=np.int64)
+        for _, a, b in new:
+            ends[a] += 1
+            ends[b] += 1
+        R, relayed = _relay_demand(D, pod_of, [(a, b) for _, a, b in new], lay)
+        for p in sorted(intra_C):
+            tors = lay.pod_tors[p]
+            Dp = own_D[np.ix_(tors, tors)] + R[np.ix_(tors, tors)]
+            room = np.maximum(tor_budget[tors] - ends[tors], 0)
+            intra_C[p] = (tors, allocate_circuits(Dp, lay.tor_eligible(tors), room, rate))
+        for p in sorted(intra_C):
+            tors, C = intra_C[p]
+            iu, ju = np.nonzero(np.triu(C, 1))
+            for i, j in zip(iu.tolist(), ju.tolist(), strict=True):
+                a, b = int(tors[i]), int(tors[j])
+                need = int(C[i, j])
+                for r in exist_intra.get((a, b), []):
+                    if need == 0:
+                        break
+                    ta = pol[r[1]][1]
+                    pa_port, pb_port = (r[1], r[2]) if ta == a else (r[2], r[1])
+                    if port_free(a, r[0], pa_port) and port_free(b, r[0], pb_port):
+                        take(free_tor[(a, r[0])], pa_port)
+                        take(free_tor[(b, r[0])], pb_port)
+                        new.append(((r,), a, b))
+                        need -= 1
+                for _ in range(need):
+                    opts = [
+                        (min(len(free_tor[(a, g)]), len(free_tor.get((b, g), []))), -g, g)
+                        for (t, g) in free_tor
+                        if t == a and free_tor[(a, g)] and free_tor.get((b, g))
+                    ]
+                    if not opts:
+                        unplaced += 1
+                        continue
+                    g = max(opts)[2]
+                    new.append((((g, free_tor[(a, g)].pop(0), free_tor[(b, g)].pop(0)),), a, b))
 
         # 7. leftover ports: the fabric's default channels where all their ports are free
         n_alloc = len(new)
@@ -775,6 +874,10 @@ class StageAwareController(Controller):
             detail += f", {stolen} allocated channels given up to keep ToRs connected"
         if unplaced:
             detail += f", {unplaced} ToR-ToR circuits found no OCS-Agg with a free port at both ToRs"
+        if unchained:
+            detail += (
+                f", {unchained} of the wave's core chains found no free ports (running periods keep theirs)"
+            )
         return _table(kept + rows_new), detail
 
     # -- prepare: the weight-sync forest (App. E) --------------------------------------------

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..errors import SpecError
+from ..validators import boolean, integer
 from .base import TopologyBuilder
 
 __all__ = [
@@ -26,9 +27,7 @@ __all__ = [
 
 def check_int(owner: str, name: str, value, minimum: int = 1) -> int:
     """Return ``value`` as an int, or raise SpecError naming ``owner``'s parameter ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise SpecError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return integer(value, f"{owner}: {name}", lo=minimum)
 
 
 def group_servers(owner: str, name: str, value, servers: int, default_cap: int, gpus: int) -> int:
@@ -67,9 +66,7 @@ def check_server_matrix(owner: str, name: str, value, servers: int) -> np.ndarra
 
 
 def check_bool(owner: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise SpecError(f"{owner}: {name} must be True or False, got {value!r}")
-    return bool(value)
+    return boolean(value, f"{owner}: {name}")
 
 
 def check_radix(owner: str, radix) -> int:

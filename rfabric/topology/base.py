@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import SpecError
 from ..spec import NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
 from ..units import parse_rate, parse_size, parse_time
+from ..validators import integer
 
 __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
 
@@ -256,16 +257,8 @@ class Topology:
         nvswitch_latency=DEFAULTS["nvswitch_latency"],
         nic_latency=DEFAULTS["nic_latency"],
     ):
-        if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus <= 0:
-            raise SpecError(f"{type(self).__name__}: gpus must be a positive integer, got {gpus!r}")
-        if (
-            isinstance(gpus_per_server, bool)
-            or not isinstance(gpus_per_server, (int, np.integer))
-            or gpus_per_server <= 0
-        ):
-            raise SpecError(
-                f"{type(self).__name__}: gpus_per_server must be a positive integer, got {gpus_per_server!r}"
-            )
+        integer(gpus, f"{type(self).__name__}: gpus", lo=1)
+        integer(gpus_per_server, f"{type(self).__name__}: gpus_per_server", lo=1)
         if gpus % gpus_per_server:
             raise SpecError(
                 f"{type(self).__name__}: gpus={gpus} is not a multiple of gpus_per_server={gpus_per_server}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
+from ..validators import integer
 from ._common import check_radix, default_radix
 from .base import Topology, TopologyBuilder
 
@@ -62,10 +63,7 @@ class FatTree(Topology):
         self, gpus: int, link="200Gbps", oversubscription: int = 1, radix: int | None = None, **kwargs
     ):
         super().__init__(gpus, link, **kwargs)
-        r = oversubscription
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
-            raise SpecError(f"FatTree: oversubscription must be an integer >= 1, got {r!r}")
-        self.oversubscription = int(r)
+        r = self.oversubscription = integer(oversubscription, "FatTree: oversubscription", lo=1)
         if radix is None:
             radix = default_radix("FatTree", self.gpus_per_server, self._capacity, self.gpus)
         self.radix = check_radix("FatTree", radix)

@@ -13,6 +13,7 @@ from . import importers
 from .generator import generate_rl
 from .io import read, write
 from .models import H800, MODELS, Hardware, ModelConfig
+from .rl import MemoryFitWarning
 from .schema import ALGORITHMS, KINDS, SCHEMA, SCHEMA_VERSION
 from .trace import Trace
 
@@ -21,6 +22,7 @@ __all__ = [
     "write",
     "importers",
     "generate_rl",
+    "MemoryFitWarning",
     "Trace",
     "ModelConfig",
     "MODELS",

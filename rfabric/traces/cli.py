@@ -70,7 +70,31 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--distributed-optimizer", action="store_true", help="reduce-scatter + all-gather gradients"
     )
     g.add_argument(
-        "--weight-sync", choices=("two_level", "flat"), default="two_level", help="weight sync scheme"
+        "--grad-bucket-bytes", type=int, default=None, help="gradient buckets overlapping the backward"
+    )
+    g.add_argument(
+        "--algorithm", choices=("grpo", "ppo", "none"), default="grpo", help="make-experience passes"
+    )
+    g.add_argument(
+        "--reward-model",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reward-model forward pass (default: with ppo only)",
+    )
+    g.add_argument(
+        "--memory-check",
+        choices=("warn", "error", "off"),
+        default="warn",
+        help="when model states exceed GPU memory (default warn)",
+    )
+    g.add_argument(
+        "--weight-sync",
+        choices=("two_level", "flat", "gather_broadcast"),
+        default="two_level",
+        help="weight sync scheme",
+    )
+    g.add_argument(
+        "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(
@@ -89,6 +113,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--peak-tflops", type=float, default=H800.peak_flops / 1e12, help="dense BF16 peak, TFLOP/s"
     )
     g.add_argument("--hbm-tbps", type=float, default=H800.hbm_bytes_per_s / 1e12, help="HBM bandwidth, TB/s")
+    g.add_argument("--hbm-gb", type=float, default=H800.hbm_capacity_bytes / 1e9, help="GPU memory, GB")
     g.add_argument(
         "-o", "--output", required=True, metavar="OUT", help="output file (.arrow/.feather/.ipc/.parquet)"
     )
@@ -146,6 +171,7 @@ def _generate(args: argparse.Namespace) -> int:
         "hbm_bytes_per_s": args.hbm_tbps * 1e12,
         "train_mfu": args.train_mfu,
         "gen_mfu": args.gen_mfu,
+        "hbm_capacity_bytes": args.hbm_gb * 1e9,
     }
     same = all(getattr(H800, k) == v for k, v in fields.items())
     hw = H800 if same else Hardware(name="custom", **fields)
@@ -170,7 +196,12 @@ def _generate(args: argparse.Namespace) -> int:
         micro_batch_tokens=args.micro_batch_tokens,
         optimizer_steps=args.optimizer_steps,
         distributed_optimizer=args.distributed_optimizer,
+        grad_bucket_bytes=args.grad_bucket_bytes,
+        algorithm=args.algorithm,
+        reward_model=args.reward_model,
+        memory_check=args.memory_check,
         weight_sync=args.weight_sync,
+        weight_bucket_bytes=args.weight_bucket_bytes,
         pod_gpus=args.pod_gpus,
         decode_steps_per_op=args.decode_steps_per_op,
         decode_layers_per_op=args.decode_layers_per_op,

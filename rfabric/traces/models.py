@@ -5,7 +5,7 @@ hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, fo
 mixture-of-experts models, experts, top-k and expert widths. `MODELS` holds the five
 models of table 3 of the OrchestrRL/RFabric paper with the numbers of their published
 Hugging Face ``config.json`` files. `Hardware` holds the roofline constants (H800 by
-default). This module only describes; sizes and times are computed in `generator`.
+default). This module only describes; sizes and times are computed in `rfabric.traces.rl`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SpecError
+from ..validators import integer
 
 __all__ = ["ModelConfig", "MODELS", "Hardware", "H800", "get_model"]
 
@@ -77,13 +78,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "vocab"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a positive integer, got {v!r}")
+            integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=1)
         for f in ("ffn", "experts", "top_k", "expert_ffn", "shared_expert_ffn"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise SpecError(f"ModelConfig {self.name!r}: {f} must be a non-negative integer, got {v!r}")
+            integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=0)
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise SpecError(
@@ -91,10 +88,8 @@ class ModelConfig:
                     f"{self.heads}; give head_dim"
                 )
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
-        elif isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int) or self.head_dim < 1:
-            raise SpecError(
-                f"ModelConfig {self.name!r}: head_dim must be a positive integer, got {self.head_dim!r}"
-            )
+        else:
+            integer(self.head_dim, f"ModelConfig {self.name!r}: head_dim", lo=1)
         if self.heads % self.kv_heads:
             raise SpecError(
                 f"ModelConfig {self.name!r}: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}"
@@ -319,6 +314,8 @@ class Hardware:
         FLOPs utilisation of prefill and of the compute side of decode.
     hbm_efficiency : float
         Fraction of ``hbm_bytes_per_s`` that decode reaches.
+    hbm_capacity_bytes : float
+        GPU memory, bytes (the memory-fit check of `generate_rl`).
     """
 
     name: str = "H800"
@@ -327,9 +324,10 @@ class Hardware:
     train_mfu: float = 0.40
     gen_mfu: float = 0.40
     hbm_efficiency: float = 1.0
+    hbm_capacity_bytes: float = 80e9
 
     def __post_init__(self) -> None:
-        for f in ("peak_flops", "hbm_bytes_per_s"):
+        for f in ("peak_flops", "hbm_bytes_per_s", "hbm_capacity_bytes"):
             if not getattr(self, f) > 0:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be positive")
         for f in ("train_mfu", "gen_mfu", "hbm_efficiency"):
@@ -337,7 +335,7 @@ class Hardware:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be in (0, 1]")
 
 
-#: NVIDIA H800-80GB: 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
+#: NVIDIA H800-80GB: 80 GB, 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
 #: table 1). MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
 #: (Dubey et al. 2024, table 4). Decode runs at the full HBM bandwidth (pure roofline).
 H800 = Hardware()

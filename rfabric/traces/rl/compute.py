@@ -1,0 +1,164 @@
+"""The roofline compute model of the RL trace generator: compute gaps between ops.
+
+Training: FLOPs / (peak x train_mfu). Prefill and decode: the larger of weights and KV
+cache read / (HBM x hbm_efficiency) and FLOPs / (peak x gen_mfu). Times are float seconds
+per rank (per step and layer for decode); the stage emitters turn them into compute_ps via
+`OpBuilder.compute`. The formulas are stated in `generate_rl`'s Notes. Knows nothing about
+ops or groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..models import Hardware, ModelConfig
+from .layout import GenLayout, TrainLayout
+
+__all__ = ["Roofline"]
+
+
+class Roofline:
+    """Compute times of one model on one `Hardware` under the given train and gen layouts."""
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        tl: TrainLayout,
+        gl: GenLayout,
+        hw: Hardware,
+        *,
+        prompt: int,
+        act: int,
+        param: int,
+    ):
+        self.m, self.tl, self.gl, self.hw = model, tl, gl, hw
+        self.prompt, self.act, self.param = prompt, act, param
+
+    def flops_s(self, flops, mfu):
+        return np.asarray(flops, dtype=np.float64) / (self.hw.peak_flops * mfu)
+
+    def mem_s(self, nbytes):
+        return np.asarray(nbytes, dtype=np.float64) / (self.hw.hbm_bytes_per_s * self.hw.hbm_efficiency)
+
+    # -- generation ------------------------------------------------------------------------
+    def touched(self, tokens, experts_here):
+        """Expected experts (of ``experts_here``) touched by ``tokens`` routed tokens."""
+        m = self.m
+        return experts_here * (1.0 - np.power(1.0 - m.top_k / m.experts, tokens))
+
+    def decode_times(self, A_u, A_i):
+        """Per-step, per-layer compute (s): attention (unit), FFN (unit), experts (instance), head."""
+        m, gl, p, a, w = self.m, self.gl, self.prompt, self.act, self.param
+        tp, mfu = gl.tp, self.hw.gen_mfu
+        T = A_u.shape[1]
+        bu = A_u.astype(np.float64)
+        ctx = bu * (p + np.arange(T, dtype=np.float64))[None, :]  # context tokens read
+        kv_split = min(tp, m.kv_heads)
+        attn_w = m.attn_params + (m.router_params if gl.mode != "tp" else 0)
+        t_attn = np.maximum(
+            self.mem_s(attn_w * w / tp + ctx * 2 * m.kv_dim * a / kv_split),
+            self.flops_s(2 * bu * attn_w / tp + 4 * ctx * m.q_dim / tp, mfu),
+        )
+        head = m.vocab * m.hidden
+        t_head = np.maximum(self.mem_s(head * w / tp), self.flops_s(2 * bu * head / tp, mfu))
+        idle = bu == 0
+        t_exp = None
+        if gl.mode == "tp":
+            if m.is_moe:
+                nbytes = (
+                    (self.touched(bu, m.experts) * m.expert_params + m.shared_params + m.router_params)
+                    * w
+                    / tp
+                )
+                flops = 2 * bu * (m.top_k * m.expert_params + m.shared_params + m.router_params) / tp
+            else:
+                nbytes = np.full_like(bu, m.dense_mlp_params * w / tp)
+                flops = 2 * bu * m.dense_mlp_params / tp
+            t_ffn = np.maximum(self.mem_s(nbytes), self.flops_s(flops, mfu))
+        else:
+            t_ffn = np.zeros_like(bu)
+            if m.shared_params:
+                t_ffn = np.maximum(
+                    self.mem_s(np.full_like(bu, m.shared_params * w / tp)),
+                    self.flops_s(2 * bu * m.shared_params / tp, mfu),
+                )
+            bi = A_i.astype(np.float64)
+            if gl.mode == "ep":
+                ranks, shared_here = gl.ep, 0
+            else:
+                ranks, shared_here = gl.ffn, m.shared_params
+                t_ffn = np.zeros_like(bu)  # AFD: the shared expert runs on the FFN ranks
+            per = m.experts / ranks
+            nbytes = (self.touched(bi, per) * m.expert_params + shared_here / ranks) * w
+            flops = 2 * bi * (m.top_k * m.expert_params + shared_here) / ranks
+            t_exp = np.maximum(self.mem_s(nbytes), self.flops_s(flops, mfu))
+            t_exp[bi == 0] = 0
+        for arr in (t_attn, t_ffn, t_head):
+            arr[idle] = 0
+        return t_attn, t_ffn, t_exp, t_head
+
+    def prefill_times(self, n_u, n_i):
+        """Per-layer prefill compute (s) per unit/instance, plus the output layer per unit."""
+        m, gl, p, w = self.m, self.gl, self.prompt, self.param
+        tp, mfu = gl.tp, self.hw.gen_mfu
+        nu = n_u.astype(np.float64)
+        tok = p * nu
+        attn_w = m.attn_params + (m.router_params if gl.mode != "tp" else 0)
+        t_attn = np.maximum(
+            self.mem_s(np.full_like(nu, attn_w * w / tp)),
+            self.flops_s(2 * tok * attn_w / tp + 2 * p * p * nu * m.q_dim / tp, mfu),
+        )
+        head = m.vocab * m.hidden
+        t_head = np.maximum(
+            self.mem_s(np.full_like(nu, head * w / tp)), self.flops_s(2 * nu * head / tp, mfu)
+        )
+        t_exp = None
+        if gl.mode == "tp":
+            if m.is_moe:
+                nbytes = (
+                    self.touched(tok, m.experts) * m.expert_params + m.shared_params + m.router_params
+                ) * w
+                flops = 2 * tok * (m.top_k * m.expert_params + m.shared_params + m.router_params)
+            else:
+                nbytes = np.full_like(tok, m.dense_mlp_params * w)
+                flops = 2 * tok * m.dense_mlp_params
+            t_ffn = np.maximum(self.mem_s(nbytes / tp), self.flops_s(flops / tp, mfu))
+        else:
+            t_ffn = np.zeros_like(tok)
+            if gl.mode == "ep" and m.shared_params:
+                t_ffn = np.maximum(
+                    self.mem_s(np.full_like(tok, m.shared_params * w / tp)),
+                    self.flops_s(2 * tok * m.shared_params / tp, mfu),
+                )
+            ranks, shared_here = (gl.ep, 0) if gl.mode == "ep" else (gl.ffn, m.shared_params)
+            ti = p * n_i.astype(np.float64)
+            nbytes = (self.touched(ti, m.experts / ranks) * m.expert_params + shared_here / ranks) * w
+            t_exp = np.maximum(
+                self.mem_s(nbytes),
+                self.flops_s(2 * ti * (m.top_k * m.expert_params + shared_here) / ranks, mfu),
+            )
+        for arr in (t_attn, t_ffn, t_head):
+            arr[nu == 0] = 0
+        if t_exp is not None:
+            t_exp[n_i == 0] = 0
+        return t_attn, t_ffn, t_exp, t_head
+
+    # -- training --------------------------------------------------------------------------
+    def optimizer_s(self, params: float, bytes_per_param: int) -> float:
+        """Optimizer step of ``params`` parameters on one rank: HBM traffic-bound."""
+        return float(self.mem_s(params * bytes_per_param))
+
+    def train_flops(self, t: int, s_eff: float) -> dict[str, float]:
+        m, tp = self.m, self.tl.tp
+        f = {
+            "qkv": 2.0 * t * m.hidden * (m.q_dim + 2 * m.kv_dim) / tp,
+            "core": 2.0 * t * s_eff * m.q_dim / tp,
+            "o": 2.0 * t * m.q_dim * m.hidden / tp,
+            "mlp": 2.0 * t * m.dense_mlp_params / tp,
+            "experts": 2.0 * t * m.top_k * m.expert_params / tp,
+            "shared": 2.0 * t * (m.shared_params - (m.hidden if m.shared_params else 0)) / tp,
+            "router": 2.0 * t * m.router_params / tp,
+            "head": 2.0 * t * m.hidden * m.vocab / tp,
+        }
+        mfu = self.hw.train_mfu
+        return {key: float(self.flops_s(v, mfu)) for key, v in f.items()}

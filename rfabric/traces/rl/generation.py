@@ -1,0 +1,177 @@
+"""Generation stage: prefill and decode of every instance, and response streaming.
+
+`emit_generation` emits, per layer block, the prefill collectives, then per chunk of
+``decode_steps_per_op`` decode steps the decode collectives (TP all-reduce; EP all-to-all
+or AFD m2n), and after each chunk the ``send`` of the samples that finished in it from
+their unit to their train replica. Sizes and the streamed-sample format are in
+`generate_rl`'s Notes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builder import cdiv
+from .context import RLContext
+
+__all__ = ["emit_generation", "TOKEN_ID_BYTES", "LOGPROB_BYTES", "REWARD_BYTES"]
+
+
+#: Response streaming: bytes per token id (int32), per response-token log-probability
+#: (fp32) and per sample reward (fp32). A sample of prompt p and response n tokens costs
+#: ``4 p + 8 n + 4`` bytes (token ids of prompt and response, one log-prob per response
+#: token, one reward).
+TOKEN_ID_BYTES = 4
+LOGPROB_BYTES = 4
+REWARD_BYTES = 4
+
+_I64 = np.int64
+
+
+def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Emit prefill, decode and response streaming of iteration ``it``.
+
+    Returns the stream hand-offs: (train target ranks, stream op ids) pairs.
+    """
+    gl, b, K = ctx.gl, ctx.b, ctx.K
+    b.iteration = it
+    gen_period, stream_period = ctx.new_period(), ctx.new_period()
+    b.period = gen_period
+    n = len(lengths)
+    unit_of = np.arange(n) % gl.n_units
+    n_u = np.bincount(unit_of, minlength=gl.n_units)
+    upi = gl.units_per_instance
+    n_i = n_u.reshape(gl.dp, upi).sum(axis=1)
+    n_chunks = cdiv(int(lengths.max()), K)
+    T = n_chunks * K
+    cnt = np.bincount(unit_of * (T + 1) + lengths, minlength=gl.n_units * (T + 1)).reshape(gl.n_units, T + 1)
+    A_u = n_u[:, None] - np.cumsum(cnt, axis=1)[:, :T]  # active sequences (unit, step)
+    A_i = A_u.reshape(gl.dp, upi, T).sum(axis=1)
+    S_u = A_u.reshape(gl.n_units, n_chunks, K).sum(axis=2)  # (unit, chunk)
+    S_i = S_u.reshape(gl.dp, upi, n_chunks).sum(axis=1)
+    last_chunk = np.full(gl.dp, -1)
+    for i in range(gl.dp):
+        nz = np.flatnonzero(S_i[i])
+        if len(nz):
+            last_chunk[i] = nz[-1]
+
+    t_attn, t_ffn, t_exp, t_head = ctx.rf.decode_times(A_u, A_i)
+    chunk = lambda x: x.reshape(x.shape[0], n_chunks, K).sum(axis=2)  # noqa: E731
+    c_attn, c_ffn, c_head = chunk(t_attn), chunk(t_ffn), chunk(t_head)
+    c_exp = chunk(t_exp) if t_exp is not None else None
+
+    # Prefill: prompt_len * n_u tokens per unit, one op per collective and layer block.
+    p_u = ctx.prompt * n_u
+    p_i = ctx.prompt * n_i
+    pt_attn, pt_ffn, pt_exp, pt_head = ctx.rf.prefill_times(n_u, n_i)
+    for bi, nb in enumerate(ctx.blocks):
+        _gen_block(
+            ctx,
+            "prefill",
+            nb,
+            p_u,
+            p_i,
+            n_i > 0,
+            pt_attn * nb + (pt_head if bi == 0 else 0),
+            pt_ffn * nb,
+            None if pt_exp is None else pt_exp * nb,
+        )
+
+    # Decode chunks, then the streams of the samples that finished in each chunk.
+    fin_chunk = (lengths - 1) // K
+    sample_bytes = TOKEN_ID_BYTES * ctx.prompt + (TOKEN_ID_BYTES + LOGPROB_BYTES) * lengths + REWARD_BYTES
+    replica = np.arange(n) % ctx.tl.dp
+    key = (fin_chunk * gl.n_units + unit_of) * ctx.tl.dp + replica
+    order = np.argsort(key, kind="stable")
+    ukeys, starts = np.unique(key[order], return_index=True)
+    sizes = np.add.reduceat(sample_bytes[order], starts) if len(starts) else np.empty(0, _I64)
+    s_chunk = ukeys // (gl.n_units * ctx.tl.dp)
+    s_unit = (ukeys // ctx.tl.dp) % gl.n_units
+    s_replica = ukeys % ctx.tl.dp
+    targets = ctx.tl.grid[0, :, 0, 0]  # first rank of each replica
+    streams: list[tuple[np.ndarray, np.ndarray]] = []
+    for c in range(n_chunks):
+        active = last_chunk >= c
+        if active.any():
+            for bi, nb in enumerate(ctx.blocks):
+                _gen_block(
+                    ctx,
+                    "decode",
+                    nb,
+                    S_u[:, c],
+                    S_i[:, c],
+                    active,
+                    c_attn[:, c] * nb + (c_head[:, c] if bi == 0 else 0),
+                    c_ffn[:, c] * nb,
+                    None if c_exp is None else c_exp[:, c] * nb,
+                )
+        sel = np.flatnonzero(s_chunk == c)
+        if len(sel):
+            b.period = stream_period
+            senders = gl.units[s_unit[sel], 0]
+            dst = targets[s_replica[sel]]
+            ids = b.emit(
+                np.stack([senders, dst], axis=1),
+                sizes[sel],
+                stage="response_stream",
+                phase="stream",
+                kind="send",
+                algorithm="direct",
+                program=[0],
+                chain=False,
+            )
+            streams.append((dst, ids))
+            b.period = gen_period
+    return streams
+
+
+def _gen_block(ctx: RLContext, phase, nb, tok_u, tok_i, active, attn_s, ffn_s, exp_s):
+    """Emit one layer block of ops for every active instance.
+
+    ``tok_u``/``tok_i``: tokens (summed over the aggregated steps) per unit/instance;
+    ``attn_s``/``ffn_s``: per-unit compute (s); ``exp_s``: per-instance expert compute.
+    """
+    m, gl, b = ctx.m, ctx.gl, ctx.b
+    h, a, k = m.hidden, ctx.act, m.top_k
+    s = 1 if m.shared_expert_ffn else 0
+    unit_active = np.repeat(active, gl.units_per_instance)
+    units_on = np.flatnonzero(unit_active & (tok_u > 0))
+    inst_on = np.flatnonzero(active)
+    ar_size = nb * h * a * tok_u.astype(_I64)
+    b.compute(gl.units[np.flatnonzero(unit_active)], attn_s[unit_active])
+    if gl.tp > 1:
+        b.emit(gl.units[units_on], ar_size[units_on], stage="gen", phase=phase, kind="all_reduce")
+    if gl.mode == "tp":
+        b.compute(gl.units[np.flatnonzero(unit_active)], ffn_s[unit_active])
+        if gl.tp > 1:
+            b.emit(gl.units[units_on], ar_size[units_on], stage="gen", phase=phase, kind="all_reduce")
+        return
+    tok = tok_i.astype(_I64)[inst_on]
+    if gl.mode == "ep":
+        size = -(-(nb * k * h * a * tok) // gl.ep)
+        ranks = gl.instances[inst_on]
+        b.emit(ranks, size, stage="gen", phase=phase, kind="all_to_all")
+        b.compute(ranks, exp_s[inst_on])
+        b.emit(ranks, size, stage="gen", phase=phase, kind="all_to_all")
+        if s:
+            b.compute(gl.units[np.flatnonzero(unit_active)], ffn_s[unit_active])
+            if gl.tp > 1:
+                b.emit(gl.units[units_on], ar_size[units_on], stage="gen", phase=phase, kind="all_reduce")
+        return
+    # AFD: attention ranks -> FFN ranks -> attention ranks.
+    inst = gl.instances[inst_on]
+    attn_r, ffn_r = inst[:, : gl.attn], inst[:, gl.attn :]
+    out = -(-(nb * (k + s) * h * a * tok) // gl.attn)
+    back = -(-(nb * (k + s) * h * a * tok) // gl.ffn)
+    for src, dst, size in ((attn_r, ffn_r, out), (ffn_r, attn_r, back)):
+        if src is ffn_r:  # the experts run between dispatch and combine
+            b.compute(ffn_r, exp_s[inst_on])
+        b.emit(
+            np.concatenate([src, dst], axis=1),
+            size,
+            stage="gen",
+            phase=phase,
+            kind="m2n",
+            algorithm="direct",
+            m2n_senders=src.shape[1],
+        )

@@ -1,0 +1,364 @@
+"""generate_rl's framework options: make-experience passes, bucketed gradient sync, the
+optimizer step, ZeRO-2/3 and FSDP, gather-then-broadcast weight sync, the memory-fit
+check; each against byte totals recomputed here from the raw architecture numbers (never
+the generator's helpers), plus replays on a 64-GPU fat-tree (flow backend) that finish
+every op and move exactly the trace's bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_generator import cdiv, layer_dense, layer_experts, totals
+
+import rfabric as rf
+import rfabric.traces as rt
+from rfabric.errors import SpecError
+
+HBM = 3.35e12  # H800 HBM bytes/s (hbm_efficiency 1)
+
+
+def replay_conserves(trace: rt.Trace) -> None:
+    """Replay on FatTree(64), flow backend: every op ends and moves trace.sent_bytes()."""
+    res = rf.simulate(rf.topologies.FatTree(64), trace, backend="flow", record_flows=True)
+    assert (res.ops["end_ps"].to_numpy() >= 0).all()
+    moved = np.bincount(
+        res.flows["op_id"].to_numpy(), weights=res.flows["size_bytes"].to_numpy(), minlength=trace.num_ops
+    ).astype(np.int64)
+    assert moved.tolist() == trace.sent_bytes().tolist()
+
+
+# -- make-experience passes ---------------------------------------------------------------------
+def test_make_experience_passes_ppo_with_reward_model():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L = m.hidden, m.layers
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    tp, pp, cp, dp, B, p, n, mbt = 2, 2, 2, 2, 16, 128, 300, 1024
+    trace = rt.generate_rl(
+        m,
+        train_gpus=16,
+        gen_gpus=8,
+        train=dict(tp=tp, pp=pp, cp=cp),
+        gen=dict(tp=2),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=1000),
+        micro_batch_tokens=mbt,
+        optimizer_steps=2,  # training micro-batches differ from the passes' (whole batch)
+        algorithm="ppo",
+        reward_model=True,
+    )
+    got = totals(trace)
+    T = B * (p + n)
+    mb = cdiv(T, dp * mbt)  # micro-batches per replica over the whole batch
+    t = cdiv(cdiv(T, dp * mb), cp)
+    ar_ops = mb * L * 2 * dp * cp  # 2 TP all-reduces per layer on each of dp*cp groups
+    a2a_ops = mb * L * 2 * dp * tp
+    sends = mb * tp * cp * dp  # stage 0 -> 1, every rank of the stage
+    passes = ("reward", "old_logprob", "ref_logprob", "critic_value")
+    for ph in passes:
+        assert got[("experience", ph, "all_reduce")] == [ar_ops, ar_ops * t * h * 2]
+        qkv, out = cdiv(t * (q + 2 * kv) * 2, tp), cdiv(t * q * 2, tp)
+        assert got[("experience", ph, "all_to_all")] == [a2a_ops, a2a_ops // 2 * (qkv + out)]
+        assert got[("experience", ph, "send")] == [sends, sends * t * h * 2]
+    assert {k[1] for k in got if k[0] == "experience"} == set(passes)
+    # In veRL's order, all before the first training op, each in its own period.
+    tab = trace.table
+    stage, phase = tab.column("stage").to_pylist(), tab.column("phase").to_pylist()
+    period = tab.column("period").to_pylist()
+    exp = [i for i, s in enumerate(stage) if s == "experience"]
+    first_train = stage.index("train")
+    assert max(exp) < first_train
+    order = [phase[i] for i in exp]
+    assert sorted(order, key=passes.index) == order
+    assert len({period[i] for i in exp}) == 4
+    # The stream hand-offs now feed the first pass: its first ops wait for streamed samples.
+    streams = {i for i, s in enumerate(stage) if s == "response_stream"}
+    deps = tab.column("deps").to_pylist()
+    assert streams <= {d for i in exp for d in deps[i]}
+
+
+@pytest.mark.parametrize("algorithm, passes", [("grpo", 2), ("ppo", 4), ("none", 0)])
+def test_passes_per_algorithm(algorithm, passes):
+    trace = rt.generate_rl(
+        "qwen2.5-14b",
+        train_gpus=8,
+        gen_gpus=8,
+        train=dict(tp=2),
+        gen=dict(tp=2),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        algorithm=algorithm,
+    )
+    got = totals(trace)
+    assert len({k[1] for k in got if k[0] == "experience"}) == passes
+    # GRPO: no critic and no reward model; PPO: both (reward model by default)
+    assert (("experience", "critic_value", "all_reduce") in got) == (algorithm == "ppo")
+    assert (("experience", "reward", "all_reduce") in got) == (algorithm == "ppo")
+    assert trace.metadata["parameters"]["algorithm"] == algorithm
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(algorithm="dpo"), "algorithm must be one of 'grpo', 'ppo', 'none', got 'dpo'"),
+        (dict(reward_model="yes"), "reward_model must be True or False, got 'yes'"),
+        (dict(grad_bucket_bytes=0), "grad_bucket_bytes must be an integer >= 1, got 0"),
+        (dict(optimizer_bytes_per_param=-1), "optimizer_bytes_per_param must be an integer >= 0"),
+        (dict(memory_check="ignore"), "memory_check must be one of 'warn', 'error', 'off'"),
+        (dict(zero_stage=4), "zero_stage must be an integer in 0..3, got 4"),
+        (dict(weight_bucket_bytes=0), "weight_bucket_bytes must be an integer >= 1, got 0"),
+        (dict(zero_stage=3, distributed_optimizer=True), "contradicts zero_stage=3"),
+        (dict(zero_stage=2, grad_bucket_bytes=1 << 20), "grad_bucket_bytes applies to zero_stage 0 and 1"),
+    ],
+)
+def test_option_errors(kwargs, message):
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
+
+
+# -- bucketed gradient sync and the optimizer step ----------------------------------------------
+def test_grad_buckets_overlap_the_backward():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, cap = 2, 2, 100 << 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=8,
+        gen_gpus=4,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=4),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        grad_bucket_bytes=cap,
+    )
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]  # stage 0, 1
+    per_rank = [cdiv(x, tp) * 4 for x in d]
+    buckets = sum(cdiv(x, cap) for x in per_rank)
+    assert got[("train", "grad_sync", "all_reduce")] == [tp * buckets, tp * sum(per_rank)]
+    sizes = sorted({r["size_bytes"] for r in trace.table.to_pylist() if r["phase"] == "grad_sync"})
+    assert sizes == sorted({cap} | {x - cap * (cdiv(x, cap) - 1) for x in per_rank})
+    # Overlap: buckets start before the stage's backward ends; each is waited for.
+    tab = trace.table
+    stage, phase = tab.column("stage").to_pylist(), tab.column("phase").to_pylist()
+    ranks, deps = tab.column("ranks").to_pylist(), tab.column("deps").to_pylist()
+    last_bwd = max(
+        i for i, (s, p) in enumerate(zip(stage, phase, strict=True)) if s == "train" and p == "bwd"
+    )
+    grad = [i for i, p in enumerate(phase) if p == "grad_sync"]
+    assert min(grad) < last_bwd
+    waited = {d for ds in deps for d in ds}
+    assert set(grad) <= waited
+    assert all(len(ranks[i]) == 2 for i in grad)  # dp = 2 groups
+
+
+def test_optimizer_step_gap_before_the_parameter_all_gather():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, dp = 2, 4
+    args = dict(
+        train_gpus=8,
+        gen_gpus=4,
+        train=dict(tp=tp),
+        gen=dict(tp=4),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        distributed_optimizer=True,
+        algorithm="none",
+    )
+    D = L * layer_dense(m) + 2 * V * h + h
+    for o in (30, 12, 0):
+        trace = rt.generate_rl(m, optimizer_bytes_per_param=o, **args)
+        ag = [r for r in trace.table.to_pylist() if r["kind"] == "all_gather"]
+        assert len(ag) == tp
+        expected = round(D / (tp * dp) * o / HBM * 1e12)
+        assert all(abs(r["compute_ps"] - expected) <= 1 for r in ag)
+
+
+def test_optimizer_step_gap_moe_shards_experts_over_expert_dp():
+    m = rt.MODELS["qwen2-57b-a14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, ep, dp = 2, 4, 8
+    trace = rt.generate_rl(
+        m,
+        train_gpus=16,
+        gen_gpus=8,
+        train=dict(tp=tp, ep=ep),
+        gen=dict(tp=2, ep=8),
+        global_batch=8,
+        response=dict(median=64, max=128),
+        distributed_optimizer=True,
+        algorithm="none",
+    )
+    D, X = L * layer_dense(m) + 2 * V * h + h, L * layer_experts(m)
+    per_rank = D / (tp * dp) + X / (ep * tp) / (dp // ep)
+    ag = [r for r in trace.table.to_pylist() if r["kind"] == "all_gather"]
+    assert abs(ag[0]["compute_ps"] - round(per_rank * 30 / HBM * 1e12)) <= 1
+
+
+# -- ZeRO-2/3 and FSDP ----------------------------------------------------------------------------
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_stages_shard_per_layer(zero):
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    dp, B, p, n, mbt = 4, 8, 64, 64, 128
+    trace = rt.generate_rl(
+        m,
+        train_gpus=dp,
+        gen_gpus=4,
+        gen=dict(tp=4),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=n),
+        micro_batch_tokens=mbt,
+        zero_stage=zero,
+    )
+    got = totals(trace)
+    mb = cdiv(B * (p + n), dp * mbt)
+    assert mb == 2
+    Ld, R = layer_dense(m), 2 * V * h + h  # a layer; the embedding + output-layer unit
+    units, unit_params = L + 1, L * Ld + R
+    assert got[("train", "grad_sync", "reduce_scatter")] == [mb * units, mb * unit_params * 4]
+    assert ("train", "grad_sync", "all_reduce") not in got
+    if zero == 3:  # before every forward and backward of every unit; no all-gather after the step
+        assert got[("train", "param_gather", "all_gather")] == [2 * mb * units, 2 * mb * unit_params * 2]
+        # two forward-only passes (old and reference log-probs) gather every unit too
+        assert got[("experience", "param_gather", "all_gather")] == [2 * mb * units, 2 * mb * unit_params * 2]
+        assert ("train", "grad_sync", "all_gather") not in got
+    else:
+        assert got[("train", "grad_sync", "all_gather")] == [1, unit_params * 2]
+        assert not any(k[1] == "param_gather" for k in got)
+    assert trace.metadata["parameters"]["zero_stage"] == zero
+
+
+def test_distributed_optimizer_is_zero_1():
+    args = dict(train_gpus=8, gen_gpus=8, train=dict(tp=2), global_batch=8, response=dict(median=32, max=64))
+    a = rt.generate_rl("qwen2.5-14b", distributed_optimizer=True, **args)
+    b = rt.generate_rl("qwen2.5-14b", zero_stage=1, **args)
+    assert a.table.select(["kind", "size_bytes", "compute_ps"]).equals(
+        b.table.select(["kind", "size_bytes", "compute_ps"])
+    )
+
+
+# -- weight sync as frameworks do it ------------------------------------------------------------
+def test_gather_broadcast_weight_sync():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, dp, cap = 2, 2, 2, 1 << 30
+    trace = rt.generate_rl(
+        m,
+        train_gpus=tp * pp * dp,
+        gen_gpus=8,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=2),
+        global_batch=8,
+        response=dict(median=32, max=64),
+        weight_sync="gather_broadcast",
+        weight_bucket_bytes=cap,
+    )
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]
+    assert got[("weight_sync", "gather", "all_gather")] == [pp, sum(cdiv(x, tp) * tp * 2 for x in d)]
+    buckets = sum(cdiv(x * 2, cap) for x in d)
+    assert got[("weight_sync", "bucket_broadcast", "broadcast")] == [buckets, sum(x * 2 for x in d)]
+    gen = set(range(8, 16))
+    ws = [r for r in trace.table.to_pylist() if r["phase"] == "bucket_broadcast"]
+    assert {r["ranks"][0] for r in ws} == {0, tp * dp}  # each stage's first rank
+    assert all(set(r["ranks"][1:]) == gen for r in ws)  # every gen GPU gets every tensor
+
+
+def test_gather_broadcast_unshards_fsdp_first():
+    m = rt.MODELS["qwen2.5-14b"]
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    args = dict(train_gpus=8, gen_gpus=4, gen=dict(tp=4), global_batch=8, response=dict(median=32, max=64))
+    trace = rt.generate_rl(m, weight_sync="gather_broadcast", zero_stage=3, **args)
+    got = totals(trace)
+    assert got[("weight_sync", "gather", "all_gather")] == [1, P * 2]  # one group of 8 ranks, tp = 1
+    assert got[("weight_sync", "bucket_broadcast", "broadcast")][1] == P * 2
+
+
+# -- memory fit ----------------------------------------------------------------------------------
+def test_a_235b_model_on_one_gpu_is_named():
+    args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))
+    with pytest.warns(
+        rt.MemoryFitWarning, match=r"qwen3-235b-a22b does not fit the train layout: .* > 80 GB"
+    ):
+        rt.generate_rl("qwen3-235b-a22b", **args)
+    with pytest.raises(SpecError, match="does not fit the train layout"):
+        rt.generate_rl("qwen3-235b-a22b", memory_check="error", **args)
+    rt.generate_rl("qwen3-235b-a22b", memory_check="off", **args)  # no warning
+
+
+def test_memory_per_gpu_recomputed():
+    import warnings
+
+    m = rt.MODELS["qwen2.5-14b"]
+    tp, dp, gen_tp = 8, 2, 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", rt.MemoryFitWarning)
+        trace = rt.generate_rl(
+            m,
+            train_gpus=16,
+            gen_gpus=4,
+            train=dict(tp=tp),
+            gen=dict(tp=gen_tp),
+            global_batch=4,
+            response=dict(median=8, max=16),
+            distributed_optimizer=True,
+            memory_check="error",
+        )
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    need = trace.metadata["parameters"]["memory_bytes_per_gpu"]
+    assert need["train"] == int(P / tp * (2 + 4) + P / tp / dp * 12)
+    assert need["gen"] == int(P / gen_tp * 2)
+    assert need["train"] < 80e9 and need["gen"] < 80e9
+
+
+# -- replay -------------------------------------------------------------------------------------
+def rl64(**kwargs) -> rt.Trace:
+    """A 64-GPU iteration (32 train, 32 gen) small enough to replay in a second or two."""
+    args = dict(
+        train_gpus=32,
+        gen_gpus=32,
+        train=dict(tp=4, pp=2),
+        gen=dict(tp=4),
+        global_batch=32,
+        prompt_len=64,
+        response=dict(median=96, max=256),
+        decode_steps_per_op=128,
+    )
+    args |= kwargs
+    return rt.generate_rl(args.pop("model", "qwen2.5-14b"), **args)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(algorithm="ppo", reward_model=True),
+        dict(grad_bucket_bytes=25 << 20),
+        dict(grad_bucket_bytes=64 << 20, distributed_optimizer=True),
+        dict(zero_stage=2),
+        dict(zero_stage=3, train=dict(tp=1, dp=32)),
+        dict(weight_sync="gather_broadcast", weight_bucket_bytes=256 << 20),
+        dict(mode="async", iterations=2, algorithm="ppo", grad_bucket_bytes=64 << 20, optimizer_steps=2),
+        dict(
+            model="qwen2-57b-a14b",
+            train=dict(tp=2, ep=4),
+            gen=dict(tp=2, afd=dict(attn=4, ffn=4)),
+            zero_stage=2,
+            algorithm="ppo",
+        ),
+    ],
+    ids=[
+        "ppo_rm",
+        "ddp_buckets",
+        "distopt_buckets",
+        "zero2",
+        "fsdp",
+        "gather_broadcast",
+        "async",
+        "moe_afd_zero2",
+    ],
+)
+def test_replay_on_fat_tree_64_conserves_bytes(kwargs):
+    replay_conserves(rl64(**kwargs))
