@@ -3,20 +3,23 @@
 Units: time in int picoseconds, sizes in int bytes, rates in int bit/s.
 """
 
-from typing import Any
+from typing import Any, type_check_only
 
 import numpy as np
 from numpy.typing import NDArray
 
 debug_checks: bool  # built with RF_DCHECK live (the RF_SANITIZE debug build)
+MAX_TIME_PS: int  # the engine's horizon (engine::kHorizon), equal to rfabric.units.MAX_TIME_PS
 
 def transports() -> list[str]: ...
 def config_fields() -> dict[str, int | float | bool | str]: ...
 def check_event_queue(seed: int, operations: int) -> int:
     """Self-check of the calendar queue against a reference heap; returns disagreements (0)."""
 
-class Engine:
-    """One packet-level simulation: network, flows or a collective workload, event loop."""
+@type_check_only
+class _Simulation:
+    """The calls Engine and FlowEngine answer alike (csrc/bindings/bind_simulator.hpp binds
+    them once for both); not a class at run time."""
 
     def __init__(self, spec: dict[str, object], config: dict[str, object]) -> None: ...
     def add_flows(
@@ -26,18 +29,6 @@ class Engine:
         size_bytes: NDArray[np.int64],
         start_ps: NDArray[np.int64],
     ) -> None: ...
-    def load_workload(
-        self,
-        arrays: dict[str, object],
-        channels: int = 8,
-        chunk_bytes: int = 524288,
-        rings: NDArray[np.uint32] | None = None,
-        boundaries: str = "none",
-        period_ends: bool = False,
-    ) -> None:
-        """boundaries: 'none', 'period' (run() returns when an op of a new period becomes
-        ready) or 'op' (when any op becomes ready); see boundary() and resume().
-        period_ends (with boundaries): also return when a period goes idle."""
     def boundary(self) -> dict[str, NDArray[np.generic]]:
         """Pending boundary: ``op`` (int64 rows), ``period`` (int32), ``start_ps`` (int64,
         when each op starts sending), ``ended`` (int32, periods that went idle: loaded with
@@ -81,6 +72,29 @@ class Engine:
     def lossless(self) -> bool: ...
     @property
     def header_bytes(self) -> int: ...
+    record_flows: bool
+    def op_log(self) -> dict[str, NDArray[np.int64]]: ...
+    def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
+    def current_circuits(self) -> NDArray[np.uint32]: ...
+    def current_circuits_lit_at(self) -> NDArray[np.int64]:
+        """When each circuit of current_circuits() carries light (ps)."""
+    def trace_path(self, src: int, dst: int, flow_hash: int = 0) -> list[int]: ...
+
+class Engine(_Simulation):
+    """One packet-level simulation: network, flows or a collective workload, event loop."""
+
+    def load_workload(
+        self,
+        arrays: dict[str, object],
+        channels: int = 8,
+        chunk_bytes: int = 524288,
+        rings: NDArray[np.uint32] | None = None,
+        boundaries: str = "none",
+        period_ends: bool = False,
+    ) -> None:
+        """boundaries: 'none', 'period' (run() returns when an op of a new period becomes
+        ready) or 'op' (when any op becomes ready); see boundary() and resume().
+        period_ends (with boundaries): also return when a period goes idle."""
     def counters(self) -> dict[str, int]: ...
     def event_counts(self) -> NDArray[np.uint64]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
@@ -90,25 +104,18 @@ class Engine:
         """Move out the rows of the flows that retired since the last call."""
     @property
     def flow_log_rows(self) -> int: ...
-    record_flows: bool
     def op_flow_stats(self) -> dict[str, NDArray[np.int64]]:
         """Per op: totals of its retired flows (flows, retransmits, bytes, max_fct_ps)."""
-    def op_log(self) -> dict[str, NDArray[np.int64]]: ...
     def delivered_bytes(self) -> NDArray[np.int64]: ...
     def payload_in_flight(self) -> NDArray[np.int64]: ...
     def flow_rates(self) -> NDArray[np.float64]: ...
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
-    def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
-    def current_circuits(self) -> NDArray[np.uint32]: ...
-    def current_circuits_lit_at(self) -> NDArray[np.int64]:
-        """When each circuit of current_circuits() carries light (ps)."""
     def enable_sampling(self, period_ps: int) -> None:
         """Sample queue depths and flow rates every period_ps from now on; once."""
     def take_samples(self) -> dict[str, NDArray[np.generic]]:
         """Move out the samples so far (queue_* and rate_* columns; empty when off)."""
-    def trace_path(self, src: int, dst: int, flow_hash: int = 0) -> list[int]: ...
 
-class FlowEngine:
+class FlowEngine(_Simulation):
     """One flow-level simulation (``backend="flow"``): max-min fair rates over the same
     forwarding, collective executor, control-loop boundaries and circuits as Engine, which it
     answers by the same names but for the packet-only ones (event_counts, payload_in_flight).
@@ -117,14 +124,6 @@ class FlowEngine:
     rate_updates, subflows, max_component, component_subflows, blocked, reroutes, quiet_ends,
     active_subflows, blocked_now)."""
 
-    def __init__(self, spec: dict[str, object], config: dict[str, object]) -> None: ...
-    def add_flows(
-        self,
-        src: NDArray[np.uint32],
-        dst: NDArray[np.uint32],
-        size_bytes: NDArray[np.int64],
-        start_ps: NDArray[np.int64],
-    ) -> None: ...
     def load_workload(
         self,
         arrays: dict[str, object],
@@ -132,53 +131,21 @@ class FlowEngine:
         chunk_bytes: int = 524288,
         rings: NDArray[np.uint32] | None = None,
         boundaries: str = "none",
-    ) -> None: ...
-    def boundary(self) -> dict[str, NDArray[np.generic]]: ...
-    def resume(self) -> None: ...
-    def active_periods(self) -> NDArray[np.int32]: ...
-    def op_flows(self, ops: NDArray[np.int64]) -> dict[str, NDArray[np.generic]]: ...
-    def apply_plan(
-        self, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
-    ) -> None: ...
-    def schedule_plan(
-        self, at_ps: int, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
-    ) -> None: ...
-    def set_link_state(self, link: int, time_ps: int, up: bool) -> None: ...
-    def run(self, until: int = ..., max_events: int = 0) -> int: ...
-    @property
-    def now(self) -> int: ...
-    def peek(self) -> int: ...
-    @property
-    def events_processed(self) -> int: ...
-    @property
-    def pending(self) -> int: ...
-    @property
-    def idle(self) -> bool: ...
-    @property
-    def flows_done(self) -> int: ...
-    @property
-    def ops_done(self) -> int: ...
-    @property
-    def num_gpus(self) -> int: ...
-    @property
-    def num_links(self) -> int: ...
-    @property
-    def lossless(self) -> bool: ...
-    @property
-    def header_bytes(self) -> int: ...
+        period_ends: bool = False,
+        ring_slices: int = 0,
+    ) -> None:
+        """As Engine.load_workload; ring_slices: the most slices a ring step is cut into
+        (0: slices of chunk_bytes, as the packet engine)."""
     def counters(self) -> dict[str, int]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
         """Per-flow columns (with ideal_fct_ps: the flow model's lone time on its path)."""
-    def op_log(self) -> dict[str, NDArray[np.int64]]: ...
+    def op_flow_stats(self) -> dict[str, NDArray[np.int64]]:
+        """Per op: totals of its finished flows (flows, delivered_bytes, max_fct_ps)."""
     def delivered_bytes(self) -> NDArray[np.int64]:
         """Payload bytes per flow that have left the source by now (the fluid's progress)."""
     def flow_rates(self) -> NDArray[np.float64]:
         """Current max-min rate per flow, bit/s of wire bytes (0 when not sending)."""
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
-    def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
-    def current_circuits(self) -> NDArray[np.uint32]: ...
-    def current_circuits_lit_at(self) -> NDArray[np.int64]: ...
-    def trace_path(self, src: int, dst: int, flow_hash: int = 0) -> list[int]: ...
 
 class Forwarding:
     """A fabric's forwarding state (topology, channels, routing tables) without a simulation."""

@@ -216,9 +216,100 @@ def _demo_flows(args) -> int:
     return 0
 
 
+CONTROLLERS = ("none", "static", "uniform", "stage-aware", "mixnet")
+
+
+def _failure(text: str, where: str) -> tuple[str, int, object]:
+    """'LINK[@TIME]' or 'nic:GPU[@TIME]' -> (kind, index, time); time defaults to 0."""
+    target, _, at = text.partition("@")
+    kind, _, index = target.rpartition(":")
+    kind = kind or "link"
+    if kind not in ("link", "nic"):
+        raise SpecError(f"{where}: {text!r}: expected LINK[@TIME] or nic:GPU[@TIME] (e.g. 12@1ms, nic:3)")
+    try:
+        value = int(index)
+    except ValueError:
+        raise SpecError(f"{where}: {text!r}: {index!r} is not a {kind} number") from None
+    return kind, value, at or 0
+
+
+def _failures(inline, path) -> list[tuple[str, int, object]]:
+    """The failure schedule of ``--fail`` (repeated) and ``--failures FILE`` (TOML)."""
+    from .errors import read_toml
+    from .validators import known_keys
+
+    out = [_failure(text, "--fail") for text in inline or ()]
+    if path:
+        doc = read_toml(path, "failures")
+        known_keys(doc, ["failure"], str(path))
+        rows = doc.get("failure", [])
+        if not isinstance(rows, list):
+            raise SpecError(f"{path}: 'failure' must be an array of tables ([[failure]])")
+        for i, row in enumerate(rows):
+            where = f"{path}: failure {i}"
+            if not isinstance(row, dict):
+                raise SpecError(f"{where}: expected a table with link or nic, and at")
+            known_keys(row, ["link", "nic", "at"], where)
+            if ("link" in row) == ("nic" in row):
+                raise SpecError(f"{where}: give exactly one of link (a link row) or nic (a GPU)")
+            kind = "link" if "link" in row else "nic"
+            out.append((kind, row[kind], row.get("at", 0)))
+    return out
+
+
+def _plan(path):
+    """A circuit plan file: CSV or Parquet with integer columns ocs, a, b (the optical device's
+    node id and the two link rows each circuit joins)."""
+    import pyarrow as pa
+
+    from .spec import CircuitTable
+
+    path = Path(path)
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        elif path.suffix == ".csv":
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(path)
+        else:
+            raise SpecError(f"{path}: a circuit plan is a .csv or .parquet file with columns ocs, a, b")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such circuit plan file") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise SpecError(f"{path}: not a readable circuit plan ({exc})") from None
+    missing = [c for c in ("ocs", "a", "b") if c not in table.column_names]
+    if missing:
+        raise SpecError(f"{path}: circuit plan has no column(s) {', '.join(missing)} (needs ocs, a, b)")
+    try:
+        return CircuitTable.build(*(table[c].to_numpy(zero_copy_only=False) for c in ("ocs", "a", "b")))
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+
+
+def _controller(name: str, plan, trace: bool):
+    from . import controllers
+
+    if name == "none":
+        return None
+    if not trace:
+        raise SpecError(f"--controller {name}: a controller plans a trace's periods; give --trace")
+    if name == "static":
+        if plan is None:
+            raise SpecError("--controller static: give the plan to keep with --plan FILE")
+        return controllers.StaticController(plan)
+    return {
+        "uniform": controllers.UniformController,
+        "stage-aware": controllers.StageAwareController,
+        "mixnet": controllers.MixNetController,
+    }[name]()
+
+
 def cmd_run(args) -> int:
     """Simulate a traffic pattern, or replay a trace, on a topology preset."""
-    from . import simulate, traces
+    from . import Simulation, traces
     from .topology import load
 
     fab = load(args.topology)
@@ -228,18 +319,38 @@ def cmd_run(args) -> int:
     else:
         workload = _flows(args.pattern, fab.gpus, args.size, args.seed, args.fan_in)
         what = f"{args.pattern}, {len(workload):,} flows of {args.size:,} B"
-    res = simulate(
+    plan = _plan(args.plan) if args.plan else None
+    controller = _controller(args.controller, plan, bool(args.trace))
+    failures = _failures(args.fail, args.failures)
+    settings = {"ecmp": args.ecmp} if args.ecmp else {}
+    if args.t_ocs is not None:
+        settings["t_ocs"] = args.t_ocs
+    sim = Simulation(
         fab,
         workload,
+        controller=controller,
         transport=args.transport,
         seed=args.seed,
         mtu_bytes=args.mtu,
-        progress=args.progress,
-        until=args.until,
         backend=args.backend,
         record_flows=True if args.record_flows else None,
+        **settings,
     )
+    for kind, index, at in failures:
+        (sim.fail_link if kind == "link" else sim.fail_nic)(index, at)
+    if plan is not None and controller is None:
+        sim.apply_circuits(plan, args.plan_at)
+    sim.run(args.until, progress=args.progress)
+    res = sim.results()
     print(f"{fab.name}: {what}")
+    extra = [f"routing {sim.routing}" + ("" if args.ecmp else " (the fabric's own)")]
+    if failures:
+        extra.append(f"{len(failures)} failure(s)")
+    if plan is not None:
+        extra.append(f"plan {args.plan} ({len(plan)} circuits)")
+    if controller is not None:
+        extra.append(f"controller {args.controller}")
+    print("; ".join(extra))
     print(res.summary())
     if args.trace:
         print("\nstages (ms):")
@@ -415,7 +526,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .simulation import BACKENDS
+    from .simulation import BACKENDS, ECMP_MODES
     from .units import parse_size
 
     ap = argparse.ArgumentParser(prog="rfabric", description="Packet-level fabric emulator for RL clusters.")
@@ -483,6 +594,46 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--backend", choices=BACKENDS, default="packet", help="packet (default) or flow (max-min rates)"
     )
+    r.add_argument(
+        "--ecmp",
+        choices=ECMP_MODES,
+        help="routing among equal-cost next hops (default: the fabric's own, Topology.routing; "
+        "README 'Routing')",
+    )
+    r.add_argument(
+        "--fail",
+        action="append",
+        metavar="LINK[@TIME]",
+        help="take link row LINK down at TIME (default 0), or a GPU's NIC with nic:GPU[@TIME]; "
+        "repeat for more (e.g. --fail 12@1ms --fail nic:3)",
+    )
+    r.add_argument(
+        "--failures",
+        metavar="FILE",
+        help="failure schedule (TOML): [[failure]] tables with link = ROW or nic = GPU, and "
+        "at = TIME (default 0)",
+    )
+    r.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="circuit plan (.csv or .parquet, integer columns ocs, a, b: the optical device's "
+        "node id and the two link rows each circuit joins); applied at --plan-at, or kept "
+        "by --controller static",
+    )
+    r.add_argument(
+        "--plan-at",
+        default="0ps",
+        help="when --plan is applied (without a controller); its new circuits are dark for --t-ocs from then",
+    )
+    r.add_argument(
+        "--controller",
+        choices=CONTROLLERS,
+        default="none",
+        help="circuit controller for a --trace: static (keeps --plan), uniform (OCS ports split "
+        "evenly), stage-aware (RFabric's), mixnet (MixNet's regional OCS); none keeps the "
+        "fabric's initial circuits",
+    )
+    r.add_argument("--t-ocs", help="OCS reconfiguration (dark) time, e.g. 10us (default: the engine's, 25ms)")
     r.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     r.add_argument(
         "--record-flows",

@@ -34,7 +34,7 @@ from .results import (
 from .spec import ROUTING_MODES, NetworkSpec
 from .topology.base import Topology
 from .units import format_time, parse_rate, parse_size, parse_time
-from .validators import boolean, integer
+from .validators import boolean, integer, known_keys
 
 __all__ = ["EngineConfig", "Simulation", "simulate", "BACKENDS"]
 
@@ -96,7 +96,10 @@ def _to_engine_value(engine_name: str, value):
         return bool(value)
     if isinstance(default, int) and not isinstance(value, bool):
         if isinstance(value, (int, np.integer)):
-            return int(value)
+            # the engine's fields are C++ ints (counts, steps, timeouts: at least 1), the seed
+            # a uint64; a value beyond them is refused by name rather than by pybind's cast
+            lo, hi = (0, 2**64 - 1) if engine_name == "seed" else (1, 2**31 - 1)
+            return integer(value, f"EngineConfig.{_python_name(engine_name)}", lo, hi)
     elif isinstance(default, float) and isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)
     elif isinstance(default, str) and isinstance(value, str):
@@ -239,7 +242,7 @@ class EngineConfig:
             raise SpecError(f"ecn_kmax ({format_time(kmax)}) is below ecn_kmin ({format_time(kmin)})")
         if "ecn_pmax" in out and not 0 <= out["ecn_pmax"] <= 1:
             raise SpecError(f"ecn_pmax must be in [0, 1], got {self.ecn_pmax!r}")
-        integer(self.coll_channels, "coll_channels", lo=1)
+        integer(self.coll_channels, "coll_channels", lo=1, hi=2**31 - 1)
         parse_size(self.coll_chunk, allow_zero=False)
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         parse_time(self.t_ocs)
@@ -256,10 +259,12 @@ def _as_spec(topology) -> NetworkSpec:
 
 def _make_config(config: EngineConfig | None, overrides: dict) -> EngineConfig:
     base = config or EngineConfig()
-    fields = {f.name for f in dataclasses.fields(EngineConfig)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise SpecError(f"unknown engine setting(s): {', '.join(unknown)} (see rfabric.EngineConfig)")
+    known_keys(
+        overrides,
+        [f.name for f in dataclasses.fields(EngineConfig)],
+        "rfabric.EngineConfig",
+        "engine setting",
+    )
     return dataclasses.replace(base, **overrides)
 
 

@@ -132,11 +132,17 @@ class CircuitTable:
     a: np.ndarray
     b: np.ndarray
 
+    def __post_init__(self):
+        # however it was made (build(), or the constructor with lists, floats, strings or
+        # columns of different lengths), a table holds three equal int64 columns or is refused
+        ocs = _col(self.ocs, np.int64, "ocs")
+        object.__setattr__(self, "ocs", ocs)
+        object.__setattr__(self, "a", _col(self.a, np.int64, "a", len(ocs)))
+        object.__setattr__(self, "b", _col(self.b, np.int64, "b", len(ocs)))
+
     @classmethod
     def build(cls, ocs, a, b) -> CircuitTable:
-        ocs = _col(ocs, np.int64, "ocs")
-        n = len(ocs)
-        return cls(ocs=ocs, a=_col(a, np.int64, "a", n), b=_col(b, np.int64, "b", n))
+        return cls(ocs=ocs, a=a, b=b)
 
     @classmethod
     def empty(cls) -> CircuitTable:

@@ -31,8 +31,10 @@ __all__ = [
 
 #: The engine's horizon: a time given as a unit string or number (``until``, ``at``,
 #: ``t_ocs``, ...) is below 2^62 ps (about 53 days), so any two such times add up without
-#: wrapping int64. (Sums inside the engine, start + compute gap + serialisation, are not
-#: range-checked yet.)
+#: wrapping int64. Inside the engine (``engine::kHorizon``, the same value) no op and no flow
+#: starts after it: an op whose dependencies' end plus its compute gap passes it is a
+#: SpecError naming the op, and a flow-level finish beyond int64 time saturates and is
+#: refused rather than wrapped.
 MAX_TIME_PS = 2**62 - 1
 #: The largest size of one flow or op: 2^48 bytes (256 TiB).
 MAX_SIZE_BYTES = 2**48

@@ -51,7 +51,12 @@ def known_keys(keys, known, where: str, what: str = "key") -> None:
     if not unknown:
         return
     bad = unknown[0]
-    near = difflib.get_close_matches(str(bad), [str(k) for k in known], n=1)
+    names = [str(k) for k in known]
+    # the closest by spelling, else one it begins ("mtu" -> "mtu_bytes": a unit suffix left out)
+    near = (
+        difflib.get_close_matches(str(bad), names, n=1)
+        or sorted(k for k in names if bad != "" and k.startswith(str(bad)))[:1]
+    )
     hint = f"; did you mean {near[0]!r}?" if near else ""
     more = f" (and {len(unknown) - 1} more: {', '.join(map(str, unknown[1:]))})" if len(unknown) > 1 else ""
     raise SpecError(

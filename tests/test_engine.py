@@ -375,3 +375,29 @@ def test_calendar_queue_agrees_with_a_reference_heap(seed):
     from rfabric import _engine
 
     assert _engine.check_event_queue(seed, 30_000) == 0
+
+
+def test_the_type_stubs_name_every_call_of_both_simulation_handles():
+    # rfabric/_engine.pyi folds the calls both handles answer into one stub base class, as
+    # csrc/bindings/bind_simulator.hpp binds them once: the stubs must still list exactly what
+    # each compiled class has
+    import ast
+    from pathlib import Path
+
+    from rfabric import _engine
+
+    tree = ast.parse((Path(rf.__file__).parent / "_engine.pyi").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def names(cls):
+        out = set().union(*(names(classes[b.id]) for b in cls.bases))
+        for n in cls.body:
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_"):
+                out.add(n.name)
+            elif isinstance(n, ast.AnnAssign):
+                out.add(n.target.id)
+        return out
+
+    for name in ("Engine", "FlowEngine"):
+        real = {n for n in dir(getattr(_engine, name)) if not n.startswith("_")}
+        assert names(classes[name]) == real, name

@@ -132,7 +132,7 @@ def test_inconsistent_columns():
 def test_bad_engine_settings(fab):
     flows = rf.Flows([0], [9], 1000)
     raises(r"unknown transport 'tcp' \(known: roce, dctcp\)", rf.simulate, fab, flows, transport="tcp")
-    raises(r"unknown engine setting\(s\): mtu", rf.simulate, fab, flows, mtu=1500)
+    raises(r"unknown engine setting .mtu.; did you mean .mtu_bytes.", rf.simulate, fab, flows, mtu=1500)
     raises(
         r"backend: unknown backend 'flw' \(allowed: 'packet', 'flow'\)",
         rf.simulate,
@@ -162,7 +162,32 @@ def test_bad_engine_settings(fab):
         r"header_bytes 9216 must be smaller than mtu_bytes 9216", rf.simulate, fab, flows, header_bytes=9216
     )
     raises(r"seed must be an integer >= 0", rf.simulate, fab, flows, seed=-1)
+    # integers beyond the engine's C++ fields are named, not refused by pybind's cast
+    raises(
+        r"EngineConfig.dcqcn_f must be an integer in 1..2147483647, got 2147483648",
+        rf.simulate,
+        fab,
+        flows,
+        dcqcn_f=2**31,
+    )
+    raises(
+        r"coll_channels must be an integer in 1..2147483647, got 2147483648",
+        rf.simulate,
+        fab,
+        flows,
+        coll_channels=2**31,
+    )
     raises(r"expected a Topology or NetworkSpec, got str", rf.simulate, "fat_tree", flows)
+
+
+def test_circuit_tables_made_around_build_are_checked():
+    from rfabric.spec import CircuitTable
+
+    raises(r"column 'a': expected integers, got float64", CircuitTable, ocs=[1], a=[2.5], b=[3])
+    raises(r"column 'b': has 2 rows, expected 1", CircuitTable, ocs=[1], a=[2], b=[3, 4])
+    raises(r"column 'ocs': expected a 1-d array", CircuitTable, ocs=[[1]], a=[2], b=[3])
+    plan = CircuitTable(ocs=[1], a=[2], b=[3])  # lists become int64 columns
+    assert plan.a.dtype == np.int64 and len(plan) == 1
 
 
 def test_buffer_too_small_for_pfc_headroom():

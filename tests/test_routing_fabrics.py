@@ -232,3 +232,26 @@ def test_a_relayed_flow_leaves_its_neighbours_their_share():
     ratio = np.array(fail.ops["time_ps"].to_pylist()) / base
     assert ratio.max() <= 1.16, ratio  # 8/7 = 1.143 on GPUs 0-2, 1.0 elsewhere
     assert fail.run["pfc_pauses"] == 0
+
+
+@pytest.mark.parametrize("name", ["FatTree", "RailOptimized", "RFabric"])
+def test_a_failed_nvlink_is_never_a_relay(name):
+    # GPU 0's NIC and GPU 5's NVLink fail at once (the same server): traffic to and from GPU 0
+    # is relayed through the server's other NICs, never over GPU 5's NVLink, and GPU 5 itself
+    # sends and receives through its NIC (same-server traffic too). It used to spread frames
+    # over GPU 5 and drop them on its down NVLink, and a RoCE flow so cut never finished.
+    fab = {"FatTree": T.FatTree, "RailOptimized": T.RailOptimized, "RFabric": T.RFabric}[name](32)
+    spec = fab.to_spec()
+    nvlink5 = next(int(k) for k in spec.links_of(5) if k != spec.nic_link(5))
+    pairs = [(8, 0), (16, 5), (0, 17), (2, 5), (5, 1), (5, 26), (24, 2)]
+    if name == "RFabric":
+        # (RFabric 32 has no circuits: its rails meet only inside servers, so GPU 5 and the
+        # other rails of its server no longer reach each other; such a flow waits, unroutable)
+        cut = rf.simulate(fab, rf.Flows([2], [5], 1 << 18), failures=[(spec.nic_link(0), 0), (nvlink5, 0)])
+        assert cut.run["unroutable"] and cut.run["link_down_drops"] == 0
+        pairs = [p for p in pairs if p not in ((2, 5), (5, 1))]
+    src, dst = zip(*pairs, strict=True)
+    res = rf.simulate(fab, rf.Flows(src, dst, 1 << 18), failures=[(spec.nic_link(0), 0), (nvlink5, 0)])
+    run = res.run
+    assert run["flows_done"] == len(pairs) and run["link_down_drops"] == 0, run
+    assert run["packets_in_flight"] == 0 and not run["unroutable"]

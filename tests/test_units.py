@@ -118,3 +118,59 @@ def test_flows_take_unit_strings_and_refuse_sizes_beyond_the_limit():
         rf.Flows([0, 1], [1, 0], ["1MiB", "x"])
     with pytest.raises(rf.SpecError, match=r"start_ps.*not a finite number"):
         rf.Flows([0], [1], 1, start_ps="1e400ps")
+
+
+def _chain(n: int, gap_ps: int):
+    from rfabric.traces import Trace
+
+    return Trace.from_columns(
+        op_id=list(range(n)),
+        iteration=[0] * n,
+        stage=["train"] * n,
+        phase=["x"] * n,
+        kind=["send"] * n,
+        ranks=[[0, 9]] * n,
+        size_bytes=[1 << 16] * n,
+        algorithm=["auto"] * n,
+        deps=[[]] + [[i] for i in range(n - 1)],
+        compute_ps=[gap_ps] * n,
+        period=[0] * n,
+    )
+
+
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+def test_a_chain_of_ops_past_the_horizon_is_named_not_wrapped(backend):
+    ft16 = rf.topologies.FatTree(16)
+    # each gap is within the horizon, their chain is not: op 1 would start at 2^61 + op 0's
+    # transfer + 2^61 > 2^62 - 1 (it used to wrap to a negative start_ps at op 3)
+    from rfabric.units import MAX_TIME_PS
+
+    assert rf._engine.MAX_TIME_PS == MAX_TIME_PS
+    with pytest.raises(rf.SpecError, match=r"op 1: would start at \d+ ps .* past the engine's horizon"):
+        rf.simulate(ft16, _chain(5, 2**61), backend=backend)
+    # just inside: op 1 starts before the horizon, and every time is non-negative and ordered
+    res = rf.simulate(ft16, _chain(2, 2**61 - 2**40), backend=backend)
+    ops = res.ops.to_pylist()
+    assert 0 < ops[0]["start_ps"] < ops[0]["end_ps"] < ops[1]["start_ps"] < ops[1]["end_ps"]
+    assert ops[1]["start_ps"] <= MAX_TIME_PS
+    # with a controller's stepping loop too
+    sim = rf.Simulation(ft16, _chain(3, 2**61), backend=backend)
+    with pytest.raises(rf.SpecError, match="op 1: would start"):
+        sim.run()
+
+
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+def test_a_flow_starting_at_the_horizon_ends_after_it(backend):
+    ft16 = rf.topologies.FatTree(16)
+    from rfabric.units import MAX_TIME_PS
+
+    res = rf.simulate(ft16, rf.Flows([0], [9], [1 << 20], [MAX_TIME_PS]), backend=backend)
+    (row,) = res.flows.to_pylist()
+    assert row["start_ps"] == MAX_TIME_PS < row["end_ps"] < MAX_TIME_PS + 10**9  # ~42 us at 200 Gb/s
+
+
+def test_a_flow_level_finish_past_int64_time_is_named_not_wrapped():
+    # 256 TiB at 1 kb/s would take ~7e4 years: its finish saturates and is refused
+    fab = rf.topologies.FatTree(16, link="1kbps")
+    with pytest.raises(rf.SpecError, match="flow 0: still sending at .* the end of the engine's time range"):
+        rf.simulate(fab, rf.Flows([0], [9], [2**48], [0]), backend="flow")

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "bindings/bind_simulator.hpp"
 #include "bindings/ndarray.hpp"
 #include "bindings/spec_dict.hpp"
 #include "engine/check.hpp"
@@ -38,17 +39,9 @@ py::dict config_fields() {
 
 /// FlowLog rows as numpy columns (moved, not copied).
 py::dict flow_log_dict(const net::Network& net, net::FlowLog f) {
-  py::dict d;
-  d["ideal_fct_ps"] = to_numpy(net::ideal_fct_column(net, f.src, f.dst, f.hash, f.size_bytes));
-  d["flow_id"] = to_numpy(std::move(f.id));
-  d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
-  d["src"] = to_numpy(std::move(f.src));
-  d["dst"] = to_numpy(std::move(f.dst));
-  d["size_bytes"] = to_numpy(std::move(f.size_bytes));
-  d["start_ps"] = to_numpy(std::move(f.start_ps));
-  d["end_ps"] = to_numpy(std::move(f.end_ps));
-  d["sent_bytes"] = to_numpy(std::move(f.sent_bytes));
-  d["delivered_bytes"] = to_numpy(std::move(f.delivered_bytes));
+  auto ideal = net::ideal_fct_column(net, f.src, f.dst, f.hash, f.size_bytes);
+  py::dict d = flow_columns(f);
+  d["ideal_fct_ps"] = to_numpy(std::move(ideal));
   d["resent_bytes"] = to_numpy(std::move(f.resent_bytes));
   d["duplicate_bytes"] = to_numpy(std::move(f.duplicate_bytes));
   d["dropped_bytes"] = to_numpy(std::move(f.dropped_bytes));
@@ -249,60 +242,9 @@ void bind_engine(py::module_& m) {
         "Self-check: replay a random push/pop stream on the calendar queue and the reference heap; "
         "returns the number of disagreements (0 expected).");
 
-  py::class_<Simulator>(m, "Engine", "One packet-level simulation: network, flows, event loop.")
-      .def(py::init([](const py::dict& spec, const py::dict& config) {
-             return std::make_unique<Simulator>(spec_from_dict(spec), config_from_dict(config));
-           }),
-           py::arg("spec"), py::arg("config"),
-           "Build from a dict of spec arrays (rfabric.spec.NetworkSpec.arrays()) and a config dict.")
-      .def(
-          "add_flows",
-          [](Simulator& s, py::handle src, py::handle dst, py::handle size, py::handle start) {
-            RF_CHECK(s.executor() == nullptr, "plain flows cannot be combined with a loaded workload");
-            s.network().add_flows(from_numpy<uint32_t>(src, "src"), from_numpy<uint32_t>(dst, "dst"),
-                                  from_numpy<int64_t>(size, "size_bytes"),
-                                  from_numpy<int64_t>(start, "start_ps"));
-          },
-          py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
-          "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
-      .def(
-          "schedule_plan",
-          [](Simulator& s, SimTime at_ps, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
-            s.network().schedule_plan(at_ps, from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
-                                      from_numpy<uint32_t>(b, "b"), dark_ps);
-          },
-          py::arg("at_ps"), py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
-          "Replace the circuit plan at at_ps; new circuits are dark for dark_ps.")
-      .def(
-          "circuit_log",
-          [](const Simulator& s) {
-            const auto& log = s.network().circuit_log();
-            const size_t n = log.size();
-            py::dict d;
-            d["time_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].time_ps; });
-            d["plan_id"] = column<uint32_t>(n, [&](size_t i) { return log[i].plan_id; });
-            d["added"] = column<uint32_t>(n, [&](size_t i) { return log[i].added; });
-            d["removed"] = column<uint32_t>(n, [&](size_t i) { return log[i].removed; });
-            d["dark_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].dark_ps; });
-            return d;
-          },
-          "Applied circuit changes: time, plan id, circuits added and removed, dark time.")
-      .def(
-          "apply_plan",
-          [](Simulator& s, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
-            s.network().apply_plan_now(from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
-                                       from_numpy<uint32_t>(b, "b"), dark_ps);
-          },
-          py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
-          "Replace the circuit plan now, at once (before events already queued for this instant);\n"
-          "new circuits are dark for dark_ps. A bad plan raises and changes nothing.")
-      .def(
-          "current_circuits", [](const Simulator& s) { return to_numpy(s.network().current_circuits()); },
-          "Circuits in place now as a flat array of (device, link a, link b) triples.")
-      .def(
-          "current_circuits_lit_at",
-          [](const Simulator& s) { return to_numpy(s.network().current_circuits_lit_at()); },
-          "When each circuit of current_circuits() carries light (ps; <= now: lit).")
+  py::class_<Simulator> cls(m, "Engine", "One packet-level simulation: network, flows, event loop.");
+  bind_simulator(cls);
+  cls
       .def(
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
@@ -320,81 +262,9 @@ void bind_engine(py::module_& m) {
           "after its compute gap; boundary() describes the stop, resume() lets run() go on. `period_ends`\n"
           "(with boundaries): also return when a period goes idle (its last ready or running op finished).")
       .def(
-          "boundary",
-          [](const Simulator& s) {
-            RF_CHECK(s.executor() != nullptr, "no workload loaded");
-            return boundary_dict(*s.executor());
-          },
-          "The pending control-loop boundary: the ops (workload rows) that became ready and opened it,\n"
-          "their periods and when each starts sending (ps; slack = start_ps - now); `ended`: the periods\n"
-          "that went idle (load_workload(period_ends=True)). Both empty: none pending.")
-      .def(
-          "resume",
-          [](Simulator& s) {
-            RF_CHECK(s.executor() != nullptr, "no workload loaded");
-            s.executor()->resume();
-          },
-          "Clear the pending boundary so that run() goes on.")
-      .def(
-          "active_periods",
-          [](const Simulator& s) {
-            RF_CHECK(s.executor() != nullptr, "no workload loaded");
-            return to_numpy(s.executor()->active_periods());
-          },
-          "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
-          "boundaries only: counted as ops become ready and finish).")
-      .def(
-          "op_flows",
-          [](Simulator& s, py::handle ops_in) {
-            RF_CHECK(s.executor() != nullptr, "no workload loaded");
-            return op_flows_dict(*s.executor(), ops_in);
-          },
-          py::arg("ops"),
-          "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
-          "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
-          "real run, summed per pair, are the same unless the paths change before the op starts.")
-      .def(
-          "op_log",
-          [](const Simulator& s) {
-            py::dict d;
-            const coll::Executor* x = s.executor();
-            if (x == nullptr) return d;
-            d["start_ps"] = to_numpy(std::vector<int64_t>(x->op_start()));
-            d["end_ps"] = to_numpy(std::vector<int64_t>(x->op_end()));
-            return d;
-          },
-          "Per-op start and end times (ps; -1 if not reached), in workload row order.")
-      .def(
-          "set_link_state",
-          [](Simulator& s, uint32_t link, SimTime time_ps, bool up) {
-            s.network().schedule_link_state(link, time_ps, up);
-          },
-          py::arg("link"), py::arg("time_ps"), py::arg("up"),
-          "Take link `link` (row of the link table) down or up at time_ps.")
-      .def("run", &Simulator::run, py::arg("until") = engine::kNever, py::arg("max_events") = 0,
-           py::call_guard<py::gil_scoped_release>(),
-           "Run events up to time `until` (ps) or `max_events` events; returns events processed.")
-      .def_property_readonly(
-          "now", [](const Simulator& s) { return s.engine().now(); }, "Simulated time, ps.")
-      .def(
-          "peek", [](Simulator& s) { return s.engine().peek(); },
-          "Time of the next event (ps), or int64 max.")
-      .def_property_readonly("events_processed",
-                             [](const Simulator& s) { return s.engine().events_processed(); })
-      .def(
           "event_counts",
           [](const Simulator& s) { return to_numpy(std::vector<uint64_t>(s.engine().kind_counts())); },
           "Events processed per kind id (network kinds first, then each transport's timers).")
-      .def_property_readonly("pending", [](const Simulator& s) { return s.engine().pending(); })
-      .def_property_readonly("idle", &Simulator::idle)
-      .def_property_readonly("flows_done",
-                             [](const Simulator& s) { return s.network().counters().flows_done; })
-      .def_property_readonly("ops_done",
-                             [](const Simulator& s) { return s.executor() ? s.executor()->ops_done() : 0; })
-      .def_property_readonly("num_gpus", [](const Simulator& s) { return s.network().num_gpus(); })
-      .def_property_readonly("num_links", [](const Simulator& s) { return s.network().num_links(); })
-      .def_property_readonly("lossless", [](const Simulator& s) { return s.network().lossless(); })
-      .def_property_readonly("header_bytes", [](const Simulator& s) { return s.network().header_bytes(); })
       .def(
           "counters",
           [](const Simulator& s) {
@@ -440,10 +310,6 @@ void bind_engine(py::module_& m) {
           "Move out the rows of the flows that retired since the last call (for streaming them).")
       .def_property_readonly("flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
                              "Rows recorded and not yet taken.")
-      .def_property(
-          "record_flows", [](const Simulator& s) { return s.network().record_flows(); },
-          [](Simulator& s, bool on) { s.network().set_record_flows(on); },
-          "Keep a row per flow as it retires (default on); off, only per-op totals (op_flow_stats).")
       .def(
           "op_flow_stats",
           [](const Simulator& s) {
@@ -536,14 +402,7 @@ void bind_engine(py::module_& m) {
             return d;
           },
           "Move out the samples taken so far (empty dict when sampling is off): per (time, port)\n"
-          "queue bytes and wire bytes sent in the window; per (time, flow) payload delivered in it.")
-      .def(
-          "trace_path",
-          [](const Simulator& s, uint32_t src, uint32_t dst, uint32_t flow_hash) {
-            return s.network().trace_path(src, dst, flow_hash);
-          },
-          py::arg("src"), py::arg("dst"), py::arg("flow_hash") = 0,
-          "Ports crossed from GPU src to GPU dst on the current tables for an ECMP hash.");
+          "queue bytes and wire bytes sent in the window; per (time, flow) payload delivered in it.");
 }
 
 }  // namespace rfabric::bindings

@@ -3,6 +3,7 @@
 
 #include "bindings/ndarray.hpp"
 #include "engine/check.hpp"
+#include "engine/time.hpp"
 
 namespace py = pybind11;
 
@@ -16,6 +17,7 @@ PYBIND11_MODULE(_engine, m) {
       PyErr_SetString(cls.ptr(), e.what());
     }
   });
+  m.attr("MAX_TIME_PS") = rfabric::engine::kHorizon;  // == rfabric.units.MAX_TIME_PS (tested)
   rfabric::bindings::bind_engine(m);
   rfabric::bindings::bind_forwarding(m);
   rfabric::bindings::bind_flow(m);

@@ -490,7 +490,7 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
   net_.set_observer(this);
   for (size_t i = 0; i < n; ++i)
     if (pending_[i] == 0) {
-      net_.engine().schedule(net_.now() + w_.compute_ps[i], static_cast<uint32_t>(i), kind_);
+      schedule_start(static_cast<uint32_t>(i));
       if (stops()) became_ready(static_cast<uint32_t>(i));
     }
 }
@@ -570,7 +570,7 @@ void Executor::finish_op(uint32_t op) {
     const uint32_t d = dependents_[k];
     ready_[d] = std::max(ready_[d], now);
     if (--pending_[d] == 0) {
-      net_.engine().schedule(ready_[d] + w_.compute_ps[d], d, kind_);
+      schedule_start(d);
       if (stops()) became_ready(d);
     }
   }
@@ -579,6 +579,17 @@ void Executor::finish_op(uint32_t op) {
     ended_periods_.push_back(period_ids_[period_index_[op]]);
     net_.engine().request_stop();
   }
+}
+
+void Executor::schedule_start(uint32_t op) {
+  // INVARIANT: an op starts within the horizon, so a chain of ops whose gaps are each within
+  // it never wraps int64 time (ready_ <= now, which stays below kNever: every op and flow
+  // started at or before kHorizon).
+  const SimTime ready = ready_[op], gap = w_.compute_ps[op];
+  RF_CHECK(gap <= engine::kHorizon - ready, "op ", w_.op_id[op], ": would start at ", ready,
+           " ps (its dependencies' end) + compute_ps ", gap, " ps, past the engine's horizon of ",
+           engine::kHorizon, " ps (2^62 - 1 ps, about 53 days, rfabric.units.MAX_TIME_PS)");
+  net_.engine().schedule(ready + gap, op, kind_);
 }
 
 void Executor::became_ready(uint32_t op) {

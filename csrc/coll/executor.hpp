@@ -136,6 +136,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
 
   struct DryRun;
   void start_op(uint32_t op);
+  /// Queue op `op`'s start at ready_ + compute_ps; SpecError naming the op if that is past
+  /// the horizon (engine::kHorizon).
+  void schedule_start(uint32_t op);
   /// Op `op`'s dependencies are done (its start event is queued): a boundary, maybe.
   void became_ready(uint32_t op);
   void start_phase(uint32_t op);

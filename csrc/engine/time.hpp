@@ -14,6 +14,11 @@ using BitsPerSec = int64_t;  ///< bit/s
 
 inline constexpr SimTime kPsPerSec = 1'000'000'000'000;
 inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
+/// The horizon (rfabric.units.MAX_TIME_PS, 2^62 - 1 ps, about 53 days): no flow or op starts
+/// after it, so any two times within it add up without wrapping. Sums that chain (an op's
+/// start = its dependencies' end + compute_ps, over many ops) are checked against it where
+/// an op or flow starts, never per packet.
+inline constexpr SimTime kHorizon = (SimTime{1} << 62) - 1;
 
 /// Time to put `bytes` on a wire of `rate` bit/s, rounded up to a whole picosecond.
 /// Exact integer arithmetic; 128-bit intermediate so any int64 size is safe.

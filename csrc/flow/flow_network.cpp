@@ -29,6 +29,9 @@ namespace {
 constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
 /// Rates within this relative difference count as unchanged (summation order only).
 constexpr double kRateEps = 1e-12;
+/// The latest time a subflow's finish is queued at (saturated, well clear of kNever so that
+/// now + ps, rounded through double, cannot wrap).
+constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 /// Cached path sets kept at most (between topology changes, which clear them).
 constexpr size_t kPathCacheMax = 1 << 18;
 }  // namespace
@@ -162,12 +165,7 @@ void FlowRecords::append(const FlowRecords& t, uint32_t f) {
 uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
                                   int64_t owner) {
   const uint64_t i = next_id_;
-  const uint32_t g = num_gpus();
-  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
-  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
-  RF_CHECK(start_ps >= eng_.now(), "flow ", i, ": start_ps ", start_ps, " is in the past");
+  net::check_flow(i, num_gpus(), src, dst, size, start_ps, eng_.now());
   // the packet Network's hashes (of the flow's id), so both backends route a flow alike
   uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
   if (ecmp_key != 0) hash = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
@@ -247,10 +245,8 @@ uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
 
 void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                             const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
-  RF_CHECK(flows_.size() == 0, "flows were already added");
-  const size_t f = src.size();
-  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
-  for (size_t i = 0; i < f; ++i) {
+  net::check_flow_set(flows_.size(), src, dst, size, start);
+  for (size_t i = 0; i < src.size(); ++i) {
     const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0, -1);
     eng_.schedule(start[i], id, kind_base_ + kStart);
   }
@@ -436,8 +432,11 @@ void FlowNetwork::recompute() {
       sf.finish_at = -1;
       continue;
     }
+    // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
+    // wrapping, and reaching it (the rate never rose again) is an error in kSent.
     const double ps = std::ceil(sf.remaining * kBitsPsPerByte / r);
-    sf.finish_at = now + static_cast<SimTime>(std::min(ps, 4e18));
+    const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
+    sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
     eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
   }
 }
@@ -601,7 +600,10 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     }
     case kSent: {
       const Subflow& sf = subs_[ev.target];
-      if (sf.active && sf.finish_at == ev.time) subflow_sent(ev.target);
+      if (!sf.active || sf.finish_at != ev.time) break;
+      RF_CHECK(ev.time < kLastFinish, "flow ", sf.flow, ": still sending at ", ev.time,
+               " ps, the end of the engine's time range (its rate is ", sf.rate, " bit/s)");
+      subflow_sent(ev.target);
       break;
     }
     case kDone:

@@ -14,6 +14,30 @@
 
 namespace rfabric::net {
 
+/// The checks both backends make of each flow they create (flow `id`, on a fabric of `gpus`
+/// GPUs, at time `now`): a SpecError names the flow and the value.
+inline void check_flow(uint64_t id, uint32_t gpus, uint32_t src, uint32_t dst, Bytes size,
+                       engine::SimTime start, engine::SimTime now) {
+  RF_CHECK(src < gpus, "flow ", id, ": src ", src, " is not a GPU (the fabric has ", gpus, ")");
+  RF_CHECK(dst < gpus, "flow ", id, ": dst ", dst, " is not a GPU (the fabric has ", gpus, ")");
+  RF_CHECK(src != dst, "flow ", id, ": src and dst are both GPU ", src);
+  RF_CHECK(size >= 0, "flow ", id, ": negative size_bytes ", size);
+  RF_CHECK(start >= now, "flow ", id, ": start_ps ", start, " is in the past");
+}
+
+/// The checks both backends make of a flow set given to add_flows(), once and before any flow
+/// exists: one flow set per run, columns of one length, every start within the horizon
+/// (engine::kHorizon; a SpecError names the first flow past it).
+inline void check_flow_set(size_t existing, const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
+                           const std::vector<Bytes>& size, const std::vector<engine::SimTime>& start) {
+  RF_CHECK(existing == 0, "flows were already added");
+  const size_t f = src.size();
+  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
+  for (size_t i = 0; i < f; ++i)
+    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i], " is past the engine's horizon of ",
+             engine::kHorizon, " ps (2^62 - 1)");
+}
+
 /// Told when a flow's last byte reaches its destination (the collective executor).
 class FlowObserver {
  public:

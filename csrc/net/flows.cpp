@@ -14,12 +14,7 @@ using engine::kNever;
 
 uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start, int64_t owner) {
   const uint64_t i = next_id_;
-  const uint32_t g = num_gpus();
-  RF_CHECK(src < g, "flow ", i, ": src ", src, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(dst < g, "flow ", i, ": dst ", dst, " is not a GPU (the fabric has ", g, ")");
-  RF_CHECK(src != dst, "flow ", i, ": src and dst are both GPU ", src);
-  RF_CHECK(size >= 0, "flow ", i, ": negative size_bytes ", size);
-  RF_CHECK(start >= eng_.now(), "flow ", i, ": start_ps ", start, " is in the past");
+  net::check_flow(i, num_gpus(), src, dst, size, start, eng_.now());
   const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
   const uint32_t fp = first_port_for(src, dst, hash);
   RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
@@ -141,9 +136,8 @@ FlowLog Network::flow_records() const {
 
 void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                         const std::vector<Bytes>& size, const std::vector<SimTime>& start) {
-  RF_CHECK(flows_.size() == 0, "flows were already added");
+  check_flow_set(flows_.size(), src, dst, size, start);
   const size_t f = src.size();
-  RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
   for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i], -1);
   transport_->prepare(static_cast<uint32_t>(f));
   start_order_.resize(f);

@@ -247,11 +247,11 @@ uint32_t Forwarding::spread_nic(int32_t server, uint64_t key) const {
   if (server < 0 || static_cast<size_t>(server) >= server_gpus_.size()) return kNone;
   const auto& gpus = server_gpus_[static_cast<size_t>(server)];
   uint32_t n = 0;
-  for (const uint32_t g : gpus) n += nic_usable(g);
+  for (const uint32_t g : gpus) n += relay_usable(g, kNone);
   if (n == 0) return kNone;
   uint64_t k = key % n;
   for (const uint32_t g : gpus)
-    if (nic_usable(g) && k-- == 0) return g;
+    if (relay_usable(g, kNone) && k-- == 0) return g;
   return kNone;
 }
 
@@ -277,12 +277,14 @@ Forwarding::Ends Forwarding::relay_ends(uint32_t src, uint32_t dst, uint64_t key
     const auto& sg = server_gpus_[static_cast<size_t>(ss)];
     const auto& dg = server_gpus_[static_cast<size_t>(ds)];
     const uint32_t a = pxn_gpu(src, dst);
-    if (nic_usable(a) && nic_usable(dst) && relay_reaches(a, dst)) return {a, dst};
+    if (relay_usable(a, src) && nic_usable(dst) && relay_reaches(a, dst)) return {a, dst};
     // One rail at both ends, so a fabric whose rails meet only inside servers (RFabric's
     // circuits join same-rail ToRs) still carries it: per frame, a rail whose NICs work in
     // both servers and whose switches still reach each other.
     const size_t rails = std::min(sg.size(), dg.size());
-    auto ok = [&](size_t r) { return nic_usable(sg[r]) && nic_usable(dg[r]) && relay_reaches(sg[r], dg[r]); };
+    auto ok = [&](size_t r) {
+      return relay_usable(sg[r], src) && relay_usable(dg[r], dst) && relay_reaches(sg[r], dg[r]);
+    };
     uint32_t n = 0;
     for (size_t r = 0; r < rails; ++r) n += ok(r);
     if (n > 0) {
@@ -292,8 +294,9 @@ Forwarding::Ends Forwarding::relay_ends(uint32_t src, uint32_t dst, uint64_t key
     }
   }
   // (the destination end starts from another offset, so the two ends do not move in step)
-  const Ends e{nic_usable(src) ? src : spread_nic(ss, key),
-               nic_usable(dst) ? dst : spread_nic(ds, key + (key >> 32))};
+  // (a GPU whose NIC and NVLink both failed is cut off: no end, its frames wait unroutable)
+  const Ends e{nic_usable(src) ? src : nvl_usable(src) ? spread_nic(ss, key) : kNone,
+               nic_usable(dst) ? dst : nvl_usable(dst) ? spread_nic(ds, key + (key >> 32)) : kNone};
   if (e.a == kNone || e.b == kNone || relay_reaches(e.a, e.b)) return e;
   // Those NICs' switches no longer reach each other (a ToR cut off from the fabric): per
   // frame, a pair of working NICs of the two servers whose switches do.
@@ -301,19 +304,25 @@ Forwarding::Ends Forwarding::relay_ends(uint32_t src, uint32_t dst, uint64_t key
   const auto& sg = server_gpus_[static_cast<size_t>(ss)];
   const auto& dg = server_gpus_[static_cast<size_t>(ds)];
   uint32_t n = 0;
+  auto ok = [&](uint32_t a, uint32_t b) {
+    return relay_usable(a, src) && relay_usable(b, dst) && relay_reaches(a, b);
+  };
   for (const uint32_t a : sg)
-    for (const uint32_t b : dg) n += nic_usable(a) && nic_usable(b) && relay_reaches(a, b);
+    for (const uint32_t b : dg) n += ok(a, b);
   if (n == 0) return e;
   uint64_t k = key % n;
   for (const uint32_t a : sg)
     for (const uint32_t b : dg)
-      if (nic_usable(a) && nic_usable(b) && relay_reaches(a, b) && k-- == 0) return {a, b};
+      if (ok(a, b) && k-- == 0) return {a, b};
   return e;
 }
 
 uint32_t Forwarding::first_port(uint32_t src, uint32_t dst, uint32_t hash) const {
   const bool same_server = gpu_nvl_port_[src] != kNone && gpu_nvs_[src] == gpu_nvs_[dst];
-  if (same_server) return gpu_nvl_port_[src];
+  if (same_server && nvl_usable(src) && nvl_usable(dst)) return gpu_nvl_port_[src];
+  // an NVLink of the two failed: out of src's NIC and in by dst's (host-forwarding fabrics:
+  // their tables, which route around the failed NVLink)
+  if (same_server && !host_forwarding_) return nic_usable(src) && nic_usable(dst) ? gpu_nic_port_[src] : kNone;
   if (host_forwarding_) {
     uint32_t count = 0;
     const uint32_t* hops = routes_.next_hops(gpu_node_[src], gpu_key_[dst], &count);
@@ -331,7 +340,7 @@ uint32_t Forwarding::first_port(uint32_t src, uint32_t dst, uint32_t hash) const
         pxn_ ? nic_usable(dst) && pxn_gpu(src, dst) == src && relay_reaches(src, dst) : e.a == src;
     if (always || e.a == kNone || e.b == kNone || !relay_reaches(e.a, e.b)) return gpu_nic_port_[src];
   }
-  if (gpu_nvl_port_[src] == kNone || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
+  if (!nvl_usable(src) || spread_nic(nodes_[gpu_node_[src]].server, 0) == kNone)
     return own_nic ? gpu_nic_port_[src] : kNone;
   return gpu_nvl_port_[src];  // over NVLink to the relays' NICs (PXN, or a failed NIC)
 }

@@ -110,6 +110,17 @@ class Forwarding {
     const uint32_t p = gpu_nic_port_[gpu];
     return p != kNone && channels_[p].up;
   }
+  /// A working NVLink: the GPU has one and its channel is up.
+  bool nvl_usable(uint32_t gpu) const {
+    const uint32_t p = gpu_nvl_port_[gpu];
+    return p != kNone && channels_[p].up;
+  }
+  /// GPU `gpu` can carry traffic of GPU `self` of its server (kNone: of any) through its NIC:
+  /// its NIC works and, unless it is `self`, the NVLinks of both work (a relay is reached
+  /// over the NVSwitch).
+  bool relay_usable(uint32_t gpu, uint32_t self) const {
+    return nic_usable(gpu) && (gpu == self || (nvl_usable(gpu) && (self == kNone || nvl_usable(self))));
+  }
   /// The port a frame from GPU src to GPU dst leaves src by (kNone: unreachable).
   uint32_t first_port(uint32_t src, uint32_t dst, uint32_t hash) const;
   /// The fast path of a packet switch (no host forwarding, no up*/down*) toward `dst` at the
@@ -253,7 +264,12 @@ template <class Load>
 uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,
                                 uint32_t hops_so_far, uint32_t flow, bool descending, uint32_t from,
                                 const Load& load) const {
-  if (node == gpu_nvs_[d]) return gpu_nvs_in_[d];  // the destination's own NVSwitch
+  if (node == gpu_nvs_[d] && nvl_usable(d)) return gpu_nvs_in_[d];  // the destination's own NVSwitch
+  if (node == gpu_nvs_[d] && !host_forwarding_) {
+    // its NVLink failed: out through another GPU's NIC and in by its own (or, with neither, wait)
+    const uint32_t g = nic_usable(d) ? spread_nic(nodes_[node].server, hash) : kNone;
+    return g == kNone ? kNone : gpu_nvs_in_[g];
+  }
   const uint32_t dst = d;
   uint32_t count = 0;
   const uint32_t* hops = nullptr;
@@ -266,7 +282,7 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
       // into the server. (Back into the server too when its NIC has just failed.)
       const uint32_t g = static_cast<uint32_t>(nd.gpu);
       const bool from_server = from != kNone && from == gpu_nvs_[g];
-      if (gpu_nvs_[g] == gpu_nvs_[d] || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
+      if ((gpu_nvs_[g] == gpu_nvs_[d] && nvl_usable(d)) || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
       return gpu_nic_port_[g];
     }
     // Which NICs this frame leaves and enters servers by: every node computes the same. Frame
@@ -285,13 +301,13 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
       if (e.b == kNone || x < 0 || static_cast<size_t>(x) >= server_gpus_.size()) return kNone;
       const auto& xg = server_gpus_[static_cast<size_t>(x)];
       const uint32_t rail = xg[gpu_local_[e.b] % xg.size()];
-      if (pxn_ && nic_usable(rail) && relay_reaches(rail, e.b)) return gpu_nvs_in_[rail];
+      if (pxn_ && relay_usable(rail, kNone) && relay_reaches(rail, e.b)) return gpu_nvs_in_[rail];
       uint32_t n = 0;
-      for (const uint32_t g : xg) n += nic_usable(g) && relay_reaches(g, e.b);
+      for (const uint32_t g : xg) n += relay_usable(g, kNone) && relay_reaches(g, e.b);
       if (n == 0) return kNone;
       uint64_t k = key % n;
       for (const uint32_t g : xg)
-        if (nic_usable(g) && relay_reaches(g, e.b) && k-- == 0) return gpu_nvs_in_[g];
+        if (relay_usable(g, kNone) && relay_reaches(g, e.b) && k-- == 0) return gpu_nvs_in_[g];
       return kNone;
     }
     if (e.b == kNone || gpu_key_[e.b] == kNone) return kNone;
@@ -393,7 +409,7 @@ uint32_t Forwarding::route_multipath(uint32_t node, uint32_t src, uint32_t d, ui
   __int128 best_score = 0;
   for (uint32_t i = 0; i < m; ++i) {
     const uint32_t g = gpus[(start + i) % m];
-    if (!nic_usable(g)) continue;
+    if (!relay_usable(g, kNone)) continue;
     const uint32_t nic = gpu_nic_port_[g];
     const uint32_t dm = routes_.distance(channels_[nic].peer, key);
     if (dm == RoutingTable::kUnreachable || hops + 2 + dm > budget) continue;

@@ -240,6 +240,299 @@ def link_calls(rng: random.Random, workdir: Path) -> None:
     assert res.run["dark_transmits"] == 0 and res.run["busy_starts"] == 0
 
 
+_FABRICS: dict[str, object] = {}
+
+
+def _fabric(name: str):
+    """Small fabrics, built once: an RFabric with circuits in force (3 PoDs of 4 servers)
+    and a MixNet (a regional OCS), both with optical devices a plan can name, and a FatTree."""
+    if name not in _FABRICS:
+        _FABRICS[name] = {
+            "rfabric": lambda: rf.topologies.RFabric(64, pod_servers=4),
+            "mixnet": lambda: rf.topologies.MixNet(32),
+            "fat_tree": lambda: rf.topologies.FatTree(32),
+        }[name]().to_spec()
+    return _FABRICS[name]
+
+
+def _check_run(sim) -> None:
+    """The invariants every accepted run keeps: no frame on a dark or down channel, none
+    started on a busy port, no negative or unordered time."""
+    res = sim.results()
+    assert res.run["dark_transmits"] in (0, None) and res.run["busy_starts"] in (0, None), res.run
+    for table in (res.flows, res.ops):
+        if table is None or table.num_rows == 0:
+            continue
+        start = table["start_ps"].to_numpy(zero_copy_only=False)
+        end = table["end_ps"].to_numpy(zero_copy_only=False)
+        done = end >= 0
+        assert (start >= -1).all() and (end[done] >= start[done]).all(), "negative or unordered times"
+
+
+_JUNK = [None, 5, 2.5, "x", "1us", True, [1, 2], {"a": 1}, -1, 2**70, np.nan, b"\x00", object()]
+
+
+def _odd_plan(rng: random.Random, spec, valid: float = 0.2):
+    """A circuit plan as a user or a controller might get it wrong, or (with probability
+    ``valid``) a valid one: the fabric's own circuits, a subset, or none."""
+    from rfabric.spec import CircuitTable
+
+    base = spec.circuits
+    n = len(base)
+    mode = 0 if rng.random() < valid else rng.randrange(2, 10)
+    if mode == 0:  # valid: the initial plan, a subset, or empty
+        keep = sorted(rng.sample(range(n), rng.randint(0, n))) if n else []
+        return CircuitTable.build(base.ocs[keep], base.a[keep], base.b[keep])
+    if mode == 2:  # not a CircuitTable at all
+        return rng.choice(_JUNK + [(base.ocs, base.a, base.b), {"ocs": base.ocs, "a": base.a, "b": base.b}])
+    if mode == 3:  # a CircuitTable built around the checks: wrong column types or shapes
+        col = rng.choice(["ocs", "a", "b"])
+        cols = {"ocs": base.ocs, "a": base.a, "b": base.b}
+        cols[col] = rng.choice(
+            [
+                list(cols[col]),
+                cols[col].astype(float) + 0.5,
+                cols[col].astype(str),
+                cols[col][:-1],
+                cols[col].reshape(-1, 1),
+                None,
+                5,
+                np.array([], dtype=np.int64),
+                cols[col].astype(np.uint8),
+            ]
+        )
+        return CircuitTable(**cols)
+    # CircuitTable.build with one value changed: out of range, negative, a duplicate port, a
+    # non-optical device, a link to itself, a float, a string, a huge integer
+    ocs, a, b = (list(map(int, c)) for c in (base.ocs, base.a, base.b))
+    if not ocs:
+        ocs, a, b = [0], [0], [1]
+    i = rng.randrange(len(ocs))
+    col = rng.choice([ocs, a, b])
+    j = rng.randrange(len(ocs))
+    col[i] = rng.choice(
+        [
+            -1,
+            spec.num_links,
+            spec.num_nodes,
+            2**40,
+            2**70,
+            2.5,
+            "3",
+            None,
+            col[j],  # a duplicate port (or the same)
+            a[i],  # a link to itself
+            rng.randrange(spec.num_nodes),  # likely not an optical device
+            rng.randrange(spec.num_links),
+        ]
+    )
+    if rng.random() < 0.2:  # a row repeated
+        ocs.append(ocs[i]), a.append(a[i]), b.append(b[i])
+    return CircuitTable.build(ocs, a, b)
+
+
+def circuit_plan(rng: random.Random, workdir: Path) -> None:
+    """Simulation.apply_circuits with a plan, time and t_ocs as a user might get them wrong,
+    then a short run whose invariants hold."""
+    spec = _fabric(rng.choice(["rfabric", "mixnet"]))
+    sim = rf.Simulation(
+        spec,
+        rf.Flows.permutation(spec.num_gpus, 1 << 16, seed=rng.randrange(3)),
+        backend=rng.choice(_BACKENDS),
+    )
+    if rng.random() < 0.3:  # a failed OCS port the plan may use
+        sim.fail_link(rng.randrange(spec.num_links), rng.choice([0, "5us"]))
+    at = rng.choice([0, "10us", "1us"] * 3 + [-1, "1e30ps", 2.5, None])
+    t_ocs = rng.choice([None, "1us", 0, "10us"] * 3 + [-1, "x", True])
+    last = None
+    for _ in range(rng.randint(1, 2)):
+        last = _odd_plan(rng, spec, valid=0.6)
+        sim.apply_circuits(last, at, t_ocs)
+    sim.run("300us")
+    _check_run(sim)
+    # the plan applied last is the one in place: nothing dropped, added or reordered
+    assert _circuit_set(sim.current_circuits()) == _circuit_set(last)
+
+
+def _circuit_set(plan) -> set:
+    return {(int(o), *sorted((int(a), int(b)))) for o, a, b in zip(plan.ocs, plan.a, plan.b, strict=True)}
+
+
+_BACKENDS = ["packet", "flow"]
+
+
+def _periods_trace(spec, rng: random.Random):
+    """A small trace of three communication periods (all-reduce, all-to-all, broadcast) over
+    all the fabric's GPUs, each after the previous."""
+    from rfabric.traces import Trace
+
+    n, g = 3, spec.num_gpus
+    return Trace.from_columns(
+        op_id=list(range(n)),
+        iteration=[0] * n,
+        stage=["train", "gen", "weight_sync"],
+        phase=["grad_sync", "decode", "broadcast"],
+        kind=["all_reduce", "all_to_all", "broadcast"],
+        ranks=[list(range(g))] * n,
+        size_bytes=[rng.choice([1 << 12, 1 << 16])] * n,
+        algorithm=["auto"] * n,
+        deps=[[], [0], [1]],
+        compute_ps=[rng.choice([0, 1_000_000])] * n,
+        period=[0, 1, 2],
+    )
+
+
+class _Odd(rf.controllers.Controller):
+    """A user's controller whose plan() (and maybe prepare()) returns junk or raises."""
+
+    def __init__(self, rng: random.Random, spec):
+        self.rng, self.spec = rng, spec
+        if rng.random() < 0.2:
+            self.granularity = rng.choice(["op", "period", "stage", 3, None])
+        if rng.random() < 0.1:
+            self.lookahead = rng.choice([True, "yes", 1])
+        if rng.random() < 0.1:
+            self.prepare = rng.choice([None, 5, lambda trace, spec: rng.choice([trace, None, "x", 1 / 0])])
+
+    def plan(self, intent, view):
+        mode = self.rng.randrange(6)
+        if mode == 0:
+            raise self.rng.choice([ValueError, KeyError, ZeroDivisionError, RuntimeError, rf.SpecError])(
+                "boom"
+            )
+        if mode == 1:
+            return self.rng.choice(_JUNK)
+        if mode == 2:
+            return None
+        return _odd_plan(self.rng, self.spec)
+
+
+def controller_plans(rng: random.Random, workdir: Path) -> None:
+    """A trace run under a controller that returns bad tables (wrong types, out-of-range,
+    duplicate or failed ports, non-optical devices), junk or raises; or the library's
+    controllers with odd arguments. The run's invariants hold where it is accepted."""
+    from rfabric import controllers as c
+
+    spec = _fabric(rng.choice(["rfabric", "mixnet"]))
+    mode = rng.randrange(4)
+    if mode == 0:
+        ctl = c.StaticController(_odd_plan(rng, spec))
+    elif mode == 1:
+        ctl = _Odd(rng, spec)
+    else:
+        cls = rng.choice([c.UniformController, c.StageAwareController, c.MixNetController])
+        kwargs = {}
+        if cls is not c.UniformController and rng.random() < 0.5:
+            kwargs = {
+                rng.choice(["granularity", "lookahead"]): rng.choice(["op", "period", "x", True, 2, None])
+            }
+        ctl = cls(**kwargs)
+    sim = rf.Simulation(spec, _periods_trace(spec, rng), controller=ctl, backend=rng.choice(_BACKENDS))
+    if rng.random() < 0.3:
+        sim.fail_link(rng.randrange(spec.num_links), 0)
+    sim.run("2ms")
+    _check_run(sim)
+
+
+def _config_value(rng: random.Random, name: str, default):
+    """An odd value for EngineConfig field ``name`` (its default shows the kind)."""
+    common = [None, True, "x", -1, 0, 1, 2.5, 2**70, float("nan"), float("inf"), [1], np.int64(3)]
+    by_kind = {
+        "time": ["1us", "0ps", "-1us", "1e30ps", "5 ms", "1e400ps", "3kg", 10**6],
+        "size": ["4KiB", "9216B", "0B", "1e30B", "-4B", 2**40, 1 << 20, "64"],
+        "rate": ["5Mbps", "0bps", "1e30bps", "100Gbit/s", 10**9],
+        "float": [0.0, 0.5, 1.0, 1.5, -0.5, 1e300, "0.1", np.float32(0.25)],
+        "int": [1, 8, 0, -3, 2**31, 2**63, "4", 4.0],
+        "str": ["roce", "dctcp", "tcp", "dmodk", "flow", "packet", "adaptive", "multipath", "ROCE", ""],
+        "bool": [True, False, "no", 0, 1, np.bool_(True)],
+    }
+    if (
+        name.endswith(("_ps",))
+        or name in ("ecn_kmin", "ecn_kmax", "pfc_xoff", "t_ocs")
+        or name.startswith(("dcqcn_timer", "dcqcn_cnp", "dctcp_min_rto"))
+    ):
+        kind = "time"
+    elif name in ("mtu_bytes", "header_bytes", "control_bytes", "dcqcn_byte_counter", "coll_chunk"):
+        kind = "size"
+    elif name in ("dcqcn_rai", "dcqcn_rhai", "dcqcn_min_rate"):
+        kind = "rate"
+    elif name in ("transport", "ecmp"):
+        kind = "str"
+    elif name == "lossless":
+        kind = "bool"
+    elif isinstance(default, float) or name in ("ecn_pmax",):
+        kind = "float"
+    else:
+        kind = "int"
+    return rng.choice(by_kind[kind] * 2 + common)
+
+
+def engine_config(rng: random.Random, workdir: Path) -> None:
+    """Every EngineConfig field, one to three at a time, with wrong types, out-of-range
+    values and unit strings (as keyword settings or an EngineConfig), then a short run of
+    flows or a trace on either backend whose invariants hold."""
+    import dataclasses
+
+    fields = {f.name: f.default for f in dataclasses.fields(rf.EngineConfig)}
+    names = rng.sample(sorted(fields), rng.randint(1, 3))
+    settings = {n: _config_value(rng, n, fields[n]) for n in names}
+    unknown = rng.random() < 0.05
+    if unknown:  # a misspelt setting (EngineConfig(**) itself raises Python's TypeError)
+        settings[rng.choice(["mtu", "ecmp_mode", "tranport", "seeed"])] = 1
+    fab = rf.topologies.FatTree(16)
+    spec = fab.to_spec()
+    backend = rng.choice(_BACKENDS)
+    workload = rf.Flows.permutation(16, 1 << 16, seed=1) if rng.random() < 0.7 else _periods_trace(spec, rng)
+    if unknown or rng.random() < 0.5:
+        sim = rf.Simulation(fab, workload, backend=backend, **settings)
+    else:
+        sim = rf.Simulation(fab, workload, rf.EngineConfig(**settings), backend=backend)
+    sim.run("300us")
+    _check_run(sim)
+
+
+def failures_spec(rng: random.Random, workdir: Path) -> None:
+    """rf.simulate(..., failures=...) with a failure schedule as a user might write it. Links
+    that fail at time 0 are known to routing from the start: no frame is lost on them."""
+    spec = _fabric(rng.choice(["mixnet", "fat_tree"]))
+    item = lambda: rng.choice(  # noqa: E731
+        [
+            (rng.randrange(spec.num_links), rng.choice([0, "10us", "1e30ps", -1, 2.5, "x"])),
+            (rng.choice([-1, spec.num_links, 2.9, "3", None, np.int64(2), True]), 0),
+            (1,),
+            (1, 0, 2),
+            5,
+            "ab",
+            None,
+            [spec.nic_link(rng.randrange(spec.num_gpus)), "5us"],
+        ]
+    )
+    failures = rng.choice(
+        [
+            [item() for _ in range(rng.randint(0, 4))],
+            tuple(item() for _ in range(rng.randint(0, 3))),
+            5,
+            None,
+            "x",
+            {1: 0},
+            np.array([[1, 0], [2, 10**6]]),
+            (item() for _ in range(2)),
+        ]
+    )
+    res = rf.simulate(
+        spec,
+        rf.Flows.permutation(spec.num_gpus, 1 << 16, seed=1),
+        failures=failures,
+        backend=rng.choice(_BACKENDS),
+        until="300us",
+    )
+    assert res.run["dark_transmits"] in (0, None) and res.run["busy_starts"] in (0, None)
+    if isinstance(failures, list) and all(
+        isinstance(f, (tuple, list)) and f[1:] == type(f)([0]) for f in failures
+    ):
+        assert res.run["link_down_drops"] in (0, None), (failures, res.run)
+
+
 SURFACES = {
     "trace_file": trace_file,
     "import_file": import_file,
@@ -247,6 +540,10 @@ SURFACES = {
     "flows_args": flows_args,
     "topology_toml": topology_toml,
     "link_calls": link_calls,
+    "circuit_plan": circuit_plan,
+    "controller_plans": controller_plans,
+    "engine_config": engine_config,
+    "failures_spec": failures_spec,
 }
 
 

@@ -1,0 +1,160 @@
+// bind_simulator.hpp: the calls both simulation handles answer alike, bound once for each:
+// rfabric._engine.Engine (sim::Simulator, packet level) and FlowEngine (flow::FlowSimulator).
+// Building, flows, circuits, failures, the control loop's boundaries, the clock and the
+// shared properties; each bind_*.cpp adds the calls whose results differ by model (counters,
+// flow_log, port_stats, ...). Sim needs engine(), network(), executor(), load_workload(),
+// run() and idle(), as both simulators have. Included only by csrc/bindings/.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "bindings/ndarray.hpp"
+#include "bindings/spec_dict.hpp"
+#include "engine/check.hpp"
+#include "engine/time.hpp"
+
+namespace rfabric::bindings {
+
+/// The per-flow columns both models log, moved out of `f` (a net::FlowLog or the flow model's
+/// rows); each binding adds its own (retransmission accounting, or sent_ps).
+template <class Rows>
+py::dict flow_columns(Rows& f) {
+  py::dict d;
+  d["flow_id"] = to_numpy(std::move(f.id));
+  d["op"] = to_numpy(std::move(f.owner));  // workload row of the op that made it, -1: none
+  d["src"] = to_numpy(std::move(f.src));
+  d["dst"] = to_numpy(std::move(f.dst));
+  d["size_bytes"] = to_numpy(std::move(f.size_bytes));
+  d["start_ps"] = to_numpy(std::move(f.start_ps));
+  d["end_ps"] = to_numpy(std::move(f.end_ps));
+  d["sent_bytes"] = to_numpy(std::move(f.sent_bytes));
+  d["delivered_bytes"] = to_numpy(std::move(f.delivered_bytes));
+  return d;
+}
+
+template <class Sim>
+void bind_simulator(py::class_<Sim>& c) {
+  using engine::SimTime;
+  auto executor = [](auto& s) -> auto& {
+    RF_CHECK(s.executor() != nullptr, "no workload loaded");
+    return *s.executor();
+  };
+  c.def(py::init([](const py::dict& spec, const py::dict& config) {
+          return std::make_unique<Sim>(spec_from_dict(spec), config_from_dict(config));
+        }),
+        py::arg("spec"), py::arg("config"),
+        "Build from a dict of spec arrays (rfabric.spec.NetworkSpec.arrays()) and a config dict.")
+      .def(
+          "add_flows",
+          [](Sim& s, py::handle src, py::handle dst, py::handle size, py::handle start) {
+            RF_CHECK(s.executor() == nullptr, "plain flows cannot be combined with a loaded workload");
+            s.network().add_flows(from_numpy<uint32_t>(src, "src"), from_numpy<uint32_t>(dst, "dst"),
+                                  from_numpy<int64_t>(size, "size_bytes"), from_numpy<int64_t>(start, "start_ps"));
+          },
+          py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
+          "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
+      .def(
+          "schedule_plan",
+          [](Sim& s, SimTime at_ps, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
+            s.network().schedule_plan(at_ps, from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
+                                      from_numpy<uint32_t>(b, "b"), dark_ps);
+          },
+          py::arg("at_ps"), py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
+          "Replace the circuit plan at at_ps; new circuits are dark for dark_ps.")
+      .def(
+          "apply_plan",
+          [](Sim& s, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
+            s.network().apply_plan_now(from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
+                                       from_numpy<uint32_t>(b, "b"), dark_ps);
+          },
+          py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
+          "Replace the circuit plan now, at once (before events already queued for this instant);\n"
+          "new circuits are dark for dark_ps. A bad plan raises and changes nothing.")
+      .def(
+          "circuit_log",
+          [](const Sim& s) {
+            const auto& log = s.network().circuit_log();
+            const size_t n = log.size();
+            py::dict d;
+            d["time_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].time_ps; });
+            d["plan_id"] = column<uint32_t>(n, [&](size_t i) { return log[i].plan_id; });
+            d["added"] = column<uint32_t>(n, [&](size_t i) { return log[i].added; });
+            d["removed"] = column<uint32_t>(n, [&](size_t i) { return log[i].removed; });
+            d["dark_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].dark_ps; });
+            return d;
+          },
+          "Applied circuit changes: time, plan id, circuits added and removed, dark time.")
+      .def(
+          "current_circuits", [](const Sim& s) { return to_numpy(s.network().current_circuits()); },
+          "Circuits in place now as a flat array of (device, link a, link b) triples.")
+      .def(
+          "current_circuits_lit_at", [](const Sim& s) { return to_numpy(s.network().current_circuits_lit_at()); },
+          "When each circuit of current_circuits() carries light (ps; <= now: lit).")
+      .def(
+          "boundary", [executor](const Sim& s) { return boundary_dict(executor(s)); },
+          "The pending control-loop boundary: the ops (workload rows) that became ready and opened it,\n"
+          "their periods and when each starts sending (ps; slack = start_ps - now); `ended`: the periods\n"
+          "that went idle (load_workload(period_ends=True)). Both empty: none pending.")
+      .def(
+          "resume", [executor](Sim& s) { executor(s).resume(); }, "Clear the pending boundary so that run() goes on.")
+      .def(
+          "active_periods", [executor](const Sim& s) { return to_numpy(executor(s).active_periods()); },
+          "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
+          "boundaries only: counted as ops become ready and finish).")
+      .def(
+          "op_flows", [executor](Sim& s, py::handle ops_in) { return op_flows_dict(executor(s), ops_in); },
+          py::arg("ops"),
+          "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
+          "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
+          "real run, summed per pair, are the same unless the paths change before the op starts.")
+      .def(
+          "op_log",
+          [](const Sim& s) {
+            py::dict d;
+            const coll::Executor* x = s.executor();
+            if (x == nullptr) return d;
+            d["start_ps"] = to_numpy(std::vector<int64_t>(x->op_start()));
+            d["end_ps"] = to_numpy(std::vector<int64_t>(x->op_end()));
+            return d;
+          },
+          "Per-op start and end times (ps; -1 if not reached), in workload row order.")
+      .def(
+          "set_link_state",
+          [](Sim& s, uint32_t link, SimTime time_ps, bool up) { s.network().schedule_link_state(link, time_ps, up); },
+          py::arg("link"), py::arg("time_ps"), py::arg("up"),
+          "Take link `link` (row of the link table) down or up at time_ps.")
+      .def("run", &Sim::run, py::arg("until") = engine::kNever, py::arg("max_events") = 0,
+           py::call_guard<py::gil_scoped_release>(),
+           "Run events up to time `until` (ps) or `max_events` events; returns events processed.")
+      .def_property_readonly(
+          "now", [](const Sim& s) { return s.engine().now(); }, "Simulated time, ps.")
+      .def(
+          "peek", [](Sim& s) { return s.engine().peek(); }, "Time of the next event (ps), or int64 max.")
+      .def_property_readonly("events_processed", [](const Sim& s) { return s.engine().events_processed(); })
+      .def_property_readonly("pending", [](const Sim& s) { return s.engine().pending(); })
+      .def_property_readonly("idle", &Sim::idle)
+      .def_property_readonly("flows_done", [](const Sim& s) { return s.network().counters().flows_done; })
+      .def_property_readonly("ops_done",
+                             [](const Sim& s) { return s.executor() ? s.executor()->ops_done() : size_t{0}; })
+      .def_property_readonly("num_gpus", [](const Sim& s) { return s.network().num_gpus(); })
+      .def_property_readonly("num_links", [](const Sim& s) { return s.network().num_links(); })
+      .def_property_readonly("lossless", [](const Sim& s) { return s.network().lossless(); })
+      .def_property_readonly("header_bytes", [](const Sim& s) { return s.network().header_bytes(); })
+      .def_property(
+          "record_flows", [](const Sim& s) { return s.network().record_flows(); },
+          [](Sim& s, bool on) { s.network().set_record_flows(on); },
+          "Keep a row per flow as it retires (default on); off, only per-op totals (op_flow_stats).")
+      .def(
+          "trace_path",
+          [](const Sim& s, uint32_t src, uint32_t dst, uint32_t flow_hash) {
+            return s.network().trace_path(src, dst, flow_hash);
+          },
+          py::arg("src"), py::arg("dst"), py::arg("flow_hash") = 0,
+          "Ports crossed from GPU src to GPU dst on the current tables for an ECMP hash.");
+}
+
+}  // namespace rfabric::bindings
