@@ -6,6 +6,8 @@ every op and move exactly the trace's bytes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from test_generator import cdiv, layer_dense, layer_experts, totals
@@ -314,6 +316,55 @@ def test_memory_per_gpu_recomputed():
     assert need["train"] < 80e9 and need["gen"] < 80e9
 
 
+# -- decode granularity ------------------------------------------------------------------------
+def test_decode_step_granularity_totals():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L = m.hidden, m.layers
+    tp, units, B, p, n = 2, 4, 8, 32, 20
+    args = dict(
+        train_gpus=8,
+        gen_gpus=tp * units,
+        train=dict(tp=2),
+        gen=dict(tp=tp),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+        algorithm="none",
+    )
+    step = rt.generate_rl(m, decode_granularity="step", **args)
+    got = totals(step)
+    n_u = B // units  # sequences per unit, all active for n steps
+    # one all-reduce after attention and one after the MLP, per step, layer and unit
+    assert got[("gen", "decode", "all_reduce")] == [units * n * L * 2, units * n * L * 2 * n_u * h * 2]
+    assert got[("gen", "prefill", "all_reduce")] == [units * L * 2, units * L * 2 * p * n_u * h * 2]
+    # the aggregation moves the same bytes in fewer ops, with the same compute
+    agg = totals(rt.generate_rl(m, **args))
+    for key in (("gen", "decode", "all_reduce"), ("gen", "prefill", "all_reduce")):
+        assert agg[key][1] == got[key][1] and agg[key][0] < got[key][0]
+    same = rt.generate_rl(m, decode_steps_per_op=1, decode_layers_per_op=1, **args)
+    assert same.table.select(["size_bytes", "ranks", "deps", "compute_ps"]).equals(
+        step.table.select(["size_bytes", "ranks", "deps", "compute_ps"])
+    )
+    prm = step.metadata["parameters"]
+    assert (prm["decode_granularity"], prm["decode_steps_per_op"], prm["decode_layers_per_op"]) == (
+        "step",
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(decode_granularity="token"), "decode_granularity must be one of 'aggregated', 'step'"),
+        (dict(decode_granularity="step", decode_steps_per_op=8), "contradicts decode_steps_per_op=8"),
+    ],
+)
+def test_decode_granularity_errors(kwargs, message):
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
+
+
 # -- replay -------------------------------------------------------------------------------------
 def rl64(**kwargs) -> rt.Trace:
     """A 64-GPU iteration (32 train, 32 gen) small enough to replay in a second or two."""
@@ -342,6 +393,12 @@ def rl64(**kwargs) -> rt.Trace:
         dict(weight_sync="gather_broadcast", weight_bucket_bytes=256 << 20),
         dict(mode="async", iterations=2, algorithm="ppo", grad_bucket_bytes=64 << 20, optimizer_steps=2),
         dict(
+            model=dataclasses.replace(rt.MODELS["qwen2.5-14b"], layers=4),
+            decode_granularity="step",
+            decode_steps_per_op=None,
+            response=dict(median=24, max=64),
+        ),
+        dict(
             model="qwen2-57b-a14b",
             train=dict(tp=2, ep=4),
             gen=dict(tp=2, afd=dict(attn=4, ffn=4)),
@@ -357,6 +414,7 @@ def rl64(**kwargs) -> rt.Trace:
         "fsdp",
         "gather_broadcast",
         "async",
+        "decode_step",
         "moe_afd_zero2",
     ],
 )

@@ -98,7 +98,17 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(
-        "--decode-steps-per-op", type=int, default=64, help="decode steps per emitted op (default 64)"
+        "--decode-granularity",
+        choices=("aggregated", "step"),
+        default="aggregated",
+        help="step: one op per decode step and layer, as vLLM issues them; aggregated "
+        "(default): --decode-steps-per-op x --decode-layers-per-op per op, a speed option",
+    )
+    g.add_argument(
+        "--decode-steps-per-op",
+        type=int,
+        default=None,
+        help="decode steps per emitted op (default 64; 1 with --decode-granularity step)",
     )
     g.add_argument(
         "--decode-layers-per-op", type=int, default=None, help="layers per emitted decode op (default all)"
@@ -203,6 +213,7 @@ def _generate(args: argparse.Namespace) -> int:
         weight_sync=args.weight_sync,
         weight_bucket_bytes=args.weight_bucket_bytes,
         pod_gpus=args.pod_gpus,
+        decode_granularity=args.decode_granularity,
         decode_steps_per_op=args.decode_steps_per_op,
         decode_layers_per_op=args.decode_layers_per_op,
         hardware=hw,
