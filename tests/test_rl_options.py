@@ -365,6 +365,101 @@ def test_decode_granularity_errors(kwargs, message):
         rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
 
 
+# -- colocated placement -------------------------------------------------------------------------
+def test_colocated_reshard_pp_and_tp():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, dp, gen_tp, B, p, n = 4, 2, 2, 2, 16, 32, 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=tp * pp * dp,
+        gen_gpus=tp * pp * dp,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=gen_tp),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+        placement="colocated",
+    )
+    assert trace.gpus == 16 and trace.metadata["parameters"]["weight_sync"] == "reshard"
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]
+    shard = [cdiv(x, tp) for x in d]
+    positions = tp * dp
+    assert got[("weight_sync", "pp_broadcast", "broadcast")] == [pp * positions, positions * sum(shard) * 2]
+    r = tp // gen_tp
+    assert got[("weight_sync", "tp_gather", "all_gather")] == [16 // r, 16 // r * r * sum(shard) * 2]
+    assert {k[1] for k in got if k[0] == "weight_sync"} == {"pp_broadcast", "tp_gather"}
+    # gen runs on the train ranks; sample j goes from unit j % 8 (first rank 2u) to replica
+    # j % 2 (first rank 4d): only unit 0's samples stay on their GPU
+    assert all(max(r["ranks"]) < 16 for r in trace.table.to_pylist())
+    sent = [j for j in range(B) if 2 * (j % 8) != 4 * (j % 2)]
+    units = {j % 8 for j in sent}
+    assert got[("response_stream", "stream", "send")] == [len(units), len(sent) * (4 * p + 8 * n + 4)]
+
+
+def test_colocated_same_layout_moves_nothing():
+    args = dict(train_gpus=8, gen_gpus=8, global_batch=8, response=dict(median=32, max=64), iterations=2)
+    trace = rt.generate_rl("qwen2.5-14b", train=dict(tp=2), gen=dict(tp=2), placement="colocated", **args)
+    stages = set(trace.table.column("stage").to_pylist())
+    assert "weight_sync" not in stages and "response_stream" not in stages
+    # the second iteration's gen waits for the first iteration's training on its ranks
+    tab = trace.table.to_pylist()
+    first_gen_1 = next(r for r in tab if r["stage"] == "gen" and r["iteration"] == 1)
+    last_train_0 = max(r["op_id"] for r in tab if r["stage"] == "train" and r["iteration"] == 0)
+    assert first_gen_1["op_id"] > last_train_0 and first_gen_1["deps"]
+    assert all(tab[d]["stage"] == "train" for d in first_gen_1["deps"])
+
+
+def test_colocated_fsdp_and_moe_reshard():
+    m = rt.MODELS["qwen2.5-14b"]
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    args = dict(
+        train_gpus=8, gen_gpus=8, global_batch=8, response=dict(median=32, max=64), memory_check="off"
+    )
+    fsdp = rt.generate_rl(m, gen=dict(tp=4), zero_stage=3, placement="colocated", **args)
+    ws = {k: v for k, v in totals(fsdp).items() if k[0] == "weight_sync"}
+    assert ws == {("weight_sync", "gather", "all_gather"): [1, P * 2]}  # one dp group of 8, gen tp finer
+    moe = rt.MODELS["qwen2-57b-a14b"]
+    X = moe.layers * layer_experts(moe)
+    args |= dict(train_gpus=16, gen_gpus=16)
+    tp, ep, gen_tp = 2, 4, 4
+    t = rt.generate_rl(moe, train=dict(tp=tp, ep=ep), gen=dict(tp=gen_tp), placement="colocated", **args)
+    r_x = ep * tp // gen_tp
+    ws = {k: v for k, v in totals(t).items() if k[0] == "weight_sync"}
+    assert ws == {
+        ("weight_sync", "tp_gather", "all_gather"): [16 // r_x, 16 // r_x * r_x * cdiv(X, ep * tp) * 2]
+    }
+    # EP-mode gen with ep = ep * tp of the trainer: every rank already holds its experts
+    t = rt.generate_rl(moe, train=dict(tp=tp, ep=ep), gen=dict(tp=2, ep=8), placement="colocated", **args)
+    assert not any(k[0] == "weight_sync" for k in totals(t))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(placement="shared"), "placement must be one of 'disaggregated', 'colocated'"),
+        (dict(placement="colocated", gen_gpus=4), "needs gen_gpus == train_gpus, got 4 and 8"),
+        (dict(placement="colocated", mode="async"), "mode must be 'sync'"),
+        (dict(placement="colocated", weight_sync="flat"), "weight_sync='flat' is a disaggregated scheme"),
+        (dict(placement="colocated", pod_gpus=4), "leave gen_ranks and pod_gpus out"),
+        (dict(weight_sync="reshard"), "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast'"),
+        (
+            dict(placement="colocated", train_gpus=12, gen_gpus=12, train=dict(tp=2), gen=dict(tp=3)),
+            "train tp=2 and gen tp=3 must divide one another",
+        ),
+        (
+            dict(model="qwen2-57b-a14b", placement="colocated", gen=dict(afd=dict(attn=4, ffn=4))),
+            "cannot host attention-FFN disaggregated instances",
+        ),
+    ],
+)
+def test_colocated_errors(kwargs, message):
+    args = dict(train_gpus=8, gen_gpus=8) | kwargs
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl(args.pop("model", "qwen2.5-14b"), **args)
+
+
 # -- replay -------------------------------------------------------------------------------------
 def rl64(**kwargs) -> rt.Trace:
     """A 64-GPU iteration (32 train, 32 gen) small enough to replay in a second or two."""
@@ -398,6 +493,8 @@ def rl64(**kwargs) -> rt.Trace:
             decode_steps_per_op=None,
             response=dict(median=24, max=64),
         ),
+        dict(placement="colocated", gen=dict(tp=2)),
+        dict(placement="colocated", train=dict(tp=1, dp=32), gen=dict(tp=4), zero_stage=3, iterations=2),
         dict(
             model="qwen2-57b-a14b",
             train=dict(tp=2, ep=4),
@@ -415,6 +512,8 @@ def rl64(**kwargs) -> rt.Trace:
         "gather_broadcast",
         "async",
         "decode_step",
+        "colocated_pp_tp",
+        "colocated_fsdp",
         "moe_afd_zero2",
     ],
 )

@@ -88,10 +88,17 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="when model states exceed GPU memory (default warn)",
     )
     g.add_argument(
+        "--placement",
+        choices=("disaggregated", "colocated"),
+        default="disaggregated",
+        help="disaggregated (default; StreamRL, OrchestrRL): train and gen on disjoint GPUs; "
+        "colocated (veRL's default): gen time-shares the train GPUs (--gen-gpus = --train-gpus)",
+    )
+    g.add_argument(
         "--weight-sync",
-        choices=("two_level", "flat", "gather_broadcast"),
-        default="two_level",
-        help="weight sync scheme",
+        choices=("two_level", "flat", "gather_broadcast", "reshard"),
+        default=None,
+        help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
     )
     g.add_argument(
         "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
@@ -210,6 +217,7 @@ def _generate(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         reward_model=args.reward_model,
         memory_check=args.memory_check,
+        placement=args.placement,
         weight_sync=args.weight_sync,
         weight_bucket_bytes=args.weight_bucket_bytes,
         pod_gpus=args.pod_gpus,

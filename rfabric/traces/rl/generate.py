@@ -27,9 +27,12 @@ from .generation import emit_generation
 from .layout import GenLayout, TrainLayout
 from .memory import MEMORY_CHECKS, check_memory
 from .training import emit_training, receive_samples
-from .weight_sync import WEIGHT_SYNC_MODES, emit_weight_sync
+from .weight_sync import WEIGHT_SYNC_MODES, check_reshard, emit_weight_sync
 
-__all__ = ["generate_rl", "DECODE_GRANULARITIES"]
+__all__ = ["generate_rl", "DECODE_GRANULARITIES", "PLACEMENTS"]
+
+#: ``placement`` values of `generate_rl`.
+PLACEMENTS = ("disaggregated", "colocated")
 
 #: ``decode_granularity`` values of `generate_rl`.
 DECODE_GRANULARITIES = ("aggregated", "step")
@@ -58,7 +61,8 @@ def generate_rl(
     zero_stage: int | None = None,
     grad_bucket_bytes: int | None = None,
     optimizer_bytes_per_param: int = 30,
-    weight_sync: str = "two_level",
+    placement: str = "disaggregated",
+    weight_sync: str | None = None,
     weight_bucket_bytes: int = 512 << 20,
     pod_gpus: int | None = None,
     decode_granularity: str = "aggregated",
@@ -176,7 +180,22 @@ def generate_rl(
         step or the weight sync). Default 30, Megatron-LM's mixed-precision Adam: it reads
         the FP32 gradient, main parameter and both moments (16) and writes the main
         parameter, both moments (12) and the BF16 parameter (2). 0: no gap.
-    weight_sync : {"two_level", "flat", "gather_broadcast"}
+    placement : {"disaggregated", "colocated"}
+        ``"disaggregated"`` (default; StreamRL's and OrchestrRL's setup, and veRL's
+        one-step off-policy recipe): train and gen on disjoint GPUs, as above.
+        ``"colocated"`` (veRL's default hybrid engine, ``actor_rollout_ref`` on one
+        resource pool; OpenRLHF ``--colocate_all_models``): trainer and rollout
+        time-share the same GPUs: ``gen_gpus`` must equal ``train_gpus`` and gen instance
+        i is ranks ``i size .. (i+1) size - 1`` of the train GPUs; the stages run one after
+        another on them (``mode="sync"`` only). Samples only cross the network when the
+        replica that trains them is not on the GPU that generated them (a stream send
+        from a unit to itself is not emitted); weight sync is the local reshard
+        (``weight_sync="reshard"``, see Notes). AFD instances are not colocatable.
+        Memory: ``memory_check`` still checks each side alone (veRL offloads the
+        trainer's state to CPU memory during rollout).
+    weight_sync : {"two_level", "flat", "gather_broadcast", "reshard"}, optional
+        Default ``"two_level"`` when disaggregated, ``"reshard"`` (the only choice) when
+        colocated.
         ``flat``: every gen instance receives each train shard directly from train (veRL;
         RollMux figure 8). ``two_level`` (OrchestrRL figure 4): train sends once to the
         first instance (DP-0) of each gen pod, which broadcasts inside its pod. Both send
@@ -373,6 +392,18 @@ def generate_rl(
     bytes in ``ceil(. / weight_bucket_bytes)`` buckets (phase ``bucket_broadcast``, the
     last one the remainder) to every gen GPU, which keeps its own slice (resharding to
     the gen TP/EP layout costs no traffic): ``gen_gpus`` copies reach the gen side.
+    ``reshard`` (colocated placement; veRL's ``FSDPVLLMShardingManager`` and
+    ``MegatronVLLMShardingManager``): under ZeRO-3 the all-gathers of ``gather_broadcast``
+    (phase ``gather``); with pp > 1, for each stage s, a ``broadcast`` of
+    ``(ceil(D_s / tp) + ceil(X_s / (ep tp))) p`` bytes from every rank of stage s to the
+    ranks at the same (dp, cp, tp) position of the other stages (phase ``pp_broadcast``);
+    then with r = tp / gen_tp > 1 an all-gather of ``r sum_s ceil(D_s / tp) p`` over
+    groups of r consecutive ranks (phase ``tp_gather``), and for MoE with r_x = ep tp /
+    g_x > 1 (g_x = gen ep in EP mode, gen tp in TP mode) an all-gather of
+    ``r_x sum_s ceil(X_s / (ep tp)) p`` over groups of r_x consecutive ranks. The groups'
+    pairing of ranks is the trainer's order; every rank receives what its gen slice lacks
+    (the per-rank volume of any pairing). Nothing moves when the gen split is as fine or
+    finer (each rank slices what it holds).
 
     **Periods**: one id per (iteration, gen), (iteration, response_stream), (iteration,
     make-experience pass), (iteration, optimizer step, fwd/bwd), (iteration, optimizer
@@ -434,7 +465,29 @@ def generate_rl(
     optimizer_bytes_per_param = integer(optimizer_bytes_per_param, "optimizer_bytes_per_param", lo=0)
     if mode not in ("sync", "async"):
         raise SpecError(f"mode must be 'sync' or 'async', got {mode!r}")
-    if weight_sync not in WEIGHT_SYNC_MODES:
+    if placement not in PLACEMENTS:
+        raise SpecError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}, got {placement!r}")
+    colocated = placement == "colocated"
+    if colocated:
+        if weight_sync not in (None, "reshard"):
+            raise SpecError(
+                f"placement='colocated' syncs weights by a local reshard; weight_sync={weight_sync!r} "
+                "is a disaggregated scheme"
+            )
+        weight_sync = "reshard"
+        if mode != "sync":
+            raise SpecError("placement='colocated' time-shares the GPUs: mode must be 'sync'")
+        if gen_gpus != train_gpus:
+            raise SpecError(
+                f"placement='colocated' needs gen_gpus == train_gpus, got {gen_gpus} and {train_gpus}"
+            )
+        if gen_ranks is not None or pod_gpus is not None:
+            raise SpecError(
+                "placement='colocated' puts gen on the train ranks: leave gen_ranks and pod_gpus out"
+            )
+    elif weight_sync is None:
+        weight_sync = "two_level"
+    elif weight_sync not in WEIGHT_SYNC_MODES:
         raise SpecError(
             f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
         )
@@ -459,7 +512,9 @@ def generate_rl(
     )
 
     tl = TrainLayout(mdl, train_gpus, dict(train or {}))
-    gl = GenLayout(mdl, gen_gpus, dict(gen or {}), offset=train_gpus)
+    gl = GenLayout(mdl, gen_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
+    if colocated:
+        check_reshard(tl, gl)
     if pod_gpus is None:
         pod_inst = gl.dp
     else:
@@ -468,12 +523,12 @@ def generate_rl(
             raise SpecError(f"pod_gpus={pod_gpus} must be a multiple of the gen instance size {gl.size}")
         pod_inst = pod_gpus // gl.size
 
-    n_total = train_gpus + gen_gpus
+    n_total = train_gpus if colocated else train_gpus + gen_gpus
     rank_map = None
     if train_ranks is not None or gen_ranks is not None:
         tr = np.arange(train_gpus) if train_ranks is None else np.asarray(train_ranks, dtype=_I64)
         gr = np.arange(train_gpus, n_total) if gen_ranks is None else np.asarray(gen_ranks, dtype=_I64)
-        if tr.shape != (train_gpus,) or gr.shape != (gen_gpus,):
+        if tr.shape != (train_gpus,) or gr.shape != (n_total - train_gpus,):
             raise SpecError("train_ranks/gen_ranks must list exactly train_gpus/gen_gpus GPU ids")
         rank_map = np.concatenate([tr, gr])
         if rank_map.min() < 0 or len(np.unique(rank_map)) != n_total:
@@ -553,6 +608,7 @@ def generate_rl(
         "zero_stage": zero,
         "grad_bucket_bytes": grad_bucket_bytes,
         "optimizer_bytes_per_param": optimizer_bytes_per_param,
+        "placement": placement,
         "weight_sync": weight_sync,
         "weight_bucket_bytes": weight_bucket_bytes,
         "pod_gpus": pod_inst * gl.size,

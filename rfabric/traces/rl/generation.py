@@ -106,6 +106,8 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
                     None if c_exp is None else c_exp[:, c] * nb,
                 )
         sel = np.flatnonzero(s_chunk == c)
+        # colocated placement: samples already on the replica's GPU do not travel
+        sel = sel[gl.units[s_unit[sel], 0] != targets[s_replica[sel]]]
         if len(sel):
             b.period = stream_period
             senders = gl.units[s_unit[sel], 0]
