@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_generator import cdiv, layer_dense, layer_experts, totals
+from test_generator import cdiv, layer_dense, layer_experts, total_params, totals
 
 import rfabric as rf
 import rfabric.traces as rt
@@ -365,6 +365,79 @@ def test_decode_granularity_errors(kwargs, message):
         rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
 
 
+# -- prefill/decode disaggregation -----------------------------------------------------------
+def test_prefill_decode_disaggregated_kv_transfer():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, kv, hd = m.hidden, m.layers, m.kv_heads, m.head_dim
+    B, p, n = 8, 32, 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=8,
+        gen_gpus=8,
+        train=dict(tp=2),
+        gen=dict(tp=2),  # decode: ranks 8..11, two instances
+        prefill=dict(tp=4, dp=1),  # prefill: ranks 12..15
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+    )
+    got = totals(trace)
+    assert got[("gen", "prefill", "all_reduce")] == [2, 2 * L * h * 2 * p * B]
+    kv_bytes = p * B * 2 * L * kv * hd * 2  # K and V of every layer, every prompt token
+    assert got[("gen", "kv_transfer", "send")] == [8, kv_bytes]
+    tab = trace.table.to_pylist()
+    pairs = {tuple(r["ranks"]) for r in tab if r["phase"] == "kv_transfer"}
+    # prefill rank t holds heads 2t, 2t+1; decode rank t holds heads 4t..4t+3
+    assert pairs == {(12, 8), (13, 8), (14, 9), (15, 9), (12, 10), (13, 10), (14, 11), (15, 11)}
+    assert all(set(r["ranks"]) <= set(range(12, 16)) for r in tab if r["phase"] == "prefill")
+    kv_ids = {r["op_id"] for r in tab if r["phase"] == "kv_transfer"}
+    for unit in ((8, 9), (10, 11)):
+        first = next(r for r in tab if r["phase"] == "decode" and tuple(r["ranks"]) == unit)
+        into = {r["op_id"] for r in tab if r["op_id"] in kv_ids and r["ranks"][1] in unit}
+        assert into <= set(first["deps"])
+    # two-level weight sync: one copy to the decode pod and one to the prefill pool
+    P = total_params(m)
+    assert got[("weight_sync", "inter_pod", "broadcast")][1] == 2 * P * 2
+    assert trace.metadata["parameters"]["prefill"] == {"tp": 4, "dp": 1}
+
+
+def test_kv_heads_replicated_on_wide_decode_tp():
+    tiny = rt.ModelConfig("tiny", layers=4, hidden=256, heads=8, kv_heads=2, ffn=512, vocab=1000)
+    p, n, B = 16, 10, 4
+    trace = rt.generate_rl(
+        tiny,
+        train_gpus=4,
+        gen_gpus=5,
+        gen=dict(tp=4),
+        prefill=dict(tp=1),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=16),
+        weight_sync="flat",
+    )
+    sends = [r for r in trace.table.to_pylist() if r["phase"] == "kv_transfer"]
+    # the single prefill GPU (rank 8) holds both heads; decode rank t needs head t // 2
+    assert sorted(tuple(r["ranks"]) for r in sends) == [(8, 4), (8, 5), (8, 6), (8, 7)]
+    assert all(r["size_bytes"] == p * B * 2 * 4 * 32 * 2 for r in sends)
+    flat = [r for r in trace.table.to_pylist() if r["phase"] == "broadcast" and r["stage"] == "weight_sync"]
+    assert 8 in {x for r in flat for x in r["ranks"][1:]}  # the prefill GPU gets the weights
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(prefill=dict(tp=8)), r"prefill tp\*dp = 8 leaves no decode GPU of gen_gpus = 8"),
+        (dict(prefill=dict(tp=2, nodes=1)), "prefill: unknown parallelism key .nodes."),
+        (dict(prefill=dict(tp=3), gen_gpus=11, gen=dict(tp=2)), "prefill tp=3 and the model's 8 KV heads"),
+        (dict(prefill=dict(tp=2), placement="colocated"), "needs placement='disaggregated'"),
+    ],
+)
+def test_prefill_errors(kwargs, message):
+    args = dict(train_gpus=8, gen_gpus=8) | kwargs
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl("qwen2.5-14b", **args)
+
+
 # -- colocated placement -------------------------------------------------------------------------
 def test_colocated_reshard_pp_and_tp():
     m = rt.MODELS["qwen2.5-14b"]
@@ -493,6 +566,14 @@ def rl64(**kwargs) -> rt.Trace:
             decode_steps_per_op=None,
             response=dict(median=24, max=64),
         ),
+        dict(prefill=dict(tp=2, dp=4)),
+        dict(
+            model="qwen2-57b-a14b",
+            train=dict(tp=2, ep=4),
+            gen=dict(tp=2, ep=8),
+            prefill=dict(tp=4, dp=2),
+            weight_sync="gather_broadcast",
+        ),
         dict(placement="colocated", gen=dict(tp=2)),
         dict(placement="colocated", train=dict(tp=1, dp=32), gen=dict(tp=4), zero_stage=3, iterations=2),
         dict(
@@ -512,6 +593,8 @@ def rl64(**kwargs) -> rt.Trace:
         "gather_broadcast",
         "async",
         "decode_step",
+        "pd",
+        "pd_moe_ep",
         "colocated_pp_tp",
         "colocated_fsdp",
         "moe_afd_zero2",

@@ -55,6 +55,14 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     g.add_argument(
         "--gen-afd", type=_afd, default=None, metavar="ATTN:FFN", help="attention-FFN disaggregation"
     )
+    g.add_argument(
+        "--prefill-dp",
+        type=int,
+        default=None,
+        help="prefill/decode disaggregation: this many prefill instances on the last gen GPUs "
+        "(default none: each gen instance prefills its own prompts, as vLLM and veRL)",
+    )
+    g.add_argument("--prefill-tp", type=int, default=1, help="TP degree of a prefill instance (default 1)")
     g.add_argument("--iterations", type=int, default=1, help="RL iterations (default 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the response lengths (default 0)")
     g.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync or one-step async RL")
@@ -199,6 +207,7 @@ def _generate(args: argparse.Namespace) -> int:
         gen_gpus=args.gen_gpus,
         train={k: v for k, v in train.items() if v is not None},
         gen={k: v for k, v in gen.items() if v is not None},
+        prefill=None if args.prefill_dp is None else {"tp": args.prefill_tp, "dp": args.prefill_dp},
         iterations=args.iterations,
         seed=args.seed,
         mode=args.mode,

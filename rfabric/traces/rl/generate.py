@@ -23,7 +23,7 @@ from ..schema import SCHEMA_VERSION, encode_metadata
 from ..trace import Trace
 from .context import RLContext
 from .experience import RL_ALGORITHMS, emit_experience, experience_passes
-from .generation import emit_generation
+from .generation import emit_generation, kv_pairs
 from .layout import GenLayout, TrainLayout
 from .memory import MEMORY_CHECKS, check_memory
 from .training import emit_training, receive_samples
@@ -47,6 +47,7 @@ def generate_rl(
     gen_gpus: int,
     train: Mapping[str, Any] | None = None,
     gen: Mapping[str, Any] | None = None,
+    prefill: Mapping[str, Any] | None = None,
     iterations: int = 1,
     seed: int = 0,
     mode: str = "sync",
@@ -112,6 +113,16 @@ def generate_rl(
         ``afd`` (``dict(attn=M, ffn=N)``: attention-FFN disaggregation, MoE only) and
         ``dp`` (instances; default ``gen_gpus / instance size``). Instance size: tp (TP
         mode), ep (EP mode) or M + N (AFD).
+    prefill : dict, optional
+        Prefill/decode disaggregation: ``dict(tp=T, dp=D)`` (tp default 1, dp default 1)
+        makes the last ``T D`` gen GPUs D prefill instances of TP T; the other gen GPUs
+        are the decode instances of ``gen`` (its dp then defaults to the remaining GPUs
+        / instance size). Unit u's prompts are prefilled on prefill instance ``u mod D``,
+        which then sends their KV cache to the unit's ranks (phase ``kv_transfer``, see
+        Notes), and the unit starts decoding once it arrived, as Mooncake, DistServe and
+        SGLang's PD mode (``--disaggregation-mode prefill/decode``) run it; weight sync
+        reaches the prefill instances too. Default None: each gen instance prefills its
+        own prompts (vLLM's and veRL's default, colocated prefill and decode).
     iterations : int
         RL iterations.
     seed : int
@@ -345,7 +356,17 @@ def generate_rl(
       the shared expert counts as one more destination and runs on the FFN ranks.
 
     Prefill emits the same ops once, with ``prompt_len * n_u`` tokens in place of the
-    decode sum. Decode compute (roofline, per rank, per step and layer):
+    decode sum. With ``prefill`` (TP T instances, D of them), prefill instance ``p``
+    runs those ops for the ``n_p`` sequences of its units (units ``u = p mod D``), with
+    ``prompt_len * n_p`` tokens, then sends each unit's KV cache: ``2 L g d a`` bytes per
+    prompt token and KV head (K and V of every layer, d = head_dim, in act_bytes; a model
+    with latent attention (MLA) would use its latent width, but `ModelConfig` has none).
+    KV head g lives on TP rank ``t`` with ``t kv_heads // tp == g`` block-wise (tp <=
+    kv_heads: ``kv_heads / tp`` heads per rank) or replicated on ``tp / kv_heads`` ranks
+    (tp > kv_heads), on both sides; each decode rank receives each head it needs from
+    one prefill holder (the decode rank's index modulo the holders), one ``send`` per
+    (prefill rank, decode rank) pair with the heads they share, all layers in one
+    message. A unit's first decode op waits for all its KV sends. Decode compute (roofline, per rank, per step and layer):
     ``max(bytes / (HBM x hbm_efficiency), FLOPs / (peak x gen_mfu))`` where bytes are the
     weights read (attention / tp; dense MLP / tp; experts touched by the batch,
     ``E (1 - (1 - k/E)^b)`` for b tokens, spread over the expert ranks) plus the KV cache
@@ -512,7 +533,20 @@ def generate_rl(
     )
 
     tl = TrainLayout(mdl, train_gpus, dict(train or {}))
-    gl = GenLayout(mdl, gen_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
+    pl = None
+    if prefill is not None:
+        if colocated:
+            raise SpecError("prefill/decode disaggregation needs placement='disaggregated'")
+        known_keys(prefill, ("tp", "dp"), "prefill", "parallelism key")
+        p_tp = integer(prefill.get("tp", 1), "prefill tp", lo=1)
+        p_dp = integer(prefill.get("dp", 1), "prefill dp", lo=1)
+        if p_tp * p_dp >= gen_gpus:
+            raise SpecError(f"prefill tp*dp = {p_tp * p_dp} leaves no decode GPU of gen_gpus = {gen_gpus}")
+        pl = GenLayout(mdl, p_tp * p_dp, dict(tp=p_tp, dp=p_dp), offset=train_gpus + gen_gpus - p_tp * p_dp)
+    decode_gpus = gen_gpus - (0 if pl is None else pl.size * pl.dp)
+    gl = GenLayout(mdl, decode_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
+    if pl is not None:
+        kv_pairs(mdl.kv_heads, pl.tp, gl.tp)  # raises if a side cannot hold the KV heads
     if colocated:
         check_reshard(tl, gl)
     if pod_gpus is None:
@@ -558,6 +592,7 @@ def generate_rl(
         bucket=grad_bucket_bytes,
         opt_bytes=optimizer_bytes_per_param,
         ws_bucket=weight_bucket_bytes,
+        pl=pl,
     )
     need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
@@ -594,6 +629,7 @@ def generate_rl(
             "afd": {"attn": gl.attn, "ffn": gl.ffn} if gl.mode == "afd" else None,
         },
         "gen_mode": gl.mode,
+        "prefill": None if pl is None else {"tp": pl.tp, "dp": pl.dp},
         "iterations": iterations,
         "seed": int(seed),
         "mode": mode,

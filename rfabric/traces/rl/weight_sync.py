@@ -45,7 +45,7 @@ def _copy_holders(ctx: RLContext, copy: int) -> np.ndarray:
 
 def emit_weight_sync(ctx: RLContext, it: int) -> None:
     """Emit the train -> gen weight transfer of iteration ``it``."""
-    gl, b = ctx.gl, ctx.b
+    b = ctx.b
     b.iteration = it
     b.period = ctx.new_period()
     if ctx.ws_mode == "gather_broadcast":
@@ -54,23 +54,31 @@ def emit_weight_sync(ctx: RLContext, it: int) -> None:
     if ctx.ws_mode == "reshard":
         _reshard(ctx)
         return
+    _sharded(ctx, ctx.gl.instances, ctx.pod_inst)
+    if ctx.pl is not None:  # the prefill instances: one more pod
+        _sharded(ctx, ctx.pl.instances, ctx.pl.dp)
+
+
+def _sharded(ctx: RLContext, instances: np.ndarray, pod_inst: int) -> None:
+    """``flat`` or ``two_level`` to ``instances`` (rows), in pods of ``pod_inst``."""
+    b = ctx.b
     shard_ids, shard_bytes = _weight_shards(ctx)
     n_sh = len(shard_ids)
     copies = ctx.tl.edp
-    size = gl.size
+    n_inst, size = instances.shape
     member = shard_ids % size
     if ctx.ws_mode == "flat":
-        targets = np.arange(gl.dp)  # every instance receives every shard
+        targets = np.arange(n_inst)  # every instance receives every shard
         phase = "broadcast"
     else:
-        targets = np.arange(0, gl.dp, ctx.pod_inst)  # first instance of each pod
+        targets = np.arange(0, n_inst, pod_inst)  # first instance of each pod
         phase = "inter_pod"
     for c in range(min(copies, len(targets))):
         served = targets[np.arange(len(targets)) % copies == c]
         holders = _copy_holders(ctx, c)
         for r0 in range(0, n_sh, size):
             sh = shard_ids[r0 : r0 + size]
-            recv = gl.instances[served][:, member[sh]].T  # (shards, instances)
+            recv = instances[served][:, member[sh]].T  # (shards, instances)
             ranks = np.concatenate([holders[sh][:, None], recv], axis=1)
             b.emit(
                 ranks,
@@ -84,13 +92,13 @@ def emit_weight_sync(ctx: RLContext, it: int) -> None:
         return
     per_member = np.zeros(size, dtype=_I64)
     np.add.at(per_member, member, shard_bytes)
-    pods = [np.arange(p, min(p + ctx.pod_inst, gl.dp)) for p in range(0, gl.dp, ctx.pod_inst)]
+    pods = [np.arange(p, min(p + pod_inst, n_inst)) for p in range(0, n_inst, pod_inst)]
     by_len: dict[int, list[np.ndarray]] = {}
     for pod in pods:
         if len(pod) > 1:
             by_len.setdefault(len(pod), []).append(pod)
     for _, group in sorted(by_len.items()):
-        inst = gl.instances[np.stack(group)]  # (pods, instances in pod, size)
+        inst = instances[np.stack(group)]  # (pods, instances in pod, size)
         ranks = inst.transpose(0, 2, 1).reshape(-1, inst.shape[1])  # (pods * size, instances)
         sizes = np.tile(per_member, len(group))
         keep = sizes > 0
@@ -107,6 +115,8 @@ def _gather_broadcast(ctx: RLContext) -> None:
     keeps its own TP/EP slice (resharding happens on the receiver, without traffic)."""
     tl, gl, b, w = ctx.tl, ctx.gl, ctx.b, ctx.param
     gen_ranks = gl.instances.ravel()
+    if ctx.pl is not None:
+        gen_ranks = np.concatenate([gen_ranks, ctx.pl.instances.ravel()])
     for s in range(tl.pp):
         dense, expert = tl.stage_params(s)
         if ctx.zero == 3:  # parameters sharded over data parallelism: unshard them first
