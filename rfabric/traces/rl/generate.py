@@ -81,7 +81,8 @@ def generate_rl(
 
     Placement: train GPUs are global ranks ``0 .. train_gpus-1`` and gen GPUs
     ``train_gpus .. train_gpus+gen_gpus-1`` unless ``train_ranks``/``gen_ranks`` say
-    otherwise. Each iteration i emits, in order of dependencies:
+    otherwise, or, with ``placement="colocated"``, gen runs on the train GPUs. Each
+    iteration i emits, in order of dependencies:
 
     * **gen** (stage ``gen``): prefill then decode of ``global_batch`` responses whose
       lengths are drawn from a clipped log-normal distribution;
