@@ -261,7 +261,8 @@ def generate_rl(
         GPU its weights (dense parameters / tp, routed experts / ep or / ffn under AFD).
         Default ``"warn"``: a `MemoryFitWarning` (the trace is still generated: network
         studies may want it); ``"error"``: SpecError.
-        Activations and the KV cache are not counted, so passing does not prove a fit.
+        Activations and the KV cache are not counted, nor are prefill instances
+        (``prefill``), so passing does not prove a fit.
         The per-GPU bytes go to the metadata (``memory_bytes_per_gpu``).
 
     Returns
