@@ -3,13 +3,17 @@ model under two framework setups, replayed on a 64-GPU fat-tree (flow backend).
 
     python bench/rl_breakdown.py [--gpus 64] [--batch 64] [--backend flow]
 
-Setups (32 train + 32 gen GPUs, disaggregated placement in both):
+Setups:
 
-* ``verl``: veRL-like defaults: FSDP training (ZeRO-3, one unit per layer, no TP), GRPO
-  make-experience (old + reference log-probs), weight sync by gathering full tensors and
-  broadcasting 512 MiB buckets to every gen GPU;
-* ``disagg``: `generate_rl`'s defaults: Megatron TP/PP(/EP) with a DDP gradient
-  all-reduce, GRPO make-experience, two-level sharded weight sync.
+* ``verl``: veRL's defaults: colocated placement (rollout and trainer time-share all the
+  GPUs), FSDP training (ZeRO-3, one unit per layer, no TP), GRPO make-experience (old +
+  reference log-probs), weight sync as the local reshard (the FSDP unshard; the rollout's
+  TP slices are cut from it without traffic);
+* ``disagg``: `generate_rl`'s defaults, half the GPUs train and half generate: Megatron
+  TP/PP(/EP) with a DDP gradient all-reduce, GRPO make-experience, two-level sharded
+  weight sync;
+* ``disagg_pd``: ``disagg`` with prefill/decode disaggregation: 8 of the gen GPUs are two
+  TP-4 prefill instances that send the KV cache to the decode instances.
 
 Per (model, setup) it prints, per stage: ops, bytes the replay moves (``sent_bytes``: what
 the NICs carry, not the nccl-tests size), the stage's wall span in the replay; and per
@@ -34,6 +38,7 @@ MODELS = {
         {
             "verl": dict(train=dict(tp=1), gen=dict(tp=4)),
             "disagg": dict(train=dict(tp=4, pp=2), gen=dict(tp=4)),
+            "disagg_pd": dict(train=dict(tp=4, pp=2), gen=dict(tp=4), prefill=dict(tp=4, dp=2)),
         },
     ),
     "moe": (
@@ -41,12 +46,14 @@ MODELS = {
         {
             "verl": dict(train=dict(tp=1), gen=dict(tp=4, ep=8)),
             "disagg": dict(train=dict(tp=4, ep=8), gen=dict(tp=4, ep=8)),
+            "disagg_pd": dict(train=dict(tp=4, ep=8), gen=dict(tp=4, ep=8), prefill=dict(tp=4, dp=2)),
         },
     ),
 }
 SETUPS = {
-    "verl": dict(zero_stage=3, algorithm="grpo", weight_sync="gather_broadcast"),
+    "verl": dict(placement="colocated", zero_stage=3, algorithm="grpo"),
     "disagg": dict(),
+    "disagg_pd": dict(),
 }
 
 
@@ -60,12 +67,13 @@ def human(nbytes: int) -> str:
 
 def run(model: str, layout: dict, setup: dict, gpus: int, batch: int, backend: str) -> None:
     t0 = time.perf_counter()
+    side = gpus if setup.get("placement") == "colocated" else gpus // 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", rf.traces.MemoryFitWarning)
         trace = rf.traces.generate_rl(
             model,
-            train_gpus=gpus // 2,
-            gen_gpus=gpus // 2,
+            train_gpus=side,
+            gen_gpus=side,
             global_batch=batch,
             prompt_len=512,
             response=dict(median=1024, max=4096),

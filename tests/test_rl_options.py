@@ -6,9 +6,11 @@ every op and move exactly the trace's bytes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from test_generator import cdiv, layer_dense, layer_experts, totals
+from test_generator import cdiv, layer_dense, layer_experts, total_params, totals
 
 import rfabric as rf
 import rfabric.traces as rt
@@ -314,6 +316,223 @@ def test_memory_per_gpu_recomputed():
     assert need["train"] < 80e9 and need["gen"] < 80e9
 
 
+# -- decode granularity ------------------------------------------------------------------------
+def test_decode_step_granularity_totals():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L = m.hidden, m.layers
+    tp, units, B, p, n = 2, 4, 8, 32, 20
+    args = dict(
+        train_gpus=8,
+        gen_gpus=tp * units,
+        train=dict(tp=2),
+        gen=dict(tp=tp),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+        algorithm="none",
+    )
+    step = rt.generate_rl(m, decode_granularity="step", **args)
+    got = totals(step)
+    n_u = B // units  # sequences per unit, all active for n steps
+    # one all-reduce after attention and one after the MLP, per step, layer and unit
+    assert got[("gen", "decode", "all_reduce")] == [units * n * L * 2, units * n * L * 2 * n_u * h * 2]
+    assert got[("gen", "prefill", "all_reduce")] == [units * L * 2, units * L * 2 * p * n_u * h * 2]
+    # the aggregation moves the same bytes in fewer ops, with the same compute
+    agg = totals(rt.generate_rl(m, **args))
+    for key in (("gen", "decode", "all_reduce"), ("gen", "prefill", "all_reduce")):
+        assert agg[key][1] == got[key][1] and agg[key][0] < got[key][0]
+    same = rt.generate_rl(m, decode_steps_per_op=1, decode_layers_per_op=1, **args)
+    assert same.table.select(["size_bytes", "ranks", "deps", "compute_ps"]).equals(
+        step.table.select(["size_bytes", "ranks", "deps", "compute_ps"])
+    )
+    prm = step.metadata["parameters"]
+    assert (prm["decode_granularity"], prm["decode_steps_per_op"], prm["decode_layers_per_op"]) == (
+        "step",
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(decode_granularity="token"), "decode_granularity must be one of 'aggregated', 'step'"),
+        (dict(decode_granularity="step", decode_steps_per_op=8), "contradicts decode_steps_per_op=8"),
+    ],
+)
+def test_decode_granularity_errors(kwargs, message):
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
+
+
+# -- prefill/decode disaggregation -----------------------------------------------------------
+def test_prefill_decode_disaggregated_kv_transfer():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, kv, hd = m.hidden, m.layers, m.kv_heads, m.head_dim
+    B, p, n = 8, 32, 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=8,
+        gen_gpus=8,
+        train=dict(tp=2),
+        gen=dict(tp=2),  # decode: ranks 8..11, two instances
+        prefill=dict(tp=4, dp=1),  # prefill: ranks 12..15
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+    )
+    got = totals(trace)
+    assert got[("gen", "prefill", "all_reduce")] == [2, 2 * L * h * 2 * p * B]
+    kv_bytes = p * B * 2 * L * kv * hd * 2  # K and V of every layer, every prompt token
+    assert got[("gen", "kv_transfer", "send")] == [8, kv_bytes]
+    tab = trace.table.to_pylist()
+    pairs = {tuple(r["ranks"]) for r in tab if r["phase"] == "kv_transfer"}
+    # prefill rank t holds heads 2t, 2t+1; decode rank t holds heads 4t..4t+3
+    assert pairs == {(12, 8), (13, 8), (14, 9), (15, 9), (12, 10), (13, 10), (14, 11), (15, 11)}
+    assert all(set(r["ranks"]) <= set(range(12, 16)) for r in tab if r["phase"] == "prefill")
+    kv_ids = {r["op_id"] for r in tab if r["phase"] == "kv_transfer"}
+    for unit in ((8, 9), (10, 11)):
+        first = next(r for r in tab if r["phase"] == "decode" and tuple(r["ranks"]) == unit)
+        into = {r["op_id"] for r in tab if r["op_id"] in kv_ids and r["ranks"][1] in unit}
+        assert into <= set(first["deps"])
+    # two-level weight sync: one copy to the decode pod and one to the prefill pool
+    P = total_params(m)
+    assert got[("weight_sync", "inter_pod", "broadcast")][1] == 2 * P * 2
+    assert trace.metadata["parameters"]["prefill"] == {"tp": 4, "dp": 1}
+
+
+def test_kv_heads_replicated_on_wide_decode_tp():
+    tiny = rt.ModelConfig("tiny", layers=4, hidden=256, heads=8, kv_heads=2, ffn=512, vocab=1000)
+    p, n, B = 16, 10, 4
+    trace = rt.generate_rl(
+        tiny,
+        train_gpus=4,
+        gen_gpus=5,
+        gen=dict(tp=4),
+        prefill=dict(tp=1),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=16),
+        weight_sync="flat",
+    )
+    sends = [r for r in trace.table.to_pylist() if r["phase"] == "kv_transfer"]
+    # the single prefill GPU (rank 8) holds both heads; decode rank t needs head t // 2
+    assert sorted(tuple(r["ranks"]) for r in sends) == [(8, 4), (8, 5), (8, 6), (8, 7)]
+    assert all(r["size_bytes"] == p * B * 2 * 4 * 32 * 2 for r in sends)
+    flat = [r for r in trace.table.to_pylist() if r["phase"] == "broadcast" and r["stage"] == "weight_sync"]
+    assert 8 in {x for r in flat for x in r["ranks"][1:]}  # the prefill GPU gets the weights
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(prefill=dict(tp=8)), r"prefill tp\*dp = 8 leaves no decode GPU of gen_gpus = 8"),
+        (dict(prefill=dict(tp=2, nodes=1)), "prefill: unknown parallelism key .nodes."),
+        (dict(prefill=dict(tp=3), gen_gpus=11, gen=dict(tp=2)), "prefill tp=3 and the model's 8 KV heads"),
+        (dict(prefill=dict(tp=2), placement="colocated"), "needs placement='disaggregated'"),
+    ],
+)
+def test_prefill_errors(kwargs, message):
+    args = dict(train_gpus=8, gen_gpus=8) | kwargs
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl("qwen2.5-14b", **args)
+
+
+# -- colocated placement -------------------------------------------------------------------------
+def test_colocated_reshard_pp_and_tp():
+    m = rt.MODELS["qwen2.5-14b"]
+    h, L, V = m.hidden, m.layers, m.vocab
+    tp, pp, dp, gen_tp, B, p, n = 4, 2, 2, 2, 16, 32, 20
+    trace = rt.generate_rl(
+        m,
+        train_gpus=tp * pp * dp,
+        gen_gpus=tp * pp * dp,
+        train=dict(tp=tp, pp=pp),
+        gen=dict(tp=gen_tp),
+        global_batch=B,
+        prompt_len=p,
+        response=dict(median=n, sigma=0, max=64),
+        placement="colocated",
+    )
+    assert trace.gpus == 16 and trace.metadata["parameters"]["weight_sync"] == "reshard"
+    got = totals(trace)
+    d = [(L // pp) * layer_dense(m) + V * h, (L // pp) * layer_dense(m) + V * h + h]
+    shard = [cdiv(x, tp) for x in d]
+    positions = tp * dp
+    assert got[("weight_sync", "pp_broadcast", "broadcast")] == [pp * positions, positions * sum(shard) * 2]
+    r = tp // gen_tp
+    assert got[("weight_sync", "tp_gather", "all_gather")] == [16 // r, 16 // r * r * sum(shard) * 2]
+    assert {k[1] for k in got if k[0] == "weight_sync"} == {"pp_broadcast", "tp_gather"}
+    # gen runs on the train ranks; sample j goes from unit j % 8 (first rank 2u) to replica
+    # j % 2 (first rank 4d): only unit 0's samples stay on their GPU
+    assert all(max(r["ranks"]) < 16 for r in trace.table.to_pylist())
+    sent = [j for j in range(B) if 2 * (j % 8) != 4 * (j % 2)]
+    units = {j % 8 for j in sent}
+    assert got[("response_stream", "stream", "send")] == [len(units), len(sent) * (4 * p + 8 * n + 4)]
+
+
+def test_colocated_same_layout_moves_nothing():
+    args = dict(train_gpus=8, gen_gpus=8, global_batch=8, response=dict(median=32, max=64), iterations=2)
+    trace = rt.generate_rl("qwen2.5-14b", train=dict(tp=2), gen=dict(tp=2), placement="colocated", **args)
+    stages = set(trace.table.column("stage").to_pylist())
+    assert "weight_sync" not in stages and "response_stream" not in stages
+    # the second iteration's gen waits for the first iteration's training on its ranks
+    tab = trace.table.to_pylist()
+    first_gen_1 = next(r for r in tab if r["stage"] == "gen" and r["iteration"] == 1)
+    last_train_0 = max(r["op_id"] for r in tab if r["stage"] == "train" and r["iteration"] == 0)
+    assert first_gen_1["op_id"] > last_train_0 and first_gen_1["deps"]
+    assert all(tab[d]["stage"] == "train" for d in first_gen_1["deps"])
+
+
+def test_colocated_fsdp_and_moe_reshard():
+    m = rt.MODELS["qwen2.5-14b"]
+    P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
+    args = dict(
+        train_gpus=8, gen_gpus=8, global_batch=8, response=dict(median=32, max=64), memory_check="off"
+    )
+    fsdp = rt.generate_rl(m, gen=dict(tp=4), zero_stage=3, placement="colocated", **args)
+    ws = {k: v for k, v in totals(fsdp).items() if k[0] == "weight_sync"}
+    assert ws == {("weight_sync", "gather", "all_gather"): [1, P * 2]}  # one dp group of 8, gen tp finer
+    moe = rt.MODELS["qwen2-57b-a14b"]
+    X = moe.layers * layer_experts(moe)
+    args |= dict(train_gpus=16, gen_gpus=16)
+    tp, ep, gen_tp = 2, 4, 4
+    t = rt.generate_rl(moe, train=dict(tp=tp, ep=ep), gen=dict(tp=gen_tp), placement="colocated", **args)
+    r_x = ep * tp // gen_tp
+    ws = {k: v for k, v in totals(t).items() if k[0] == "weight_sync"}
+    assert ws == {
+        ("weight_sync", "tp_gather", "all_gather"): [16 // r_x, 16 // r_x * r_x * cdiv(X, ep * tp) * 2]
+    }
+    # EP-mode gen with ep = ep * tp of the trainer: every rank already holds its experts
+    t = rt.generate_rl(moe, train=dict(tp=tp, ep=ep), gen=dict(tp=2, ep=8), placement="colocated", **args)
+    assert not any(k[0] == "weight_sync" for k in totals(t))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(placement="shared"), "placement must be one of 'disaggregated', 'colocated'"),
+        (dict(placement="colocated", gen_gpus=4), "needs gen_gpus == train_gpus, got 4 and 8"),
+        (dict(placement="colocated", mode="async"), "mode must be 'sync'"),
+        (dict(placement="colocated", weight_sync="flat"), "weight_sync='flat' is a disaggregated scheme"),
+        (dict(placement="colocated", pod_gpus=4), "leave gen_ranks and pod_gpus out"),
+        (dict(weight_sync="reshard"), "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast'"),
+        (
+            dict(placement="colocated", train_gpus=12, gen_gpus=12, train=dict(tp=2), gen=dict(tp=3)),
+            "train tp=2 and gen tp=3 must divide one another",
+        ),
+        (
+            dict(model="qwen2-57b-a14b", placement="colocated", gen=dict(afd=dict(attn=4, ffn=4))),
+            "cannot host attention-FFN disaggregated instances",
+        ),
+    ],
+)
+def test_colocated_errors(kwargs, message):
+    args = dict(train_gpus=8, gen_gpus=8) | kwargs
+    with pytest.raises(SpecError, match=message):
+        rt.generate_rl(args.pop("model", "qwen2.5-14b"), **args)
+
+
 # -- replay -------------------------------------------------------------------------------------
 def rl64(**kwargs) -> rt.Trace:
     """A 64-GPU iteration (32 train, 32 gen) small enough to replay in a second or two."""
@@ -342,6 +561,22 @@ def rl64(**kwargs) -> rt.Trace:
         dict(weight_sync="gather_broadcast", weight_bucket_bytes=256 << 20),
         dict(mode="async", iterations=2, algorithm="ppo", grad_bucket_bytes=64 << 20, optimizer_steps=2),
         dict(
+            model=dataclasses.replace(rt.MODELS["qwen2.5-14b"], layers=4),
+            decode_granularity="step",
+            decode_steps_per_op=None,
+            response=dict(median=24, max=64),
+        ),
+        dict(prefill=dict(tp=2, dp=4)),
+        dict(
+            model="qwen2-57b-a14b",
+            train=dict(tp=2, ep=4),
+            gen=dict(tp=2, ep=8),
+            prefill=dict(tp=4, dp=2),
+            weight_sync="gather_broadcast",
+        ),
+        dict(placement="colocated", gen=dict(tp=2)),
+        dict(placement="colocated", train=dict(tp=1, dp=32), gen=dict(tp=4), zero_stage=3, iterations=2),
+        dict(
             model="qwen2-57b-a14b",
             train=dict(tp=2, ep=4),
             gen=dict(tp=2, afd=dict(attn=4, ffn=4)),
@@ -357,6 +592,11 @@ def rl64(**kwargs) -> rt.Trace:
         "fsdp",
         "gather_broadcast",
         "async",
+        "decode_step",
+        "pd",
+        "pd_moe_ep",
+        "colocated_pp_tp",
+        "colocated_fsdp",
         "moe_afd_zero2",
     ],
 )

@@ -536,6 +536,41 @@ def test_cli_generate_and_info(tmp_path, capsys):
         assert json.loads(text.split("parameters: ")[1].splitlines()[0])["mode"] == "sync"
 
 
+@pytest.mark.parametrize(
+    "flags, kwargs",
+    [
+        (["--placement", "colocated", "--gen-gpus", "8"], dict(placement="colocated", gen_gpus=8)),
+        (
+            ["--prefill-dp", "2", "--prefill-tp", "2", "--gen-gpus", "8"],
+            dict(prefill=dict(tp=2, dp=2), gen_gpus=8),
+        ),
+        (["--decode-granularity", "step", "--gen-gpus", "4"], dict(decode_granularity="step", gen_gpus=4)),
+    ],
+    ids=["colocated", "prefill", "step"],
+)
+def test_cli_generate_placement_prefill_granularity(tmp_path, capsys, flags, kwargs):
+    out = tmp_path / "t.arrow"
+    base = [
+        "trace",
+        "generate",
+        "--train-gpus",
+        "8",
+        "--train-tp",
+        "2",
+        "--gen-tp",
+        "2",
+        "--global-batch",
+        "8",
+    ]
+    base += ["--response-median", "16", "--response-max", "32", "-o", str(out)]
+    assert cli_main(base + flags) == 0
+    capsys.readouterr()
+    args = dict(
+        train_gpus=8, train=dict(tp=2), gen=dict(tp=2), global_batch=8, response=dict(median=16, max=32)
+    )
+    assert rt.read(out).equals(rt.generate_rl("qwen2.5-14b", **(args | kwargs)))
+
+
 def test_cli_errors(tmp_path, capsys):
     assert cli_main(["trace", "info", str(ROOT / "traces" / "sample.arrow"), "--gpus", "8"]) == 2
     assert "column 'ranks': rank 8 is outside the fabric" in capsys.readouterr().err

@@ -55,6 +55,14 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     g.add_argument(
         "--gen-afd", type=_afd, default=None, metavar="ATTN:FFN", help="attention-FFN disaggregation"
     )
+    g.add_argument(
+        "--prefill-dp",
+        type=int,
+        default=None,
+        help="prefill/decode disaggregation: this many prefill instances on the last gen GPUs "
+        "(default none: each gen instance prefills its own prompts, as vLLM and veRL)",
+    )
+    g.add_argument("--prefill-tp", type=int, default=1, help="TP degree of a prefill instance (default 1)")
     g.add_argument("--iterations", type=int, default=1, help="RL iterations (default 1)")
     g.add_argument("--seed", type=int, default=0, help="seed of the response lengths (default 0)")
     g.add_argument("--mode", choices=("sync", "async"), default="sync", help="sync or one-step async RL")
@@ -88,17 +96,34 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="when model states exceed GPU memory (default warn)",
     )
     g.add_argument(
+        "--placement",
+        choices=("disaggregated", "colocated"),
+        default="disaggregated",
+        help="disaggregated (default; StreamRL, OrchestrRL): train and gen on disjoint GPUs; "
+        "colocated (veRL's default): gen time-shares the train GPUs (--gen-gpus = --train-gpus)",
+    )
+    g.add_argument(
         "--weight-sync",
-        choices=("two_level", "flat", "gather_broadcast"),
-        default="two_level",
-        help="weight sync scheme",
+        choices=("two_level", "flat", "gather_broadcast", "reshard"),
+        default=None,
+        help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
     )
     g.add_argument(
         "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(
-        "--decode-steps-per-op", type=int, default=64, help="decode steps per emitted op (default 64)"
+        "--decode-granularity",
+        choices=("aggregated", "step"),
+        default="aggregated",
+        help="step: one op per decode step and layer, as vLLM issues them; aggregated "
+        "(default): --decode-steps-per-op x --decode-layers-per-op per op, a speed option",
+    )
+    g.add_argument(
+        "--decode-steps-per-op",
+        type=int,
+        default=None,
+        help="decode steps per emitted op (default 64; 1 with --decode-granularity step)",
     )
     g.add_argument(
         "--decode-layers-per-op", type=int, default=None, help="layers per emitted decode op (default all)"
@@ -182,6 +207,7 @@ def _generate(args: argparse.Namespace) -> int:
         gen_gpus=args.gen_gpus,
         train={k: v for k, v in train.items() if v is not None},
         gen={k: v for k, v in gen.items() if v is not None},
+        prefill=None if args.prefill_dp is None else {"tp": args.prefill_tp, "dp": args.prefill_dp},
         iterations=args.iterations,
         seed=args.seed,
         mode=args.mode,
@@ -200,9 +226,11 @@ def _generate(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         reward_model=args.reward_model,
         memory_check=args.memory_check,
+        placement=args.placement,
         weight_sync=args.weight_sync,
         weight_bucket_bytes=args.weight_bucket_bytes,
         pod_gpus=args.pod_gpus,
+        decode_granularity=args.decode_granularity,
         decode_steps_per_op=args.decode_steps_per_op,
         decode_layers_per_op=args.decode_layers_per_op,
         hardware=hw,

@@ -44,6 +44,7 @@ class RLContext:
         bucket: int | None = None,
         opt_bytes: int = 0,
         ws_bucket: int = 512 << 20,
+        pl: GenLayout | None = None,
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
@@ -56,6 +57,10 @@ class RLContext:
         self.experience = experience
         self.bucket, self.opt_bytes = bucket, opt_bytes
         self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param)
+        #: Prefill instances under prefill/decode disaggregation (None: each gen instance
+        #: prefills its own prompts) and their roofline.
+        self.pl = pl
+        self.prf = None if pl is None else Roofline(mdl, tl, pl, hw, prompt=prompt, act=act, param=param)
         self.b = OpBuilder(n_ranks)
         self._periods = 0
         self.blocks = [lpo] * (mdl.layers // lpo) + ([mdl.layers % lpo] if mdl.layers % lpo else [])

@@ -1,6 +1,8 @@
 """Generation stage: prefill and decode of every instance, and response streaming.
 
-`emit_generation` emits, per layer block, the prefill collectives, then per chunk of
+`emit_generation` emits, per layer block, the prefill collectives (on the prefill
+instances under prefill/decode disaggregation, followed by the KV-cache sends to the
+decode ranks, `kv_pairs`), then per chunk of
 ``decode_steps_per_op`` decode steps the decode collectives (TP all-reduce; EP all-to-all
 or AFD m2n), and after each chunk the ``send`` of the samples that finished in it from
 their unit to their train replica. Sizes and the streamed-sample format are in
@@ -11,10 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import SpecError
 from .builder import cdiv
+from .compute import Roofline
 from .context import RLContext
+from .layout import GenLayout
 
-__all__ = ["emit_generation", "TOKEN_ID_BYTES", "LOGPROB_BYTES", "REWARD_BYTES"]
+__all__ = ["emit_generation", "kv_pairs", "TOKEN_ID_BYTES", "LOGPROB_BYTES", "REWARD_BYTES"]
 
 
 #: Response streaming: bytes per token id (int32), per response-token log-probability
@@ -60,22 +65,13 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
     c_attn, c_ffn, c_head = chunk(t_attn), chunk(t_ffn), chunk(t_head)
     c_exp = chunk(t_exp) if t_exp is not None else None
 
-    # Prefill: prompt_len * n_u tokens per unit, one op per collective and layer block.
-    p_u = ctx.prompt * n_u
-    p_i = ctx.prompt * n_i
-    pt_attn, pt_ffn, pt_exp, pt_head = ctx.rf.prefill_times(n_u, n_i)
-    for bi, nb in enumerate(ctx.blocks):
-        _gen_block(
-            ctx,
-            "prefill",
-            nb,
-            p_u,
-            p_i,
-            n_i > 0,
-            pt_attn * nb + (pt_head if bi == 0 else 0),
-            pt_ffn * nb,
-            None if pt_exp is None else pt_exp * nb,
-        )
+    # Prefill: prompt_len * n_u tokens per unit, one op per collective and layer block,
+    # on the gen instances or, disaggregated, on the prefill instances (then KV transfer).
+    kv_last = None
+    if ctx.pl is None:
+        _prefill(ctx, ctx.gl, ctx.rf, n_u, n_i)
+    else:
+        kv_last = _disaggregated_prefill(ctx, n_u)
 
     # Decode chunks, then the streams of the samples that finished in each chunk.
     fin_chunk = (lengths - 1) // K
@@ -106,6 +102,8 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
                     None if c_exp is None else c_exp[:, c] * nb,
                 )
         sel = np.flatnonzero(s_chunk == c)
+        # colocated placement: samples already on the replica's GPU do not travel
+        sel = sel[gl.units[s_unit[sel], 0] != targets[s_replica[sel]]]
         if len(sel):
             b.period = stream_period
             senders = gl.units[s_unit[sel], 0]
@@ -119,19 +117,101 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
                 algorithm="direct",
                 program=[0],
                 chain=False,
+                after=None if kv_last is None else kv_last[s_unit[sel]],
             )
             streams.append((dst, ids))
             b.period = gen_period
     return streams
 
 
-def _gen_block(ctx: RLContext, phase, nb, tok_u, tok_i, active, attn_s, ffn_s, exp_s):
-    """Emit one layer block of ops for every active instance.
+def _prefill(ctx: RLContext, gl: GenLayout, rf: Roofline, n_u: np.ndarray, n_i: np.ndarray) -> None:
+    """Prefill of ``n_u`` (``n_i``) prompts per unit (instance) of layout ``gl``."""
+    pt_attn, pt_ffn, pt_exp, pt_head = rf.prefill_times(n_u, n_i)
+    for bi, nb in enumerate(ctx.blocks):
+        _gen_block(
+            ctx,
+            "prefill",
+            nb,
+            ctx.prompt * n_u,
+            ctx.prompt * n_i,
+            n_i > 0,
+            pt_attn * nb + (pt_head if bi == 0 else 0),
+            pt_ffn * nb,
+            None if pt_exp is None else pt_exp * nb,
+            gl,
+        )
+
+
+def kv_pairs(kv_heads: int, tp_src: int, tp_dst: int) -> dict[tuple[int, int], int]:
+    """KV heads each (source TP rank, destination TP rank) pair carries: heads in blocks of
+    ``kv_heads / tp`` per rank, or each on ``tp / kv_heads`` ranks; each destination rank
+    takes a head from holder ``rank mod holders``. SpecError if a tp and kv_heads do not
+    divide one another (vLLM's rule too)."""
+
+    def split(tp: int, side: str) -> tuple[list[list[int]], list[list[int]]]:
+        if max(tp, kv_heads) % min(tp, kv_heads):
+            raise SpecError(f"{side} tp={tp} and the model's {kv_heads} KV heads must divide one another")
+        if tp <= kv_heads:
+            per = kv_heads // tp
+            return [[g // per] for g in range(kv_heads)], [
+                list(range(t * per, (t + 1) * per)) for t in range(tp)
+            ]
+        rep = tp // kv_heads
+        return [[g * rep + i for i in range(rep)] for g in range(kv_heads)], [[t // rep] for t in range(tp)]
+
+    holders, _ = split(tp_src, "prefill")
+    _, needs = split(tp_dst, "gen")
+    out: dict[tuple[int, int], int] = {}
+    for d, heads in enumerate(needs):
+        for g in heads:
+            s = holders[g][d % len(holders[g])]
+            out[(s, d)] = out.get((s, d), 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _disaggregated_prefill(ctx: RLContext, n_u: np.ndarray) -> np.ndarray:
+    """Prefill on the prefill instances (unit u on instance ``u mod dp``), then the KV
+    cache of each unit's prompts to the unit's ranks. Returns per unit the last KV send
+    id into it (-1 if none); the unit's ranks' next ops wait for their sends."""
+    pl, gl, m, b = ctx.pl, ctx.gl, ctx.m, ctx.b
+    src_of = np.arange(gl.n_units) % pl.dp
+    n_p = np.bincount(src_of, weights=n_u, minlength=pl.dp).astype(_I64)
+    _prefill(ctx, pl, ctx.prf, n_p, n_p)
+    per_token_head = 2 * m.layers * m.head_dim * ctx.act
+    pairs = kv_pairs(m.kv_heads, pl.tp, gl.tp)
+    kv_last = np.full(gl.n_units, -1, dtype=_I64)
+    by_src = [np.flatnonzero(src_of == p) for p in range(pl.dp)]
+    for k in range(max(map(len, by_src))):  # the k-th unit of every prefill instance
+        ps = np.array([p for p in range(pl.dp) if len(by_src[p]) > k], dtype=_I64)
+        us = np.array([by_src[p][k] for p in ps], dtype=_I64)
+        ps, us = ps[n_u[us] > 0], us[n_u[us] > 0]
+        for (s, d), heads in pairs.items():
+            if not len(us):
+                break
+            dst = gl.units[us, d]
+            ids = b.emit(
+                np.stack([pl.instances[ps, s], dst], axis=1),
+                heads * ctx.prompt * n_u[us] * per_token_head,
+                stage="gen",
+                phase="kv_transfer",
+                kind="send",
+                algorithm="direct",
+                program=[0],
+            )
+            b.expect(dst, ids)
+            kv_last[us] = np.maximum(kv_last[us], ids)
+    return kv_last
+
+
+def _gen_block(ctx: RLContext, phase, nb, tok_u, tok_i, active, attn_s, ffn_s, exp_s, gl=None):
+    """Emit one layer block of ops for every active instance of ``gl`` (default the gen
+    instances).
 
     ``tok_u``/``tok_i``: tokens (summed over the aggregated steps) per unit/instance;
     ``attn_s``/``ffn_s``: per-unit compute (s); ``exp_s``: per-instance expert compute.
     """
-    m, gl, b = ctx.m, ctx.gl, ctx.b
+    m, b = ctx.m, ctx.b
+    gl = ctx.gl if gl is None else gl
     h, a, k = m.hidden, ctx.act, m.top_k
     s = 1 if m.shared_expert_ffn else 0
     unit_active = np.repeat(active, gl.units_per_instance)
