@@ -107,7 +107,12 @@ def dp_all_reduce(gpus: int, size: int, per_server: int = 8, lead_ps: int = 0) -
 
 def rl_iteration(model: str, gpus: int, seed: int = 0, layers: int = 2) -> Trace:
     """The generated RL iteration ``rfabric demo`` replays, for ``model``'s shape (batch 512)."""
-    return demo_trace(gpus, model, layers=layers, batch=512, seed=seed)
+    # the iteration README's "What the controllers buy" was measured on: gen, response stream,
+    # train and weight sync, without the experience passes and the optimizer-step gap that
+    # became generate_rl's defaults later (algorithm="grpo", optimizer_bytes_per_param=30)
+    return demo_trace(
+        gpus, model, layers=layers, batch=512, seed=seed, algorithm="none", optimizer_bytes_per_param=0
+    )
 
 
 def _stage_aware(**kw):

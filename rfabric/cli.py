@@ -58,10 +58,12 @@ def _demo_fabrics(gpus: int, link: str):
     ]
 
 
-def demo_trace(gpus: int, model: str = "qwen2.5-14b", *, layers: int = 2, batch: int = 16, seed: int = 1):
+def demo_trace(
+    gpus: int, model: str = "qwen2.5-14b", *, layers: int = 2, batch: int = 16, seed: int = 1, **options
+):
     """The RL iteration ``rfabric demo`` replays: ``model``'s shape cut to ``layers`` layers,
     half the GPUs train (TP up to 8, PP 2 when there is room, the rest DP) and half generate
-    (TP up to 8), ``batch`` responses, one iteration."""
+    (TP up to 8), ``batch`` responses, one iteration. ``options`` go to ``generate_rl``."""
     import dataclasses
 
     from . import traces
@@ -80,6 +82,7 @@ def demo_trace(gpus: int, model: str = "qwen2.5-14b", *, layers: int = 2, batch:
         iterations=1,
         seed=seed,
         global_batch=batch,
+        **options,
     )
 
 
