@@ -249,6 +249,24 @@ class EngineConfig:
         return out
 
 
+def _checked_init(init):
+    """EngineConfig's generated __init__, refusing an unknown keyword by name with the
+    closest setting (as Simulation(**settings) does) instead of Python's TypeError."""
+    import functools
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kw):
+        known_keys(
+            kw, [f.name for f in dataclasses.fields(EngineConfig)], "rfabric.EngineConfig", "engine setting"
+        )
+        init(self, *args, **kw)
+
+    return __init__
+
+
+EngineConfig.__init__ = _checked_init(EngineConfig.__init__)
+
+
 def _as_spec(topology) -> NetworkSpec:
     if isinstance(topology, NetworkSpec):
         return topology
