@@ -47,7 +47,8 @@ def main() -> None:
     print(res.summary())
     for st in res.stages.to_pylist():
         print("stage", st)
-    keys = ("ops_done", "ops", "flows", "peak_live_flows", "events", "controller_wall_s", "unroutable")
+    keys = ("ops_done", "ops", "flows", "peak_live_flows", "events", "recomputes", "rate_updates",
+            "component_subflows", "max_component", "quiet_ends", "controller_wall_s", "unroutable")
     print({k: res.run.get(k) for k in keys})
     ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")
     print("weight-sync decisions", dict(sorted(ws.items())))

@@ -82,10 +82,35 @@ std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t has
   return out;
 }
 
-const FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t hash) {
+void FlowNetwork::clear_path_cache() {
+  path_sets_.clear();
+  for (PathSlot& e : path_table_) e.index = kNone;
+}
+
+FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t hash) {
   const PathKey key{src, dst, hash};
-  if (auto it = path_cache_.find(key); it != path_cache_.end()) return it->second;
-  if (path_cache_.size() >= kPathCacheMax) path_cache_.clear();
+  if (path_table_.empty()) path_table_.resize(1024);
+  size_t mask = path_table_.size() - 1;
+  size_t at = PathKeyHash{}(key) & mask;
+  for (; path_table_[at].index != kNone; at = (at + 1) & mask)
+    if (path_table_[at].key == key) return path_sets_[path_table_[at].index];
+  if (path_sets_.size() >= kPathCacheMax) {
+    clear_path_cache();
+    at = PathKeyHash{}(key) & mask;
+  } else if (2 * (path_sets_.size() + 1) > path_table_.size()) {
+    // grow to keep the table at most half full, re-placing every entry
+    std::vector<PathSlot> old(path_table_.size() * 2);
+    old.swap(path_table_);
+    mask = path_table_.size() - 1;
+    for (const PathSlot& e : old) {
+      if (e.index == kNone) continue;
+      size_t i = PathKeyHash{}(e.key) & mask;
+      while (path_table_[i].index != kNone) i = (i + 1) & mask;
+      path_table_[i] = e;
+    }
+    at = PathKeyHash{}(key) & mask;
+    while (path_table_[at].index != kNone) at = (at + 1) & mask;
+  }
   PathSet ps;
   std::vector<uint32_t> count;  // per port of ps.ports: samples crossing it
   uint32_t samples = 0;
@@ -123,7 +148,10 @@ const FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, ui
   }
   ps.coef.resize(ps.ports.size());
   for (size_t i = 0; i < ps.ports.size(); ++i) ps.coef[i] = static_cast<double>(count[i]) / samples;
-  return path_cache_.emplace(key, std::move(ps)).first->second;
+  path_table_[at].key = key;
+  path_table_[at].index = static_cast<uint32_t>(path_sets_.size());
+  path_sets_.push_back(std::move(ps));
+  return path_sets_.back();
 }
 
 std::vector<uint32_t> FlowNetwork::trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const {
@@ -258,7 +286,7 @@ void FlowNetwork::start_flow(uint32_t f) {
   new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), wire);
 }
 
-uint32_t FlowNetwork::new_subflow(uint32_t f, const PathSet& ps, double bytes) {
+uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   uint32_t s;
   if (!free_subs_.empty()) {
     s = free_subs_.back();
@@ -283,9 +311,13 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, const PathSet& ps, double bytes) {
   sf.active_pos = static_cast<uint32_t>(active_.size());
   active_.push_back(s);
   flow_sub_[f] = s;
-  SimTime delay = 0;
-  for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
-  flow_delay_[f] = delay;
+  if (ps.delay_size != flows_.size_bytes[f]) {
+    SimTime delay = 0;
+    for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
+    ps.delay = delay;
+    ps.delay_size = flows_.size_bytes[f];
+  }
+  flow_delay_[f] = ps.delay;
   ++counters_.subflows;
   if (sf.blocked) {
     ++counters_.blocked;
@@ -531,7 +563,7 @@ void FlowNetwork::topology_changed() {
   for (const uint32_t s : active_) settle(s);
   fwd_.update_channels(eng_.now());
   fwd_.rebuild();
-  path_cache_.clear();
+  clear_path_cache();
   set_capacities();
   // Re-path every flow still sending whose paths changed, with the bytes it has left; in
   // order of flow id, so the outcome does not depend on slot reuse.

@@ -225,6 +225,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     std::vector<uint32_t> ports;               ///< the ports they cross, in order of first use
     std::vector<double> coef;                  ///< per port: share of the samples crossing it
     bool reached = true;                       ///< every sample reaches the destination
+    /// The delivery delay (flow_delay's max over paths) for flows of `delay_size` bytes: the
+    /// last size asked, kept since the flows of one op mostly share it (-1: none yet).
+    Bytes delay_size = -1;
+    SimTime delay = 0;
   };
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
@@ -234,11 +238,12 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// The flow in slot f delivered its last byte: tell the observer, then retire it.
   void finish(uint32_t f);
   Bytes sent_of(uint32_t f) const;
-  const PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
+  PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
+  void clear_path_cache();
   /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst.
   std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached) const;
   void start_flow(uint32_t f);
-  uint32_t new_subflow(uint32_t f, const PathSet& ps, double bytes);
+  uint32_t new_subflow(uint32_t f, PathSet& ps, double bytes);
   void remove_subflow(uint32_t s);
   void attach(uint32_t s);
   void detach(uint32_t s);
@@ -286,7 +291,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
                                                (uint64_t{k.hash} << 44)));
     }
   };
-  std::unordered_map<PathKey, PathSet, PathKeyHash> path_cache_;
+  /// The path cache: open addressing (linear probing, power-of-two table at most half full)
+  /// from a key to its PathSet's index in path_sets_; one probe is usually one cache line,
+  /// where a node-based map chases two or three.
+  struct PathSlot {
+    PathKey key;
+    uint32_t index = kNone;  ///< in path_sets_ (kNone: empty)
+  };
+  std::vector<PathSlot> path_table_;
+  std::vector<PathSet> path_sets_;
 
   // recomputation: seeds of the component(s) to recompute
   std::vector<uint32_t> seed_ports_, seed_subs_;
