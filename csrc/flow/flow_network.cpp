@@ -601,20 +601,14 @@ void FlowNetwork::schedule_link_state(uint32_t link, SimTime t, bool up) {
 void FlowNetwork::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
                                 std::vector<uint32_t> b, SimTime dark_ps) {
   RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
-  RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
-  Plan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
-  fwd_.check_plan(plan.circuits);
-  plans_.push_back(std::move(plan));
-  eng_.schedule(t, static_cast<uint32_t>(plans_.size() - 1), kind_base_ + kPlan);
+  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
+  eng_.schedule(t, index, kind_base_ + kPlan);
 }
 
 void FlowNetwork::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
                                  SimTime dark_ps) {
-  RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
-  Plan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
-  fwd_.check_plan(plan.circuits);
-  plans_.push_back(std::move(plan));
-  on_event(engine::Event{eng_.now(), static_cast<uint32_t>(plans_.size() - 1), kind_base_ + kPlan});
+  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
+  on_event(engine::Event{eng_.now(), index, kind_base_ + kPlan});
 }
 
 void FlowNetwork::on_event(const engine::Event& ev) {
@@ -652,7 +646,7 @@ void FlowNetwork::on_event(const engine::Event& ev) {
       break;
     }
     case kPlan: {
-      const Plan& plan = plans_[ev.target];
+      const auto& plan = plans_[ev.target];
       const SimTime now = eng_.now();
       const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
       circuit_log_.push_back({now, ev.target, added, removed, plan.dark_ps});

@@ -312,11 +312,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     bool up;
   };
   std::vector<LinkChange> link_changes_;
-  struct Plan {
-    net::Forwarding::Plan circuits;
-    SimTime dark_ps;
-  };
-  std::vector<Plan> plans_;
+  std::vector<net::Forwarding::PendingPlan> plans_;
   std::vector<CircuitChange> circuit_log_;
 
   net::FlowObserver* observer_ = nullptr;

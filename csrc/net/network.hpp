@@ -444,11 +444,7 @@ class Network final : public engine::Handler, public FlowFabric {
   Forwarding fwd_;
 
   std::vector<Port> ports_;
-  struct Plan {
-    Forwarding::Plan circuits;
-    SimTime dark_ps;
-  };
-  std::vector<Plan> plans_;
+  std::vector<Forwarding::PendingPlan> plans_;
   bool built_ = false;
   std::vector<CircuitChange> circuit_log_;
   /// Lossless: frames a node could not route (e.g. while a circuit is dark), FIFO per node
