@@ -122,7 +122,7 @@ class FlowEngine(_Simulation):
     Its flow_log has sent_ps and no retransmission columns; port_stats only link_id, src, dst,
     rate_bps, tx_bytes (wire bytes) and busy_ps; counters the flow model's own (recomputes,
     rate_updates, subflows, max_component, component_subflows, blocked, reroutes, quiet_ends,
-    active_subflows, blocked_now)."""
+    handoffs, active_subflows, blocked_now)."""
 
     def load_workload(
         self,
@@ -133,9 +133,11 @@ class FlowEngine(_Simulation):
         boundaries: str = "none",
         period_ends: bool = False,
         ring_slices: int = 0,
+        merge_channels: bool = True,
     ) -> None:
         """As Engine.load_workload; ring_slices: the most slices a ring step is cut into
-        (0: slices of chunk_bytes, as the packet engine)."""
+        (0: slices of chunk_bytes, as the packet engine); merge_channels: a ring collective's
+        channels with the same edges and paths run as one flow of n copies per message."""
     def counters(self) -> dict[str, int]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
         """Per-flow columns (with ideal_fct_ps: the flow model's lone time on its path)."""
@@ -144,7 +146,10 @@ class FlowEngine(_Simulation):
     def delivered_bytes(self) -> NDArray[np.int64]:
         """Payload bytes per flow that have left the source by now (the fluid's progress)."""
     def flow_rates(self) -> NDArray[np.float64]:
-        """Current max-min rate per flow, bit/s of wire bytes (0 when not sending)."""
+        """Current max-min rate per flow slot, bit/s of wire bytes (0 when not sending)."""
+    def sending_flows(self) -> dict[str, NDArray[np.generic]]:
+        """The messages sending now, one row each (a flow of n copies is n rows), by flow_id:
+        flow_id, src, dst, hash, rate_bps (max-min, bit/s of wire bytes)."""
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
 
 class Forwarding:

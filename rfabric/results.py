@@ -230,7 +230,7 @@ RUN_KEYS = (
 #: Results.run keys only the packet backend counts; None under ``backend="flow"``, which has
 #: no packets, queues, losses, ECN or PFC. Its own counters are ``recomputes`` (max-min
 #: recomputations), ``rate_updates``, ``subflows``, ``max_component``, ``component_subflows``,
-#: ``blocked_subflows``, ``reroutes`` and ``quiet_ends`` (README "Flow-level backend").
+#: ``blocked_subflows``, ``reroutes``, ``quiet_ends`` and ``handoffs`` (README "Flow-level backend").
 PACKET_ONLY_RUN_KEYS = (
     "packets",
     "packet_hops",

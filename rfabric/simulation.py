@@ -51,7 +51,7 @@ ENGINE_FIELDS: dict = _engine.config_fields()
 #: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
 #: ecmp_* switches; None: the fabric's own), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
 #: the collective executor's settings (passed to load_workload).
-PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk", "flow_ring_slices")
+PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk", "flow_ring_slices", "flow_merge_channels")
 #: Time and size fields that may be zero (the others must be positive).
 _MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
 
@@ -169,6 +169,11 @@ class EngineConfig:
         of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
         large slices as with many small ones, and makes far fewer flows (README "Flow-level
         backend" has the validation).
+    flow_merge_channels : bool
+        ``backend="flow"`` only: run the channels of a ring collective whose rings have the
+        same edges and the same paths (an NVLink ring inside a server) as one flow of n
+        copies per message (default True). Exact in the fluid model, where flows on the same
+        paths share them alike; n times fewer flows and events. False: a flow per channel.
     t_ocs : time
         Reconfiguration time of optical circuit switches (default 25 ms, paper §7.2): a new
         circuit is dark this long after a plan is applied.
@@ -204,6 +209,7 @@ class EngineConfig:
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
     flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
+    flow_merge_channels: bool = True  # backend="flow": channels with the same ring and paths as one flow
 
     def to_engine(self, routing: str | None = None) -> dict:
         """The config dict the engine takes, built from the engine's own field list: base
@@ -245,6 +251,7 @@ class EngineConfig:
         integer(self.coll_channels, "coll_channels", lo=1, hi=2**31 - 1)
         parse_size(self.coll_chunk, allow_zero=False)
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
+        boolean(self.flow_merge_channels, "flow_merge_channels")
         parse_time(self.t_ocs)
         return out
 
@@ -388,7 +395,14 @@ class Simulation:
                 )
             self.trace = workload
             self._engine = engine_class(self.spec.arrays(), engine_config)
-            flow_args = {"ring_slices": int(self.config.flow_ring_slices)} if backend == "flow" else {}
+            flow_args = (
+                {
+                    "ring_slices": int(self.config.flow_ring_slices),
+                    "merge_channels": bool(self.config.flow_merge_channels),
+                }
+                if backend == "flow"
+                else {}
+            )
             self._engine.load_workload(
                 workload.arrays(),
                 int(self.config.coll_channels),
@@ -871,6 +885,7 @@ class Simulation:
             "blocked_subflows": int(c["blocked"]),
             "reroutes": int(c["reroutes"]),
             "quiet_ends": int(c["quiet_ends"]),
+            "handoffs": int(c["handoffs"]),
             # flows that can make no progress: their paths end at a failed link or dark circuit
             "unroutable": bool(self._engine.idle and c["blocked_now"] > 0),
         }

@@ -346,3 +346,67 @@ def test_a_failed_nic_spreads_its_flow_over_the_servers_other_nics():
     assert carried[3] == 0
     for g in (0, 1, 2, 4, 5, 6, 7):
         assert carried[g] == pytest.approx(wire / 7, abs=1), g
+
+
+def _mixed_trace():
+    """Three collectives at once on an 8-GPU LoneGpus chain: a ring all-reduce (one GPU per
+    server, so every channel's ring has the same edges and paths: merged), a chain broadcast
+    (each edge posts its next chunk as the last one leaves: handed over) and an all-to-all."""
+    return rf.traces.Trace.from_columns(
+        op_id=[0, 1, 2],
+        stage="train",
+        phase="x",
+        kind=["all_reduce", "broadcast", "all_to_all"],
+        algorithm=["ring", "chain", "direct"],
+        ranks=[[0, 3, 6], [1, 4, 7], [2, 5, 6]],
+        size_bytes=[48 * MB, 24 * MB, 12 * MB],
+        deps=[[], [], []],
+    )
+
+
+def _mixed_fabric():
+    return LoneGpus([0, 0, 0, 1, 1, 1, 2, 2], [200, 100, 200, 200, 50, 200, 200, 200], [150, 80])
+
+
+def test_merged_channels_and_handoffs_keep_the_exact_max_min():
+    # At every instant sampled, each message sending (a merged flow of n copies is n of them)
+    # has its max-min rate, computed independently over the forwarding paths.
+    fab, trace = _mixed_fabric(), _mixed_trace()
+    whole = rf.simulate(fab, trace, backend="flow")
+    assert whole.run["handoffs"] > 0
+    end = whole.run["makespan_ps"]
+    fwd = rf.Forwarding(fab)
+    spec = fab.to_spec()
+    sim = rf.Simulation(fab, trace, backend="flow")
+    checked = 0
+    for t in np.linspace(end / 50, end * 0.98, 40).astype(np.int64):
+        sim.run(int(t))
+        rows = sim.engine.sending_flows()
+        if len(rows["flow_id"]) == 0:
+            continue
+        paths = [fwd.ports(int(s), int(d)).tolist() for s, d in zip(rows["src"], rows["dst"], strict=True)]
+        cap = {p: float(spec.links.rate_bps[p // 2]) for path in paths for p in path}
+        np.testing.assert_allclose(rows["rate_bps"], reference_max_min(paths, cap), rtol=1e-9)
+        checked += len(paths)
+    assert checked > 100
+
+
+def test_merged_channels_run_as_the_channels_apart():
+    # flow_merge_channels=False runs a flow per channel: the same op times (to rounding), the
+    # same flow counts and bytes, and the merged run makes fewer events.
+    fab, trace = _mixed_fabric(), _mixed_trace()
+    merged = rf.simulate(fab, trace, backend="flow", record_flows=True)
+    apart = rf.simulate(fab, trace, backend="flow", record_flows=True, flow_merge_channels=False)
+    for col in ("start_ps", "end_ps"):
+        np.testing.assert_allclose(merged.ops[col].to_numpy(), apart.ops[col].to_numpy(), rtol=1e-9, atol=2)
+    for col in ("flows", "delivered_bytes"):
+        assert merged.ops[col].equals(apart.ops[col])
+    assert merged.run["flows"] == apart.run["flows"]
+    assert merged.run["events"] < 0.6 * apart.run["events"]  # (the ring's 8 channels as one)
+    # the per-flow table has a row per message either way
+    a, b = merged.flows, apart.flows
+    assert a.num_rows == b.num_rows == merged.run["flows"]
+    assert sorted(a["size_bytes"].to_pylist()) == sorted(b["size_bytes"].to_pylist())
+    assert len(set(a["flow_id"].to_pylist())) == a.num_rows
+    with pytest.raises(rf.SpecError, match="flow_merge_channels"):
+        rf.simulate(fab, trace, backend="flow", flow_merge_channels="yes")

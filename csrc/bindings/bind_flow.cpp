@@ -30,18 +30,21 @@ void bind_flow(py::module_& m) {
       .def(
           "load_workload",
           [](FlowSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries, bool period_ends, int64_t ring_slices) {
+             const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels) {
             if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
               throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
             coll::ExecutorConfig cfg = executor_config(channels, chunk_bytes, rings, boundaries, period_ends);
             cfg.ring_slices = static_cast<uint32_t>(ring_slices);
+            cfg.merge_channels = merge_channels;
             s.load_workload(workload_from_dict(a), std::move(cfg));
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
           py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-          py::arg("ring_slices") = 0,
+          py::arg("ring_slices") = 0, py::arg("merge_channels") = true,
           "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
-          "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).")
+          "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).\n"
+          "`merge_channels`: a ring collective's channels whose rings have the same edges and paths\n"
+          "run as one flow of n copies per message (False: a flow per channel).")
       .def(
           "counters",
           [](const FlowSimulator& s) {
@@ -60,6 +63,7 @@ void bind_flow(py::module_& m) {
             d["blocked"] = c.blocked;
             d["reroutes"] = c.reroutes;
             d["quiet_ends"] = c.quiet_ends;
+            d["handoffs"] = c.handoffs;
             d["active_subflows"] = s.network().active_subflows();
             d["blocked_now"] = s.network().blocked_subflows();
             return d;
@@ -103,7 +107,21 @@ void bind_flow(py::module_& m) {
           "flow set, whose flows keep their slots, per flow).")
       .def(
           "flow_rates", [](const FlowSimulator& s) { return to_numpy(s.network().flow_rates()); },
-          "Current max-min rate per flow, bit/s (0 when not sending).")
+          "Current max-min rate per flow slot, bit/s (0 when not sending).")
+      .def(
+          "sending_flows",
+          [](const FlowSimulator& s) {
+            const auto rows = s.network().sending();
+            py::dict d;
+            d["flow_id"] = column<int64_t>(rows.size(), [&](size_t i) { return static_cast<int64_t>(rows[i].id); });
+            d["src"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].src; });
+            d["dst"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].dst; });
+            d["hash"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].hash; });
+            d["rate_bps"] = column<double>(rows.size(), [&](size_t i) { return rows[i].rate_bps; });
+            return d;
+          },
+          "The messages sending now, one row each (a flow of n copies is n rows, ids id .. id + n - 1),\n"
+          "sorted by flow_id: src, dst, ECMP hash and max-min rate (bit/s of wire bytes).")
       .def(
           "port_stats",
           [](const FlowSimulator& s) {

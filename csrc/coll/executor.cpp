@@ -53,6 +53,11 @@ class Program {
 namespace {
 
 uint64_t tag_of(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+/// Connection identity (create_flow's ecmp_key): (src, dst, channel); channel 0 is the
+/// default connection.
+uint64_t connection_key(uint32_t src, uint32_t dst, uint32_t channel) {
+  return (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
+}
 uint32_t tag_hi(uint64_t t) { return static_cast<uint32_t>(t >> 32); }
 uint32_t tag_lo(uint64_t t) { return static_cast<uint32_t>(t); }
 
@@ -63,10 +68,13 @@ uint32_t tag_lo(uint64_t t) { return static_cast<uint32_t>(t); }
 /// s+1 as soon as slice j of step s has arrived, so the ring runs as a pipeline.
 class Ring final : public Program {
  public:
-  Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel)
+  /// `copies` > 1: the ring stands for that many channels' rings over the same edges and
+  /// paths, each of its flows for their `copies` slices side by side (FlowFabric::merges_copies).
+  Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel, uint32_t copies = 1)
       : order_(std::move(order)),
         steps_(steps),
         channel_(channel),
+        copies_(copies),
         sent_(order_.size(), 0),
         got_(order_.size(), 0),
         busy_(order_.size(), 0) {
@@ -104,10 +112,10 @@ class Ring final : public Program {
     ++sent_[i];
     const uint32_t n = static_cast<uint32_t>(order_.size());
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
-           channel_);
+           channel_, copies_);
   }
   std::vector<uint32_t> order_;
-  uint32_t steps_, channel_;
+  uint32_t steps_, channel_, copies_;
   std::vector<Bytes> slices_;
   std::vector<uint64_t> sent_, got_;
   std::vector<uint8_t> busy_;
@@ -500,16 +508,14 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel) {
+                    uint32_t channel, uint32_t copies) {
   if (dry_ != nullptr) {
-    dry_->bytes[{src, dst}] += size;
+    dry_->bytes[{src, dst}] += size * copies;
     dry_->fifo.emplace_back(prog, tag);
     return;
   }
-  // Connection identity: (src, dst, channel); channel 0 is the default connection.
-  const uint64_t key =
-      (static_cast<uint64_t>(src) << 40) ^ (static_cast<uint64_t>(dst) << 16) ^ channel ^ 0x5bd1e995u;
-  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key, op);  // (op: its totals' owner)
+  const uint64_t key = connection_key(src, dst, channel);
+  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key, op, copies);  // (op: its totals' owner)
   if (recs_.size() <= f) {
     recs_.resize(f + 1);
     has_rec_.resize(f + 1, 0);
@@ -680,9 +686,14 @@ void Executor::plan(uint32_t op, OpRun& run) {
     const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
     Bytes slice = cfg_.chunk_bytes;
     if (cfg_.ring_slices > 0) slice = std::max(slice, ceil_div(chunk, static_cast<Bytes>(cfg_.ring_slices)));
+    std::vector<std::vector<uint32_t>> orders;
+    for (int ch = 0; ch < c; ++ch) orders.push_back(ring_order(group_ranks, groups, ch));
+    if (c > 1 && cfg_.merge_channels && net_.merges_copies() && same_rings(orders)) {
+      out.push_back(std::make_unique<Ring>(std::move(orders[0]), steps, chunk, slice, 1, static_cast<uint32_t>(c)));
+      return;
+    }
     for (int ch = 0; ch < c; ++ch)
-      out.push_back(std::make_unique<Ring>(ring_order(group_ranks, groups, ch), steps, chunk, slice,
-                                           static_cast<uint32_t>(ch) + 1));
+      out.push_back(std::make_unique<Ring>(std::move(orders[ch]), steps, chunk, slice, static_cast<uint32_t>(ch) + 1));
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;
@@ -968,6 +979,24 @@ Bytes Executor::pipeline_chunk(Bytes share, size_t depth) const {
   while (share / chunk < 4 * d && chunk > 64 * 1024) chunk /= 2;
   while (share / chunk < d && chunk > 32 * 1024) chunk /= 2;
   return std::max<Bytes>(chunk, 1);
+}
+
+bool Executor::same_rings(const std::vector<std::vector<uint32_t>>& orders) {
+  // The channels' rings run alike where every channel's ring has the same edges (a rotation
+  // of one order: an NVLink ring inside a server) and each edge the same paths on every
+  // channel's connection: rank by rank, each sends the same slices at the same times.
+  const std::vector<uint32_t>& first = orders[0];
+  const size_t m = first.size();
+  std::unordered_map<uint32_t, uint32_t> next;
+  for (size_t i = 0; i < m; ++i) next[first[i]] = first[(i + 1) % m];
+  for (size_t ch = 1; ch < orders.size(); ++ch)
+    for (size_t i = 0; i < m; ++i)
+      if (next[orders[ch][i]] != orders[ch][(i + 1) % m]) return false;
+  for (const auto& [a, b] : next)
+    for (size_t ch = 1; ch < orders.size(); ++ch)
+      if (!net_.same_route(a, b, connection_key(a, b, 1), connection_key(a, b, static_cast<uint32_t>(ch) + 1)))
+        return false;
+  return true;
 }
 
 int Executor::channels_for(Bytes total, int max_channels) const {

@@ -63,6 +63,10 @@ struct ExecutorConfig {
   /// leaves runs at the same pace with a few large slices as with many small ones, as long as
   /// a slice outlasts the path delay (README "Flow-level backend"), and makes far fewer flows.
   uint32_t ring_slices = 0;
+  /// Where the fabric merges copies (FlowFabric::merges_copies: the flow backend), run the
+  /// channels of a ring collective whose rings have the same edges and paths as one ring of
+  /// flows of n copies (same_rings): the same fluid, n times fewer flows and events.
+  bool merge_channels = true;
   /// The fabric's preferred ring orders (Topology.ring_orders()): one row per channel, each a
   /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
   /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.
@@ -88,8 +92,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   // ---- used by programs ----
   /// Start a flow now; `tag` comes back to the program in on_flow(tag). `channel` names the
   /// connection (as NCCL's per-channel QPs): one (src, dst, channel) keeps one ECMP path.
+  /// `copies` > 1: the flow stands for that many messages of `size` bytes side by side (the
+  /// rings of several channels merged, where the fabric merges copies).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0);
+            uint32_t channel = 0, uint32_t copies = 1);
 
   // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
   bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
@@ -153,6 +159,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
                                          double nic_bps) const;
   /// Chunk of a pipelined tree or chain carrying `share` bytes through `depth` hops.
   Bytes pipeline_chunk(Bytes share, size_t depth) const;
+  /// Whether the channels' rings (each channel's order of the same ranks) have the same edges
+  /// and each edge the same paths on every channel: then they run as one ring of copies.
+  bool same_rings(const std::vector<std::vector<uint32_t>>& orders);
   /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
   int channels_for(Bytes total, int max_channels) const;
   /// The ranks in channel ch's ring order (groups: the ranks by server, for the default order).

@@ -164,15 +164,39 @@ std::pair<SimTime, BitsPerSec> FlowNetwork::path_cost(uint32_t src, uint32_t dst
 
 double FlowNetwork::flow_cap(uint32_t f) const {
   // Network::line_rate: a flow whose GPU's NIC failed and that leaves the server is paced at
-  // that NIC's rate (its frames spread over the server's other NICs).
+  // that NIC's rate (its frames spread over the server's other NICs), each copy.
   const uint32_t src = flows_.src[f], nic = fwd_.gpu_nic_port(src);
   if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[f])) return 0;
-  return static_cast<double>(fwd_.link_rate_bps(fwd_.channel(nic).link));
+  return static_cast<double>(fwd_.link_rate_bps(fwd_.channel(nic).link)) * flows_.copies[f];
 }
 
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
-  // The fluid's own time covers the bottleneck; the rest is Forwarding::lone_delay_ps.
-  return fwd_.lone_delay_ps(path, flows_.size_bytes[f], payload_per_packet(), header_);
+  // The fluid's own time covers the bottleneck; the rest is Forwarding::lone_delay_ps (of one
+  // copy: copies move side by side).
+  return fwd_.lone_delay_ps(path, flows_.size_bytes[f] / flows_.copies[f], payload_per_packet(), header_);
+}
+
+double FlowNetwork::wire_bytes(uint32_t f) const {
+  const Bytes n = flows_.copies[f], size = flows_.size_bytes[f] / n, pp = payload_per_packet();
+  return static_cast<double>(n * (size + (size + pp - 1) / pp * header_));
+}
+
+uint32_t FlowNetwork::hash_of(uint64_t id, uint64_t ecmp_key) const {
+  // the packet Network's hashes (of the flow's id, or of its connection), so both backends
+  // route a flow alike
+  if (ecmp_key != 0) return static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+  return static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + id) >> 32);
+}
+
+bool FlowNetwork::same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) {
+  const uint32_t a = hash_of(0, key_a), b = hash_of(0, key_b);
+  if (a == b) return true;
+  const PathSet& pa = paths_of(src, dst, a);
+  const std::vector<uint32_t> ports = pa.ports;
+  const std::vector<double> coef = pa.coef;
+  const bool reached = pa.reached;
+  const PathSet& pb = paths_of(src, dst, b);  // (may move pa)
+  return reached && pb.reached && ports == pb.ports && coef == pb.coef;
 }
 
 // ---- flows ----
@@ -187,18 +211,20 @@ void FlowRecords::append(const FlowRecords& t, uint32_t f) {
   end_ps.push_back(t.end_ps[f]);
   sent_ps.push_back(t.sent_ps[f]);
   hash.push_back(t.hash[f]);
+  copies.push_back(t.copies[f]);
   live.push_back(t.live[f]);
 }
 
 uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
-                                  int64_t owner) {
+                                  int64_t owner, uint32_t copies) {
   const uint64_t i = next_id_;
   net::check_flow(i, num_gpus(), src, dst, size, start_ps, eng_.now());
-  // the packet Network's hashes (of the flow's id), so both backends route a flow alike
-  uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
-  if (ecmp_key != 0) hash = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+  RF_CHECK(copies >= 1, "flow ", i, ": copies must be at least 1");
+  RF_CHECK(size <= std::numeric_limits<Bytes>::max() / copies, "flow ", i, ": ", copies, " copies of ", size,
+           " bytes overflow");
+  const uint32_t hash = hash_of(i, ecmp_key);
   RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  ++next_id_;
+  next_id_ += copies;
   ++live_flows_;
   FlowRecords& t = flows_;
   uint32_t f;
@@ -217,6 +243,7 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
     t.end_ps.emplace_back();
     t.sent_ps.emplace_back();
     t.hash.emplace_back();
+    t.copies.emplace_back();
     t.live.emplace_back();
     flow_sub_.emplace_back();
     flow_delay_.emplace_back();
@@ -225,11 +252,12 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   t.owner[f] = owner;
   t.src[f] = src;
   t.dst[f] = dst;
-  t.size_bytes[f] = size;
+  t.size_bytes[f] = size * copies;
   t.start_ps[f] = start_ps;
   t.end_ps[f] = -1;
   t.sent_ps[f] = -1;
   t.hash[f] = hash;
+  t.copies[f] = copies;
   t.live[f] = 1;
   flow_sub_[f] = kNone;
   flow_delay_[f] = 0;
@@ -242,7 +270,7 @@ void FlowNetwork::retire(uint32_t f) {
     const auto o = static_cast<size_t>(t.owner[f]);
     if (owner_stats_.size() <= o) owner_stats_.resize(o + 1);
     OwnerStats& s = owner_stats_[o];
-    ++s.flows;
+    s.flows += t.copies[f];
     s.delivered_bytes += t.size_bytes[f];
     s.max_fct_ps = std::max(s.max_fct_ps, t.end_ps[f] - t.start_ps[f]);
   }
@@ -254,15 +282,15 @@ void FlowNetwork::retire(uint32_t f) {
 
 void FlowNetwork::finish(uint32_t f) {
   flows_.end_ps[f] = eng_.now();
-  ++counters_.flows_done;
+  counters_.flows_done += flows_.copies[f];
   counters_.last_flow_end_ps = eng_.now();
   if (observer_ != nullptr) observer_->on_flow_done(f);
   retire(f);
 }
 
 uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
-                                  int64_t owner) {
-  const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key, owner);
+                                  int64_t owner, uint32_t copies) {
+  const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key, owner, copies);
   if (start_ps == eng_.now() && size > 0) {
     start_flow(i);  // (starting calls no observer: safe inside its callbacks)
   } else {
@@ -281,9 +309,30 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
 }
 
 void FlowNetwork::start_flow(uint32_t f) {
-  const Bytes size = flows_.size_bytes[f], pp = payload_per_packet();
-  const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
-  new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), wire);
+  const double wire = wire_bytes(f);
+  PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+  if (handoff_ != kNone) {
+    // The connection's next message, posted as its last one left: same paths and ceiling, so
+    // the max-min allocation with the new flow in the old one's place is the one in force.
+    // It takes over the subflow, rate and bottleneck; nothing is recomputed.
+    Subflow& sf = subs_[handoff_];
+    const uint32_t g = sf.flow;
+    if (flows_.src[g] == flows_.src[f] && flows_.dst[g] == flows_.dst[f] && flows_.hash[g] == flows_.hash[f] &&
+        !sf.blocked && sf.weight == flows_.copies[f] && sf.cap == flow_cap(f)) {
+      const uint32_t s = handoff_;
+      handoff_ = kNone;
+      sf.flow = f;
+      sf.remaining = wire;
+      sf.last = eng_.now();
+      flow_sub_[f] = s;
+      flow_delay_[f] = delivery_delay(f, ps);
+      ++counters_.subflows;
+      ++counters_.handoffs;
+      schedule_finish(s);
+      return;
+    }
+  }
+  new_subflow(f, ps, wire);
 }
 
 uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
@@ -302,6 +351,7 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   sf.remaining = bytes;
   sf.rate = 0;
   sf.cap = flow_cap(f);
+  sf.weight = flows_.copies[f];
   sf.last = eng_.now();
   sf.finish_at = -1;
   sf.bneck = kNone;
@@ -311,13 +361,7 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   sf.active_pos = static_cast<uint32_t>(active_.size());
   active_.push_back(s);
   flow_sub_[f] = s;
-  if (ps.delay_size != flows_.size_bytes[f]) {
-    SimTime delay = 0;
-    for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
-    ps.delay = delay;
-    ps.delay_size = flows_.size_bytes[f];
-  }
-  flow_delay_[f] = ps.delay;
+  flow_delay_[f] = delivery_delay(f, ps);
   ++counters_.subflows;
   if (sf.blocked) {
     ++counters_.blocked;
@@ -326,6 +370,17 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
     dirty_sub(s);
   }
   return s;
+}
+
+SimTime FlowNetwork::delivery_delay(uint32_t f, PathSet& ps) const {
+  const Bytes size = flows_.size_bytes[f] / flows_.copies[f];
+  if (ps.delay_size != size) {
+    SimTime delay = 0;
+    for (const auto& path : ps.paths) delay = std::max(delay, flow_delay(f, path));
+    ps.delay = delay;
+    ps.delay_size = size;
+  }
+  return ps.delay;
 }
 
 void FlowNetwork::attach(uint32_t s) {
@@ -389,15 +444,22 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   sf.ports.clear();
   sf.coef.clear();
   sf.slot.clear();
-  flow_sub_[sf.flow] = kNone;
+  if (flow_sub_[sf.flow] == s) flow_sub_[sf.flow] = kNone;
   free_subs_.push_back(s);
 }
 
 void FlowNetwork::subflow_sent(uint32_t s) {
   settle(s);
   const uint32_t f = subs_[s].flow;
-  remove_subflow(s);
+  // The subflow stays attached while the observer hears of it: a message it posts on the same
+  // connection now takes it over (start_flow); otherwise it leaves after.
+  flow_sub_[f] = kNone;
+  handoff_ = s;
   flow_sent(f);
+  if (handoff_ == s) {
+    handoff_ = kNone;
+    remove_subflow(s);
+  }
 }
 
 void FlowNetwork::flow_sent(uint32_t f) {
@@ -460,22 +522,28 @@ void FlowNetwork::recompute() {
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
     sf.rate = r;
     ++counters_.rate_updates;
-    if (r <= 0) {
-      sf.finish_at = -1;
-      continue;
-    }
-    // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
-    // wrapping, and reaching it (the rate never rose again) is an error in kSent.
-    const double ps = std::ceil(sf.remaining * kBitsPsPerByte / r);
-    const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
-    sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
-    eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
+    schedule_finish(s);
   }
 }
 
+void FlowNetwork::schedule_finish(uint32_t s) {
+  Subflow& sf = subs_[s];
+  if (sf.rate <= 0) {
+    sf.finish_at = -1;
+    return;
+  }
+  // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
+  // wrapping, and reaching it (the rate never rose again) is an error in kSent.
+  const SimTime now = eng_.now();
+  const double ps = std::ceil(sf.remaining * kBitsPsPerByte / sf.rate);
+  const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
+  sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
+  eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
+}
+
 void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
-  // Progressive filling with weights: raising every unfrozen flow's rate to L takes
-  // L x (their coefficients' sum) of a port, so the port fills at L = left / load. The
+  // Progressive filling with weights: raising every unfrozen flow's rate to L per copy takes
+  // L x (their coefficients x copies, summed) of a port, so the port fills at L = left / load. The
   // fill goes in increasing L, and freezing a flow at the current (smallest) L can only
   // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
   // L <= left / load), so a heap entry is never above its port's level: an entry that
@@ -495,18 +563,21 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
     sf.next_rate = 0;
     sf.next_bneck = kNone;
     if (sf.cap > 0) capped.push_back(s);
-    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].load += sf.coef[h];
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].load += sf.coef[h] * sf.weight;
   }
   for (const uint32_t p : ports) {
     const PortState& ps = ports_[p];
     if (ps.unfrozen > 0) heap.emplace(ps.left / ps.load, p);
   }
-  std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return subs_[a].cap < subs_[b].cap; });
+  // a capped flow binds when the level reaches its ceiling per copy
+  auto cap_level = [&](uint32_t s) { return subs_[s].cap / subs_[s].weight; };
+  std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
   size_t next_cap = 0;
   size_t left = subs.size();
   auto level_of = [&](const PortState& ps) { return ps.left / ps.load; };
-  auto freeze = [&](uint32_t s, double rate, uint32_t bneck) {
+  auto freeze = [&](uint32_t s, double level, uint32_t bneck) {
     Subflow& sf = subs_[s];
+    const double rate = level * sf.weight;
     sf.frozen = true;
     sf.next_rate = rate;
     sf.next_bneck = bneck;
@@ -516,7 +587,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       PortState& ps = ports_[p];
       ps.left = std::max(0.0, ps.left - rate * sf.coef[h]);
       if (--ps.unfrozen > 0) {
-        ps.load = std::max(ps.load - sf.coef[h], 1e-300);
+        ps.load = std::max(ps.load - sf.coef[h] * sf.weight, 1e-300);
       } else {
         ps.load = 0;
       }
@@ -533,7 +604,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
     }
     while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
     const double port_level = heap.empty() ? kInf : heap.top().first;
-    const double cap = next_cap < capped.size() ? subs_[capped[next_cap]].cap : kInf;
+    const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
     if (cap < port_level) {
       freeze(capped[next_cap], cap, kNone);
       continue;
@@ -673,9 +744,7 @@ Bytes FlowNetwork::sent_of(uint32_t f) const {
   const Subflow& sf = subs_[s];
   const double moved = sf.rate * static_cast<double>(eng_.now() - sf.last) / kBitsPsPerByte;
   const double left = std::max(0.0, sf.remaining - moved);
-  const Bytes pp = payload_per_packet();
-  const double wire = static_cast<double>(size + (size + pp - 1) / pp * header_);
-  return static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left / wire)));
+  return static_cast<Bytes>(std::floor(static_cast<double>(size) * (1 - left / wire_bytes(f))));
 }
 
 std::vector<Bytes> FlowNetwork::sent_bytes() const {
@@ -693,28 +762,34 @@ FlowRows FlowNetwork::flow_rows() const {
   for (uint32_t f = 0; f < flows_.size(); ++f)
     if (flows_.live[f]) order.emplace_back(flows_.id[f], base + f);
   std::sort(order.begin(), order.end());
+  // a flow of n copies is n rows, ids id .. id + n - 1, as its messages would be apart
+  size_t n = 0;
+  for (const auto& [id, r] : order) n += r < base ? log_.copies[r] : flows_.copies[r - base];
   FlowRows out;
-  const size_t n = order.size();
   for (auto* v : {&out.id, &out.owner}) v->resize(n);
   for (auto* v : {&out.src, &out.dst, &out.hash}) v->resize(n);
   for (auto* v : {&out.size_bytes, &out.sent_bytes, &out.delivered_bytes, &out.start_ps, &out.end_ps, &out.sent_ps})
     v->resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t r = order[k].second;
+  size_t k = 0;
+  for (const auto& [id, r] : order) {
     const bool logged = r < base;
     const FlowRecords& t = logged ? log_ : flows_;
     const uint32_t i = logged ? r : r - base;
-    out.id[k] = static_cast<int64_t>(t.id[i]);
-    out.owner[k] = t.owner[i];
-    out.src[k] = t.src[i];
-    out.dst[k] = t.dst[i];
-    out.size_bytes[k] = t.size_bytes[i];
-    out.start_ps[k] = t.start_ps[i];
-    out.end_ps[k] = t.end_ps[i];
-    out.sent_ps[k] = t.sent_ps[i];
-    out.hash[k] = t.hash[i];
-    out.sent_bytes[k] = logged ? t.size_bytes[i] : sent_of(i);
-    out.delivered_bytes[k] = t.end_ps[i] >= 0 ? t.size_bytes[i] : 0;
+    const uint32_t copies = t.copies[i];
+    const Bytes size = t.size_bytes[i] / copies, sent = (logged ? t.size_bytes[i] : sent_of(i)) / copies;
+    for (uint32_t c = 0; c < copies; ++c, ++k) {
+      out.id[k] = static_cast<int64_t>(t.id[i] + c);
+      out.owner[k] = t.owner[i];
+      out.src[k] = t.src[i];
+      out.dst[k] = t.dst[i];
+      out.size_bytes[k] = size;
+      out.start_ps[k] = t.start_ps[i];
+      out.end_ps[k] = t.end_ps[i];
+      out.sent_ps[k] = t.sent_ps[i];
+      out.hash[k] = t.hash[i];
+      out.sent_bytes[k] = sent;
+      out.delivered_bytes[k] = t.end_ps[i] >= 0 ? size : 0;
+    }
   }
   return out;
 }
@@ -745,6 +820,18 @@ size_t FlowNetwork::blocked_subflows() const {
   size_t n = 0;
   for (const uint32_t s : active_) n += subs_[s].blocked;
   return n;
+}
+
+std::vector<FlowNetwork::Sending> FlowNetwork::sending() const {
+  std::vector<Sending> out;
+  for (const uint32_t s : active_) {
+    const Subflow& sf = subs_[s];
+    const uint32_t f = sf.flow, n = flows_.copies[f];
+    for (uint32_t c = 0; c < n; ++c)
+      out.push_back({flows_.id[f] + c, flows_.src[f], flows_.dst[f], flows_.hash[f], sf.rate / n});
+  }
+  std::sort(out.begin(), out.end(), [](const Sending& a, const Sending& b) { return a.id < b.id; });
+  return out;
 }
 
 std::vector<double> FlowNetwork::flow_rates() const {

@@ -64,6 +64,7 @@ struct FlowRecords {
   std::vector<SimTime> start_ps, end_ps;
   std::vector<SimTime> sent_ps;  ///< when its last byte left the source (-1: not yet)
   std::vector<uint32_t> hash;
+  std::vector<uint32_t> copies;  ///< messages it stands for (create_flow's copies; size_bytes is their total)
   std::vector<uint8_t> live;  ///< the slot holds a flow (not retired)
   size_t size() const { return src.size(); }
   /// Append slot f of `t`.
@@ -98,6 +99,8 @@ struct FlowCounters {
   uint64_t reroutes = 0;          ///< active subflows moved to a new path by a topology change
   uint64_t quiet_ends = 0;        ///< flows that finished sending without a recomputation
                                   ///< (no other flow had its bottleneck on their ports)
+  uint64_t handoffs = 0;          ///< flows started in the place of their connection's last
+                                  ///< message as it left (no recomputation)
 };
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
@@ -113,7 +116,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
   uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
-                       int64_t owner = -1) override;  // (owner: the executor's flow_ops() says it)
+                       int64_t owner = -1, uint32_t copies = 1) override;  // (owner: the executor's flow_ops())
+  bool merges_copies() const override { return true; }
+  bool same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) override;
   void set_observer(net::FlowObserver* observer) override { observer_ = observer; }
   Bytes payload_per_packet() const override { return mtu_ - header_; }
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
@@ -123,7 +128,8 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
   }
   size_t num_flows() const override { return flows_.size(); }
-  /// Flows created so far (the next flow's id), alive now, and alive at most at once.
+  /// Messages created so far (the next flow's id: a flow of n copies takes n ids), flows
+  /// alive now, and alive at most at once.
   uint64_t flows_created() const { return next_id_; }
   size_t live_flows() const { return live_flows_; }
   size_t peak_live_flows() const { return flows_.size(); }
@@ -174,8 +180,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Subflows currently active, and how many of them have no path.
   size_t active_subflows() const { return active_.size(); }
   size_t blocked_subflows() const;
-  /// Current rate (bit/s) of every flow: the sum of its subflows' (0 when not sending).
+  /// Current rate (bit/s) of every flow slot (0 when not sending).
   std::vector<double> flow_rates() const;
+  struct Sending {
+    uint64_t id;
+    uint32_t src, dst, hash;
+    double rate_bps;
+  };
+  /// The messages sending now, by id: a flow of n copies is n of them, each at its share.
+  std::vector<Sending> sending() const;
 
   /// Frames of a flow whose paths are sampled where the packet engine spreads them.
   static constexpr uint32_t kSamples = 56;  // divisible by 1, 2, 4, 7 and 8 (NICs of a server)
@@ -192,6 +205,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double remaining = 0;  ///< wire bytes left to send
     double rate = 0;       ///< bit/s
     double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
+    double weight = 1;     ///< its flow's copies: it takes weight x the fair share
     SimTime last = 0;      ///< when remaining was last settled
     SimTime finish_at = -1;
     uint32_t active_pos = 0;      ///< index in active_
@@ -232,7 +246,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   };
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
-                       int64_t owner);
+                       int64_t owner, uint32_t copies = 1);
+  /// The ECMP hash of a flow with serial `id` and connection `ecmp_key` (the packet Network's).
+  uint32_t hash_of(uint64_t id, uint64_t ecmp_key) const;
+  /// Bytes flow f puts on the wire, headers included (each copy framed on its own).
+  double wire_bytes(uint32_t f) const;
   /// The flow in slot f is done and told: fold it into its owner's totals, record it, free the slot.
   void retire(uint32_t f);
   /// The flow in slot f delivered its last byte: tell the observer, then retire it.
@@ -249,6 +267,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void detach(uint32_t s);
   void settle(uint32_t s);
   void subflow_sent(uint32_t s);
+  /// Queue subflow s's finish at its rate (none at rate 0).
+  void schedule_finish(uint32_t s);
+  /// Flow f's delivery delay over the paths of `ps` (kept in ps for flows of its size).
+  SimTime delivery_delay(uint32_t f, PathSet& ps) const;
   void flow_sent(uint32_t f);
   void dirty_port(uint32_t p);
   void dirty_sub(uint32_t s);
@@ -280,6 +302,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<Subflow> subs_;
   std::vector<uint32_t> free_subs_;
   std::vector<uint32_t> active_;  ///< live subflows
+  /// The subflow whose flow just finished sending, while its observer is told (start_flow
+  /// hands it to the connection's next message); kNone otherwise.
+  uint32_t handoff_ = kNone;
   std::vector<PortState> ports_;
   struct PathKey {
     uint32_t src, dst, hash;

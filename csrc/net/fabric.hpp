@@ -59,8 +59,18 @@ class FlowFabric {
   /// the same nonzero `ecmp_key` (one connection) hash alike, so keep one ECMP path. `owner`
   /// (>= 0, e.g. the op) names what the flow's totals count toward. The packet network reuses
   /// an id once its flow has retired (after on_flow_done), and so does the flow model.
+  /// `copies` > 1 (only where merges_copies()): one flow standing for that many messages of
+  /// `size` bytes each on the same paths, moving as they would side by side.
   virtual uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps,
-                               uint64_t ecmp_key = 0, int64_t owner = -1) = 0;
+                               uint64_t ecmp_key = 0, int64_t owner = -1, uint32_t copies = 1) = 0;
+  /// Whether one flow can stand for several identical ones (create_flow's `copies`): the flow
+  /// model, where flows on the same paths share them alike; not packets, which interleave.
+  virtual bool merges_copies() const { return false; }
+  /// Whether connections `key_a` and `key_b` (create_flow's ecmp_key) from src to dst take
+  /// the same paths now (only asked where merges_copies()).
+  virtual bool same_route(uint32_t /*src*/, uint32_t /*dst*/, uint64_t /*key_a*/, uint64_t /*key_b*/) {
+    return false;
+  }
   virtual void set_observer(FlowObserver* observer) = 0;
   /// Payload bytes per full frame (MTU minus headers).
   virtual Bytes payload_per_packet() const = 0;

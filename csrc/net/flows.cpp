@@ -149,7 +149,8 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
 }
 
 uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
-                              int64_t owner) {
+                              int64_t owner, uint32_t copies) {
+  RF_CHECK(copies == 1, "the packet network moves every message as its own flow (copies ", copies, ")");
   const uint32_t f = append_flow(src, dst, size, start_ps, owner);
   if (ecmp_key != 0) {
     flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);

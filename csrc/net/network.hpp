@@ -226,7 +226,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// owner_stats() when it retires. The id returned is the flow's slot, valid until its
   /// on_flow_done(): a later flow may reuse it.
   uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
-                       int64_t owner = -1) override;
+                       int64_t owner = -1, uint32_t copies = 1) override;
   void set_observer(FlowObserver* observer) override { observer_ = observer; }
   /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of the
   /// current path from GPU src to GPU dst, for cost models.
