@@ -3,10 +3,15 @@
 (tp 4, ep 32), PoDs of 512 GPUs, t_ocs 25 ms.
 
     /usr/bin/time -v python bench/qwen3_235b_flow.py [flow|packet] [--gpus 1024]
+    python bench/qwen3_235b_flow.py packet --until 2s --frame-hops 1.2e11
 
 --gpus is the size of each side (train and generation; the fabric has twice as many).
 Prints progress, the run summary, the stages, wall time and peak RSS (bench/README.md,
-"Qwen3-235B-A22B on RFabric 2048").
+"Qwen3-235B-A22B on RFabric 2048"). The flow run also prints the wire bytes the iteration
+puts on all ports and the frame-hops they make at the MTU (what the packet engine would
+simulate, frame by frame); a packet run stopped at --until (simulated time) prints its
+packet-hops per second of engine time and, given --frame-hops (the flow run's figure), the
+projected time of the whole iteration at that rate.
 """
 
 import argparse
@@ -22,6 +27,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("backend", nargs="?", default="flow", choices=("flow", "packet"))
     ap.add_argument("--gpus", type=int, default=1024, help="GPUs per side (train, generation)")
+    ap.add_argument("--until", default=None, help="stop at this simulated time (e.g. 2s)")
+    ap.add_argument("--frame-hops", type=float, default=None, help="the whole iteration's frame-hops")
     args = ap.parse_args()
     n = args.gpus
     t0 = time.time()
@@ -42,13 +49,36 @@ def main() -> None:
     t1 = time.time()
     ctl = StageAwareController()
     sim = rf.Simulation(fab, tr, controller=ctl, backend=args.backend, t_ocs="25ms")
-    sim.run(progress=True)
+    sim.run(args.until, progress=True)
     res = sim.results()
     print(res.summary())
+    if args.backend == "flow":
+        wire = float(res.links["bytes"].to_numpy().sum())
+        mtu = rf.EngineConfig().mtu_bytes
+        print(f"wire bytes on all ports {wire:.4g}; frame-hops at the {mtu} B MTU about {wire / mtu:.4g}")
+    else:
+        hops, wall = res.run["packet_hops"], res.run["wall_s"]
+        print(f"packet-hops {hops:,} in {wall:.1f} s engine time: {hops / wall / 1e6:.2f} M/s")
+        if args.frame_hops:
+            hours = args.frame_hops / (hops / wall) / 3600
+            print(f"projected whole iteration at this rate: {hours:.1f} h ({args.frame_hops:.3g} frame-hops)")
     for st in res.stages.to_pylist():
         print("stage", st)
-    keys = ("ops_done", "ops", "flows", "peak_live_flows", "events", "recomputes", "rate_updates",
-            "component_subflows", "max_component", "quiet_ends", "controller_wall_s", "unroutable")
+    keys = (
+        "ops_done",
+        "ops",
+        "flows",
+        "peak_live_flows",
+        "events",
+        "recomputes",
+        "rate_updates",
+        "component_subflows",
+        "max_component",
+        "quiet_ends",
+        "handoffs",
+        "controller_wall_s",
+        "unroutable",
+    )
     print({k: res.run.get(k) for k in keys})
     ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")
     print("weight-sync decisions", dict(sorted(ws.items())))

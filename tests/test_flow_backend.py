@@ -408,5 +408,12 @@ def test_merged_channels_run_as_the_channels_apart():
     assert a.num_rows == b.num_rows == merged.run["flows"]
     assert sorted(a["size_bytes"].to_pylist()) == sorted(b["size_bytes"].to_pylist())
     assert len(set(a["flow_id"].to_pylist())) == a.num_rows
+    # both kinds merge: the ring's 8 channels and the chain broadcast's
+    for op in (0, 1):
+        one = rf.traces.Trace.from_table(trace.table.slice(op, 1))
+        runs = [rf.simulate(fab, one, backend="flow", flow_merge_channels=m) for m in (True, False)]
+        assert runs[0].run["flows"] == runs[1].run["flows"]
+        assert runs[0].run["events"] < runs[1].run["events"] / 4
+        assert runs[0].ops["end_ps"][0].as_py() == pytest.approx(runs[1].ops["end_ps"][0].as_py(), rel=1e-9)
     with pytest.raises(rf.SpecError, match="flow_merge_channels"):
         rf.simulate(fab, trace, backend="flow", flow_merge_channels="yes")

@@ -219,10 +219,13 @@ class HalvingDoubling final : public Program {
 /// NIC), forwarding chunk j once its parent has received it.
 class Pipeline final : public Program {
  public:
+  /// `copies` > 1: the pipeline stands for that many channels' pipelines over the same edges,
+  /// paths and chunks (FlowFabric::merges_copies).
   Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
-           uint32_t channel = 0)
+           uint32_t channel = 0, uint32_t copies = 1)
       : order_(std::move(order)),
         channel_(channel),
+        copies_(copies),
         parent_(std::move(parent)),
         chunks_(std::move(chunks)),
         received_(order_.size(), 0),
@@ -255,10 +258,10 @@ class Pipeline final : public Program {
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
     ++next_[p];
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_);
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_);
   }
   std::vector<uint32_t> order_;
-  uint32_t channel_;
+  uint32_t channel_, copies_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
   std::vector<uint32_t> received_, next_;
@@ -825,6 +828,12 @@ void Executor::plan(uint32_t op, OpRun& run) {
       const auto groups = by_server(net_, ranks);
       const int c = channels_for(size, cfg_.channels);
       const Bytes per_channel = ceil_div(size, c);
+      struct Lane {
+        std::vector<uint32_t> order;
+        std::vector<Bytes> chunks;
+        std::vector<uint32_t> channels;  ///< connections (channel + 1) running it alike
+      };
+      std::vector<Lane> lanes;
       for (int ch = 0; ch < c; ++ch) {
         const Bytes share = std::min(per_channel, size - ch * per_channel);
         if (share <= 0) break;
@@ -836,9 +845,29 @@ void Executor::plan(uint32_t op, OpRun& run) {
         for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
         auto order = ring_order(ranks, groups, ch);
         std::rotate(order.begin(), std::find(order.begin(), order.end(), ranks[0]), order.end());
-        phases[0].push_back(std::make_unique<Pipeline>(std::move(order), parent, std::move(chunks),
-                                                       static_cast<uint32_t>(ch) + 1));
+        const uint32_t conn = static_cast<uint32_t>(ch) + 1;
+        // channels with the same order and chunks whose edges take the same paths run as one
+        // pipeline of copies (as same_rings for rings), where the fabric merges copies
+        Lane* same = nullptr;
+        if (cfg_.merge_channels && net_.merges_copies()) {
+          for (Lane& l : lanes)
+            if (l.order == order && l.chunks == chunks) same = &l;
+          if (same != nullptr) {
+            std::vector<std::pair<uint32_t, uint32_t>> edges;
+            for (size_t p = 1; p < n; ++p) edges.emplace_back(order[parent[p]], order[p]);
+            if (!same_paths(edges, {same->channels[0], conn})) same = nullptr;
+          }
+        }
+        if (same != nullptr) {
+          same->channels.push_back(conn);
+        } else {
+          lanes.push_back({std::move(order), std::move(chunks), {conn}});
+        }
       }
+      for (Lane& l : lanes)
+        phases[0].push_back(std::make_unique<Pipeline>(std::move(l.order), parent, std::move(l.chunks),
+                                                       l.channels[0],
+                                                       static_cast<uint32_t>(l.channels.size())));
       return;
     }
     case kSend:
@@ -992,10 +1021,16 @@ bool Executor::same_rings(const std::vector<std::vector<uint32_t>>& orders) {
   for (size_t ch = 1; ch < orders.size(); ++ch)
     for (size_t i = 0; i < m; ++i)
       if (next[orders[ch][i]] != orders[ch][(i + 1) % m]) return false;
-  for (const auto& [a, b] : next)
-    for (size_t ch = 1; ch < orders.size(); ++ch)
-      if (!net_.same_route(a, b, connection_key(a, b, 1), connection_key(a, b, static_cast<uint32_t>(ch) + 1)))
-        return false;
+  std::vector<uint32_t> channels(orders.size());
+  std::iota(channels.begin(), channels.end(), 1u);
+  return same_paths({next.begin(), next.end()}, channels);
+}
+
+bool Executor::same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edges,
+                          const std::vector<uint32_t>& channels) {
+  for (const auto& [a, b] : edges)
+    for (size_t i = 1; i < channels.size(); ++i)
+      if (!net_.same_route(a, b, connection_key(a, b, channels[0]), connection_key(a, b, channels[i]))) return false;
   return true;
 }
 

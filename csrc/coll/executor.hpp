@@ -65,7 +65,8 @@ struct ExecutorConfig {
   uint32_t ring_slices = 0;
   /// Where the fabric merges copies (FlowFabric::merges_copies: the flow backend), run the
   /// channels of a ring collective whose rings have the same edges and paths as one ring of
-  /// flows of n copies (same_rings): the same fluid, n times fewer flows and events.
+  /// flows of n copies (same_rings), and so the channels of a pipelined broadcast with the
+  /// same order, chunks and paths: the same fluid, n times fewer flows and events.
   bool merge_channels = true;
   /// The fabric's preferred ring orders (Topology.ring_orders()): one row per channel, each a
   /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
@@ -162,6 +163,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// Whether the channels' rings (each channel's order of the same ranks) have the same edges
   /// and each edge the same paths on every channel: then they run as one ring of copies.
   bool same_rings(const std::vector<std::vector<uint32_t>>& orders);
+  /// Whether every edge (a, b) takes the same paths on each connection `channels` names.
+  bool same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edges, const std::vector<uint32_t>& channels);
   /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
   int channels_for(Bytes total, int max_channels) const;
   /// The ranks in channel ch's ring order (groups: the ranks by server, for the default order).
