@@ -3,13 +3,13 @@
 (tp 4, ep 32), PoDs of 512 GPUs, t_ocs 25 ms.
 
     /usr/bin/time -v python bench/qwen3_235b_flow.py [flow|packet] [--gpus 1024]
-    python bench/qwen3_235b_flow.py packet --until 2s --frame-hops 1.2e11
+    python bench/qwen3_235b_flow.py packet --max-events 500000000 --frame-hops 1.2e11
 
 --gpus is the size of each side (train and generation; the fabric has twice as many).
 Prints progress, the run summary, the stages, wall time and peak RSS (bench/README.md,
 "Qwen3-235B-A22B on RFabric 2048"). The flow run also prints the wire bytes the iteration
 puts on all ports and the frame-hops they make at the MTU (what the packet engine would
-simulate, frame by frame); a packet run stopped at --until (simulated time) prints its
+simulate, frame by frame); a packet run stopped at --until (simulated time) or after --max-events prints its
 packet-hops per second of engine time and, given --frame-hops (the flow run's figure), the
 projected time of the whole iteration at that rate.
 """
@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("backend", nargs="?", default="flow", choices=("flow", "packet"))
     ap.add_argument("--gpus", type=int, default=1024, help="GPUs per side (train, generation)")
     ap.add_argument("--until", default=None, help="stop at this simulated time (e.g. 2s)")
+    ap.add_argument("--max-events", type=float, default=0, help="stop after this many events")
     ap.add_argument("--frame-hops", type=float, default=None, help="the whole iteration's frame-hops")
     args = ap.parse_args()
     n = args.gpus
@@ -49,7 +50,10 @@ def main() -> None:
     t1 = time.time()
     ctl = StageAwareController()
     sim = rf.Simulation(fab, tr, controller=ctl, backend=args.backend, t_ocs="25ms")
-    sim.run(args.until, progress=True)
+    if args.max_events:
+        sim.run(args.until, max_events=int(args.max_events))
+    else:
+        sim.run(args.until, progress=True)
     res = sim.results()
     print(res.summary())
     if args.backend == "flow":

@@ -1,6 +1,7 @@
 """The control loop: boundaries, intents, plan application and its errors (issue 9, deliverable 1)."""
 
 import dataclasses
+import sys
 
 import numpy as np
 import pytest
@@ -377,3 +378,41 @@ def test_uniform_controller_joins_two_orphaned_ports_of_different_switches():
     plan = plan_key(sim.current_circuits()).tolist()
     assert [dev, *sorted((int(c.b[x]), y_orphan))] in plan
     assert len(plan) == len(c) - 1
+
+
+def test_start_bounds_match_a_plain_walk_over_the_dependencies():
+    # The executor's start_bounds (the look-ahead's bound), mid-run, against the recursion
+    # written out in Python from the trace's own dependency lists and the op log.
+    trace = tiny_rl_trace()
+    sim = rf.Simulation(rf.topologies.FatTree(64), trace, backend="flow")
+    sim.run("40ms")
+    a = trace.arrays()
+    n = trace.num_ops
+    op_id = np.asarray(a["op_id"])
+    off = np.asarray(a["deps_offsets"])
+    deps = np.searchsorted(op_id, np.asarray(a["deps"]))
+    comp = np.asarray(a["compute_ps"])
+    log = sim.engine.op_log()
+    start, end = log["start_ps"], log["end_ps"]
+    assert (start >= 0).any() and (start < 0).any()  # mid-run
+    dur = np.random.default_rng(5).integers(0, 10**9, n)
+    now = int(sim.engine.now)
+    memo = {}
+
+    def bound(r):
+        if r not in memo:
+            if start[r] >= 0:
+                memo[r] = int(start[r])
+            else:
+                ready = 0
+                for d in deps[off[r] : off[r + 1]]:
+                    e = end[d] if end[d] >= 0 else max(now, bound(d) + dur[d])
+                    ready = max(ready, int(e))
+                memo[r] = ready + int(comp[r])
+        return memo[r]
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * n))
+    rows = np.arange(n, dtype=np.uint32)
+    got = sim.engine.start_bounds(rows, dur, now)
+    assert got.tolist() == [bound(r) for r in range(n)]
+    assert (got[start < 0] > now).any()  # some bound is ahead of now

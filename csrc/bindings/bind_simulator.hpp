@@ -112,6 +112,16 @@ void bind_simulator(py::class_<Sim>& c) {
           "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
           "real run, summed per pair, are the same unless the paths change before the op starts.")
       .def(
+          "start_bounds",
+          [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {
+            return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"),
+                                                     from_numpy<int64_t>(dur, "dur"), now));
+          },
+          py::arg("rows"), py::arg("dur"), py::arg("now"),
+          "A lower bound of each op's start (ps; workload rows): a started op its start, else its\n"
+          "compute gap after its dependencies' end bounds (a finished op its end; an unfinished one\n"
+          "no earlier than `now`, nor than its start bound plus dur[op]).")
+      .def(
           "op_log",
           [](const Sim& s) {
             py::dict d;

@@ -667,6 +667,56 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   return out;
 }
 
+std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const std::vector<SimTime>& dur,
+                                           SimTime now) const {
+  const size_t n = w_.op_id.size();
+  RF_CHECK(dur.size() == n, "start_bounds: dur has ", dur.size(), " entries, the workload ", n, " ops");
+  // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not yet)
+  std::vector<SimTime> lb_start(n, -1), lb_end(n, -1);
+  std::vector<uint32_t> stack;
+  std::vector<SimTime> out;
+  out.reserve(rows.size());
+  for (const uint32_t row : rows) {
+    RF_CHECK(row < n, "start_bounds: op row ", row, " out of range (", n, " ops)");
+    stack.push_back(row);
+    while (!stack.empty()) {
+      const uint32_t r = stack.back();
+      if (lb_start[r] >= 0) {
+        stack.pop_back();
+        continue;
+      }
+      if (start_[r] >= 0) {
+        lb_start[r] = start_[r];
+        stack.pop_back();
+        continue;
+      }
+      SimTime ready = 0;
+      bool waiting = false;
+      for (int64_t k = w_.deps_offsets[r]; k < w_.deps_offsets[r + 1]; ++k) {
+        const auto d = static_cast<uint32_t>(w_.deps[k]);
+        SimTime e = end_[d];
+        if (e < 0) {
+          if (lb_end[d] < 0) {
+            if (lb_start[d] < 0) {
+              stack.push_back(d);
+              waiting = true;
+              continue;
+            }
+            lb_end[d] = std::max(now, lb_start[d] + dur[d]);
+          }
+          e = lb_end[d];
+        }
+        ready = std::max(ready, e);
+      }
+      if (waiting) continue;
+      lb_start[r] = ready + w_.compute_ps[r];
+      stack.pop_back();
+    }
+    out.push_back(lb_start[row]);
+  }
+  return out;
+}
+
 void Executor::plan(uint32_t op, OpRun& run) {
   std::vector<uint32_t> ranks;
   for (int64_t k = w_.ranks_offsets[op]; k < w_.ranks_offsets[op + 1]; ++k)

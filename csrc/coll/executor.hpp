@@ -121,6 +121,13 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// touching the network or the clock: bytes per directed (src, dst) GPU pair, sorted by
   /// pair. The same programs as a real run, their flows completed in FIFO order.
   std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_run(uint32_t op);
+  /// A lower bound of when each op in `rows` starts: a started op its start; otherwise its
+  /// compute gap after the latest of its dependencies' end bounds, where a finished op ends
+  /// at its end and an unfinished one no earlier than `now`, nor than its own start bound
+  /// plus `dur[op]` (a lower bound of its communication time, ps; 0 where unknown). For the
+  /// control loop's look-ahead (rfabric.controllers.loop).
+  std::vector<SimTime> start_bounds(const std::vector<uint32_t>& rows, const std::vector<SimTime>& dur,
+                                    SimTime now) const;
 
   // ---- results ----
   const std::vector<SimTime>& op_start() const { return start_; }

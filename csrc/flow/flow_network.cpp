@@ -512,7 +512,6 @@ void FlowNetwork::recompute() {
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
-  for (const uint32_t s : comp_subs) settle(s);
   water_fill(comp_subs, comp_ports);
   const SimTime now = eng_.now();
   for (const uint32_t s : comp_subs) {
@@ -520,6 +519,7 @@ void FlowNetwork::recompute() {
     sf.bneck = sf.next_bneck;
     const double r = sf.next_rate;
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
+    settle(s);  // (at the rate it had since it was last settled; unchanged rates need none)
     sf.rate = r;
     ++counters_.rate_updates;
     schedule_finish(s);

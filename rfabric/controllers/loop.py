@@ -87,10 +87,6 @@ class ControlLoop:
         op_id = np.asarray(a["op_id"], dtype=np.int64)
         self._dep_off = np.asarray(a["deps_offsets"], dtype=np.int64)
         self._dep_rows = np.searchsorted(op_id, np.asarray(a["deps"], dtype=np.int64))
-        self._compute = np.asarray(a["compute_ps"], dtype=np.int64)
-        self._compute_list = self._compute.tolist()
-        self._period_list = self._period.tolist()
-        self._dep_lists: dict[int, list[int]] = {}  # row -> its dependency rows, as visited
         n = len(op_id)
         owner = np.repeat(np.arange(n), np.diff(self._dep_off))
         dep_period = self._period[self._dep_rows]
@@ -115,26 +111,32 @@ class ControlLoop:
             g = node_gpu[np.asarray(ends, dtype=np.int64)]
             np.add.at(cap, g[g >= 0], rate[g >= 0])
         self._gpu_cap = cap
-        self._dur: dict[int, int] = {}  # op row -> lower bound of its communication time (ps)
+        # per op row: a lower bound of its communication time (ps), filled in as its period is
+        # seen (its sends dry-run); 0 for ops of periods not seen
+        self._dur = np.zeros(len(op_id), dtype=np.int64)
+        self._dur_of: dict[int, int] = {}  # by the id of an _op_flows result (one per signature)
 
-    def _duration(self, row: int) -> int:
-        """Lower bound of op ``row``'s communication time: the most bytes one GPU sends in
-        it over that GPU's egress capacity (every link it has, at line rate)."""
-        d = self._dur.get(row)
-        if d is None:
-            src, _, nbytes = self._op_flows(np.array([row], dtype=np.int64))[0]
-            d = 0
-            if len(src):
-                out = np.bincount(src, weights=nbytes.astype(np.float64), minlength=len(self._gpu_cap))
-                has = self._gpu_cap > 0
-                d = int((out[has] * 8e12 / self._gpu_cap[has]).max(initial=0.0))
+    def _durations(self, rows: np.ndarray) -> None:
+        """Fill the lower bound of each op's communication time: the most bytes one GPU sends
+        in it over that GPU's egress capacity (every link it has, at line rate)."""
+        has = self._gpu_cap > 0
+        for row, flows in zip(rows.tolist(), self._op_flows(rows), strict=True):
+            d = self._dur_of.get(id(flows))
+            if d is None:
+                src, _, nbytes = flows
+                d = 0
+                if len(src):
+                    out = np.bincount(src, weights=nbytes.astype(np.float64), minlength=len(self._gpu_cap))
+                    d = int((out[has] * 8e12 / self._gpu_cap[has]).max(initial=0.0))
+                self._dur_of[id(flows)] = d
             self._dur[row] = d
-        return d
 
     def _see(self, period: int) -> None:
         if period in self._seen:
             return
         self._seen.add(period)
+        if self.lookahead:
+            self._durations(self._period_rows[period])
         self._candidates.discard(period)
         if self.lookahead:
             self._candidates |= self._succ.get(period, set()) - self._seen
@@ -144,66 +146,27 @@ class ControlLoop:
         earliest first."""
         if not self._candidates:
             return []
-        log = self.sim.engine.op_log()
-        start, end = log["start_ps"].tolist(), log["end_ps"].tolist()
         now = int(self.sim.engine.now)
-        memo: dict[int, int] = {}
-        out = []
+        periods, rows = [], []
         for p in sorted(self._candidates):
             roots = self._roots[p]
-            if not any(w <= self._seen for _, w in roots):
-                continue
-            lb = min(self._start_bound(r, start, end, now, memo) for r, _ in roots)
-            out.append((p, max(lb, now)))
+            if any(w <= self._seen for _, w in roots):
+                periods.append(p)
+                rows.append([r for r, _ in roots])
+        if not periods:
+            return []
+        # the start bound of each root: its compute gap after the latest lower bound of its
+        # dependencies' ends (a finished op: its end; an unfinished one: no earlier than now,
+        # nor than its start bound plus its communication time's bound, self._dur), walked
+        # over the unfinished ops in the executor
+        flat = np.fromiter((r for rs in rows for r in rs), dtype=np.uint32)
+        bounds = self.sim.engine.start_bounds(flat, self._dur, now).tolist()
+        out, at = [], 0
+        for p, rs in zip(periods, rows, strict=True):
+            out.append((p, max(min(bounds[at : at + len(rs)]), now)))
+            at += len(rs)
         out.sort(key=lambda x: (x[1], x[0]))
         return out
-
-    def _start_bound(self, row: int, start: list, end: list, now: int, memo: dict) -> int:
-        """Lower bound of op ``row``'s start: its compute gap after the latest lower bound of
-        its dependencies' ends. A finished op: its end; an unfinished one: no earlier than
-        now, nor than its start bound plus the lower bound of its communication time
-        (:meth:`_duration`; counted for ops of periods seen, whose sends are dry-run already,
-        and as 0 for ops of periods not seen). Iterative, memoised over the unfinished ops;
-        ``memo`` holds start bounds (row) and end bounds (``~row``)."""
-        off, rows, comp = self._dep_off, self._dep_rows, self._compute_list
-        period, seen, cache = self._period_list, self._seen, self._dep_lists
-
-        stack = [row]
-        while stack:
-            r = stack[-1]
-            if r in memo:
-                stack.pop()
-                continue
-            if start[r] >= 0:
-                memo[r] = start[r]
-                stack.pop()
-                continue
-            deps = cache.get(r)
-            if deps is None:  # (only the rows visited: a trace may have millions of edges)
-                deps = cache[r] = rows[off[r] : off[r + 1]].tolist()
-            ready = 0
-            todo = []
-            for d in deps:
-                e = end[d]
-                if e >= 0:
-                    if e > ready:
-                        ready = e
-                    continue
-                e = memo.get(~d)
-                if e is None:
-                    if d not in memo:
-                        todo.append(d)
-                        continue
-                    dur = self._duration(d) if period[d] in seen else 0
-                    e = memo[~d] = max(now, memo[d] + dur)
-                if e > ready:
-                    ready = e
-            if todo:
-                stack.extend(todo)
-                continue
-            memo[r] = ready + comp[r]
-            stack.pop()
-        return memo[row]
 
     # -- intents -----------------------------------------------------------------------------
 
