@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <queue>
+#include <functional>
 
 #include "engine/check.hpp"
 
@@ -490,7 +490,11 @@ void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++counters_.recomputes;
   const uint64_t mark = ++mark_;
-  std::vector<uint32_t> comp_subs, comp_ports;
+  // (members, so that a recomputation allocates nothing once they have grown)
+  std::vector<uint32_t>& comp_subs = comp_subs_;
+  std::vector<uint32_t>& comp_ports = comp_ports_;
+  comp_subs.clear();
+  comp_ports.clear();
   auto visit_port = [&](uint32_t p) {
     if (ports_[p].mark == mark) return;
     ports_[p].mark = mark;
@@ -549,14 +553,25 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   // L <= left / load), so a heap entry is never above its port's level: an entry that
   // comes up below it is pushed again at the new level, and freezing pushes nothing.
   using Entry = std::pair<double, uint32_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::vector<Entry>& heap = heap_;  // a min-heap (std::greater), reused across calls
+  heap.clear();
+  const auto later = std::greater<Entry>{};
+  auto push = [&](double level, uint32_t p) {
+    heap.emplace_back(level, p);
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  auto pop = [&] {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    heap.pop_back();
+  };
   for (const uint32_t p : ports) {
     PortState& ps = ports_[p];
     ps.left = ps.capacity;
     ps.load = 0;
     ps.unfrozen = static_cast<uint32_t>(ps.subs.size());
   }
-  std::vector<uint32_t> capped;
+  std::vector<uint32_t>& capped = capped_;
+  capped.clear();
   for (const uint32_t s : subs) {
     Subflow& sf = subs_[s];
     sf.frozen = false;
@@ -567,8 +582,9 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   }
   for (const uint32_t p : ports) {
     const PortState& ps = ports_[p];
-    if (ps.unfrozen > 0) heap.emplace(ps.left / ps.load, p);
+    if (ps.unfrozen > 0) heap.emplace_back(ps.left / ps.load, p);
   }
+  std::make_heap(heap.begin(), heap.end(), later);  // ((level, port) pairs: a total order)
   // a capped flow binds when the level reaches its ceiling per copy
   auto cap_level = [&](uint32_t s) { return subs_[s].cap / subs_[s].weight; };
   std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
@@ -596,22 +612,22 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     while (!heap.empty()) {
-      const auto [level, p] = heap.top();
+      const auto [level, p] = heap.front();
       const PortState& ps = ports_[p];
       if (ps.unfrozen > 0 && level == level_of(ps)) break;
-      heap.pop();
-      if (ps.unfrozen > 0) heap.emplace(level_of(ps), p);  // risen since pushed
+      pop();
+      if (ps.unfrozen > 0) push(level_of(ps), p);  // risen since pushed
     }
     while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
-    const double port_level = heap.empty() ? kInf : heap.top().first;
+    const double port_level = heap.empty() ? kInf : heap.front().first;
     const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
     if (cap < port_level) {
       freeze(capped[next_cap], cap, kNone);
       continue;
     }
     if (heap.empty()) break;  // (every flow crosses a port: not reached)
-    const uint32_t p = heap.top().second;
-    heap.pop();
+    const uint32_t p = heap.front().second;
+    pop();
     // (freeze() pushes fresh entries; the port's own list is not changed by it)
     for (const auto& [s, h] : ports_[p].subs)
       if (!subs_[s].frozen) freeze(s, port_level, p);

@@ -326,8 +326,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<PathSlot> path_table_;
   std::vector<PathSet> path_sets_;
 
-  // recomputation: seeds of the component(s) to recompute
+  // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
+  std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
+  std::vector<std::pair<double, uint32_t>> heap_;
   bool recompute_pending_ = false;
   uint64_t mark_ = 0;
 
