@@ -11,7 +11,9 @@ Prints progress, the run summary, the stages, wall time and peak RSS (bench/READ
 puts on all ports and the frame-hops they make at the MTU (what the packet engine would
 simulate, frame by frame); a packet run stopped at --until (simulated time) or after --max-events prints its
 packet-hops per second of engine time and, given --frame-hops (the flow run's figure), the
-projected time of the whole iteration at that rate.
+projected time of the whole iteration at that rate. --stage NAME replays that stage's ops
+alone (dependencies on other stages dropped: it starts at time 0 on the initial circuits),
+e.g. `packet --stage weight_sync` for one stage in packets.
 """
 
 import argparse
@@ -19,8 +21,20 @@ import resource
 import time
 from collections import Counter
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 import rfabric as rf
 from rfabric.controllers import StageAwareController
+
+
+def only_stage(tr: rf.traces.Trace, stage: str) -> rf.traces.Trace:
+    """The ops of one stage, their dependencies on other stages dropped."""
+    t = tr.table.filter(pc.equal(tr.table["stage"].cast(pa.string()), stage))
+    ids = set(t["op_id"].to_pylist())
+    deps = pa.array([[d for d in ds if d in ids] for ds in t["deps"].to_pylist()], type=pa.list_(pa.int64()))
+    t = t.set_column(t.schema.get_field_index("deps"), "deps", deps)
+    return rf.traces.Trace.from_table(t, tr.metadata, gpus=tr.gpus)
 
 
 def main() -> None:
@@ -30,6 +44,7 @@ def main() -> None:
     ap.add_argument("--until", default=None, help="stop at this simulated time (e.g. 2s)")
     ap.add_argument("--max-events", type=float, default=0, help="stop after this many events")
     ap.add_argument("--frame-hops", type=float, default=None, help="the whole iteration's frame-hops")
+    ap.add_argument("--stage", default=None, help="replay only this stage's ops (e.g. weight_sync)")
     args = ap.parse_args()
     n = args.gpus
     t0 = time.time()
@@ -45,6 +60,8 @@ def main() -> None:
         pod_gpus=min(512, n),
         decode_steps_per_op=256,
     )
+    if args.stage:
+        tr = only_stage(tr, args.stage)
     print(f"trace {tr.num_ops} ops, {time.time() - t0:.1f} s", flush=True)
     fab = rf.topologies.RFabric(2 * n)
     t1 = time.time()

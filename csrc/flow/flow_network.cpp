@@ -83,6 +83,7 @@ std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t has
 }
 
 void FlowNetwork::clear_path_cache() {
+  ++path_cache_clears_;
   path_sets_.clear();
   for (PathSlot& e : path_table_) e.index = kNone;
 }
@@ -191,12 +192,12 @@ uint32_t FlowNetwork::hash_of(uint64_t id, uint64_t ecmp_key) const {
 bool FlowNetwork::same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) {
   const uint32_t a = hash_of(0, key_a), b = hash_of(0, key_b);
   if (a == b) return true;
-  const PathSet& pa = paths_of(src, dst, a);
-  const std::vector<uint32_t> ports = pa.ports;
-  const std::vector<double> coef = pa.coef;
-  const bool reached = pa.reached;
-  const PathSet& pb = paths_of(src, dst, b);  // (may move pa)
-  return reached && pb.reached && ports == pb.ports && coef == pb.coef;
+  const uint64_t clears = path_cache_clears_;
+  const auto ia = static_cast<size_t>(&paths_of(src, dst, a) - path_sets_.data());
+  const auto ib = static_cast<size_t>(&paths_of(src, dst, b) - path_sets_.data());
+  if (path_cache_clears_ != clears) return false;  // (emptied in between: rare; not merging is safe)
+  const PathSet &pa = path_sets_[ia], &pb = path_sets_[ib];
+  return pa.reached && pb.reached && pa.ports == pb.ports && pa.coef == pb.coef;
 }
 
 // ---- flows ----
@@ -322,7 +323,7 @@ void FlowNetwork::start_flow(uint32_t f) {
       const uint32_t s = handoff_;
       handoff_ = kNone;
       sf.flow = f;
-      sf.remaining = wire;
+      sf.remaining = sf.accounted = wire;
       sf.last = eng_.now();
       flow_sub_[f] = s;
       flow_delay_[f] = delivery_delay(f, ps);
@@ -348,7 +349,7 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   sf.flow = f;
   sf.active = true;
   sf.blocked = !ps.reached || ps.ports.empty();
-  sf.remaining = bytes;
+  sf.remaining = sf.accounted = bytes;
   sf.rate = 0;
   sf.cap = flow_cap(f);
   sf.weight = flows_.copies[f];
@@ -410,9 +411,16 @@ void FlowNetwork::settle(uint32_t s) {
   if (sf.rate > 0 && now > sf.last) {
     const double bytes = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     sf.remaining -= bytes;
-    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].bytes += bytes * sf.coef[h];
   }
   sf.last = now;
+}
+
+void FlowNetwork::account(uint32_t s) {
+  Subflow& sf = subs_[s];
+  const double bytes = sf.accounted - sf.remaining;
+  if (bytes > 0)
+    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].bytes += bytes * sf.coef[h];
+  sf.accounted = sf.remaining;
 }
 
 void FlowNetwork::remove_subflow(uint32_t s) {
@@ -450,6 +458,7 @@ void FlowNetwork::remove_subflow(uint32_t s) {
 
 void FlowNetwork::subflow_sent(uint32_t s) {
   settle(s);
+  account(s);
   const uint32_t f = subs_[s].flow;
   // The subflow stays attached while the observer hears of it: a message it posts on the same
   // connection now takes it over (start_flow); otherwise it leaves after.
@@ -647,7 +656,10 @@ void FlowNetwork::set_capacities() {
 // ---- topology ----
 
 void FlowNetwork::topology_changed() {
-  for (const uint32_t s : active_) settle(s);
+  for (const uint32_t s : active_) {
+    settle(s);
+    account(s);  // (port bytes current before the capacities change: busy time)
+  }
   fwd_.update_channels(eng_.now());
   fwd_.rebuild();
   clear_path_cache();
@@ -817,7 +829,8 @@ std::vector<double> FlowNetwork::port_bytes() const {
   for (const uint32_t s : active_) {
     const Subflow& sf = subs_[s];
     const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
-    for (size_t h = 0; h < sf.ports.size(); ++h) out[sf.ports[h]] += moved * sf.coef[h];
+    const double bytes = sf.accounted - sf.remaining + moved;  // since its bytes were last added
+    for (size_t h = 0; h < sf.ports.size(); ++h) out[sf.ports[h]] += bytes * sf.coef[h];
   }
   return out;
 }

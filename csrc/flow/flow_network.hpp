@@ -203,6 +203,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     bool active = false;
     bool blocked = false;  ///< no path to the destination now
     double remaining = 0;  ///< wire bytes left to send
+    double accounted = 0;  ///< `remaining` when its bytes sent were last added to its ports (account)
     double rate = 0;       ///< bit/s
     double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
     double weight = 1;     ///< its flow's copies: it takes weight x the fair share
@@ -265,7 +266,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void remove_subflow(uint32_t s);
   void attach(uint32_t s);
   void detach(uint32_t s);
+  /// Bring s's bytes left up to now at its rate (its ports' byte counts wait for account()).
   void settle(uint32_t s);
+  /// Add the bytes s sent since it was last accounted to its ports (when it ends sending,
+  /// and before a capacity change): one pass over its ports per flow, not per rate change.
+  void account(uint32_t s);
   void subflow_sent(uint32_t s);
   /// Queue subflow s's finish at its rate (none at rate 0).
   void schedule_finish(uint32_t s);
@@ -325,6 +330,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   };
   std::vector<PathSlot> path_table_;
   std::vector<PathSet> path_sets_;
+  uint64_t path_cache_clears_ = 0;
 
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
