@@ -43,6 +43,45 @@ class TwoToRs(rf.Topology):
         )
 
 
+class ThreeToRs(rf.Topology):
+    """GPU 0 on ToR A, GPU 1 on ToR C; ToR B between them: circuits A-B and B-C at time 0."""
+
+    family = "three_tors_test"
+
+    def __init__(self):
+        super().__init__(gpus=2, link="200Gbps", gpus_per_server=1)
+
+    def build(self, net):
+        gpu = net.add_servers(2, 1)
+        tor = net.add_nodes("eps", 3, prefix="tor")
+        ocs = net.add_nodes("ocs", 1, prefix="ocs")
+        net.add_links(gpu.ravel(), tor[[0, 2]], rate=self.link_bps, kind="nic")
+        self.up = [
+            net.add_links(tor[t], np.repeat(ocs, 2), rate=self.link_bps, kind="tor-ocs") for t in range(3)
+        ]
+        self.ocs = int(ocs[0])
+        net.add_circuits(self.ocs, self.up[0][0], self.up[1][0])
+        net.add_circuits(self.ocs, self.up[1][1], self.up[2][0])
+
+
+@pytest.mark.parametrize("at_us", [100, 137, 250])
+def test_frames_left_at_a_switch_with_no_route_are_sent_again_from_their_source(at_us):
+    # Mid-flow the plan joins A and C directly and leaves B with no circuit: the frames on
+    # their way through B wait there while the new circuit is dark, then (B has no route
+    # and none will appear) go again from GPU 0 over the new circuit; the flow completes.
+    # (Held at B for good, they stranded the run.)
+    fab = ThreeToRs()
+    size = 20_000_000
+    base = rf.simulate(fab, rf.Flows([0], [1], [size])).flows["fct_ps"][0].as_py()
+    sim = rf.Simulation(fab, rf.Flows([0], [1], [size]))
+    plan = CircuitTable.build([fab.ocs], [fab.up[0][1]], [fab.up[2][1]])
+    sim.apply_circuits(plan, at=at_us * US, t_ocs="50us")
+    res = sim.run().results()
+    assert res.complete and res.run["packets_held"] == 0 and not res.run["unroutable"]
+    assert res.run["held"] > 0 and res.run["circuit_reroutes"] > 0 and res.run["dark_transmits"] == 0
+    assert base + 50 * US <= res.flows["fct_ps"][0].as_py() <= base + 60 * US
+
+
 def test_a_circuit_chain_is_one_channel_with_summed_latency():
     fab = TwoToRs()
     fab.to_spec()

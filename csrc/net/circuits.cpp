@@ -45,6 +45,38 @@ void Network::hold(uint32_t node, uint32_t pkt, bool fresh) {
   if (fresh) ++counters_.held;
 }
 
+void Network::hold_or_resend(uint32_t node, uint32_t pkt, bool fresh) {
+  if (nodes()[node].gpu < 0 && eng_.now() >= dark_until_) {
+    resend_from_source(pkt);
+  } else {
+    hold(node, pkt, fresh);  // wait here for the topology to change
+  }
+}
+
+void Network::resend_from_source(uint32_t pkt) {
+  Packet& p = pool_[pkt];
+  if (p.port != kNone) {
+    Port& in = ports_[p.port];
+    in.ingress_bytes -= p.size_bytes;
+    if (in.pause_sent && in.ingress_bytes <= in.xon) {
+      in.pause_sent = false;
+      eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kResume);
+    }
+  }
+  p.port = kNone;
+  p.hops = 0;
+  ++counters_.circuit_reroutes;
+  const uint32_t hash = flows_.hash[p.flow];
+  const uint32_t src = fwd_.gpu_node(p.src), out = first_port_for(p.src, p.dst, hash);
+  const auto path = fwd_.path(p.src, p.dst, hash);
+  const bool reaches = !path.empty() && fwd_.channel(path.back()).peer == fwd_.gpu_node(p.dst);
+  if (out == kNone || !ports_[out].up || !reaches) {
+    hold(src, pkt, false);  // (not from a switch again until a change gives it a way)
+  } else {
+    enqueue_cold(out, pkt);
+  }
+}
+
 void Network::release_held() {
   if (held_now_ == 0) return;
   for (uint32_t node = 0; node < held_head_.size(); ++node) {
@@ -55,7 +87,7 @@ void Network::release_held() {
       --held_now_;
       const uint32_t out = route_cold(node, pool_[pkt]);
       if (out == kNone || !ports_[out].up) {
-        hold(node, pkt, false);  // still no way on
+        hold_or_resend(node, pkt, false);  // still no way on
       } else {
         enqueue_cold(out, pkt);
       }
@@ -84,6 +116,7 @@ void Network::topology_changed() {
     if (pt.up && (!was_up || pt.peer != old_peer)) back.push_back(p);
   }
   fwd_.rebuild();
+  dark_until_ = fwd_.last_lit_at();
   for (const uint32_t p : gone) evacuate(p);
   release_held();
   rehome_flows();
@@ -99,7 +132,7 @@ void Network::evacuate(uint32_t port) {
     Packet& p = pool_[pkt];
     const uint32_t out = lossless_ ? route_cold(pt.node, p) : kNone;
     if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
-      hold(pt.node, pkt);  // no way on now: wait at this node for the next change
+      hold_or_resend(pt.node, pkt, true);  // no way on now
     } else if (out == kNone || out == port || !ports_[out].up) {
       if (p.port != kNone) ports_[p.port].ingress_bytes -= p.size_bytes;
       ++pt.drops;

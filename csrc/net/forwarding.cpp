@@ -485,6 +485,13 @@ std::vector<uint32_t> Forwarding::current_circuits() const {
   return out;
 }
 
+SimTime Forwarding::last_lit_at() const {
+  SimTime last = -1;
+  for (uint32_t p = 0; p < circuit_next_.size(); ++p)
+    if (circuit_next_[p] != kNone) last = std::max(last, lit_at_[p]);
+  return last;
+}
+
 std::vector<SimTime> Forwarding::current_circuits_lit_at() const {
   std::vector<SimTime> out;
   for (uint32_t p = 0; p < circuit_next_.size(); ++p) {

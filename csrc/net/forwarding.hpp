@@ -111,6 +111,9 @@ class Forwarding {
   std::vector<uint32_t> current_circuits() const;
   /// When each circuit of current_circuits() (same order) carries light (ps).
   std::vector<SimTime> current_circuits_lit_at() const;
+  /// When the last of the current circuits carries light (-1: no circuit): until then a
+  /// route may still appear without another change.
+  SimTime last_lit_at() const;
   /// Circuits came up (lit) since the last rebuild: up*/down* takes a new order then. (A
   /// link failure or repair keeps the order; set_plan marks its own change.)
   void circuits_lit() { circuits_changed_ = true; }

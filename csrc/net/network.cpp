@@ -328,7 +328,7 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
   Packet& p = pool_[pkt];
   Port& in = ports_[p.port];
   in.ingress_bytes = count_ingress(in, p);
-  hold(node, pkt);  // lossless and no route now: wait here for the topology to change
+  hold_or_resend(node, pkt, true);  // lossless and no route now
 }
 
 void Network::send_pause(uint32_t port) {

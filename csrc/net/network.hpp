@@ -189,7 +189,8 @@ struct RunCounters {
   uint64_t overflow_drops = 0;
   uint64_t no_route_drops = 0, link_down_drops = 0;
   uint64_t circuit_drops = 0;     ///< lost on a circuit that went dark (lossy)
-  uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded (lossless)
+  uint64_t circuit_reroutes = 0;  ///< held back from a dark circuit and re-forwarded, or sent
+                                  ///< again from its source (resend_from_source) (lossless)
   uint64_t dark_transmits = 0;    ///< frames put on a down or dark channel (found when they arrive):
                                   ///< an invariant, always 0
   uint64_t busy_starts = 0;       ///< frames put on a port still serialising another: an
@@ -409,6 +410,13 @@ class Network final : public engine::Handler, public FlowFabric {
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
+  /// Lossless: hold a frame that node has no route for, or, at a switch once no circuit is
+  /// dark (no route will appear there without another change), send it again from its source.
+  void hold_or_resend(uint32_t node, uint32_t pkt, bool fresh);
+  /// Send a frame again from its source GPU along the current tables (as a RoCE NIC's
+  /// go-back-N would after its loss), releasing the ingress it held; held at the source while
+  /// the source's own path does not reach the destination.
+  void resend_from_source(uint32_t pkt);
   /// The frame is now inside the node behind ingress port `in`: its peak and PAUSE
   /// accounting; returns the ingress bytes with it, for the caller to store if it stays.
   RF_HOT Bytes count_ingress(Port& in, const Packet& p);
@@ -452,6 +460,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// when the topology next changes.
   std::vector<uint32_t> held_head_, held_tail_;
   size_t held_now_ = 0;
+  SimTime dark_until_ = -1;  ///< Forwarding::last_lit_at() as of the last topology change
   void hold(uint32_t node, uint32_t pkt, bool fresh = true);
   void release_held();
   std::vector<NicScheduler> nics_;
