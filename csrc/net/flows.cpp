@@ -106,7 +106,7 @@ FlowLog Network::flow_records() const {
     all.append(flows_, f);
   }
   pool_.for_each_live([&](const Packet& p) {
-    if (slot_row[p.flow] != kNone) all.in_flight[slot_row[p.flow]] += p.payload_bytes;
+    if (slot_row[p.flow] != kNone) all.in_flight[slot_row[p.flow]] += payload_of(p);
   });
   // sorted by id (rows taken out for streaming are not here)
   std::vector<uint32_t> order(all.size());

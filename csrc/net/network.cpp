@@ -45,17 +45,15 @@ uint32_t Network::pull_nic(uint32_t port) {
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
   p.flow = top.flow;
-  p.src = flows_.src[top.flow];
   p.dst = flows_.dst[top.flow];
   p.port = kNone;
-  p.proto = 0;
+  p.control = false;
   p.ecn = 0;
   p.hops = 0;
-  p.sent_ps = now;
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_->next_packet(top.flow, p);
+  const SimTime next = transport_->next_packet(top.flow, p, pool_.ends(pkt));
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -208,7 +206,7 @@ uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
   const Packet& p = pool_[pkt];
-  flows_.dropped_bytes[p.flow] += p.payload_bytes;
+  flows_.dropped_bytes[p.flow] += payload_of(p);
   ++reason;
   ++counters_.drops;
   release_packet(pkt);
@@ -262,7 +260,7 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   if (fwd_.fast_next_hop(node, eps, p.dst, p.hops, out)) return out;
   const bool descending = p.port != kNone && fwd_.descends(ports_[p.port].node, node);
   // (adaptive tie-breaks rotate by the flow's id, not its slot, which a later flow reuses)
-  return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops,
+  return route_with(node, src_of(p), p.dst, flows_.hash[p.flow], p.seq, p.hops,
                     static_cast<uint32_t>(flows_.id[p.flow]), descending,
                     p.port != kNone ? ports_[p.port].node : kNone);
 }
@@ -283,7 +281,7 @@ void Network::arrive(uint32_t pkt) {
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
-    transport_->receive(p);
+    transport_->receive(p, pool_.ends(pkt));
     release_packet(pkt);
     return;
   }
@@ -307,6 +305,8 @@ void Network::arrive(uint32_t pkt) {
   in.ingress_bytes = ingress;
   enqueue(out, pkt);
 }
+
+void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }
 
 Bytes Network::count_ingress(Port& in, const Packet& p) {
   const Bytes ingress = in.ingress_bytes + p.size_bytes;
@@ -353,8 +353,9 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const uint32_t back = in.node;
   p.port = kNone;  // it left the sender's ingress accounting when it was sent
   p.hops -= in.hop_step;
-  const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == p.src
-                           ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
+  const uint32_t src = src_of(p);
+  const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == src
+                           ? first_port_for(src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
   if (out == kNone || !ports_[out].up) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
@@ -363,32 +364,31 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   enqueue(out, pkt);
 }
 
-uint32_t Network::send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type) {
+uint32_t Network::send_control(uint32_t flow, uint8_t type) {
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
+  PacketEnds& e = pool_.ends(pkt);
   p.flow = flow;
   ++flows_.packets[flow];
-  p.src = src;
-  p.dst = dst;
+  p.dst = flows_.src[flow];
   p.size_bytes = static_cast<uint32_t>(cfg_.control_bytes);
-  p.payload_bytes = 0;
   p.port = kNone;
   p.seq = 0;
-  p.proto = 0;
+  p.control = true;
   p.type = type;
   p.ecn = 0;
   p.hops = 0;
-  p.aux = 0;
+  e.aux = 0;
   p.chan_gen = 0;
-  p.hdr = 0;
-  p.sent_ps = eng_.now();
+  e.hdr = 0;
+  e.sent_ps = eng_.now();
   ++counters_.packets;
   return pkt;
 }
 
 void Network::send_packet(uint32_t pkt) {
   const Packet& p = pool_[pkt];
-  const uint32_t port = first_port_for(p.src, p.dst, flows_.hash[p.flow]);
+  const uint32_t port = first_port_for(src_of(p), p.dst, flows_.hash[p.flow]);
   if (port == kNone) {
     drop(pkt, counters_.no_route_drops);
     return;
