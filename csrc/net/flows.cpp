@@ -187,7 +187,7 @@ BitsPerSec Network::line_rate(uint32_t flow) const {
 
 void Network::activate(uint32_t flow, SimTime t) {
   const uint32_t port = flows_.first_port[flow];
-  NicScheduler& s = nics_[port_info_[port].nic];
+  NicScheduler& s = nics_[port_nic_[port]];
   if (flows_.nic_ready[flow] == t) return;
   flows_.nic_ready[flow] = t;
   s.heap.push_back({t, nic_seq_++, flow, static_cast<uint32_t>(flows_.id[flow])});
@@ -213,7 +213,7 @@ void Network::complete_flow(uint32_t flow) {
 
 void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
   // (so the NIC scheduler need not check, per frame, that an entry's flow still starts here)
-  auto& h = nics_[port_info_[port].nic].heap;
+  auto& h = nics_[port_nic_[port]].heap;
   const auto n = std::erase_if(h, [flow](const NicScheduler::Entry& e) { return e.flow == flow; });
   if (n > 0) std::make_heap(h.begin(), h.end(), NicScheduler::later);
 }

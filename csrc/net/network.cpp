@@ -21,7 +21,7 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 }  // namespace
 
 uint32_t Network::pull_nic(uint32_t port) {
-  NicScheduler& s = nics_[port_info_[port].nic];
+  NicScheduler& s = nics_[port_nic_[port]];
   if (s.heap.empty()) return kNone;
   const auto later = NicScheduler::later;
   const SimTime now = eng_.now();
@@ -138,7 +138,7 @@ void Network::schedule_nic_pull(uint32_t port) {
   // valid slot comes sooner. A paced flow then costs one event per frame, not a
   // transmit-done and then a wake; an earlier slot added later (activate) reschedules.
   const Port& pt = ports_[port];
-  const NicScheduler& s = nics_[port_info_[port].nic];
+  const NicScheduler& s = nics_[port_nic_[port]];
   if (s.heap.empty()) return;
   schedule_tx_done(port, std::max(pt.busy_until, s.heap.front().ready));
 }
@@ -415,7 +415,7 @@ void Network::on_event(const engine::Event& ev) {
       try_transmit(ev.target);
       break;
     case kWake: {
-      NicScheduler& s = nics_[port_info_[ev.target].nic];
+      NicScheduler& s = nics_[port_nic_[ev.target]];
       if (s.wake_at != ev.time) break;  // superseded by an earlier wake
       s.wake_at = kNever;
       try_transmit(ev.target);

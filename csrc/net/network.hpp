@@ -66,7 +66,7 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
   uint32_t ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
   bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
   bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool nic = false;      ///< the owner is a GPU with a NIC scheduler here (index: PortInfo::nic)
+  bool nic = false;      ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
   /// Frames sent, modulo 2^32 (Network::tx_packets adds PortInfo::tx_packets_high): 32 bits
   /// and the NIC flag leave line 1 room for all a frame through an idle port writes.
   uint32_t tx_packets_low = 0;
@@ -86,7 +86,6 @@ static_assert(sizeof(Port) == 128 && offsetof(Port, max_queue_bytes) < 64 && off
 /// and counters of rare things.
 struct PortInfo {
   uint32_t node = 0, link = 0;
-  uint32_t nic = 0;  ///< index of the NIC scheduler (Port::nic)
   bool optical = false;  ///< the link's far end is an optical device (OCS or patch panel)
   bool inert = false;    ///< owned by an optical device: never transmits
   BitsPerSec rate_bps = 0;
@@ -489,6 +488,9 @@ class Network final : public engine::Handler, public FlowFabric {
   void hold(uint32_t node, uint32_t pkt, bool fresh = true);
   void release_held();
   std::vector<NicScheduler> nics_;
+  /// Port -> index of its NIC scheduler in nics_, for ports with Port::nic (an array of its
+  /// own: one indexed load on each NIC pull, where PortInfo's 96-byte records take two more).
+  std::vector<uint32_t> port_nic_;
   uint64_t nic_seq_ = 0;
 
   FlowTable flows_;

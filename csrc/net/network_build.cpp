@@ -24,6 +24,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   const size_t m = fwd_.num_links();
   ports_.resize(2 * m);
   port_info_.resize(2 * m);
+  port_nic_.resize(2 * m);
   for (size_t l = 0; l < m; ++l) {
     RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
              " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
@@ -50,7 +51,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
       if (p == kNone) continue;
       ports_[p].nic = true;
-      port_info_[p].nic = static_cast<uint32_t>(nics_.size());
+      port_nic_[p] = static_cast<uint32_t>(nics_.size());
       nics_.emplace_back();
     }
   }
