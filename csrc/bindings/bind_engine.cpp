@@ -356,29 +356,33 @@ void bind_engine(py::module_& m) {
       .def(
           "port_stats",
           [](const Simulator& s) {
-            const auto& ports = s.network().ports();
+            const net::Network& net = s.network();
+            const auto& ports = net.ports();
+            const auto& info = net.port_info();
             const size_t n = ports.size();
-            auto col = [&](auto member) {
-              using T = std::decay_t<decltype(ports[0].*member)>;
+            auto col_of = [&](const auto& table, auto member) {
+              using T = std::decay_t<decltype(table[0].*member)>;
               using Out = std::conditional_t<std::is_same_v<T, uint32_t>, uint32_t, int64_t>;
-              return column<Out>(n, [&](size_t i) { return ports[i].*member; });
+              return column<Out>(n, [&](size_t i) { return table[i].*member; });
             };
+            auto col = [&](auto member) { return col_of(ports, member); };
+            auto info_col = [&](auto member) { return col_of(info, member); };
             py::dict d;
             d["port_id"] = column<uint32_t>(n, [](size_t i) { return i; });
-            d["link_id"] = col(&net::Port::link);
-            d["src"] = col(&net::Port::node);
+            d["link_id"] = info_col(&net::PortInfo::link);
+            d["src"] = info_col(&net::PortInfo::node);
             d["dst"] = col(&net::Port::peer);
-            d["rate_bps"] = col(&net::Port::rate_bps);
-            d["buffer_bytes"] = col(&net::Port::buffer_bytes);
+            d["rate_bps"] = info_col(&net::PortInfo::rate_bps);
+            d["buffer_bytes"] = info_col(&net::PortInfo::buffer_bytes);
             d["tx_bytes"] = col(&net::Port::tx_bytes);
-            d["tx_packets"] = col(&net::Port::tx_packets);
-            d["busy_ps"] = col(&net::Port::busy_ps);
+            d["tx_packets"] = column<int64_t>(n, [&](size_t i) { return net.tx_packets(static_cast<uint32_t>(i)); });
+            d["busy_ps"] = column<int64_t>(n, [&](size_t i) { return net.busy_ps(static_cast<uint32_t>(i)); });
             d["max_queue_bytes"] = col(&net::Port::max_queue_bytes);
             d["max_ingress_bytes"] = col(&net::Port::max_ingress_bytes);
             d["queued_bytes"] = col(&net::Port::queued_bytes);
-            d["drops"] = col(&net::Port::drops);
-            d["ecn_marks"] = col(&net::Port::ecn_marks);
-            d["pfc_pauses_sent"] = col(&net::Port::pauses);
+            d["drops"] = info_col(&net::PortInfo::drops);
+            d["ecn_marks"] = info_col(&net::PortInfo::ecn_marks);
+            d["pfc_pauses_sent"] = info_col(&net::PortInfo::pauses);
             return d;
           },
           "Per-port (one direction of a link) columns: ports 2l and 2l+1 are link l's two directions.")

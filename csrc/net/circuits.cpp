@@ -24,10 +24,10 @@ void Network::resolve_channel(uint32_t port) {
   const Channel& c = fwd_.channel(port);
   const bool changed = c.peer != pt.peer || c.up != pt.up;
   set_peer(pt, c.peer);
-  pt.reverse = c.reverse;
-  pt.prop_ps = c.prop_ps;
+  PortInfo& info = port_info_[port];
+  info.prop_ps = c.prop_ps;
   pt.delay_ps = c.prop_ps + nodes()[c.peer].latency_ps;
-  set_rate(pt, c.rate_bps);
+  set_rate(pt, info, c.rate_bps);
   if (changed) new_channel(pt, c.up);
   if (built_) set_thresholds(port);
 }
@@ -58,17 +58,17 @@ void Network::resend_from_source(uint32_t pkt) {
   if (p.port != kNone) {
     Port& in = ports_[p.port];
     in.ingress_bytes -= p.size_bytes;
-    if (in.pause_sent && in.ingress_bytes <= in.xon) {
+    if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
       in.pause_sent = false;
-      eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kResume);
+      eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
     }
   }
   p.port = kNone;
   p.hops = 0;
   ++counters_.circuit_reroutes;
-  const uint32_t hash = flows_.hash[p.flow];
-  const uint32_t src = fwd_.gpu_node(p.src), out = first_port_for(p.src, p.dst, hash);
-  const auto path = fwd_.path(p.src, p.dst, hash);
+  const uint32_t hash = flows_.hash[p.flow], from = src_of(p);
+  const uint32_t src = fwd_.gpu_node(from), out = first_port_for(from, p.dst, hash);
+  const auto path = fwd_.path(from, p.dst, hash);
   const bool reaches = !path.empty() && fwd_.channel(path.back()).peer == fwd_.gpu_node(p.dst);
   if (out == kNone || !ports_[out].up || !reaches) {
     hold(src, pkt, false);  // (not from a switch again until a change gives it a way)
@@ -101,10 +101,10 @@ void Network::topology_changed() {
   fwd_.update_channels(eng_.now());
   for (uint32_t p = 0; p < ports_.size(); ++p) {
     Port& pt = ports_[p];
-    if (pt.inert) continue;
+    if (port_info_[p].inert) continue;
     const bool was_up = pt.up;
     const uint32_t old_peer = pt.peer;
-    if (pt.optical) {
+    if (port_info_[p].optical) {
       resolve_channel(p);
     } else if (pt.up != fwd_.channel(p).up) {
       new_channel(pt, fwd_.channel(p).up);
@@ -127,16 +127,17 @@ void Network::evacuate(uint32_t port) {
   // Frames queued behind a channel that went away: lossless fabrics re-forward them from the
   // same node along the rebuilt tables; lossy ones drop them.
   Port& pt = ports_[port];
+  PortInfo& info = port_info_[port];
   while (pt.head != kNone) {
     const uint32_t pkt = pop_queue_cold(pt);
     Packet& p = pool_[pkt];
-    const uint32_t out = lossless_ ? route_cold(pt.node, p) : kNone;
+    const uint32_t out = lossless_ ? route_cold(info.node, p) : kNone;
     if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
-      hold_or_resend(pt.node, pkt, true);  // no way on now
+      hold_or_resend(info.node, pkt, true);  // no way on now
     } else if (out == kNone || out == port || !ports_[out].up) {
       if (p.port != kNone) ports_[p.port].ingress_bytes -= p.size_bytes;
-      ++pt.drops;
-      drop(pkt, pt.optical ? counters_.circuit_drops : counters_.link_down_drops);
+      ++info.drops;
+      drop(pkt, info.optical ? counters_.circuit_drops : counters_.link_down_drops);
     } else {
       ++counters_.circuit_reroutes;
       enqueue_cold(out, pkt);

@@ -106,7 +106,7 @@ FlowLog Network::flow_records() const {
     all.append(flows_, f);
   }
   pool_.for_each_live([&](const Packet& p) {
-    if (slot_row[p.flow] != kNone) all.in_flight[slot_row[p.flow]] += p.payload_bytes;
+    if (slot_row[p.flow] != kNone) all.in_flight[slot_row[p.flow]] += payload_of(p);
   });
   // sorted by id (rows taken out for streaming are not here)
   std::vector<uint32_t> order(all.size());
@@ -179,7 +179,7 @@ void Network::start_flows() {
 }
 
 BitsPerSec Network::line_rate(uint32_t flow) const {
-  const BitsPerSec first = ports_[flows_.first_port[flow]].rate_bps;
+  const BitsPerSec first = port_info_[flows_.first_port[flow]].rate_bps;
   const uint32_t src = flows_.src[flow], nic = fwd_.gpu_nic_port(src);
   if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[flow]))
     return first;
@@ -188,7 +188,7 @@ BitsPerSec Network::line_rate(uint32_t flow) const {
 
 void Network::activate(uint32_t flow, SimTime t) {
   const uint32_t port = flows_.first_port[flow];
-  NicScheduler& s = nics_[ports_[port].nic];
+  NicScheduler& s = nics_[port_nic_[port]];
   if (flows_.nic_ready[flow] == t) return;
   flows_.nic_ready[flow] = t;
   s.heap.push_back({t, nic_seq_++, flow, static_cast<uint32_t>(flows_.id[flow])});
@@ -214,7 +214,7 @@ void Network::complete_flow(uint32_t flow) {
 
 void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
   // (so the NIC scheduler need not check, per frame, that an entry's flow still starts here)
-  auto& h = nics_[ports_[port].nic].heap;
+  auto& h = nics_[port_nic_[port]].heap;
   const auto n = std::erase_if(h, [flow](const NicScheduler::Entry& e) { return e.flow == flow; });
   if (n > 0) std::make_heap(h.begin(), h.end(), NicScheduler::later);
 }

@@ -21,7 +21,7 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 }  // namespace
 
 uint32_t Network::pull_nic(uint32_t port) {
-  NicScheduler& s = nics_[ports_[port].nic];
+  NicScheduler& s = nics_[port_nic_[port]];
   if (s.heap.empty()) return kNone;
   const auto later = NicScheduler::later;
   const SimTime now = eng_.now();
@@ -45,17 +45,15 @@ uint32_t Network::pull_nic(uint32_t port) {
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
   p.flow = top.flow;
-  p.src = flows_.src[top.flow];
   p.dst = flows_.dst[top.flow];
   p.port = kNone;
-  p.proto = 0;
+  p.control = false;
   p.ecn = 0;
   p.hops = 0;
-  p.sent_ps = now;
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_->next_packet(top.flow, p);
+  const SimTime next = transport_->next_packet(top.flow, p, pool_.ends(pkt));
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -112,15 +110,15 @@ void Network::try_transmit(uint32_t port) {
   uint32_t pkt = kNone;
   if (pt.head != kNone) {
     pkt = pop_queue(pt);
-    mark_ecn(pt, pool_[pkt]);
-  } else if (pt.nic >= 0) {
+    mark_ecn(pt, port, pool_[pkt]);
+  } else if (pt.nic) {
     pkt = pull_nic(port);
   }
   if (pkt == kNone) return;
   transmit(port, pkt);
   if (pt.head != kNone) {
     schedule_tx_done(port);
-  } else if (pt.nic >= 0) {
+  } else if (pt.nic) {
     schedule_nic_pull(port);
   }
 }
@@ -140,7 +138,7 @@ void Network::schedule_nic_pull(uint32_t port) {
   // valid slot comes sooner. A paced flow then costs one event per frame, not a
   // transmit-done and then a wake; an earlier slot added later (activate) reschedules.
   const Port& pt = ports_[port];
-  const NicScheduler& s = nics_[pt.nic];
+  const NicScheduler& s = nics_[port_nic_[port]];
   if (s.heap.empty()) return;
   schedule_tx_done(port, std::max(pt.busy_until, s.heap.front().ready));
 }
@@ -152,9 +150,9 @@ void Network::transmit(uint32_t port, uint32_t pkt) {
     Port& in = ports_[p.port];
     in.ingress_bytes -= p.size_bytes;
     RF_DCHECK(in.ingress_bytes >= 0);
-    if (in.pause_sent && in.ingress_bytes <= in.xon) {
+    if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
       in.pause_sent = false;
-      eng_.schedule(eng_.now() + in.prop_ps, p.port, kind_base_ + kResume);
+      eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
     }
   }
   put_on_wire(port, pkt);
@@ -167,21 +165,28 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
   // INVARIANT: nothing is put on a channel that is down or dark (a failed link, or a circuit
   // chain without light). The frame carries the channel's generation, odd only while it is
   // up; arrive() counts even ones (dark_transmits, tested to stay zero).
-  // (exact either way: a whole number of ps per byte, or the rounded-up division)
-  const SimTime ser =
-      pt.ps_per_byte ? p.size_bytes * pt.ps_per_byte : serialization_time(p.size_bytes, pt.rate_bps);
+  // (exact either way: a whole number of ps per byte, or the rounded-up division; busy time
+  // at the former is busy_ps()'s to count from tx_bytes)
+  SimTime ser;
+  if (pt.ps_per_byte) [[likely]] {
+    ser = SimTime{p.size_bytes} * pt.ps_per_byte;
+  } else {
+    PortInfo& info = port_info_[port];
+    ser = serialization_time(p.size_bytes, info.rate_bps);
+    info.busy_base_ps += ser;
+  }
   p.port = port;
   p.chan_gen = pt.gen;
   counters_.busy_starts += pt.busy_until > now;  // INVARIANT: one frame at a time per port
-  RF_DCHECK(pt.busy_until <= now && !pt.inert && p.size_bytes > 0);
+  RF_DCHECK(pt.busy_until <= now && !port_info_[port].inert && p.size_bytes > 0);
   pt.busy_until = now + ser;
-  pt.busy_ps += ser;
   pt.tx_bytes += p.size_bytes;
-  ++pt.tx_packets;
+  if (++pt.tx_packets_low == 0) [[unlikely]]
+    port_info_[port].tx_packets_high += int64_t{1} << 32;
   eng_.schedule(now + ser + pt.delay_ps, pkt, kind_base_ + kArrive);
 }
 
-void Network::mark_ecn(Port& pt, Packet& p) {
+void Network::mark_ecn(Port& pt, uint32_t port, Packet& p) {
   // RED-style marking on dequeue, on the bytes still queued behind the departing frame:
   // the mark then reflects the queue now, not the queue the frame joined, so feedback is
   // not delayed by the queueing itself (as in DCQCN switches and HPCC's ns-3 model).
@@ -195,7 +200,7 @@ void Network::mark_ecn(Port& pt, Packet& p) {
   }
   if (mark) {
     p.ecn = 1;
-    ++pt.ecn_marks;
+    ++port_info_[port].ecn_marks;
     ++counters_.ecn_marks;
   }
 }
@@ -208,7 +213,7 @@ uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
   const Packet& p = pool_[pkt];
-  flows_.dropped_bytes[p.flow] += p.payload_bytes;
+  flows_.dropped_bytes[p.flow] += payload_of(p);
   ++reason;
   ++counters_.drops;
   release_packet(pkt);
@@ -218,12 +223,12 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
   if (!pt.up) {
-    ++pt.drops;
+    ++port_info_[port].drops;
     drop(pkt, counters_.link_down_drops);
     return;
   }
-  if (!lossless_ && pt.queued_bytes + p.size_bytes > pt.buffer_bytes) {
-    ++pt.drops;
+  if (!lossless_ && pt.queued_bytes + p.size_bytes > port_info_[port].buffer_bytes) {
+    ++port_info_[port].drops;
     drop(pkt, counters_.overflow_drops);
     return;
   }
@@ -231,7 +236,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
     // do after queueing it), without waiting in the queue.
     transmit(port, pkt);
-    if (pt.nic >= 0) schedule_nic_pull(port);
+    if (pt.nic) schedule_nic_pull(port);
     return;
   }
   p.next = kNone;
@@ -260,11 +265,11 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   // GPU whose NIC works. Everything else takes route_with.
   uint32_t out;
   if (fwd_.fast_next_hop(node, eps, p.dst, p.hops, out)) return out;
-  const bool descending = p.port != kNone && fwd_.descends(ports_[p.port].node, node);
+  const bool descending = p.port != kNone && fwd_.descends(port_info_[p.port].node, node);
   // (adaptive tie-breaks rotate by the flow's id, not its slot, which a later flow reuses)
-  return route_with(node, p.src, p.dst, flows_.hash[p.flow], p.seq, p.hops,
+  return route_with(node, src_of(p), p.dst, flows_.hash[p.flow], p.seq, p.hops,
                     static_cast<uint32_t>(flows_.id[p.flow]), descending,
-                    p.port != kNone ? ports_[p.port].node : kNone);
+                    p.port != kNone ? port_info_[p.port].node : kNone);
 }
 
 uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
@@ -283,7 +288,7 @@ void Network::arrive(uint32_t pkt) {
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
-    transport_->receive(p);
+    transport_->receive(p, pool_.ends(pkt));
     release_packet(pkt);
     return;
   }
@@ -301,12 +306,14 @@ void Network::arrive(uint32_t pkt) {
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
     put_on_wire(out, pkt);
-    if (o.nic >= 0) schedule_nic_pull(out);
+    if (o.nic) schedule_nic_pull(out);
     return;
   }
   in.ingress_bytes = ingress;
   enqueue(out, pkt);
 }
+
+void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }
 
 Bytes Network::count_ingress(Port& in, const Packet& p) {
   const Bytes ingress = in.ingress_bytes + p.size_bytes;
@@ -334,27 +341,29 @@ void Network::arrive_without_route(uint32_t pkt, uint32_t node) {
 void Network::send_pause(uint32_t port) {
   Port& in = ports_[port];
   in.pause_sent = true;
-  ++in.pauses;
+  ++port_info_[port].pauses;
   ++counters_.pauses;
-  eng_.schedule(eng_.now() + in.prop_ps, port, kind_base_ + kPause);
+  eng_.schedule(eng_.now() + port_info_[port].prop_ps, port, kind_base_ + kPause);
 }
 
 void Network::arrive_on_changed_channel(uint32_t pkt) {
   // The channel changed while the frame was on it: a failed link or a circuit gone dark.
   Packet& p = pool_[pkt];
   const Port& in = ports_[p.port];
+  const PortInfo& info = port_info_[p.port];
   if ((p.chan_gen & 1u) == 0) ++counters_.dark_transmits;  // sent while its channel was down
-  if (!lossless_ || in.inert) {
-    drop(pkt, in.optical ? counters_.circuit_drops : counters_.link_down_drops);
+  if (!lossless_ || info.inert) {
+    drop(pkt, info.optical ? counters_.circuit_drops : counters_.link_down_drops);
     return;
   }
   // Lossless: held back at the sender and re-forwarded along the current tables.
   ++counters_.circuit_reroutes;
-  const uint32_t back = in.node;
+  const uint32_t back = info.node;
   p.port = kNone;  // it left the sender's ingress accounting when it was sent
   p.hops -= in.hop_step;
-  const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == p.src
-                           ? first_port_for(p.src, p.dst, flows_.hash[p.flow])
+  const uint32_t src = src_of(p);
+  const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == src
+                           ? first_port_for(src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
   if (out == kNone || !ports_[out].up) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
@@ -363,32 +372,31 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   enqueue(out, pkt);
 }
 
-uint32_t Network::send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type) {
+uint32_t Network::send_control(uint32_t flow, uint8_t type) {
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
+  PacketEnds& e = pool_.ends(pkt);
   p.flow = flow;
   ++flows_.packets[flow];
-  p.src = src;
-  p.dst = dst;
+  p.dst = flows_.src[flow];
   p.size_bytes = static_cast<uint32_t>(cfg_.control_bytes);
-  p.payload_bytes = 0;
   p.port = kNone;
   p.seq = 0;
-  p.proto = 0;
+  p.control = true;
   p.type = type;
   p.ecn = 0;
   p.hops = 0;
-  p.aux = 0;
+  e.aux = 0;
   p.chan_gen = 0;
-  p.hdr = 0;
-  p.sent_ps = eng_.now();
+  e.hdr = 0;
+  e.sent_ps = eng_.now();
   ++counters_.packets;
   return pkt;
 }
 
 void Network::send_packet(uint32_t pkt) {
   const Packet& p = pool_[pkt];
-  const uint32_t port = first_port_for(p.src, p.dst, flows_.hash[p.flow]);
+  const uint32_t port = first_port_for(src_of(p), p.dst, flows_.hash[p.flow]);
   if (port == kNone) {
     drop(pkt, counters_.no_route_drops);
     return;
@@ -407,7 +415,7 @@ void Network::on_event(const engine::Event& ev) {
       try_transmit(ev.target);
       break;
     case kWake: {
-      NicScheduler& s = nics_[ports_[ev.target].nic];
+      NicScheduler& s = nics_[port_nic_[ev.target]];
       if (s.wake_at != ev.time) break;  // superseded by an earlier wake
       s.wake_at = kNever;
       try_transmit(ev.target);

@@ -31,16 +31,19 @@
 
 namespace rfabric::net {
 
-struct alignas(64) Port {  // 256 bytes: an index becomes an address with one shift
-  // Fields are grouped by cache line, by who touches them per frame (at 4,096 GPUs the port
-  // table no longer fits in cache, and a hop used to touch all four lines of both ports):
-  // line 0, the frame's arrival over this channel (the far end, the generation it checks,
-  // the PFC ingress accounting of the peer's buffer); line 1, the transmitter; line 2, the
-  // queue and the rest of a transmission; line 3, wiring and counters off the per-frame path.
-  // For a port facing an optical device (`optical`), peer/reverse/prop/delay/rate are those
-  // of the end-to-end channel its circuit chain forms, re-resolved on changes.
+struct alignas(64) Port {  // 128 bytes: an index becomes an address with one shift
+  // What the per-frame path reads and writes, in two cache lines; the rest of a port (wiring,
+  // rate, what only PAUSE and RESUME read, counters of rare things) is its PortInfo, in an
+  // array of its own. At 4,096 GPUs the port table does not fit in cache and every hop reads
+  // two ports at random: 128 hot bytes per port, where the 256-byte port had 192.
+  // Line 0: a frame's arrival over this channel (the far end, the generation it checks, the
+  // PFC ingress accounting of the peer's buffer), and what only a queued frame reads (the
+  // queue's peak, the ECN thresholds). Line 1: the transmitter and the queue, all a frame
+  // through an idle port writes.
+  // For a port facing an optical device (PortInfo::optical), peer/delay/rate are those of
+  // the end-to-end channel its circuit chain forms, re-resolved on changes.
 
-  // ---- line 0: arrivals ----
+  // ---- line 0: arrivals, and the rest of a queued frame ----
   uint32_t peer = 0;
   int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
   uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
@@ -51,44 +54,52 @@ struct alignas(64) Port {  // 256 bytes: an index becomes an address with one sh
   bool pause_sent = false;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   Bytes max_ingress_bytes = 0;
-  Bytes xoff = 0, xon = 0;  ///< PFC thresholds on ingress_bytes (lossless only)
-  SimTime prop_ps = 0;      ///< propagation delay of the wire
-  // ---- line 1: the transmitter ----
+  Bytes xoff = 0;  ///< PFC threshold on ingress_bytes (lossless only)
+  Bytes ecn_kmin = 0, ecn_kmax = 0;
+  Bytes max_queue_bytes = 0;
+  // ---- line 1: the transmitter and the queue ----
   alignas(64) uint32_t head = kNone;
   uint32_t tail = kNone;
-  int32_t nic = -1;  ///< index of the NIC scheduler when the owner is a GPU
+  /// channel generation, odd while up: new on every change of peer or state (new_channel);
+  /// frames carry it when sent
+  uint32_t gen = 1;
+  uint32_t ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
   bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
   bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
+  bool nic = false;      ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
+  /// Frames sent, modulo 2^32 (Network::tx_packets adds PortInfo::tx_packets_high): 32 bits
+  /// and the NIC flag leave line 1 room for all a frame through an idle port writes.
+  uint32_t tx_packets_low = 0;
   SimTime busy_until = 0;
   /// Time of the one valid pending TxDone event (-1 before the first; after one fires it
   /// keeps that time, which no later event can have). Events at other times are stale.
   SimTime tx_event_at = -1;
-  SimTime ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
-  SimTime delay_ps = 0;     ///< tx end -> arrival event: propagation + latency of the peer node
-  SimTime busy_ps = 0;
-  Bytes tx_bytes = 0;
-  // ---- line 2: the queue ----
-  /// channel generation, odd while up: new on every change of peer or state (new_channel);
-  /// frames carry it when sent
-  alignas(64) uint32_t gen = 1;
-  int64_t tx_packets = 0;
+  SimTime delay_ps = 0;  ///< tx end -> arrival event: propagation + latency of the peer node
   Bytes queued_bytes = 0;
-  Bytes buffer_bytes = 0;
-  Bytes ecn_kmin = 0, ecn_kmax = 0;
-  Bytes max_queue_bytes = 0;
-  BitsPerSec rate_bps = 0;
-  // ---- line 3: wiring and counters ----
-  alignas(64) uint32_t node = 0;
-  uint32_t reverse = 0, link = 0;
-  uint32_t wire_peer = 0;  ///< node at the other end of the link itself
-  bool optical = false;    ///< wire_peer is an optical device (OCS or patch panel)
-  bool inert = false;      ///< owned by an optical device: never transmits
-  int64_t drops = 0, ecn_marks = 0, pauses = 0;
+  Bytes tx_bytes = 0;
 };
 
-static_assert(offsetof(Port, prop_ps) < 64 && offsetof(Port, head) == 64 && offsetof(Port, tx_bytes) < 128 &&
-                  offsetof(Port, gen) == 128 && offsetof(Port, rate_bps) < 192 && offsetof(Port, node) == 192,
+static_assert(sizeof(Port) == 128 && offsetof(Port, max_queue_bytes) < 64 && offsetof(Port, head) == 64,
               "Port's per-frame fields stay on the cache lines the comment above names");
+
+/// The rest of a port (same index as its Port): wiring, rate, what only PAUSE and RESUME read,
+/// and counters of rare things.
+struct PortInfo {
+  uint32_t node = 0, link = 0;
+  bool optical = false;  ///< the link's far end is an optical device (OCS or patch panel)
+  bool inert = false;    ///< owned by an optical device: never transmits
+  BitsPerSec rate_bps = 0;
+  SimTime prop_ps = 0;  ///< propagation delay of the wire
+  Bytes xon = 0;        ///< PFC: RESUME once ingress_bytes is back at or below (lossless only)
+  Bytes buffer_bytes = 0;
+  int64_t drops = 0, ecn_marks = 0, pauses = 0;
+  int64_t tx_packets_high = 0;  ///< Port::tx_packets_low's wraps, times 2^32
+  /// Busy time (Network::busy_ps) is tx_bytes' at the whole ps_per_byte, counted from
+  /// busy_base_bytes on, plus busy_base_ps: the time before the last change of rate and
+  /// every frame's at a rate of no whole ps per byte. So the per-frame path adds nothing.
+  SimTime busy_base_ps = 0;
+  Bytes busy_base_bytes = 0;
+};
 
 inline void set_paused(Port& pt, bool paused) {
   pt.paused = paused;
@@ -104,13 +115,17 @@ inline void new_channel(Port& pt, bool up) {
   pt.stopped = !pt.up || pt.paused;
 }
 
-/// Set a port's rate and the whole-ps-per-byte shortcut its serializations use.
-inline void set_rate(Port& pt, BitsPerSec rate) {
-  pt.rate_bps = rate;
+/// Set a port's rate and the whole-ps-per-byte shortcut its serializations use (the busy
+/// time at the old one folded into busy_base_ps first).
+inline void set_rate(Port& pt, PortInfo& info, BitsPerSec rate) {
+  info.busy_base_ps += (pt.tx_bytes - info.busy_base_bytes) * pt.ps_per_byte;
+  info.busy_base_bytes = pt.tx_bytes;
+  info.rate_bps = rate;
   const SimTime bits_ps = 8 * engine::kPsPerSec;
   // (below 2^31 ps per byte, so any uint32 frame size times it fits in int64)
-  pt.ps_per_byte =
-      rate > 0 && bits_ps % rate == 0 && bits_ps / rate < (SimTime{1} << 31) ? bits_ps / rate : 0;
+  pt.ps_per_byte = rate > 0 && bits_ps % rate == 0 && bits_ps / rate < (SimTime{1} << 31)
+                       ? static_cast<uint32_t>(bits_ps / rate)
+                       : 0;
 }
 
 static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
@@ -279,14 +294,31 @@ class Network final : public engine::Handler, public FlowFabric {
   void maybe_retire(uint32_t flow) {
     if (flows_.end_ps[flow] >= 0 && flows_.packets[flow] == 0 && flows_.live[flow]) retire_if_quiet(flow);
   }
-  /// Send a control frame (ACK, CNP, ...) from GPU src to GPU dst ahead of data.
-  uint32_t send_control(uint32_t flow, uint32_t src, uint32_t dst, uint8_t type);
+  /// Send a control frame (ACK, CNP, ...) of the flow, from its destination back to its
+  /// source, ahead of data.
+  uint32_t send_control(uint32_t flow, uint8_t type);
+  /// The GPU a frame comes from: its flow's source for a data frame, its flow's destination
+  /// for a control frame.
+  uint32_t src_of(const Packet& p) const { return p.control ? flows_.dst[p.flow] : flows_.src[p.flow]; }
+  /// Message bytes a frame carries.
+  Bytes payload_of(const Packet& p) const { return p.control ? 0 : Bytes{p.size_bytes} - header_; }
   void send_packet(uint32_t pkt);
   /// The destination received the flow's last byte.
   void complete_flow(uint32_t flow);
 
   // ---- inspection ----
   const std::vector<Port>& ports() const { return ports_; }
+  const std::vector<PortInfo>& port_info() const { return port_info_; }
+  /// Frames the port sent.
+  int64_t tx_packets(uint32_t port) const {
+    return port_info_[port].tx_packets_high + ports_[port].tx_packets_low;
+  }
+  /// Time the port spent serialising frames, ps.
+  SimTime busy_ps(uint32_t port) const {
+    const Port& pt = ports_[port];
+    const PortInfo& info = port_info_[port];
+    return info.busy_base_ps + (pt.tx_bytes - info.busy_base_bytes) * pt.ps_per_byte;
+  }
   const std::vector<Node>& nodes() const { return fwd_.nodes(); }
   /// The forwarding layer: topology, channel states, tables (read-only; changes go through
   /// schedule_link_state and schedule_plan, which keep the ports in step).
@@ -317,7 +349,7 @@ class Network final : public engine::Handler, public FlowFabric {
   size_t peak_live_flows() const { return flows_.size(); }
   uint32_t num_links() const { return fwd_.num_links(); }
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
-  BitsPerSec port_rate_bps(uint32_t port) const override { return ports_[port].rate_bps; }
+  BitsPerSec port_rate_bps(uint32_t port) const override { return port_info_[port].rate_bps; }
   SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
     return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
   }
@@ -388,7 +420,7 @@ class Network final : public engine::Handler, public FlowFabric {
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
-  void arrive(uint32_t pkt);
+  RF_HOT void arrive(uint32_t pkt);
   void tx_done(const engine::Event& ev) {
     // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
     // event's time after it fires: every later one is scheduled strictly after now.)
@@ -398,7 +430,7 @@ class Network final : public engine::Handler, public FlowFabric {
   struct ArriveHandler final : engine::Handler {
     Network* net;
     explicit ArriveHandler(Network* n) : net(n) {}
-    void on_event(const engine::Event& ev) override { net->arrive(ev.target); }
+    void on_event(const engine::Event& ev) override;  // arrive() inlined: one call fewer per hop
   };
   struct TxDoneHandler final : engine::Handler {
     Network* net;
@@ -438,7 +470,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// Take a flow's entries out of a port's NIC heap (the flow now starts elsewhere).
   void drop_nic_entries(uint32_t port, uint32_t flow);
   void drop(uint32_t pkt, uint64_t& reason);
-  RF_HOT void mark_ecn(Port& pt, Packet& p);
+  RF_HOT void mark_ecn(Port& pt, uint32_t port, Packet& p);
 
   engine::Engine& eng_;
   EngineConfig cfg_;
@@ -452,6 +484,7 @@ class Network final : public engine::Handler, public FlowFabric {
   Forwarding fwd_;
 
   std::vector<Port> ports_;
+  std::vector<PortInfo> port_info_;
   std::vector<Forwarding::PendingPlan> plans_;
   bool built_ = false;
   std::vector<CircuitChange> circuit_log_;
@@ -464,6 +497,9 @@ class Network final : public engine::Handler, public FlowFabric {
   void hold(uint32_t node, uint32_t pkt, bool fresh = true);
   void release_held();
   std::vector<NicScheduler> nics_;
+  /// Port -> index of its NIC scheduler in nics_, for ports with Port::nic (an array of its
+  /// own: one indexed load on each NIC pull, where PortInfo's 96-byte records take two more).
+  std::vector<uint32_t> port_nic_;
   uint64_t nic_seq_ = 0;
 
   FlowTable flows_;

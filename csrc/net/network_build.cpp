@@ -23,6 +23,8 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   // devices then take the far end their circuit chain reaches).
   const size_t m = fwd_.num_links();
   ports_.resize(2 * m);
+  port_info_.resize(2 * m);
+  port_nic_.resize(2 * m);
   for (size_t l = 0; l < m; ++l) {
     RF_CHECK(spec.link_buffer_bytes[l] >= cfg.mtu_bytes, "link ", l, ": buffer ", spec.link_buffer_bytes[l],
              " B is smaller than one MTU (", cfg.mtu_bytes, " B)");
@@ -30,26 +32,26 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       const uint32_t id = static_cast<uint32_t>(2 * l + dir);
       const Channel& c = fwd_.channel(id);
       Port& p = ports_[id];
-      p.node = c.node;
+      PortInfo& info = port_info_[id];
+      info.node = c.node;
       set_peer(p, c.wire_peer);
-      p.wire_peer = c.wire_peer;
-      p.reverse = static_cast<uint32_t>(2 * l + 1 - dir);
-      p.link = static_cast<uint32_t>(l);
-      set_rate(p, fwd_.link_rate_bps(p.link));
-      p.prop_ps = fwd_.link_prop_ps(p.link);
-      p.delay_ps = p.prop_ps + nodes()[p.peer].latency_ps;
-      p.buffer_bytes = spec.link_buffer_bytes[l];
-      p.inert = c.inert;
-      p.optical = c.optical;
+      info.link = static_cast<uint32_t>(l);
+      set_rate(p, info, fwd_.link_rate_bps(info.link));
+      info.prop_ps = fwd_.link_prop_ps(info.link);
+      p.delay_ps = info.prop_ps + nodes()[p.peer].latency_ps;
+      info.buffer_bytes = spec.link_buffer_bytes[l];
+      info.inert = c.inert;
+      info.optical = c.optical;
     }
   }
   for (uint32_t p = 0; p < ports_.size(); ++p)
-    if (ports_[p].optical) resolve_channel(p);
+    if (port_info_[p].optical) resolve_channel(p);
   // one NIC scheduler per GPU egress port
   for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
     for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
       if (p == kNone) continue;
-      ports_[p].nic = static_cast<int32_t>(nics_.size());
+      ports_[p].nic = true;
+      port_nic_[p] = static_cast<uint32_t>(nics_.size());
       nics_.emplace_back();
     }
   }
@@ -82,25 +84,26 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
 
 void Network::set_thresholds(uint32_t port) {
   Port& p = ports_[port];
+  PortInfo& info = port_info_[port];
   // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
   p.ecn_kmin =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * p.rate_bps / 8 / engine::kPsPerSec);
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * info.rate_bps / 8 / engine::kPsPerSec);
   p.ecn_kmax =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * p.rate_bps / 8 / engine::kPsPerSec);
-  if (!lossless_ || p.inert) return;
+      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * info.rate_bps / 8 / engine::kPsPerSec);
+  if (!lossless_ || info.inert) return;
   // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
   // flight, the wire in both directions, the peer's latency and one frame in service at
   // each end.
-  const SimTime reaction = 2 * p.prop_ps + nodes()[p.peer].latency_ps;
+  const SimTime reaction = 2 * info.prop_ps + nodes()[p.peer].latency_ps;
   const Bytes headroom =
-      static_cast<Bytes>(static_cast<__int128>(reaction) * p.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
+      static_cast<Bytes>(static_cast<__int128>(reaction) * info.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
   const Bytes xoff = std::max<Bytes>(
-      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * p.rate_bps / 8 / engine::kPsPerSec));
-  p.xoff = std::min(xoff, p.buffer_bytes - headroom);
-  RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", p.link, ": buffer ",
-           p.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
+      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * info.rate_bps / 8 / engine::kPsPerSec));
+  p.xoff = std::min(xoff, info.buffer_bytes - headroom);
+  RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", info.link, ": buffer ",
+           info.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,
            " B at this rate and latency; raise buffer_bytes or", " run lossy");
-  p.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
+  info.xon = std::max<Bytes>(0, p.xoff - 2 * mtu_);
 }
 
 }  // namespace rfabric::net

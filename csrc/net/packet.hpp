@@ -1,6 +1,8 @@
-// packet.hpp: the packet record and its pool. Packets are PODs in one per-network vector
-// and are referred to by index; a free list recycles them, so steady state allocates
-// nothing per packet. Protocols own `type` and `hdr`; the core never interprets them.
+// packet.hpp: the packet record and its pool. A packet is two PODs at one index, in two
+// per-network vectors (Packet, read at every hop, and PacketEnds, protocol fields read at the
+// ends), and is referred to by that index; a free list recycles them, so steady state
+// allocates nothing per packet. Protocols own `type` and PacketEnds; the core never
+// interprets them.
 #pragma once
 
 #include <cstdint>
@@ -12,24 +14,36 @@
 
 namespace rfabric::net {
 
+/// What forwarding reads and writes at every hop, and all the network and RoCE read of a
+/// frame: 32 bytes, two frames per cache line. (At 4,096 GPUs a permutation keeps ~136k
+/// frames alive and each hop reads its frame at random: the pool is the largest item of the
+/// working set.) Where it comes from and what it carries follow from the flow: a data frame
+/// goes from the flow's source to its destination with size_bytes - Network::header_bytes()
+/// bytes of the message, a control frame back from the destination with none
+/// (Network::src_of, payload_of).
 struct Packet {
   uint32_t next;  ///< intrusive FIFO / free-list link
   uint32_t flow;
-  uint32_t src;            ///< source GPU id
-  uint32_t dst;            ///< destination GPU id
-  uint32_t size_bytes;     ///< bytes on the wire, headers included
-  uint32_t payload_bytes;  ///< message bytes carried
-  uint32_t port;           ///< channel the packet is on or arrived through
-  uint32_t seq;            ///< protocol-defined sequence number
-  uint8_t proto;           ///< index of the owning transport
-  uint8_t type;            ///< protocol-defined packet type
-  uint8_t ecn;             ///< congestion-experienced mark
+  uint32_t dst;         ///< destination GPU id
+  uint32_t size_bytes;  ///< bytes on the wire, headers included
+  uint32_t port;        ///< channel the packet is on or arrived through
+  uint32_t chan_gen;    ///< generation of the channel it is on, when it was sent (dark-circuit check)
+  uint32_t seq;         ///< protocol-defined sequence number (per-frame spreading reads it per hop)
+  bool control;         ///< a control frame (Network::send_control)
+  uint8_t type;         ///< protocol-defined packet type
+  uint8_t ecn;          ///< congestion-experienced mark
   uint8_t hops;
-  uint32_t aux;             ///< protocol-defined
-  uint32_t chan_gen;        ///< generation of the channel it is on, when it was sent (dark-circuit check)
-  uint64_t hdr;             ///< protocol-defined
-  engine::SimTime sent_ps;  ///< when the source put it on its first wire
 };
+
+/// Protocol-defined fields beside a frame (same index), which only transports that need them
+/// read and write, at the two ends: nothing on the per-hop path touches them.
+struct PacketEnds {
+  uint32_t aux;
+  uint64_t hdr;
+  engine::SimTime sent_ps;
+};
+
+static_assert(sizeof(Packet) == 32, "two frames per cache line");
 
 class PacketPool {
  public:
@@ -41,6 +55,7 @@ class PacketPool {
       return i;
     }
     packets_.push_back(Packet{});
+    ends_.push_back(PacketEnds{});
     ++live_;
     return static_cast<uint32_t>(packets_.size() - 1);
   }
@@ -52,6 +67,8 @@ class PacketPool {
   }
   Packet& operator[](uint32_t i) { return packets_[i]; }
   const Packet& operator[](uint32_t i) const { return packets_[i]; }
+  PacketEnds& ends(uint32_t i) { return ends_[i]; }
+  const PacketEnds& ends(uint32_t i) const { return ends_[i]; }
   size_t live() const { return live_; }
   /// Call f(packet) for every allocated packet (a walk over the free list and the pool:
   /// O(capacity), for inspection between runs, never on the hot path).
@@ -66,6 +83,7 @@ class PacketPool {
 
  private:
   std::vector<Packet> packets_;
+  std::vector<PacketEnds> ends_;
   uint32_t free_ = kNone;
   size_t live_ = 0;
 };

@@ -42,12 +42,14 @@ class Transport : public engine::Handler {
   virtual void recycle(uint32_t flow) = 0;
   /// The flow starts now; the transport calls Network::activate() when it may send.
   virtual void start_flow(uint32_t flow) = 0;
-  /// The NIC can transmit: fill `p` (already holds flow, src, dst, proto) with the flow's next
-  /// frame. Returns the earliest time the flow may send again, or kNever when it must wait
-  /// for an event (ACK, timer) that will call Network::activate().
-  virtual SimTime next_packet(uint32_t flow, Packet& p) = 0;
+  /// The NIC can transmit: fill `p` (already holding flow and dst) with the flow's next data
+  /// frame, size_bytes its payload plus Network::header_bytes(), and `e` if the protocol uses
+  /// it. Returns the earliest time the flow may send again, or kNever when it must wait for
+  /// an event (ACK, timer) that will call Network::activate().
+  virtual SimTime next_packet(uint32_t flow, Packet& p, PacketEnds& e) = 0;
   /// A packet of this transport reached its destination host. The network frees it after.
-  virtual void receive(Packet& p) = 0;
+  /// (`e` is read only by protocols that use it: it is another cache line.)
+  virtual void receive(const Packet& p, const PacketEnds& e) = 0;
   /// The flow's current sending rate in bit/s if the transport is rate-based (else -1).
   virtual double flow_rate_bps(uint32_t /*flow*/) const { return -1; }
   /// Timers: events of kinds this transport registered.

@@ -19,6 +19,7 @@ using engine::kNever;
 using engine::SimTime;
 using net::Bytes;
 using net::Packet;
+using net::PacketEnds;
 
 enum PacketType : uint8_t { kData = 0, kAck = 1 };
 
@@ -60,7 +61,7 @@ class Dctcp final : public net::Transport {
     wake(f);
   }
 
-  SimTime next_packet(uint32_t f, Packet& p) override {
+  SimTime next_packet(uint32_t f, Packet& p, PacketEnds& e) override {
     State& s = st_[f];
     auto& flows = net_.flows_mut();
     uint32_t seq;
@@ -84,7 +85,7 @@ class Dctcp final : public net::Transport {
     }
     p.type = kData;
     p.seq = seq;
-    p.payload_bytes = static_cast<uint32_t>(payload);
+    e.sent_ps = net_.now();  // (echoed by the ACK: the RTT sample)
     p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
     flows.sent_bytes[f] = std::max(flows.sent_bytes[f], static_cast<Bytes>(seq) * mss + payload);
     if (s.rto_deadline == kNever) arm(f);
@@ -92,32 +93,32 @@ class Dctcp final : public net::Transport {
     return s.in_nic ? net_.now() : kNever;
   }
 
-  void receive(Packet& p) override {
+  void receive(const Packet& p, const PacketEnds& e) override {
     if (p.type == kAck) {
-      on_ack(p);
+      on_ack(p, e);
       return;
     }
     // Copy what the ACK needs first: sending it may grow the packet pool (invalidating
-    // `p`), and completing the flow may let the executor create flows (growing rx_).
-    const uint32_t f = p.flow, seq = p.seq, src = p.src, dst = p.dst;
+    // `p` and `e`), and completing the flow may let the executor create flows (growing rx_).
+    const uint32_t f = p.flow, seq = p.seq;
     const uint8_t ecn = p.ecn;
-    const SimTime sent = p.sent_ps;
+    const SimTime sent = e.sent_ps;
     auto& flows = net_.flows_mut();
     bool done = false;
     Receiver& r = rx_[f];
     RF_DCHECK(seq < r.got.size());
     if (!r.got[seq]) {
       r.got[seq] = 1;
-      flows.delivered_bytes[f] += p.payload_bytes;
+      flows.delivered_bytes[f] += net_.payload_of(p);
       while (r.cum < r.got.size() && r.got[r.cum]) ++r.cum;
       done = flows.delivered_bytes[f] == flows.size_bytes[f];
     } else {
-      flows.duplicate_bytes[f] += p.payload_bytes;
+      flows.duplicate_bytes[f] += net_.payload_of(p);
     }
     const uint32_t cum = r.cum;
-    const uint32_t ack = net_.send_control(f, dst, src, kAck);
-    Packet& a = net_.pool()[ack];
-    a.seq = cum;
+    const uint32_t ack = net_.send_control(f, kAck);
+    net_.pool()[ack].seq = cum;
+    PacketEnds& a = net_.pool().ends(ack);
     a.aux = ecn;
     a.hdr = static_cast<uint64_t>(sent);
     net_.send_packet(ack);
@@ -214,16 +215,16 @@ class Dctcp final : public net::Transport {
     }
   }
 
-  void on_ack(const Packet& p) {
+  void on_ack(const Packet& p, const PacketEnds& e) {
     const uint32_t f = p.flow;
     State& s = st_[f];
     const auto& c = net_.config();
     const SimTime now = net_.now();
     ++s.acks;
-    if (p.aux) ++s.marked;
+    if (e.aux) ++s.marked;
     const uint32_t cum = p.seq;
     if (cum > s.snd_una) {
-      const SimTime rtt = now - static_cast<SimTime>(p.hdr);
+      const SimTime rtt = now - static_cast<SimTime>(e.hdr);
       if (s.srtt == 0) {
         s.srtt = rtt;
         s.rttvar = rtt / 2;

@@ -21,6 +21,7 @@ using engine::kNever;
 using engine::SimTime;
 using net::Bytes;
 using net::Packet;
+using net::PacketEnds;
 
 enum PacketType : uint8_t { kData = 0, kCnp = 1 };
 
@@ -56,14 +57,13 @@ class Roce final : public net::Transport {
     net_.activate(f, net_.now());
   }
 
-  SimTime next_packet(uint32_t f, Packet& p) override {
+  SimTime next_packet(uint32_t f, Packet& p, PacketEnds&) override {
     State& s = st_[f];
     auto& flows = net_.flows_mut();
     const Bytes left = flows.size_bytes[f] - flows.sent_bytes[f];
     const Bytes payload = std::min(left, net_.payload_per_packet());
     RF_DCHECK(payload > 0);  // the NIC pulls a flow only while it has bytes left
     p.type = kData;
-    p.payload_bytes = static_cast<uint32_t>(payload);
     p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
     p.seq = s.next_seq++;
     flows.sent_bytes[f] += payload;
@@ -82,20 +82,20 @@ class Roce final : public net::Transport {
     return pace(s);
   }
 
-  void receive(Packet& p) override {
+  void receive(const Packet& p, const PacketEnds&) override {
     const uint32_t f = p.flow;
     if (p.type == kCnp) {
       on_cnp(f);
       return;
     }
     auto& flows = net_.flows_mut();
-    flows.delivered_bytes[f] += p.payload_bytes;
+    flows.delivered_bytes[f] += net_.payload_of(p);
     RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
     State& s = st_[f];
     const SimTime now = net_.now();
     if (p.ecn && now - s.last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) {
       s.last_cnp_sent = now;
-      const uint32_t cnp = net_.send_control(f, p.dst, p.src, kCnp);
+      const uint32_t cnp = net_.send_control(f, kCnp);
       net_.send_packet(cnp);
     }
     if (flows.delivered_bytes[f] == flows.size_bytes[f]) net_.complete_flow(f);

@@ -22,7 +22,7 @@ void Sampler::on_event(const engine::Event& ev) {
   last_tx_.resize(ports.size(), 0);
   for (uint32_t p = 0; p < ports.size(); ++p) {
     const net::Port& pt = ports[p];
-    if (pt.inert || (pt.queued_bytes == 0 && pt.tx_bytes == last_tx_[p])) continue;
+    if (net_.port_info()[p].inert || (pt.queued_bytes == 0 && pt.tx_bytes == last_tx_[p])) continue;
     queues_.time_ps.push_back(t);
     queues_.port.push_back(p);
     queues_.queue_bytes.push_back(pt.queued_bytes);
