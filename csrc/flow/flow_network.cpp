@@ -356,9 +356,12 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   sf.last = eng_.now();
   sf.finish_at = -1;
   sf.bneck = kNone;
-  sf.ports = ps.ports;
-  sf.coef = ps.coef;
-  sf.slot.assign(ps.ports.size(), 0);
+  const size_t n = ps.ports.size();
+  RF_CHECK(n <= std::numeric_limits<uint16_t>::max(), "flow ", flows_.id[f], ": a path set of ", n, " ports");
+  sf.nhops = static_cast<uint16_t>(n);
+  if (n > kInlineHops) sf.spill.resize(n);
+  Hop* hops = sf.hops();
+  for (size_t h = 0; h < n; ++h) hops[h] = Hop{ps.ports[h], 0, ps.coef[h]};
   sf.active_pos = static_cast<uint32_t>(active_.size());
   active_.push_back(s);
   flow_sub_[f] = s;
@@ -386,21 +389,23 @@ SimTime FlowNetwork::delivery_delay(uint32_t f, PathSet& ps) const {
 
 void FlowNetwork::attach(uint32_t s) {
   Subflow& sf = subs_[s];
-  for (uint32_t h = 0; h < sf.ports.size(); ++h) {
-    auto& list = ports_[sf.ports[h]].subs;
-    sf.slot[h] = static_cast<uint32_t>(list.size());
+  Hop* hops = sf.hops();
+  for (uint32_t h = 0; h < sf.nhops; ++h) {
+    auto& list = ports_[hops[h].port].subs;
+    hops[h].slot = static_cast<uint32_t>(list.size());
     list.emplace_back(s, h);
   }
 }
 
 void FlowNetwork::detach(uint32_t s) {
   Subflow& sf = subs_[s];
-  for (uint32_t h = 0; h < sf.ports.size(); ++h) {
-    auto& list = ports_[sf.ports[h]].subs;
-    const uint32_t at = sf.slot[h];
+  const Hop* hops = sf.hops();
+  for (uint32_t h = 0; h < sf.nhops; ++h) {
+    auto& list = ports_[hops[h].port].subs;
+    const uint32_t at = hops[h].slot;
     const auto moved = list.back();
     list[at] = moved;
-    subs_[moved.first].slot[moved.second] = at;
+    subs_[moved.first].hops()[moved.second].slot = at;
     list.pop_back();
   }
 }
@@ -418,8 +423,10 @@ void FlowNetwork::settle(uint32_t s) {
 void FlowNetwork::account(uint32_t s) {
   Subflow& sf = subs_[s];
   const double bytes = sf.accounted - sf.remaining;
-  if (bytes > 0)
-    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].bytes += bytes * sf.coef[h];
+  if (bytes > 0) {
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) ports_[hops[h].port].bytes += bytes * hops[h].coef;
+  }
   sf.accounted = sf.remaining;
 }
 
@@ -430,17 +437,19 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   // has its bottleneck there: no recomputation then (a flow's bottleneck characterises a
   // max-min allocation: feasible, and every flow has one).
   Subflow& sf = subs_[s];
+  if (sf.bneck != kNone) {
+    --ports_[sf.bneck].bnecks;
+    sf.bneck = kNone;
+  }
   if (!sf.blocked) {
     detach(s);
     bool quiet = true;
-    for (const uint32_t p : sf.ports) {
-      for (const auto& [g, h] : ports_[p].subs)
-        if (subs_[g].bneck == p) {
-          dirty_port(p);
-          quiet = false;
-          break;
-        }
-    }
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h)
+      if (ports_[hops[h].port].bnecks > 0) {
+        dirty_port(hops[h].port);
+        quiet = false;
+      }
     counters_.quiet_ends += quiet;
   }
   const uint32_t pos = sf.active_pos, last = active_.back();
@@ -449,9 +458,7 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   active_.pop_back();
   sf.active = false;
   sf.finish_at = -1;
-  sf.ports.clear();
-  sf.coef.clear();
-  sf.slot.clear();
+  sf.nhops = 0;
   if (flow_sub_[sf.flow] == s) flow_sub_[sf.flow] = kNone;
   free_subs_.push_back(s);
 }
@@ -499,43 +506,70 @@ void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++counters_.recomputes;
   const uint64_t mark = ++mark_;
-  // (members, so that a recomputation allocates nothing once they have grown)
+  // The walk gathers the component into dense local arrays (Fill): each subflow's ports as
+  // local indices with their coefficients, each port's subflows in the order of its list;
+  // the fill then reads only those, not the subflow and port records spread over the heap.
+  Fill& w = fill_;
+  w.clear();
   std::vector<uint32_t>& comp_subs = comp_subs_;
   std::vector<uint32_t>& comp_ports = comp_ports_;
   comp_subs.clear();
   comp_ports.clear();
+  if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
   auto visit_port = [&](uint32_t p) {
-    if (ports_[p].mark == mark) return;
-    ports_[p].mark = mark;
+    PortState& ps = ports_[p];
+    if (ps.mark == mark) return ps.local;
+    ps.mark = mark;
+    ps.local = static_cast<uint32_t>(comp_ports.size());
     comp_ports.push_back(p);
+    return ps.local;
   };
   auto visit_sub = [&](uint32_t s) {
-    Subflow& sf = subs_[s];
-    if (!sf.active || sf.blocked || sf.mark == mark) return;
-    sf.mark = mark;
+    Mark& m = sub_mark_[s];
+    if (m.mark == mark) return m.local;
+    m.mark = mark;
+    m.local = static_cast<uint32_t>(comp_subs.size());
     comp_subs.push_back(s);
-    for (const uint32_t p : sf.ports) visit_port(p);
+    const Subflow& sf = subs_[s];
+    w.weight.push_back(sf.weight);
+    w.cap.push_back(sf.cap);
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) {
+      w.sub_port.push_back(visit_port(hops[h].port));
+      w.sub_coef.push_back(hops[h].coef);
+    }
+    w.sub_end.push_back(static_cast<uint32_t>(w.sub_port.size()));
+    return m.local;
   };
-  for (const uint32_t s : seed_subs_) visit_sub(s);
+  for (const uint32_t s : seed_subs_)
+    if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
   for (const uint32_t p : seed_ports_) visit_port(p);
   seed_subs_.clear();
   seed_ports_.clear();
-  for (size_t i = 0; i < comp_ports.size(); ++i)
-    for (const auto& [s, h] : ports_[comp_ports[i]].subs) visit_sub(s);
+  // (every subflow in a port's list is active and has a path: blocked ones are not attached)
+  for (size_t i = 0; i < comp_ports.size(); ++i) {
+    for (const auto& [s, h] : ports_[comp_ports[i]].subs) w.port_sub.push_back(visit_sub(s));
+    w.port_end.push_back(static_cast<uint32_t>(w.port_sub.size()));
+  }
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
   water_fill(comp_subs, comp_ports);
   const SimTime now = eng_.now();
-  for (const uint32_t s : comp_subs) {
-    Subflow& sf = subs_[s];
-    sf.bneck = sf.next_bneck;
-    const double r = sf.next_rate;
+  for (size_t i = 0; i < comp_subs.size(); ++i) {
+    Subflow& sf = subs_[comp_subs[i]];
+    const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
+    if (bneck != sf.bneck) {
+      if (sf.bneck != kNone) --ports_[sf.bneck].bnecks;
+      if (bneck != kNone) ++ports_[bneck].bnecks;
+      sf.bneck = bneck;
+    }
+    const double r = w.rate[i];
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
-    settle(s);  // (at the rate it had since it was last settled; unchanged rates need none)
+    settle(comp_subs[i]);  // (at the rate it had since it was last settled; unchanged rates need none)
     sf.rate = r;
     ++counters_.rate_updates;
-    schedule_finish(s);
+    schedule_finish(comp_subs[i]);
   }
 }
 
@@ -561,73 +595,75 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
   // L <= left / load), so a heap entry is never above its port's level: an entry that
   // comes up below it is pushed again at the new level, and freezing pushes nothing.
-  using Entry = std::pair<double, uint32_t>;
+  // Works on the local arrays recompute gathered (fill_); ties between ports at one level
+  // go by global port id, as they did over the port records.
+  Fill& w = fill_;
+  const size_t ns = subs.size(), np = ports.size();
+  using Entry = std::pair<double, uint64_t>;  // (level, global port << 32 | local port)
   std::vector<Entry>& heap = heap_;  // a min-heap (std::greater), reused across calls
   heap.clear();
   const auto later = std::greater<Entry>{};
-  auto push = [&](double level, uint32_t p) {
-    heap.emplace_back(level, p);
+  auto entry = [&](double level, uint32_t lp) { return Entry{level, (uint64_t{ports[lp]} << 32) | lp}; };
+  auto push = [&](double level, uint32_t lp) {
+    heap.push_back(entry(level, lp));
     std::push_heap(heap.begin(), heap.end(), later);
   };
   auto pop = [&] {
     std::pop_heap(heap.begin(), heap.end(), later);
     heap.pop_back();
   };
-  for (const uint32_t p : ports) {
-    PortState& ps = ports_[p];
-    ps.left = ps.capacity;
-    ps.load = 0;
-    ps.unfrozen = static_cast<uint32_t>(ps.subs.size());
+  w.left.resize(np);
+  w.load.assign(np, 0.0);
+  w.unfrozen.resize(np);
+  for (size_t lp = 0; lp < np; ++lp) {
+    w.left[lp] = ports_[ports[lp]].capacity;
+    w.unfrozen[lp] = w.port_end[lp] - (lp ? w.port_end[lp - 1] : 0);
   }
+  w.frozen.assign(ns, 0);
+  w.rate.assign(ns, 0.0);
+  w.bneck.assign(ns, kNone);
   std::vector<uint32_t>& capped = capped_;
   capped.clear();
-  for (const uint32_t s : subs) {
-    Subflow& sf = subs_[s];
-    sf.frozen = false;
-    sf.next_rate = 0;
-    sf.next_bneck = kNone;
-    if (sf.cap > 0) capped.push_back(s);
-    for (size_t h = 0; h < sf.ports.size(); ++h) ports_[sf.ports[h]].load += sf.coef[h] * sf.weight;
+  for (size_t i = 0; i < ns; ++i) {
+    if (w.cap[i] > 0) capped.push_back(static_cast<uint32_t>(i));
+    for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k)
+      w.load[w.sub_port[k]] += w.sub_coef[k] * w.weight[i];
   }
-  for (const uint32_t p : ports) {
-    const PortState& ps = ports_[p];
-    if (ps.unfrozen > 0) heap.emplace_back(ps.left / ps.load, p);
-  }
+  for (size_t lp = 0; lp < np; ++lp)
+    if (w.unfrozen[lp] > 0) heap.push_back(entry(w.left[lp] / w.load[lp], static_cast<uint32_t>(lp)));
   std::make_heap(heap.begin(), heap.end(), later);  // ((level, port) pairs: a total order)
   // a capped flow binds when the level reaches its ceiling per copy
-  auto cap_level = [&](uint32_t s) { return subs_[s].cap / subs_[s].weight; };
+  auto cap_level = [&](uint32_t i) { return w.cap[i] / w.weight[i]; };
   std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
   size_t next_cap = 0;
-  size_t left = subs.size();
-  auto level_of = [&](const PortState& ps) { return ps.left / ps.load; };
-  auto freeze = [&](uint32_t s, double level, uint32_t bneck) {
-    Subflow& sf = subs_[s];
-    const double rate = level * sf.weight;
-    sf.frozen = true;
-    sf.next_rate = rate;
-    sf.next_bneck = bneck;
+  size_t left = ns;
+  auto level_of = [&](uint32_t lp) { return w.left[lp] / w.load[lp]; };
+  auto freeze = [&](uint32_t i, double level, uint32_t bneck) {
+    const double rate = level * w.weight[i];
+    w.frozen[i] = 1;
+    w.rate[i] = rate;
+    w.bneck[i] = bneck;
     --left;
-    for (size_t h = 0; h < sf.ports.size(); ++h) {
-      const uint32_t p = sf.ports[h];
-      PortState& ps = ports_[p];
-      ps.left = std::max(0.0, ps.left - rate * sf.coef[h]);
-      if (--ps.unfrozen > 0) {
-        ps.load = std::max(ps.load - sf.coef[h] * sf.weight, 1e-300);
+    for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) {
+      const uint32_t lp = w.sub_port[k];
+      w.left[lp] = std::max(0.0, w.left[lp] - rate * w.sub_coef[k]);
+      if (--w.unfrozen[lp] > 0) {
+        w.load[lp] = std::max(w.load[lp] - w.sub_coef[k] * w.weight[i], 1e-300);
       } else {
-        ps.load = 0;
+        w.load[lp] = 0;
       }
     }
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     while (!heap.empty()) {
-      const auto [level, p] = heap.front();
-      const PortState& ps = ports_[p];
-      if (ps.unfrozen > 0 && level == level_of(ps)) break;
+      const double level = heap.front().first;
+      const uint32_t lp = static_cast<uint32_t>(heap.front().second);
+      if (w.unfrozen[lp] > 0 && level == level_of(lp)) break;
       pop();
-      if (ps.unfrozen > 0) push(level_of(ps), p);  // risen since pushed
+      if (w.unfrozen[lp] > 0) push(level_of(lp), lp);  // risen since pushed
     }
-    while (next_cap < capped.size() && subs_[capped[next_cap]].frozen) ++next_cap;
+    while (next_cap < capped.size() && w.frozen[capped[next_cap]]) ++next_cap;
     const double port_level = heap.empty() ? kInf : heap.front().first;
     const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
     if (cap < port_level) {
@@ -635,11 +671,11 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       continue;
     }
     if (heap.empty()) break;  // (every flow crosses a port: not reached)
-    const uint32_t p = heap.front().second;
+    const uint32_t lp = static_cast<uint32_t>(heap.front().second);
     pop();
-    // (freeze() pushes fresh entries; the port's own list is not changed by it)
-    for (const auto& [s, h] : ports_[p].subs)
-      if (!subs_[s].frozen) freeze(s, port_level, p);
+    // (freeze() pushes nothing; the port's own list is not changed by it)
+    for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)
+      if (!w.frozen[w.port_sub[k]]) freeze(w.port_sub[k], port_level, lp);
   }
 }
 
@@ -675,7 +711,10 @@ void FlowNetwork::topology_changed() {
     const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
     const Subflow& sf = subs_[s];
     const bool blocked = !ps.reached || ps.ports.empty();
-    if (sf.blocked == blocked && sf.ports == ps.ports && sf.coef == ps.coef) {
+    bool same = sf.blocked == blocked && sf.nhops == ps.ports.size();
+    for (size_t h = 0; same && h < sf.nhops; ++h)
+      same = sf.hops()[h].port == ps.ports[h] && sf.hops()[h].coef == ps.coef[h];
+    if (same) {
       if (!blocked) dirty_sub(s);
       continue;
     }
@@ -830,7 +869,8 @@ std::vector<double> FlowNetwork::port_bytes() const {
     const Subflow& sf = subs_[s];
     const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     const double bytes = sf.accounted - sf.remaining + moved;  // since its bytes were last added
-    for (size_t h = 0; h < sf.ports.size(); ++h) out[sf.ports[h]] += bytes * sf.coef[h];
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) out[hops[h].port] += bytes * hops[h].coef;
   }
   return out;
 }

@@ -196,31 +196,41 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
  private:
   enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
 
+  /// One port a subflow's paths cross: its position in the port's list, and the share of
+  /// the flow's frames crossing it.
+  struct Hop {
+    uint32_t port;
+    uint32_t slot;  ///< position in ports_[port].subs
+    double coef;
+  };
+  /// Hops kept inside the Subflow record (a flow's paths cross 2-11 ports on the built-in
+  /// fabrics); more go to a vector beside it.
+  static constexpr uint32_t kInlineHops = 8;
   /// A flow while it sends (the struct keeps the name from when a flow had one per path: now
-  /// it has one, replaced by a new one when a topology change re-routes it).
-  struct Subflow {
+  /// it has one, replaced by a new one when a topology change re-routes it). The fields a
+  /// recomputation reads (flags, weight, cap, bottleneck, hops) come first and the hops sit
+  /// in the record, so gathering a component reads one or two cache lines per subflow, not
+  /// three separate arrays.
+  struct alignas(64) Subflow {
     uint32_t flow = kNone;
-    bool active = false;
-    bool blocked = false;  ///< no path to the destination now
-    double remaining = 0;  ///< wire bytes left to send
-    double accounted = 0;  ///< `remaining` when its bytes sent were last added to its ports (account)
-    double rate = 0;       ///< bit/s
-    double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
-    double weight = 1;     ///< its flow's copies: it takes weight x the fair share
-    SimTime last = 0;      ///< when remaining was last settled
-    SimTime finish_at = -1;
-    uint32_t active_pos = 0;      ///< index in active_
-    std::vector<uint32_t> ports;  ///< every port its paths cross, once
-    std::vector<double> coef;     ///< per port: the share of its frames crossing it
-    std::vector<uint32_t> slot;   ///< position in each port's list
-    // water-filling scratch
     /// The port whose saturation fixes its rate (kNone: its own cap, or not computed yet).
     /// While it holds, no change elsewhere can raise the rate: see remove_subflow.
     uint32_t bneck = kNone;
-    uint64_t mark = 0;
-    bool frozen = false;
-    double next_rate = 0;
-    uint32_t next_bneck = kNone;
+    uint32_t active_pos = 0;  ///< index in active_
+    uint16_t nhops = 0;
+    bool active = false;
+    bool blocked = false;  ///< no path to the destination now
+    double weight = 1;     ///< its flow's copies: it takes weight x the fair share
+    double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
+    Hop inline_hops[kInlineHops];
+    double rate = 0;       ///< bit/s
+    SimTime finish_at = -1;
+    double remaining = 0;  ///< wire bytes left to send
+    double accounted = 0;  ///< `remaining` when its bytes sent were last added to its ports (account)
+    SimTime last = 0;      ///< when remaining was last settled
+    std::vector<Hop> spill;  ///< the hops when there are more than kInlineHops
+    Hop* hops() { return nhops <= kInlineHops ? inline_hops : spill.data(); }
+    const Hop* hops() const { return nhops <= kInlineHops ? inline_hops : spill.data(); }
   };
   struct PortState {
     std::vector<std::pair<uint32_t, uint32_t>> subs;  ///< (subflow, hop index)
@@ -228,11 +238,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double bytes = 0;        ///< wire bytes carried
     double busy_ps = 0;      ///< time busy up to the last capacity change, when bytes was
     double bytes_mark = 0;   ///< bytes_mark (busy time since: the bytes after it at capacity)
-    uint64_t mark = 0;
-    // water-filling scratch
-    double left = 0;
-    double load = 0;        ///< sum of the unfrozen flows' coefficients
-    uint32_t unfrozen = 0;  ///< how many (load is exactly 0 with them gone)
+    uint32_t bnecks = 0;   ///< subflows whose bottleneck it is (Subflow::bneck)
+    uint64_t mark = 0;     ///< the recomputation that last reached it
+    uint32_t local = 0;    ///< its index in that recomputation's component (comp_ports_)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
@@ -335,7 +343,34 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
-  std::vector<std::pair<double, uint32_t>> heap_;
+  std::vector<std::pair<double, uint64_t>> heap_;
+  /// Per subflow slot: the recomputation that last reached it and its index in that
+  /// component (beside subs_, so the walk over a port's list reads 16 bytes per subflow).
+  struct Mark {
+    uint64_t mark = 0;
+    uint32_t local = 0;
+  };
+  std::vector<Mark> sub_mark_;
+  /// One component, gathered by recompute for water_fill, by local index (comp_subs_,
+  /// comp_ports_ order): CSR lists sub -> (port, coefficient) and port -> subs, the inputs
+  /// (weight, cap) and the fill's state and outputs (rate, bottleneck).
+  struct Fill {
+    std::vector<double> weight, cap, sub_coef;
+    std::vector<uint32_t> sub_port, sub_end, port_sub, port_end;
+    std::vector<double> left, load, rate;  ///< (load: the unfrozen flows' coefficients x weights)
+    std::vector<uint32_t> unfrozen, bneck;  ///< (unfrozen: how many; load is exactly 0 with them gone)
+    std::vector<uint8_t> frozen;
+    void clear() {
+      weight.clear();
+      cap.clear();
+      sub_coef.clear();
+      sub_port.clear();
+      sub_end.clear();
+      port_sub.clear();
+      port_end.clear();
+    }
+  };
+  Fill fill_;
   bool recompute_pending_ = false;
   uint64_t mark_ = 0;
 
