@@ -327,6 +327,7 @@ def test_a_failed_nic_spreads_its_flow_over_the_servers_other_nics():
     # GPU 3's NIC is down: its frames cross NVLink and leave through the 7 other NICs of its
     # server, frame by frame (round-robin, as the packet engine relays them), and the flow is
     # paced at its own NIC's rate: 200 Gb/s in all, 1/7 of its wire bytes on each other NIC.
+    # (Its paths cross more ports than a subflow keeps in its record: the hops beside it.)
     fab = rf.topologies.FatTree(16)
     spec = fab.to_spec()
     flows = rf.Flows([3], [12], [70 * MB])
