@@ -34,6 +34,40 @@ constexpr double kRateEps = 1e-12;
 constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 /// Cached path sets kept at most (between topology changes, which clear them).
 constexpr size_t kPathCacheMax = 1 << 18;
+
+/// The filling's heap of ports: a 4-ary min-heap of (level, key) pairs in a vector (half the
+/// depth of a binary one), with replace_top, which re-keys a stale top in one sift where a
+/// pop and a push took two (nothing else is pushed once it is built). Keys are unique (one entry per port at most), so the pops come
+/// in the one order of the pairs, whatever the heap's shape.
+using LevelEntry = std::pair<double, uint64_t>;
+void heap_down(std::vector<LevelEntry>& h, size_t i) {
+  const size_t n = h.size();
+  const LevelEntry e = h[i];
+  for (;;) {
+    const size_t c = 4 * i + 1;
+    if (c >= n) break;
+    size_t best = c;
+    for (size_t j = c + 1; j < std::min(c + 4, n); ++j)
+      if (h[j] < h[best]) best = j;
+    if (!(h[best] < e)) break;
+    h[i] = h[best];
+    i = best;
+  }
+  h[i] = e;
+}
+void heap_build(std::vector<LevelEntry>& h) {
+  if (h.size() < 2) return;
+  for (size_t i = (h.size() - 2) / 4 + 1; i-- > 0;) heap_down(h, i);
+}
+void heap_pop(std::vector<LevelEntry>& h) {
+  h.front() = h.back();
+  h.pop_back();
+  if (!h.empty()) heap_down(h, 0);
+}
+void heap_replace_top(std::vector<LevelEntry>& h, const LevelEntry& e) {
+  h.front() = e;
+  heap_down(h, 0);
+}
 }  // namespace
 
 FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg,
@@ -626,24 +660,15 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   // fill goes in increasing L, and freezing a flow at the current (smallest) L can only
   // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
   // L <= left / load), so a heap entry is never above its port's level: an entry that
-  // comes up below it is pushed again at the new level, and freezing pushes nothing.
+  // comes up below it is re-keyed to the new level, and freezing pushes nothing.
   // Works on the local arrays recompute gathered (fill_); ties between ports at one level
   // go by global port id, as they did over the port records.
   Fill& w = fill_;
   const size_t ns = subs.size(), np = ports.size();
-  using Entry = std::pair<double, uint64_t>;  // (level, global port << 32 | local port)
-  std::vector<Entry>& heap = heap_;  // a min-heap (std::greater), reused across calls
+  // (level, global port << 32 | local port)
+  std::vector<LevelEntry>& heap = heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
   heap.clear();
-  const auto later = std::greater<Entry>{};
-  auto entry = [&](double level, uint32_t lp) { return Entry{level, (uint64_t{ports[lp]} << 32) | lp}; };
-  auto push = [&](double level, uint32_t lp) {
-    heap.push_back(entry(level, lp));
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  auto pop = [&] {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    heap.pop_back();
-  };
+  auto entry = [&](double level, uint32_t lp) { return LevelEntry{level, (uint64_t{ports[lp]} << 32) | lp}; };
   w.left.resize(np);
   w.load.assign(np, 0.0);
   w.unfrozen.resize(np);
@@ -663,7 +688,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   }
   for (size_t lp = 0; lp < np; ++lp)
     if (w.unfrozen[lp] > 0) heap.push_back(entry(w.left[lp] / w.load[lp], static_cast<uint32_t>(lp)));
-  std::make_heap(heap.begin(), heap.end(), later);  // ((level, port) pairs: a total order)
+  heap_build(heap);  // ((level, port) pairs: a total order)
   // a capped flow binds when the level reaches its ceiling per copy
   auto cap_level = [&](uint32_t i) { return w.cap[i] / w.weight[i]; };
   std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
@@ -692,8 +717,11 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       const double level = heap.front().first;
       const uint32_t lp = static_cast<uint32_t>(heap.front().second);
       if (w.unfrozen[lp] > 0 && level == level_of(lp)) break;
-      pop();
-      if (w.unfrozen[lp] > 0) push(level_of(lp), lp);  // risen since pushed
+      if (w.unfrozen[lp] > 0) {
+        heap_replace_top(heap, entry(level_of(lp), lp));  // risen since pushed
+      } else {
+        heap_pop(heap);
+      }
     }
     while (next_cap < capped.size() && w.frozen[capped[next_cap]]) ++next_cap;
     const double port_level = heap.empty() ? kInf : heap.front().first;
@@ -704,7 +732,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
     }
     if (heap.empty()) break;  // (every flow crosses a port: not reached)
     const uint32_t lp = static_cast<uint32_t>(heap.front().second);
-    pop();
+    heap_pop(heap);
     // (freeze() pushes nothing; the port's own list is not changed by it)
     for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)
       if (!w.frozen[w.port_sub[k]]) freeze(w.port_sub[k], port_level, lp);
