@@ -37,8 +37,9 @@ constexpr size_t kPathCacheMax = 1 << 18;
 
 /// The filling's heap of ports: a 4-ary min-heap of (level, key) pairs in a vector (half the
 /// depth of a binary one), with replace_top, which re-keys a stale top in one sift where a
-/// pop and a push took two (nothing else is pushed once it is built). Keys are unique (one entry per port at most), so the pops come
-/// in the one order of the pairs, whatever the heap's shape.
+/// pop and a push took two (nothing else is pushed once it is built). Keys are unique (one
+/// entry per port at most), so the pops come in the one order of the pairs, whatever the
+/// heap's shape.
 using LevelEntry = std::pair<double, uint64_t>;
 void heap_down(std::vector<LevelEntry>& h, size_t i) {
   const size_t n = h.size();
