@@ -568,9 +568,6 @@ void FlowNetwork::recompute() {
     const Subflow& sf = subs_[s];
     w.weight.push_back(sf.weight);
     w.cap.push_back(sf.cap);
-    w.old_rate.push_back(sf.rate);
-    w.old_finish.push_back(sf.finish_at);
-    w.old_bneck.push_back(sf.bneck);
     const Hop* hops = sf.hops();
     for (size_t h = 0; h < sf.nhops; ++h) {
       w.sub_port.push_back(visit_port(hops[h].port));
@@ -579,52 +576,23 @@ void FlowNetwork::recompute() {
     w.sub_end.push_back(static_cast<uint32_t>(w.sub_port.size()));
     return m.local;
   };
-  // (the records are read one after another at random: each is asked for a few steps ahead)
-  constexpr size_t kAhead = 4;
-  auto prefetch_sub = [&](uint32_t s) {
-    const char* at = reinterpret_cast<const char*>(&subs_[s]);
-    __builtin_prefetch(at);
-    __builtin_prefetch(at + 64);
-  };
-  for (size_t i = 0; i < seed_subs_.size(); ++i) {
-    if (i + kAhead < seed_subs_.size()) prefetch_sub(seed_subs_[i + kAhead]);
-    const uint32_t s = seed_subs_[i];
+  for (const uint32_t s : seed_subs_)
     if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
-  }
   for (const uint32_t p : seed_ports_) visit_port(p);
   seed_subs_.clear();
   seed_ports_.clear();
   // (every subflow in a port's list is active and has a path: blocked ones are not attached)
   for (size_t i = 0; i < comp_ports.size(); ++i) {
-    const auto& list = ports_[comp_ports[i]].subs;
-    const size_t n = list.size();
-    for (size_t k = 0; k < n; ++k) {
-      if (k + 2 * kAhead < n) __builtin_prefetch(&sub_mark_[list[k + 2 * kAhead].first]);
-      if (k + kAhead < n && sub_mark_[list[k + kAhead].first].mark != mark) prefetch_sub(list[k + kAhead].first);
-      w.port_sub.push_back(visit_sub(list[k].first));
-    }
+    for (const auto& [s, h] : ports_[comp_ports[i]].subs) w.port_sub.push_back(visit_sub(s));
     w.port_end.push_back(static_cast<uint32_t>(w.port_sub.size()));
   }
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
   water_fill(comp_subs, comp_ports);
-  // Only the subflows whose bottleneck or rate changed (or that have no finish queued) are
-  // touched again, found from the values gathered in the walk.
   const SimTime now = eng_.now();
-  std::vector<uint32_t>& changed = capped_;  // (the fill is done with it)
-  changed.clear();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
-    const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
-    const double r = w.rate[i], old = w.old_rate[i];
-    if (bneck != w.old_bneck[i] || w.old_finish[i] < now || std::abs(r - old) > kRateEps * std::max(r, old))
-      changed.push_back(static_cast<uint32_t>(i));
-  }
-  for (size_t j = 0; j < changed.size(); ++j) {
-    if (j + kAhead < changed.size()) prefetch_sub(comp_subs[changed[j + kAhead]]);
-    const size_t i = changed[j];
-    const uint32_t s = comp_subs[i];
-    Subflow& sf = subs_[s];
+    Subflow& sf = subs_[comp_subs[i]];
     const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
     if (bneck != sf.bneck) {
       if (sf.bneck != kNone) --ports_[sf.bneck].bnecks;
@@ -633,10 +601,10 @@ void FlowNetwork::recompute() {
     }
     const double r = w.rate[i];
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
-    settle(s);  // (at the rate it had since it was last settled; unchanged rates need none)
+    settle(comp_subs[i]);  // (at the rate it had since it was last settled; unchanged rates need none)
     sf.rate = r;
     ++counters_.rate_updates;
-    schedule_finish(s);
+    schedule_finish(comp_subs[i]);
   }
 }
 

@@ -355,9 +355,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// comp_ports_ order): CSR lists sub -> (port, coefficient) and port -> subs, the inputs
   /// (weight, cap) and the fill's state and outputs (rate, bottleneck).
   struct Fill {
-    std::vector<double> weight, cap, sub_coef, old_rate;
-    std::vector<SimTime> old_finish;
-    std::vector<uint32_t> old_bneck;  ///< (the subflows' values before the fill)
+    std::vector<double> weight, cap, sub_coef;
     std::vector<uint32_t> sub_port, sub_end, port_sub, port_end;
     std::vector<double> left, load, rate;  ///< (load: the unfrozen flows' coefficients x weights)
     std::vector<uint32_t> unfrozen, bneck;  ///< (unfrozen: how many; load is exactly 0 with them gone)
@@ -365,9 +363,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     void clear() {
       weight.clear();
       cap.clear();
-      old_rate.clear();
-      old_finish.clear();
-      old_bneck.clear();
       sub_coef.clear();
       sub_port.clear();
       sub_end.clear();
