@@ -12,6 +12,12 @@ D1 misses and misses past a 1 MiB L2 (--ll) per packet-hop.
     python bench/bench_scale.py                          # 1024, 4096, 16384 GPUs
     python bench/bench_scale.py --gpus 1024 4096 --reps 5
     python bench/bench_scale.py --gpus 1024 4096 --reps 1 --size 524288 --valgrind
+    python bench/bench_scale.py --gpus 1024 2048 4096 --probe   # with the host's cache curve
+
+--probe builds bench/cache_probe.cpp (with $CXX, else c++) and prints, before and after the
+runs, the latency of a dependent random walk over 1 to 64 MiB: where it jumps is the cache
+this process gets on this host at that moment (the L3 is shared with other tenants of a
+cloud host), which is what decides how the engine's speed holds from one size to the next.
 
 callgrind's cache model (--cache-sim=yes: the host's L1, and --ll as the last level) is a
 simulation, not the hardware's counters (perf stat sees no hardware events in the development VM);
@@ -107,6 +113,22 @@ def callgrind(gpus: int, size: int, ll: str) -> dict:
     }
 
 
+def probe(sizes_mib: list[float]) -> None:
+    """Build and run cache_probe.cpp: ns per dependent load over each working-set size."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cache_probe.cpp")
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "cache_probe")
+        subprocess.run([os.environ.get("CXX", "c++"), "-O2", "-o", exe, src], check=True)
+        out = subprocess.run([exe, *map(str, sizes_mib)], check=True, capture_output=True, text=True).stdout
+    print("cache probe (random dependent loads; where the latency jumps is the cache this process gets):")
+    for line in out.rstrip().splitlines():
+        print("   " + line)
+    sys.stdout.flush()
+
+
+PROBE_MIB = [1, 2, 4, 8, 12, 16, 24, 32, 64]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, nargs="+", default=[1024, 4096, 16384])
@@ -119,17 +141,22 @@ def main(argv=None) -> int:
         help="callgrind's last-level cache (size,assoc,line); default a 1 MiB 16-way L2, the "
         "development machine's per-core L2: its misses are what goes to L3 or memory",
     )
+    ap.add_argument(
+        "--probe", action="store_true", help="print the host's cache curve before and after (cache_probe.cpp)"
+    )
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
         print(json.dumps(one(args.child, args.size)))
         return 0
+    if args.probe:
+        probe(PROBE_MIB)
     print(
         f"permutation, {args.size / 2**20:g} MiB per GPU, FatTree 200 Gb/s, 9216 B MTU, RoCE; medians of {args.reps}"
     )
     head = (
         f"{'gpus':>6} {'radix':>5} {'events':>12} {'packet-hops':>12} {'engine s':>9} {'cpu s':>7} {'Mev/s':>7} "
-        f"{'Mhops/s':>8} {'pre-run MB':>10} {'peak MB':>8}"
+        f"{'Mhops/s':>8} {'ns/event':>8} {'pre-run MB':>10} {'peak MB':>8}"
         + (f" {'Ir/hop':>7} {'D1 miss/hop':>11} {'L2 miss/hop':>11}" if args.valgrind else "")
     )
     print(head)
@@ -145,7 +172,7 @@ def main(argv=None) -> int:
         first = first or ev_s
         line = (
             f"{gpus:>6} {r['radix']:>5} {r['events']:>12,} {r['packet_hops']:>12,} {wall:>9.3f} {cpu:>7.3f} "
-            f"{ev_s / 1e6:>7.2f} {r['packet_hops'] / wall / 1e6:>8.2f} {r['rss_before_run'] / 2**20:>10.1f} "
+            f"{ev_s / 1e6:>7.2f} {r['packet_hops'] / wall / 1e6:>8.2f} {1e9 / ev_s:>8.1f} {r['rss_before_run'] / 2**20:>10.1f} "
             f"{rss / 2**20:>8.1f}"
         )
         if args.valgrind:
@@ -158,6 +185,8 @@ def main(argv=None) -> int:
             + f"   (events/s x{ev_s / first:.2f} of the first size; walls {[round(x['wall_s'], 3) for x in runs]})"
         )
         sys.stdout.flush()
+    if args.probe:
+        probe(PROBE_MIB)
     return 0
 
 
