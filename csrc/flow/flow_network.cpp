@@ -15,6 +15,7 @@
 #include "flow/flow_network.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <functional>
@@ -35,12 +36,21 @@ constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 /// Cached path sets kept at most (between topology changes, which clear them).
 constexpr size_t kPathCacheMax = 1 << 18;
 
-/// The filling's heap of ports: a 4-ary min-heap of (level, key) pairs in a vector (half the
-/// depth of a binary one), with replace_top, which re-keys a stale top in one sift where a
-/// pop and a push took two (nothing else is pushed once it is built). Keys are unique (one
-/// entry per port at most), so the pops come in the one order of the pairs, whatever the
-/// heap's shape.
-using LevelEntry = std::pair<double, uint64_t>;
+/// The filling's heap of ports: a 4-ary min-heap in a vector (half the depth of a binary
+/// one), with replace_top, which re-keys a stale top in one sift where a pop and a push took
+/// two (nothing else is pushed once it is built). An entry is a port's level and its key
+/// (global port << 32 | local port) as one unsigned 128-bit integer, the level's bits above:
+/// a level is never negative nor NaN, so its bits order as it does, and one integer
+/// comparison orders the pairs without the branches a (double, key) pair's takes on the
+/// double's equality. Keys are unique (one entry per port at most), so the pops come in the
+/// one order of the pairs, whatever the heap's shape.
+using LevelEntry = unsigned __int128;
+LevelEntry level_entry(double level, uint64_t key) {
+  RF_DCHECK(!std::signbit(level) && !std::isnan(level));
+  return (LevelEntry{std::bit_cast<uint64_t>(level)} << 64) | key;
+}
+double entry_level(LevelEntry e) { return std::bit_cast<double>(static_cast<uint64_t>(e >> 64)); }
+uint32_t entry_local(LevelEntry e) { return static_cast<uint32_t>(e); }
 void heap_down(std::vector<LevelEntry>& h, size_t i) {
   const size_t n = h.size();
   const LevelEntry e = h[i];
@@ -48,10 +58,15 @@ void heap_down(std::vector<LevelEntry>& h, size_t i) {
     const size_t c = 4 * i + 1;
     if (c >= n) break;
     size_t best = c;
-    for (size_t j = c + 1; j < std::min(c + 4, n); ++j)
-      if (h[j] < h[best]) best = j;
-    if (!(h[best] < e)) break;
-    h[i] = h[best];
+    LevelEntry least = h[c];
+    for (size_t j = c + 1; j < std::min(c + 4, n); ++j) {
+      const LevelEntry v = h[j];
+      const bool lower = v < least;  // (selected, not branched on)
+      least = lower ? v : least;
+      best = lower ? j : best;
+    }
+    if (!(least < e)) break;
+    h[i] = least;
     i = best;
   }
   h[i] = e;
@@ -65,7 +80,7 @@ void heap_pop(std::vector<LevelEntry>& h) {
   h.pop_back();
   if (!h.empty()) heap_down(h, 0);
 }
-void heap_replace_top(std::vector<LevelEntry>& h, const LevelEntry& e) {
+void heap_replace_top(std::vector<LevelEntry>& h, LevelEntry e) {
   h.front() = e;
   heap_down(h, 0);
 }
@@ -637,7 +652,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   // (level, global port << 32 | local port)
   std::vector<LevelEntry>& heap = heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
   heap.clear();
-  auto entry = [&](double level, uint32_t lp) { return LevelEntry{level, (uint64_t{ports[lp]} << 32) | lp}; };
+  auto entry = [&](double level, uint32_t lp) { return level_entry(level, (uint64_t{ports[lp]} << 32) | lp); };
   w.left.resize(np);
   w.load.assign(np, 0.0);
   w.unfrozen.resize(np);
@@ -683,8 +698,8 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
     while (!heap.empty()) {
-      const double level = heap.front().first;
-      const uint32_t lp = static_cast<uint32_t>(heap.front().second);
+      const double level = entry_level(heap.front());
+      const uint32_t lp = entry_local(heap.front());
       if (w.unfrozen[lp] > 0 && level == level_of(lp)) break;
       if (w.unfrozen[lp] > 0) {
         heap_replace_top(heap, entry(level_of(lp), lp));  // risen since pushed
@@ -693,14 +708,14 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       }
     }
     while (next_cap < capped.size() && w.frozen[capped[next_cap]]) ++next_cap;
-    const double port_level = heap.empty() ? kInf : heap.front().first;
+    const double port_level = heap.empty() ? kInf : entry_level(heap.front());
     const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
     if (cap < port_level) {
       freeze(capped[next_cap], cap, kNone);
       continue;
     }
     if (heap.empty()) break;  // (every flow crosses a port: not reached)
-    const uint32_t lp = static_cast<uint32_t>(heap.front().second);
+    const uint32_t lp = entry_local(heap.front());
     heap_pop(heap);
     // (freeze() pushes nothing; the port's own list is not changed by it)
     for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)

@@ -343,7 +343,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
-  std::vector<std::pair<double, uint64_t>> heap_;
+  std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (flow_network.cpp)
   /// Per subflow slot: the recomputation that last reached it and its index in that
   /// component (beside subs_, so the walk over a port's list reads 16 bytes per subflow).
   struct Mark {
