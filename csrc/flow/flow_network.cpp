@@ -685,14 +685,14 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
     w.rate[i] = rate;
     w.bneck[i] = bneck;
     --left;
+    // (selections, not branches: std::max's, and whether the port has unfrozen flows left)
     for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) {
       const uint32_t lp = w.sub_port[k];
-      w.left[lp] = std::max(0.0, w.left[lp] - rate * w.sub_coef[k]);
-      if (--w.unfrozen[lp] > 0) {
-        w.load[lp] = std::max(w.load[lp] - w.sub_coef[k] * w.weight[i], 1e-300);
-      } else {
-        w.load[lp] = 0;
-      }
+      const double left_after = w.left[lp] - rate * w.sub_coef[k];
+      w.left[lp] = 0.0 < left_after ? left_after : 0.0;
+      const double load_after = w.load[lp] - w.sub_coef[k] * w.weight[i];
+      const double load_kept = load_after < 1e-300 ? 1e-300 : load_after;
+      w.load[lp] = --w.unfrozen[lp] > 0 ? load_kept : 0.0;
     }
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
