@@ -10,6 +10,7 @@
 //   c++ -O2 -o cache_probe cache_probe.cpp && ./cache_probe 0.25 1 4 8 16 32 64
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
