@@ -18,7 +18,6 @@
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <functional>
 
 #include "engine/check.hpp"
 
