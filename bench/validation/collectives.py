@@ -293,8 +293,7 @@ CASES: list[Case] = [
         source=f"nccl-tests #119 (Yujaeseo, 2022-11-17), all_reduce_perf table, row 131072008 ({NCCL_TESTS}119)",
         note=(
             "two GPUs share each real NIC (rfabric has one NIC per GPU, so 4x200G is modelled as "
-            "8x100G); the user's cluster runs below sjeaugey's 24 GB/s per 200G NIC, which the "
-            "nic-200g rows match"
+            "8x100G: same bandwidth per server, half the rate per NIC); " + NIC_GAP
         ),
         simulate=busbw("all_reduce", 3, "100Gbps", A100, 131_072_008, "ring"),
     ),
@@ -402,6 +401,7 @@ CASES: list[Case] = [
         for kind, ep, lat, size in (
             ("dispatch", 16, 118.0, DEEPEP_LL_DISPATCH_BYTES),
             ("dispatch", 64, 173.0, DEEPEP_LL_DISPATCH_BYTES),
+            ("dispatch", 128, 192.0, DEEPEP_LL_DISPATCH_BYTES),
             ("dispatch", 256, 194.0, DEEPEP_LL_DISPATCH_BYTES),
             ("combine", 16, 195.0, DEEPEP_LL_COMBINE_BYTES),
             ("combine", 256, 360.0, DEEPEP_LL_COMBINE_BYTES),
