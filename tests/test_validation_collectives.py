@@ -97,3 +97,17 @@ def test_table_reports_held_out_errors(mod, quick_rows):
     assert f"held-out rows: {len(quick_rows)}" in text
     r = quick_rows[0]
     assert mod.error_pct(r) == pytest.approx((r["simulated"] - r["measured"]) / r["measured"] * 100)
+
+
+def test_docs_table_lists_every_measurement(mod):
+    """docs/validation-collectives.md's table has each case, with its measured value and unit
+    (its simulated column is re-run with --markdown; the measurements must not drift)."""
+    doc = (PATH.parent.parent.parent / "docs" / "validation-collectives.md").read_text()
+    table = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[-1] in ("yes", "no"):
+            table[cells[0]] = (float(cells[1]), cells[2], cells[-1] == "yes")
+    for c in mod.cases():
+        assert table.get(c.what) == (c.measured, c.unit, c.calibrated), c.key
+    assert len(table) == len(mod.cases())

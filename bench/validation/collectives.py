@@ -445,21 +445,46 @@ def format_table(rows_: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_markdown(rows_: list[dict]) -> str:
+    """The table as docs/validation-collectives.md shows it (setups and sources: ``--list``)."""
+    lines = [
+        "| what | measured | unit | simulated | error | calibrated |",
+        "|---|---:|---|---:|---:|---|",
+    ]
+    for r in rows_:
+        lines.append(
+            f"| {r['what']} | {r['measured']:g} | {r['unit']} | {r['simulated']:.2f} | "
+            f"{error_pct(r):+.1f}% | {'yes' if r['calibrated'] else 'no'} |"
+        )
+    held = [abs(error_pct(r)) for r in rows_ if not r["calibrated"]]
+    if held:
+        lines.append("")
+        lines.append(
+            f"Held-out rows: {len(held)}; median |error| {statistics.median(held):.1f}%, "
+            f"max {max(held):.1f}%; {sum(e <= 15 for e in held)} of {len(held)} within 15%."
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="only the fast subset (a few seconds)")
     ap.add_argument("--only", help="only rows whose key contains this text (e.g. deepep, nvl, nic)")
     ap.add_argument("--list", action="store_true", help="list the rows' keys and sources, simulate nothing")
+    ap.add_argument("--markdown", action="store_true", help="print the docs page's Markdown table")
     args = ap.parse_args(argv)
     if args.list:
         for c in cases(quick=args.quick, only=args.only):
-            print(f"{c.key:<24} {c.measured:>8g} {c.unit:<40} {c.source}")
+            print(
+                f"{c.key}: {c.what} = {c.measured:g} {c.unit}\n  hardware: {c.hardware}\n  setup: {c.setup}"
+            )
+            print(f"  source: {c.source}\n  model lacks: {c.note}\n  calibrated: {c.calibrated}")
         return 0
     out = rows(quick=args.quick, only=args.only)
     if not out:
         print("no rows match", file=sys.stderr)
         return 1
-    print(format_table(out))
+    print(format_markdown(out) if args.markdown else format_table(out))
     return 0 if all(math.isfinite(r["simulated"]) for r in out) else 1
 
 
