@@ -111,3 +111,8 @@ def test_docs_table_lists_every_measurement(mod):
     for c in mod.cases():
         assert table.get(c.what) == (c.measured, c.unit, c.calibrated), c.key
     assert len(table) == len(mod.cases())
+
+
+def test_every_setup_names_its_backend(mod):
+    for c in mod.cases():
+        assert re.search(r"(packet|flow) backend", c.full_setup), c.key

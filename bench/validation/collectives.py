@@ -71,13 +71,19 @@ def busbw(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm="
     def run() -> float:
         return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["busbw_GBps"]
 
+    run.backend = backend
     return run
 
 
 def busbw_per_nic(servers: int, nic: str, nvlink: str, size: int, algorithm="ring", backend="packet"):
     """all_reduce busbw divided by the NICs per server (the maintainers' per-NIC figure)."""
     total = busbw("all_reduce", servers, nic, nvlink, size, algorithm, backend)
-    return lambda: total() / GPUS_PER_SERVER
+
+    def run() -> float:
+        return total() / GPUS_PER_SERVER
+
+    run.backend = backend
+    return run
 
 
 def time_us(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm="auto", backend="packet"):
@@ -86,6 +92,7 @@ def time_us(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm
     def run() -> float:
         return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["time_us"]
 
+    run.backend = backend
     return run
 
 
@@ -100,6 +107,7 @@ def a2a_bottleneck_bw(servers: int, nic: str, nvlink: str, size: int, *, pxn=Tru
         peers = n - GPUS_PER_SERVER if servers > 1 else n - 1
         return size * peers / n / (op["time_us"] * 1e3)
 
+    run.backend = backend
     return run
 
 
@@ -107,6 +115,7 @@ def a2a_time_us(servers: int, nic: str, nvlink: str, size: int, *, pxn=True, bac
     def run() -> float:
         return _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)["time_us"]
 
+    run.backend = backend
     return run
 
 
@@ -126,12 +135,20 @@ class Case:
     calibrated: bool = False  # True only if an rfabric constant is set from this row
     quick: bool = False  # in the fast subset (tests, --quick)
 
+    @property
+    def full_setup(self) -> str:
+        """The setup, naming the rfabric backend that simulates it."""
+        backend = getattr(self.simulate, "backend", None)
+        if backend and "backend" not in self.setup:
+            return f"{self.setup}; {backend} backend"
+        return self.setup
+
     def row(self) -> dict:
         return {
             "group": GROUP,
             "what": self.what,
             "hardware": self.hardware,
-            "setup": self.setup,
+            "setup": self.full_setup,
             "measured": float(self.measured),
             "unit": self.unit,
             "source": self.source,
@@ -476,7 +493,7 @@ def main(argv=None) -> int:
     if args.list:
         for c in cases(quick=args.quick, only=args.only):
             print(
-                f"{c.key}: {c.what} = {c.measured:g} {c.unit}\n  hardware: {c.hardware}\n  setup: {c.setup}"
+                f"{c.key}: {c.what} = {c.measured:g} {c.unit}\n  hardware: {c.hardware}\n  setup: {c.full_setup}"
             )
             print(f"  source: {c.source}\n  model lacks: {c.note}\n  calibrated: {c.calibrated}")
         return 0
