@@ -987,13 +987,15 @@ def sweep(
         None: the fabric's initial circuits throughout.
         The row records its name.
     executor : {"local", "serial", "ray"}
+        "local" needs the ``if __name__ == "__main__":`` guard in a script (else SweepError).
     out : path or None
         Parquet file of the rows; ``OUT.parts/`` holds finished points until all are done, and
         a rerun resumes from them. None: keep nothing on disk (no resume).
     seed : int
         Sweep seed; each point's seeds derive from it (module docstring).
     progress : bool
-        A progress bar (tqdm) on stderr.
+        A progress bar (tqdm) on stderr, after a line saying how many points were resumed from
+        ``out`` and how many will run (also logged at INFO on ``rfabric.sweep``).
     workers : int, optional
         Processes (local) or CPUs of a local Ray instance; default all cores.
     prices : optional
@@ -1009,7 +1011,9 @@ def sweep(
     -------
     pyarrow.Table
         ``rfabric.results.SWEEP_SCHEMA``, one row per point in grid order (fabric, link,
-        gpus, workload, the last varying fastest).
+        gpus, workload, the last varying fastest). Its schema metadata ``rfabric.sweep.points``,
+        ``.resumed``, ``.ran`` and ``.replaced`` (run again because the saved row of the same
+        labels no longer matched its config_id) count the points.
     """
     _in_spawned_worker(where)
     if executor not in EXECUTORS:
