@@ -535,3 +535,37 @@ def test_controllers_by_name_per_fabric_same_rows_on_the_pool(tmp_path):
         rf.SpecError, match=r"controller.RFabric: unknown controller 'Oracle' \(known: .*UniformController"
     ):
         rf.sweep(**kw, controller={"RFabric": "Oracle"}, out=None)
+
+
+RESUME_SCRIPT = """
+import sys
+import rfabric as rf
+
+if __name__ == "__main__":
+    t = rf.sweep(fabrics=["FT", "RFabric"], links=["200Gbps"], gpus=[32], workload={TINY_RL!r}, controller="own",
+                 executor="serial", out=sys.argv[1], progress=False)
+    print(t.schema.metadata[b"rfabric.sweep.resumed"].decode(), t.schema.metadata[b"rfabric.sweep.ran"].decode())
+"""
+
+
+def test_a_second_process_resumes_every_point(tmp_path):
+    """config_id is the same in another interpreter (other hash seed): the digests hash bytes,
+    never Python's hash() or an object's address."""
+    import os
+    import subprocess
+
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT.format(TINY_RL=TINY_RL))
+    said = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONPATH=str(Path(rf.__file__).parent.parent), PYTHONHASHSEED=hash_seed)
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / "s.parquet")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout.split())
+    assert said == [["0", "2"], ["2", "0"]]
