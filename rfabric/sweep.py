@@ -869,7 +869,7 @@ def _broken_pool(exc) -> SweepError:
         )
     return SweepError(
         f"sweep: a worker process of the local executor died ({exc}): killed (out of memory?) or "
-        f"crashed; {started} point(s) finished and were kept (a rerun resumes from them); "
+        f"crashed; {started} point(s) had finished (with out=, saved: a rerun resumes from them); "
         "executor='serial' runs the points in this process and shows the error"
     )
 

@@ -352,6 +352,24 @@ def test_unpicklable_factories_are_named_for_process_executors():
         )
 
 
+def fat_tree_dying_in_workers(gpus, link):
+    """Kills the worker process that builds it at 24 GPUs (an out-of-memory kill, say)."""
+    import multiprocessing
+    import os
+
+    if gpus == 24 and multiprocessing.current_process().name != "MainProcess":
+        os._exit(9)
+    return rf.topologies.FatTree(gpus, link)
+
+
+def test_a_worker_that_dies_is_a_named_error():
+    grid = dict(fabrics={"FT": fat_tree_dying_in_workers}, links=["200Gbps"], gpus=[16, 24], workload=PERM)
+    with pytest.raises(rf.SweepError, match="worker process.*died.*executor='serial'") as info:
+        rf.sweep(**grid, executor="local", workers=1, out=None, progress=False)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert rf.sweep(**grid, executor="serial", out=None, progress=False).num_rows == 2  # what it says to do
+
+
 SCRIPT = """
 import rfabric as rf
 
