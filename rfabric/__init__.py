@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
 
 from . import bounds, controllers, cost, pareto, topology, traces, units
 from .collective import collective, op_trace
-from .errors import SpecError, TraceError
+from .errors import SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
 from .results import Results
@@ -43,6 +43,7 @@ __all__ = [
     "Results",
     "Simulation",
     "SpecError",
+    "SweepError",
     "Topology",
     "TraceError",
     "bounds",

@@ -477,6 +477,8 @@ def cmd_sweep(args) -> int:
     if args.no_progress:
         kwargs["progress"] = False
     table = pareto.front(sweep(**kwargs), by=["workload", "gpus"])
+    meta = table.schema.metadata or {}
+    ran = {k: meta.get(f"rfabric.sweep.{k}".encode(), b"?").decode() for k in ("resumed", "ran")}
     rows = table.to_pylist()
     for r in rows:
         r["iteration_ms"] = r["iteration_time_s"] * 1e3
@@ -501,7 +503,8 @@ def cmd_sweep(args) -> int:
         )
     )
     out = kwargs.get("out", "sweep.parquet")
-    print(f"{len(rows)} points; rows in {out}" if out else f"{len(rows)} points")
+    counted = f"{len(rows)} points ({ran['resumed']} resumed, {ran['ran']} run)"
+    print(f"{counted}; rows in {out}" if out else counted)
     if args.plot:
         path = Path(args.plot)
         groups = list(dict.fromkeys((r["workload"], r["gpus"]) for r in rows))

@@ -7,11 +7,17 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["SpecError", "TraceError", "read_toml"]
+__all__ = ["SpecError", "SweepError", "TraceError", "read_toml"]
 
 
 class SpecError(ValueError):
     """A topology, flow set, unit string or engine configuration is inconsistent."""
+
+
+class SweepError(SpecError):
+    """A sweep cannot run as asked: its process pool's workers died (a script without the
+    ``if __name__ == "__main__":`` guard, a killed or crashed worker), or a point's fabric
+    built differently in a worker than in the sweep's process."""
 
 
 class TraceError(ValueError):

@@ -5,6 +5,12 @@ most as expensive and at least as good, and strictly better in one of the two. `
 writes a table to Parquet or CSV; ``plot`` draws cost (x) against performance (y), one curve
 per fabric and one marker per link speed, with the front as a wide grey band (the paper's
 figure 16), to PNG, SVG or PDF with matplotlib's Agg backend (no display needed).
+
+Which way is better comes from the column's name (``direction``, used by both ``front`` and
+``plot``): costs (``*_usd``) and times (``*_s``, ``*_ps``) are minimised, throughputs
+(``throughput*``, ``*_per_s``, ``*_per_musd``) maximised; another column needs
+``higher_is_better=``. Rows of different workloads or scales are not comparable: ``front``
+gives each (``workload``, ``gpus``) its own front unless ``by=`` says otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import pyarrow as pa
 
 from .errors import SpecError
 
-__all__ = ["front", "export", "plot", "LABELS"]
+__all__ = ["front", "export", "plot", "direction", "LABELS", "DIRECTIONS", "DEFAULT_BY"]
 
 #: Axis labels (with units) of the sweep columns one usually plots.
 LABELS = {
@@ -31,6 +37,23 @@ LABELS = {
     "throughput_per_musd": "throughput per network dollar (iterations/s per M USD)",
 }
 
+#: Which way the sweep's columns are better: "min" (costs, times) or "max" (throughputs).
+#: Other names follow ``direction``'s suffix rules.
+DIRECTIONS = {
+    "network_cost_usd": "min",
+    "cluster_cost_usd": "min",
+    "iteration_time_s": "min",
+    "makespan_s": "min",
+    "throughput_iter_per_s": "max",
+    "samples_per_s": "max",
+    "throughput_per_musd": "max",
+}
+_MAX_SUFFIXES = ("_per_s", "_per_musd")
+_MIN_SUFFIXES = ("_usd", "_s", "_ps")
+
+#: Columns whose distinct values get separate fronts by default (when the table has them).
+DEFAULT_BY = ("workload", "gpus")
+
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
@@ -41,6 +64,54 @@ def _column(table: pa.Table, name: str, what: str) -> np.ndarray:
     if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
         raise SpecError(f"pareto: {what} column {name!r} is {col.type}, not numeric")
     return col.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls become NaN
+
+
+def direction(column: str) -> str:
+    """``"min"`` or ``"max"``: whether lower or higher values of ``column`` are better.
+    ``DIRECTIONS`` first; then throughputs (a name starting with ``throughput`` or ending in
+    ``_per_s`` or ``_per_musd``) are maximised, costs (``_usd``) and times (``_s``, ``_ps``)
+    minimised. Any other name raises SpecError: pass ``higher_is_better=``."""
+    if column in DIRECTIONS:
+        return DIRECTIONS[column]
+    if column.startswith("throughput") or column.endswith(_MAX_SUFFIXES):
+        return "max"
+    if column.endswith(_MIN_SUFFIXES):
+        return "min"
+    raise SpecError(
+        f"pareto: cannot tell whether higher or lower {column!r} is better (known: costs *_usd and "
+        "times *_s or *_ps are minimised, throughput* and *_per_s maximised); pass higher_is_better=True "
+        "or False"
+    )
+
+
+def _higher_is_better(perf: str, higher_is_better: bool | None) -> bool:
+    if higher_is_better is None:
+        return direction(perf) == "max"
+    if not isinstance(higher_is_better, (bool, np.bool_)):
+        raise SpecError(f"pareto: higher_is_better must be True, False or None, got {higher_is_better!r}")
+    return bool(higher_is_better)
+
+
+def _check_cost(cost: str) -> None:
+    try:
+        better = direction(cost)
+    except SpecError:
+        return  # a cost column of the user's: lower is better by definition
+    if better == "max":
+        raise SpecError(
+            f"pareto: cost column {cost!r} is better when higher (a throughput): give it as perf= and a "
+            "cost (e.g. network_cost_usd) as cost="
+        )
+
+
+def _groups(table: pa.Table, by) -> list[str]:
+    if by is None:
+        return [g for g in DEFAULT_BY if g in table.column_names]
+    groups = [by] if isinstance(by, str) else list(by)
+    for name in groups:
+        if name not in table.column_names:
+            raise SpecError(f"pareto: no 'by' column {name!r} (columns: {', '.join(table.column_names)})")
+    return groups
 
 
 def _front_mask(cost: np.ndarray, perf: np.ndarray) -> np.ndarray:
@@ -71,34 +142,53 @@ def front(
     table: pa.Table,
     cost: str = "network_cost_usd",
     perf: str = "throughput_iter_per_s",
-    higher_is_better: bool = True,
+    higher_is_better: bool | None = None,
     by=None,
 ) -> pa.Table:
     """Return ``table`` with a bool column ``pareto`` (replaced if present) marking its
-    non-dominated rows: lower ``cost`` is better, higher ``perf`` (or lower, with
-    ``higher_is_better=False``, e.g. for ``iteration_time_s``). Rows with a null or NaN
-    cost or performance are not on the front. ``by``: column name(s) whose distinct values
-    get separate fronts (e.g. ``"workload"``, whose performances are not comparable)."""
+    non-dominated rows: lower ``cost`` is better, and higher or lower ``perf`` as
+    ``higher_is_better`` says; None (default): as ``direction(perf)`` says (times such as
+    ``iteration_time_s`` lower, throughputs higher; another column raises SpecError asking for
+    it). Rows with a null or NaN cost or performance are not on the front.
+
+    ``by``: column name(s) whose distinct values get separate fronts. None (default): those of
+    ``DEFAULT_BY`` (``workload``, ``gpus``) the table has, since performances of different
+    workloads, and costs of different scales, are not comparable; ``by=[]``: one front over
+    all rows. The ``pareto`` field's metadata records cost, perf, direction and groups (what
+    ``plot`` checks its axes against)."""
     c = _column(table, cost, "cost")
     p = _column(table, perf, "performance")
-    if not higher_is_better:
+    _check_cost(cost)
+    higher = _higher_is_better(perf, higher_is_better)
+    if not higher:
         p = -p
     mask = np.zeros(table.num_rows, dtype=bool)
-    groups = [by] if isinstance(by, str) else list(by or [])
+    groups = _groups(table, by)
     if groups:
-        for name in groups:
-            if name not in table.column_names:
-                raise SpecError(f"pareto: no 'by' column {name!r}")
         keys = list(zip(*(table[g].to_pylist() for g in groups), strict=True))
         for key in dict.fromkeys(keys):
-            rows = np.array([k == key for k in keys])
-            idx = np.flatnonzero(rows)
+            idx = np.flatnonzero(np.array([k == key for k in keys], dtype=bool))
             mask[idx] = _front_mask(c[idx], p[idx])
     else:
         mask = _front_mask(c, p)
     if "pareto" in table.column_names:
         table = table.drop_columns(["pareto"])
-    return table.append_column(pa.field("pareto", pa.bool_()), pa.array(mask, pa.bool_()))
+    meta = {"cost": cost, "perf": perf, "higher_is_better": json.dumps(higher), "by": json.dumps(groups)}
+    field = pa.field("pareto", pa.bool_(), metadata={f"rfabric.pareto.{k}": v for k, v in meta.items()})
+    return table.append_column(field, pa.array(mask, pa.bool_()))
+
+
+def _front_meta(table: pa.Table) -> dict | None:
+    """What ``front`` recorded on the table's ``pareto`` field, or None (a column made otherwise)."""
+    md = table.schema.field("pareto").metadata or {}
+    out = {
+        k.decode()[len("rfabric.pareto.") :]: v.decode()
+        for k, v in md.items()
+        if k.startswith(b"rfabric.pareto.")
+    }
+    if not {"cost", "perf", "higher_is_better", "by"} <= set(out):
+        return None
+    return {**out, "higher_is_better": json.loads(out["higher_is_better"]), "by": json.loads(out["by"])}
 
 
 def export(table: pa.Table, path) -> Path:
@@ -147,7 +237,7 @@ def plot(
     cost: str = "network_cost_usd",
     perf: str = "throughput_iter_per_s",
     *,
-    higher_is_better: bool = True,
+    higher_is_better: bool | None = None,
     fabric: str = "fabric",
     link: str = "link_speed",
     title: str | None = None,
@@ -155,10 +245,17 @@ def plot(
     """Draw cost (x) against performance (y) to ``path`` (.png, .svg or .pdf).
 
     One curve per fabric (its points in cost order, one colour each), one marker per link
-    speed, and the Pareto front (over all rows) as a wide grey band behind them; two legends say
-    which colour is which fabric and which marker which speed. Axis labels carry units.
-    The table must hold a single workload (performances of different workloads are not
-    comparable); filter it first. Returns the matplotlib Figure.
+    speed, and the Pareto front as a wide grey band behind them (a line with gid ``"front"``
+    through the front's rows in cost order; one per group, gid ``"front:<group>"``, when the
+    front has several groups, e.g. scales); two legends say which colour is which fabric and
+    which marker which speed. Axis labels carry units.
+
+    The front is the table's ``pareto`` column when it has one (as ``front`` marked it; if
+    ``front`` recorded other axes or another direction than this plot's, SpecError), else
+    ``front(table, cost, perf, higher_is_better)``. ``higher_is_better``: as in ``front``
+    (None: from the column's name, ``direction``). The table must hold a single workload
+    (performances of different workloads are not comparable); filter it first. Returns the
+    matplotlib Figure.
     """
     import matplotlib
     from matplotlib.lines import Line2D
@@ -182,7 +279,24 @@ def plot(
         )
     x = _column(table, cost, "cost")
     y = _column(table, perf, "performance")
-    on_front = front(table, cost, perf, higher_is_better)["pareto"].to_numpy(zero_copy_only=False)
+    if "pareto" not in table.column_names:
+        table = front(table, cost, perf, higher_is_better)
+    meta = _front_meta(table)
+    if meta is not None:
+        asked = None if higher_is_better is None else _higher_is_better(perf, higher_is_better)
+        if (meta["cost"], meta["perf"]) != (cost, perf) or asked not in (None, meta["higher_is_better"]):
+            better = "higher" if meta["higher_is_better"] else "lower"
+            raise SpecError(
+                f"pareto.plot: the table's pareto column marks the front of {meta['perf']!r} ({better} is "
+                f"better) against {meta['cost']!r}, but the plot draws {perf!r} against {cost!r}: mark it "
+                f"again with rf.pareto.front(table, cost={cost!r}, perf={perf!r}) or drop the column"
+            )
+        group_cols = [g for g in meta["by"] if g in table.column_names]
+    else:  # a pareto column made otherwise: drawn as given
+        if not pa.types.is_boolean(table["pareto"].type):
+            raise SpecError(f"pareto.plot: the pareto column is {table['pareto'].type}, not bool")
+        group_cols = [g for g in DEFAULT_BY if g in table.column_names]
+    on_front = table["pareto"].fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     fabrics = list(dict.fromkeys(map(str, table[fabric].to_pylist())))
     links = table[link].to_pylist()
     speeds = list(dict.fromkeys(map(str, links)))
@@ -225,10 +339,13 @@ def plot(
                     markeredgewidth=0.6,
                     gid=f"points:{name}:{s}",
                 )
-    fr = np.flatnonzero(on_front)
-    if len(fr):
+    keys = list(zip(*(table[g].to_pylist() for g in group_cols), strict=True)) or [()] * table.num_rows
+    distinct = list(dict.fromkeys(k for k, on in zip(keys, on_front, strict=True) if on))
+    for key in distinct:
+        fr = np.flatnonzero(on_front & np.array([k == key for k in keys], dtype=bool))
         fr = fr[np.lexsort((y[fr], xs[fr]))]
-        ax.plot(xs[fr], y[fr], "-", color="black", alpha=0.18, linewidth=8, zorder=0, gid="front")
+        gid = "front" if len(distinct) == 1 else "front:" + ",".join(map(str, key))
+        ax.plot(xs[fr], y[fr], "-", color="black", alpha=0.18, linewidth=8, zorder=0, gid=gid)
     front_handle = Line2D([], [], color="black", alpha=0.18, linewidth=8, label="Pareto front")
     speed_handles = [
         Line2D([], [], linestyle="none", marker=marker[s], color="grey", markeredgecolor="black", label=s)

@@ -37,12 +37,23 @@ temporary name, then renamed: a point is either whole or absent). When every poi
 the rows are gathered in grid order into ``OUT`` (Parquet; same write-then-rename) and the
 parts folder is removed. Running the same sweep again, after an interruption, a failed point
 or a finished run, skips every point already in ``OUT`` or ``OUT.parts/``: points are matched
-by ``config_id``, a hash of everything that determines their row, so a changed grid, workload
-or price list never reuses a stale row.
+by ``config_id``, a BLAKE2b hash of what determines their row: the built fabric's tables
+(every array of its ``NetworkSpec``: nodes, links, rates, latencies, buffers, circuits, names,
+kinds, flags, routing, rings), the workload's content (the trace's table with its metadata,
+the flows' arrays), the controller (its class and pickled state), the run settings, the
+seeds, the prices and the rfabric version. To hash them, the sweep builds every point's fabric
+and makes every workload (once per workload and scale; the made workload is what the point
+then runs) in the calling process before running anything. A changed ``build()``, trace file
+or factory therefore never reuses a stale row; a change to rfabric's or a controller's code
+under the same version is not seen (use another ``out=``). The sweep says how many points it
+resumed and ran (stderr with ``progress``, the ``rfabric.sweep`` logger at INFO, and the
+returned table's schema metadata ``rfabric.sweep.resumed``/``ran``/``replaced``).
 
 Executors
 ---------
-``"local"`` (default): a process pool (``spawn``) over the machine's cores (``workers=``).
+``"local"`` (default): a process pool (``spawn``) over the machine's cores (``workers=``); a
+script calling ``sweep`` needs the ``if __name__ == "__main__":`` guard (workers re-import
+it), else ``SweepError`` says so.
 ``"serial"``: one point after another in this process. ``"ray"``: Ray tasks, on the cluster
 ``ray_address`` names or on a local Ray instance (``pip install 'rfabric[ray]'``).
 """
@@ -53,15 +64,17 @@ import copy
 import hashlib
 import inspect
 import json
+import logging
 import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +82,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import SpecError, read_toml
+from .errors import SpecError, SweepError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
 from .validators import integer, known_keys
@@ -93,6 +106,7 @@ FABRIC_NAMES: dict[str, tuple[str, dict]] = {
     "MixNet": ("mixnet", {}),
     "RFabric": ("rfabric", {}),
 }
+_log = logging.getLogger("rfabric.sweep")
 _OS_RE = re.compile(r"^(?:FT|FatTree|fat_tree)-?OS(\d+)(?::1)?$", re.I)
 
 
@@ -300,11 +314,84 @@ def _canon(obj) -> str:
     return json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
 
 
-def _digest(*chunks: bytes) -> str:
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c)
-    return h.hexdigest()[:16]
+class _Hash:
+    """BLAKE2b over named, length-prefixed fields: two different sequences of fields never
+    feed the same bytes. Arrays enter as dtype, shape and raw bytes (strings joined)."""
+
+    def __init__(self):
+        self._h = hashlib.blake2b(digest_size=16)
+
+    def add(self, name: str, value) -> _Hash:
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                data = "\x1f".join(map(str, value.tolist())).encode()
+                head = f"{name}:object{value.shape}"
+            else:
+                data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+                head = f"{name}:{value.dtype.str}{value.shape}"
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            data, head = value, f"{name}:bytes"
+        elif value is None or isinstance(value, (str, int, float, bool, list, tuple, dict)):
+            data, head = json.dumps(value, sort_keys=True, separators=(",", ":")).encode(), f"{name}:json"
+        else:  # str() of an object may hold its address: never hash it
+            raise TypeError(f"_Hash.add({name!r}): cannot hash a {type(value).__name__}")
+        for chunk in (head.encode(), data):
+            self._h.update(len(memoryview(chunk).cast("B")).to_bytes(8, "little"))
+            self._h.update(chunk)
+        return self
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def fabric_digest(fab) -> str:
+    """Hash of a built fabric: every array and setting of its NetworkSpec (what the engine,
+    the cost model and the controllers read) and its class, family and name (row columns).
+    About 1 ms for a 2,048-GPU fabric."""
+    spec = fab.to_spec()
+    h = _Hash().add("class", _qualname(type(fab))).add("family", fab.family).add("name", fab.name)
+    h.add("spec_name", spec.name).add("routing", spec.routing)
+    for key, value in sorted(spec.arrays().items()):
+        h.add(key, value if isinstance(value, np.ndarray) else bool(value))
+    h.add("node_name", spec.nodes.name).add("link_kind", spec.links.kind).add("gpu_nodes", spec.gpu_nodes)
+    h.add("rings", spec.rings if spec.rings is not None else "none")
+    return h.hexdigest()
+
+
+def workload_digest(workload) -> str:
+    """Hash of a workload's content: a trace's table (columns and schema metadata, as Arrow
+    IPC bytes) or a flow set's four arrays."""
+    from .flows import Flows
+
+    if isinstance(workload, Flows):
+        h = _Hash().add("kind", "flows")
+        for name in ("src", "dst", "size_bytes", "start_ps"):
+            h.add(name, np.asarray(getattr(workload, name)))
+        return h.hexdigest()
+    table = workload.table.combine_chunks()  # the same rows hash alike however they are chunked
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return _Hash().add("kind", "trace").add("ipc", memoryview(sink.getvalue())).hexdigest()
+
+
+def _object_digest(obj) -> str:
+    """A controller's identity: None, a name, a class (by qualified name) or an instance (its
+    class and pickled state; by class alone if it cannot be pickled)."""
+    import pickle
+
+    if obj is None or isinstance(obj, str):
+        return _canon(obj)
+    if isinstance(obj, type) or inspect.isfunction(obj):
+        return _qualname(obj)
+    try:
+        return (
+            _qualname(type(obj))
+            + ":"
+            + hashlib.blake2b(pickle.dumps(obj, protocol=4), digest_size=16).hexdigest()
+        )
+    except Exception:
+        return _qualname(type(obj))
 
 
 def resolve_workload(spec, label: str | None, where: str) -> _Workload:
@@ -313,16 +400,11 @@ def resolve_workload(spec, label: str | None, where: str) -> _Workload:
 
     if spec is None:
         raise SpecError(f"{where}: missing workload (a Trace, Flows, {{'generate_rl': {{...}}}}, ...)")
+    # fingerprints describe the spec; config_id hashes the made workload's content (_identify)
     if isinstance(spec, Trace):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, spec.table.schema) as w:
-            w.write_table(spec.table)
-        fp = "trace:" + _digest(sink.getvalue().to_pybytes())
-        return _Workload(label or f"trace {spec.metadata.get('model') or ''}".strip(), spec, fp)
+        return _Workload(label or f"trace {spec.metadata.get('model') or ''}".strip(), spec, "trace")
     if isinstance(spec, Flows):
-        arrays = (spec.src, spec.dst, spec.size_bytes, spec.start_ps)
-        fp = "flows:" + _digest(*(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in arrays))
-        return _Workload(label or f"flows({len(spec)})", spec, fp)
+        return _Workload(label or f"flows({len(spec)})", spec, "flows")
     if _is_workload_spec(spec):
         ((kind, args),) = spec.items()
         if kind == "trace" and isinstance(args, (str, Path)):
@@ -359,10 +441,7 @@ def resolve_workload(spec, label: str | None, where: str) -> _Workload:
                 label = f"{args.get('pattern', 'permutation')} {args.get('size', '1MiB')}"
             else:
                 label = Path(args["path"]).stem
-        fp = kind + ":" + _canon(args)
-        if kind == "trace":
-            fp += ":" + _digest(Path(args["path"]).read_bytes())
-        return _Workload(label, {kind: args}, fp)
+        return _Workload(label, {kind: args}, kind + ":" + _canon(args))
     if isinstance(spec, Mapping):
         raise SpecError(
             f"{where}: a workload table has exactly one key of {', '.join(_WORKLOAD_KINDS)}; got {sorted(spec)}"
@@ -423,7 +502,7 @@ def _resolve_controller(spec, where: str):
 class _Point:
     index: int
     key: str
-    config_id: str
+    config: str  # canonical JSON of the point's settings; config_id adds the built content
     fabric: _Fabric
     link_bps: int
     gpus: int
@@ -436,6 +515,9 @@ class _Point:
     gpu_price_usd: float | None
     settings: dict
     where: str  # the sweep's config file, or "sweep": error messages name it
+    config_id: str | None = None  # set by _identify; None: its fabric or workload failed to build
+    fabric_digest: str | None = None  # of the fabric built in the sweep's process (workers check)
+    workload_obj: Any = None  # the workload made in the sweep's process (what the point runs)
 
 
 def _run_point(p: _Point) -> dict:
@@ -447,8 +529,14 @@ def _run_point(p: _Point) -> dict:
     t0 = time.perf_counter()
     try:
         fab = p.fabric.build(p.gpus, p.link_bps)
+        if p.fabric_digest is not None and fabric_digest(fab) != p.fabric_digest:
+            raise SweepError(
+                f"{p.where}: sweep point {p.key}: fabric {p.fabric.label!r} built different tables in "
+                "the worker than in the sweep's process, so config_id would not describe the row: "
+                "make its build() deterministic (seed its random choices)"
+            )
         net_usd = cost.network_cost(fab, p.prices)
-        workload = p.workload.make(p.gpus, p.workload_seed)
+        workload = p.workload_obj if p.workload_obj is not None else p.workload.make(p.gpus, p.workload_seed)
         kwargs = dict(p.settings)
         if p.controller == "own":
             if isinstance(workload, Trace):  # flows have no periods to plan for: initial circuits
@@ -457,8 +545,14 @@ def _run_point(p: _Point) -> dict:
             ctrl = p.controller
             kwargs["controller"] = ctrl() if isinstance(ctrl, type) else copy.deepcopy(ctrl)
         res = simulate(fab, workload, seed=p.seed, **kwargs)
+    except SweepError:
+        raise
     except SpecError as exc:
         raise SpecError(f"{p.where}: sweep point {p.key}: {exc}") from None
+    config_id = p.config_id
+    if config_id is None:  # its fabric or workload failed to build in the sweep's process only
+        own = _object_digest(fab.controller()) if p.controller == "own" else None
+        config_id = _config_id(p, fabric_digest(fab), own, workload_digest(workload))
     run = res.run
     makespan_ps = int(run["makespan_ps"])
     complete = makespan_ps > 0
@@ -487,7 +581,7 @@ def _run_point(p: _Point) -> dict:
     cluster = None if p.gpu_price_usd is None else net_usd + p.gpus * p.gpu_price_usd
     row = {
         "point": p.index,
-        "config_id": p.config_id,
+        "config_id": config_id,
         "fabric": p.fabric.label,
         "family": fab.family,
         "topology": fab.name,
@@ -532,7 +626,7 @@ def _run_point(p: _Point) -> dict:
 def _grid(
     fabrics, links, gpus, workloads, controller, seed, prices, gpu_price_usd, settings, where
 ) -> list[_Point]:
-    from . import cost
+    from . import __version__, cost
 
     if fabrics is None or (isinstance(fabrics, (list, tuple, Mapping)) and not fabrics):
         raise SpecError(f"{where}: no fabrics given")
@@ -589,22 +683,19 @@ def _grid(
                     config = _canon(
                         {
                             "key": key,
-                            "fabric": fab.fingerprint,
-                            "workload": w.fingerprint,
-                            "controller": _qualname(
-                                ctrl if isinstance(ctrl, type) or ctrl is None else type(ctrl)
-                            ),
+                            "controller": _object_digest(ctrl),
                             "seed": int(seed),
                             "prices": price_fp,
                             "gpu_price": gpu_price_usd,
                             "settings": settings,
+                            "rfabric": __version__,
                         }
                     )
                     points.append(
                         _Point(
                             index=len(points),
                             key=key,
-                            config_id=_digest(config.encode()),
+                            config=config,
                             fabric=fab,
                             link_bps=rate,
                             gpus=int(n),
@@ -620,6 +711,54 @@ def _grid(
                         )
                     )
     return points
+
+
+def _config_id(p: _Point, fab_digest: str, own: str | None, w_digest: str) -> str:
+    h = _Hash().add("config", p.config).add("fabric", fab_digest).add("own_controller", own or "")
+    return h.add("workload", w_digest).hexdigest()[:16]
+
+
+def _identify(points: list[_Point]) -> list[_Point]:
+    """Give each point its ``config_id``: build its fabric and make its workload (once per
+    workload and scale) here, hash their content (``fabric_digest``, ``workload_digest``) with
+    the point's settings. The made workload rides with the point (workers run it as made); a
+    point whose fabric or workload fails to build keeps ``config_id`` None and fails at its turn,
+    in the executor, as before."""
+    fabrics: dict[tuple, tuple] = {}  # (label, link, gpus) -> (digest, own controller digest)
+    workloads: dict[tuple, tuple] = {}  # (label, gpus) -> (workload, digest)
+    out = []
+    for p in points:
+        fkey = (p.fabric.label, p.link_bps, p.gpus)
+        if fkey not in fabrics:
+            try:
+                fab = p.fabric.build(p.gpus, p.link_bps)
+                own = _object_digest(fab.controller()) if p.controller == "own" else None
+                fabrics[fkey] = (fabric_digest(fab), own)
+            except Exception:  # raised again when the point runs, with its key
+                fabrics[fkey] = (None, None)
+        wkey = (p.workload.label, p.gpus)
+        if wkey not in workloads:
+            try:
+                made = p.workload.make(p.gpus, p.workload_seed)
+                workloads[wkey] = (made, workload_digest(made))
+            except Exception:
+                workloads[wkey] = (None, None)
+        fab_digest, own = fabrics[fkey]
+        made, w_digest = workloads[wkey]
+        if fab_digest is None or w_digest is None:
+            out.append(replace(p, fabric_digest=fab_digest))
+            continue
+        w = p.workload
+        out.append(
+            replace(
+                p,
+                config_id=_config_id(p, fab_digest, own, w_digest),
+                fabric_digest=fab_digest,
+                workload=_Workload(w.label, None, w.fingerprint),  # the spec (a factory) stays here
+                workload_obj=made,
+            )
+        )
+    return out
 
 
 def _unique(values: Sequence, what: str, where: str) -> None:
@@ -680,6 +819,29 @@ def _check_picklable(points, executor: str) -> None:
                 ) from None
 
 
+_GUARD = (
+    'put the code that calls rf.sweep under `if __name__ == "__main__":` (executor="local" starts '
+    "its workers with spawn, and each worker imports the main script again; unguarded, the script's "
+    'sweep runs again inside every worker), or run the sweep with executor="serial"'
+)
+
+
+def _main_script() -> str | None:
+    main = sys.modules.get("__main__")
+    return getattr(main, "__file__", None)
+
+
+def _in_spawned_worker(where: str) -> None:
+    """A process-pool worker that is still importing the main script (spawn) and reaches a
+    sweep: the script has no main guard. Say so here, where the worker's traceback shows it."""
+    import multiprocessing as mp
+
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise SweepError(
+            f"{where}: rf.sweep was called while a worker process imported the main script: {_GUARD}"
+        )
+
+
 def _run_serial(points, on_row):
     for p in points:
         on_row(_run_point(p))
@@ -687,12 +849,39 @@ def _run_serial(points, on_row):
 
 def _run_local(points, on_row, workers: int | None):
     import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
 
     n = max(1, min(workers or os.cpu_count() or 1, len(points)))
+    try:
+        _pool(points, on_row, n, mp.get_context("spawn"))
+    except BrokenProcessPool as exc:
+        raise _broken_pool(exc) from None
+
+
+def _broken_pool(exc) -> SweepError:
+    started = getattr(exc, "_rf_rows", 0)
+    script = _main_script()
+    if started == 0 and script is not None:
+        return SweepError(
+            f"sweep: the local executor's worker processes died before finishing any point; with a "
+            f"script ({script}), the usual cause is a missing main guard: {_GUARD}. (Otherwise a "
+            "worker was killed, e.g. out of memory: executor='serial' runs the points in this process.)"
+        )
+    return SweepError(
+        f"sweep: a worker process of the local executor died ({exc}): killed (out of memory?) or "
+        f"crashed; {started} point(s) had finished (with out=, saved: a rerun resumes from them); "
+        "executor='serial' runs the points in this process and shows the error"
+    )
+
+
+def _pool(points, on_row, n: int, ctx) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
     error = None
+    finished_rows = 0
     # spawn, not fork: workers start from a clean interpreter (no copied threads or locks of
     # the parent, e.g. the progress bar's or pyarrow's), and the compiled engine loads afresh
-    with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         pending = {pool.submit(_run_point, p) for p in points}
         try:
             while pending:
@@ -703,6 +892,10 @@ def _run_local(points, on_row, workers: int | None):
                     exc = f.exception()
                     if exc is None:
                         on_row(f.result())  # rows of points that finish are kept, even after a failure
+                        finished_rows += 1
+                    elif isinstance(exc, BrokenProcessPool):
+                        exc._rf_rows = finished_rows
+                        raise exc
                     elif error is None:
                         error = exc
                         for other in pending:  # stop what has not started; let running points end
@@ -794,13 +987,15 @@ def sweep(
         None: the fabric's initial circuits throughout.
         The row records its name.
     executor : {"local", "serial", "ray"}
+        "local" needs the ``if __name__ == "__main__":`` guard in a script (else SweepError).
     out : path or None
         Parquet file of the rows; ``OUT.parts/`` holds finished points until all are done, and
         a rerun resumes from them. None: keep nothing on disk (no resume).
     seed : int
         Sweep seed; each point's seeds derive from it (module docstring).
     progress : bool
-        A progress bar (tqdm) on stderr.
+        A progress bar (tqdm) on stderr, after a line saying how many points were resumed from
+        ``out`` and how many will run (also logged at INFO on ``rfabric.sweep``).
     workers : int, optional
         Processes (local) or CPUs of a local Ray instance; default all cores.
     prices : optional
@@ -816,8 +1011,11 @@ def sweep(
     -------
     pyarrow.Table
         ``rfabric.results.SWEEP_SCHEMA``, one row per point in grid order (fabric, link,
-        gpus, workload, the last varying fastest).
+        gpus, workload, the last varying fastest). Its schema metadata ``rfabric.sweep.points``,
+        ``.resumed``, ``.ran`` and ``.replaced`` (run again because the saved row of the same
+        labels no longer matched its config_id) count the points.
     """
+    _in_spawned_worker(where)
     if executor not in EXECUTORS:
         raise SpecError(f"{where}: unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     integer(seed, f"{where}: seed")
@@ -826,8 +1024,24 @@ def sweep(
     out_path = Path(out) if out is not None else None
     parts = out_path.with_name(out_path.name + ".parts") if out_path is not None else None
     done = _read_done(out_path, parts) if out_path is not None else {}
-    rows: dict[str, dict] = {p.config_id: done[p.config_id] for p in points if p.config_id in done}
-    todo = [p for p in points if p.config_id not in rows]
+    points = _identify(points)
+    rows: dict[int, dict] = {p.index: done[p.config_id] for p in points if p.config_id in done}
+    todo = [p for p in points if p.index not in rows]
+    # saved rows of a point (same fabric, link, scale and workload labels) whose config_id
+    # no longer matches: its fabric's tables, its workload's content or a setting changed
+    saved = {(r["fabric"], r["link_speed"], r["gpus"], r["workload"]) for r in done.values()}
+    replaced = sum((p.fabric.label, format_rate(p.link_bps), p.gpus, p.workload.label) in saved for p in todo)
+    counts = {"points": len(points), "resumed": len(rows), "ran": len(todo), "replaced": replaced}
+    if out_path is not None:
+        note = (
+            f" ({replaced} saved with another fabric, workload or settings: recomputed)" if replaced else ""
+        )
+        message = (
+            f"sweep: {len(rows)} of {len(points)} points resumed from {out_path}, {len(todo)} to run{note}"
+        )
+        _log.info(message)
+        if progress:
+            print(message, file=sys.stderr)
 
     bar = None
     if progress:
@@ -836,7 +1050,7 @@ def sweep(
         bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="sweep", unit="point")
 
     def on_row(row: dict) -> None:
-        rows[row["config_id"]] = row
+        rows[row["point"]] = row
         if parts is not None:
             parts.mkdir(parents=True, exist_ok=True)
             _atomic_parquet(_table([row]), parts / f"{row['config_id']}.parquet")
@@ -858,7 +1072,10 @@ def sweep(
         if bar is not None:
             bar.close()
 
-    table = _table([dict(rows[p.config_id], point=p.index) for p in points])
+    table = _table([dict(rows[p.index], point=p.index) for p in points])
+    table = table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), **{f"rfabric.sweep.{k}": str(v) for k, v in counts.items()}}
+    )
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_parquet(table, out_path)

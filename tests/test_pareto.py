@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -37,12 +38,44 @@ def test_lower_is_better_and_replacing_the_column():
     t = pareto.front(t, perf="iteration_time_s", higher_is_better=True)  # recomputed, not appended
     assert t["pareto"].to_pylist() == [True, True, False]
     assert t.column_names.count("pareto") == 1
+    # without higher_is_better, the column's name says: a time is better lower
+    assert pareto.front(t, perf="iteration_time_s")["pareto"].to_pylist() == [True, False, True]
 
 
-def test_front_by_group():
+def test_direction_is_one_mapping_from_the_column_name():
+    for col in (
+        "network_cost_usd",
+        "cluster_cost_usd",
+        "iteration_time_s",
+        "makespan_s",
+        "stage_train_s",
+        "sim_ps",
+    ):
+        assert pareto.direction(col) == "min", col
+    for col in ("throughput_iter_per_s", "samples_per_s", "throughput_per_musd", "throughput"):
+        assert pareto.direction(col) == "max", col
+    t = pa.table({"network_cost_usd": [1.0, 2.0], "score": [1.0, 2.0]})
+    with pytest.raises(rf.SpecError, match="cannot tell whether higher or lower 'score'.*higher_is_better"):
+        pareto.front(t, perf="score")
+    assert pareto.front(t, perf="score", higher_is_better=True)["pareto"].to_pylist() == [True, True]
+    assert pareto.front(t, perf="score", higher_is_better=False)["pareto"].to_pylist() == [True, False]
+    t = pa.table({"throughput_iter_per_s": [1.0, 2.0], "makespan_s": [2.0, 1.0]})
+    with pytest.raises(rf.SpecError, match="cost column 'throughput_iter_per_s' is better when higher"):
+        pareto.front(t, cost="throughput_iter_per_s", perf="makespan_s")
+
+
+def test_front_groups_workloads_and_scales_by_default():
+    # rows 0, 1 (workload a) and 2, 3 (workload b): b's numbers dwarf a's
     t = points([1.0, 2.0, 1.0, 2.0], [1.0, 2.0, 5.0, 1.0], workload=["a", "a", "b", "b"])
-    assert pareto.front(t)["pareto"].to_pylist() == [False, False, True, False]
+    assert pareto.front(t)["pareto"].to_pylist() == [True, True, True, False]
     assert pareto.front(t, by="workload")["pareto"].to_pylist() == [True, True, True, False]
+    assert pareto.front(t, by=[])["pareto"].to_pylist() == [False, False, True, False]  # one front, asked for
+    # two scales: the big cluster costs more; on one front its rows would hide the small one's
+    t = points([1.0, 2.0, 8.0, 9.0], [1.0, 4.0, 3.0, 3.5], gpus=[16, 16, 128, 128])
+    assert pareto.front(t)["pareto"].to_pylist() == [True, True, True, True]
+    assert pareto.front(t, by=[])["pareto"].to_pylist() == [True, True, False, False]
+    with pytest.raises(rf.SpecError, match="no 'by' column 'scale'"):
+        pareto.front(t, by="scale")
 
 
 def test_front_errors():
@@ -142,3 +175,81 @@ def test_plot_refuses_mixed_workloads_and_bad_suffix(tmp_path):
         pareto.plot(mixed, tmp_path / "x.png")
     with pytest.raises(rf.SpecError, match=r"unknown suffix '\.jpg'"):
         pareto.plot(t, tmp_path / "x.jpg")
+
+
+def band(fig, gid="front"):
+    (ax,) = fig.axes
+    (line,) = [line for line in ax.get_lines() if line.get_gid() == gid]
+    return list(zip(line.get_xdata(), line.get_ydata(), strict=True))
+
+
+def test_plot_of_a_time_draws_the_front_through_the_best_points(tmp_path):
+    t = sweep_like()
+    t = t.append_column("iteration_time_s", pc.divide(1.0, t["throughput_iter_per_s"]))
+    fig = pareto.plot(t, tmp_path / "time.png", perf="iteration_time_s")
+    # the oracle: brute force over the rows, lower time and lower cost better
+    rows = t.to_pylist()
+    best = [
+        r
+        for r in rows
+        if not any(
+            o["network_cost_usd"] <= r["network_cost_usd"]
+            and o["iteration_time_s"] <= r["iteration_time_s"]
+            and (
+                o["network_cost_usd"] < r["network_cost_usd"] or o["iteration_time_s"] < r["iteration_time_s"]
+            )
+            for o in rows
+        )
+    ]
+    want = sorted((r["network_cost_usd"] / 1e6, r["iteration_time_s"]) for r in best)
+    assert band(fig) == pytest.approx(want)
+    # the cheapest row and the fastest row are on it
+    assert want[0][0] == pytest.approx(min(r["network_cost_usd"] for r in rows) / 1e6)
+    assert min(y for _, y in want) == pytest.approx(min(r["iteration_time_s"] for r in rows))
+    on = pareto.front(t, perf="iteration_time_s")["pareto"].to_numpy(zero_copy_only=False)
+    got = sorted(
+        zip(t["network_cost_usd"].to_numpy()[on] / 1e6, t["iteration_time_s"].to_numpy()[on], strict=True)
+    )
+    assert got == pytest.approx(want)  # front() agrees
+    assert fig.axes[0].get_ylabel() == "iteration time (s)"
+
+
+def test_plot_honours_the_front_it_is_given(tmp_path):
+    t = sweep_like()
+    marked = pareto.front(t, by=[])
+    fig = pareto.plot(marked, tmp_path / "a.png")
+    on = marked["pareto"].to_numpy(zero_copy_only=False)
+    assert sorted(x for x, _ in band(fig)) == pytest.approx(
+        sorted(t["network_cost_usd"].to_numpy()[on] / 1e6)
+    )
+    # a pareto column made by hand is drawn as it is
+    hand = t.append_column("pareto", pa.array([i in (0, 4) for i in range(t.num_rows)]))
+    fig = pareto.plot(hand, tmp_path / "b.png")
+    assert sorted(x for x, _ in band(fig)) == pytest.approx(
+        sorted(t["network_cost_usd"].to_numpy()[[0, 4]] / 1e6)
+    )
+    # a front marked on other axes, or the other way round, is not drawn on these
+    t2 = t.append_column("iteration_time_s", pc.divide(1.0, t["throughput_iter_per_s"]))
+    with pytest.raises(
+        rf.SpecError, match="marks the front of 'throughput_iter_per_s'.*draws 'iteration_time_s'"
+    ):
+        pareto.plot(pareto.front(t2), tmp_path / "c.png", perf="iteration_time_s")
+    with pytest.raises(rf.SpecError, match=r"\(higher is better\)"):
+        pareto.plot(pareto.front(t2), tmp_path / "c.png", higher_is_better=False)
+
+
+def test_plot_of_two_scales_draws_one_front_per_scale(tmp_path):
+    small = sweep_like()
+    big = small.set_column(small.column_names.index("gpus"), "gpus", pa.array([1024] * small.num_rows))
+    big = big.set_column(
+        big.column_names.index("network_cost_usd"),
+        "network_cost_usd",
+        pc.multiply(big["network_cost_usd"], 8.0),
+    )
+    fig = pareto.plot(pa.concat_tables([small, big]), tmp_path / "two.png")
+    gids = sorted(line.get_gid() for line in fig.axes[0].get_lines() if line.get_gid().startswith("front"))
+    assert gids == ["front:rl,1024", "front:rl,128"]
+    own = pareto.front(small)["pareto"].to_numpy(zero_copy_only=False)
+    assert sorted(x for x, _ in band(fig, "front:rl,128")) == pytest.approx(
+        sorted(small["network_cost_usd"].to_numpy()[own] / 1e6)
+    )

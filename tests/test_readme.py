@@ -19,7 +19,7 @@ def test_readme_example_runs(index, tmp_path, capsys):
         written = ("iter.arrow", "sweep.parquet", "sweep.csv", "front.png", "fct.png", "stages.png")
         for name in written:  # files the examples write
             code = code.replace(f'"{name}"', repr(str(tmp_path / name)))
-        exec(compile(code, f"README.md block {index}", "exec"), {})
+        exec(compile(code, f"README.md block {index}", "exec"), {"__name__": "__main__"})  # as a script
     finally:
         os.chdir(cwd)
 

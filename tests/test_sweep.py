@@ -98,30 +98,52 @@ def flaky_fat_tree(gpus, link):
     return rf.topologies.FatTree(gpus, link)
 
 
-def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path):
+def counting_simulate(monkeypatch):
+    """Record the GPU count of every point that is simulated (not resumed)."""
+    runs = []
+    real = rf.simulation.simulate
+
+    def spy(fab, workload, **kwargs):
+        runs.append(fab.gpus)
+        return real(fab, workload, **kwargs)
+
+    monkeypatch.setattr(rf.simulation, "simulate", spy)
+    return runs
+
+
+def counts(table) -> dict:
+    meta = table.schema.metadata
+    return {k: int(meta[f"rfabric.sweep.{k}".encode()]) for k in ("points", "resumed", "ran", "replaced")}
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(tmp_path, monkeypatch, capsys):
     grid = dict(fabrics={"FT": flaky_fat_tree}, links=["200Gbps"], gpus=[16, 24, 32], workload=PERM)
     whole = rf.sweep(**grid, executor="serial", out=tmp_path / "whole.parquet", progress=False)
+    runs = counting_simulate(monkeypatch)
 
     out = tmp_path / "resumed.parquet"
     FAIL_AT["gpus"] = 32  # the third point fails: the first two are on disk
-    CALLS.clear()
     with pytest.raises(
         rf.SpecError, match=r"^sweep: sweep point fabric=FT\|link=200Gbps\|gpus=32.*injected failure"
     ):
         rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert runs == [16, 24]
     assert len(list((tmp_path / "resumed.parquet.parts").glob("*.parquet"))) == 2
     assert not out.exists()
 
     FAIL_AT["gpus"] = None
-    CALLS.clear()
-    resumed = rf.sweep(**grid, executor="serial", out=out, progress=False)
-    assert CALLS == [(32, 200 * 10**9)]  # only the missing point ran
+    runs.clear()
+    resumed = rf.sweep(**grid, executor="serial", out=out, progress=True)
+    assert runs == [32]  # only the missing point ran
+    assert counts(resumed) == {"points": 3, "resumed": 2, "ran": 1, "replaced": 0}
+    assert f"sweep: 2 of 3 points resumed from {out}, 1 to run" in capsys.readouterr().err
     assert without_wall(resumed).equals(without_wall(whole))
     assert not (tmp_path / "resumed.parquet.parts").exists()
 
-    CALLS.clear()
+    runs.clear()
     again = rf.sweep(**grid, executor="serial", out=out, progress=False)
-    assert CALLS == [] and again.equals(resumed)  # a finished sweep reruns nothing
+    assert runs == [] and again.equals(resumed)  # a finished sweep reruns nothing
+    assert counts(again) == {"points": 3, "resumed": 3, "ran": 0, "replaced": 0}
 
 
 def fat_tree_failing_by_env(gpus, link):
@@ -159,6 +181,108 @@ def test_a_changed_configuration_does_not_reuse_rows(tmp_path):
     for r in a.to_pylist():
         saved = 16 * 1291 if r["link_speed"] == "200Gbps" else 0
         assert cheaper[(r["fabric"], r["link_speed"])] == r["network_cost_usd"] - saved
+
+
+SHAPE = {"spines": 2, "trace_bytes": 1 << 20}
+
+
+class LeafSpine(rf.Topology):
+    """A user's fabric whose build() reads SHAPE: editing SHAPE stands for editing build()."""
+
+    family = "leaf_spine_test"
+
+    def build(self, net):
+        import numpy as np
+
+        gpu = net.add_servers(self.gpus // 8)
+        leaves = net.add_nodes("eps", self.gpus // 8, prefix="leaf")
+        spines = net.add_nodes("eps", SHAPE["spines"], prefix="spine")
+        net.add_links(gpu.ravel(), np.repeat(leaves, 8), rate=self.link, kind="nic")
+        net.add_links(
+            np.repeat(leaves, len(spines)), np.tile(spines, len(leaves)), rate=self.link, kind="leaf-spine"
+        )
+
+
+def one_all_reduce(gpus, seed):
+    """A workload factory whose trace's content reads SHAPE (its name and arguments do not)."""
+    return rf.op_trace("all_reduce", range(gpus), SHAPE["trace_bytes"], gpus=gpus)
+
+
+def test_a_changed_build_or_trace_content_is_recomputed_not_resumed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(SHAPE, "spines", 2)
+    monkeypatch.setitem(SHAPE, "trace_bytes", 1 << 20)
+    runs = counting_simulate(monkeypatch)
+    grid = dict(fabrics=[LeafSpine], links=["200Gbps"], gpus=[16], workload={"ar": one_all_reduce})
+    out = tmp_path / "s.parquet"
+    first = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert runs == [16] and counts(first)["ran"] == 1
+
+    SHAPE["spines"] = 4  # build() changed: same class, label and arguments
+    second = rf.sweep(**grid, executor="serial", out=out, progress=True)
+    assert runs == [16, 16], "the stale row was resumed"
+    assert counts(second) == {"points": 1, "resumed": 0, "ran": 1, "replaced": 1}
+    assert "0 of 1 points resumed" in capsys.readouterr().err
+    assert second["config_id"][0].as_py() != first["config_id"][0].as_py()
+    # the oracle: the cost model on the fabric as build() now makes it (2 more spines, 4 more links)
+    assert second["network_cost_usd"][0].as_py() == rf.cost.network_cost(LeafSpine(16))
+    assert second["network_cost_usd"][0].as_py() > first["network_cost_usd"][0].as_py()
+
+    SHAPE["trace_bytes"] = 4 << 20  # the factory's trace changed: same name, same arguments
+    third = rf.sweep(**grid, executor="serial", out=out, progress=False)
+    assert runs == [16, 16, 16] and counts(third)["replaced"] == 1
+    assert third["config_id"][0].as_py() != second["config_id"][0].as_py()
+    assert third["makespan_s"][0].as_py() > second["makespan_s"][0].as_py()  # 4x the bytes on the same fabric
+
+    again = rf.sweep(**grid, executor="serial", out=out, progress=False)  # nothing changed
+    assert runs == [16, 16, 16] and counts(again) == {"points": 1, "resumed": 1, "ran": 0, "replaced": 0}
+    assert again.equals(third)
+
+
+def nondeterministic_fat_tree(gpus, link):
+    """A factory whose fabric differs from one build to the next (an unseeded random choice)."""
+    import os
+
+    return rf.topologies.FatTree(gpus, link, buffer=f"{512 + int.from_bytes(os.urandom(2), 'little')}KiB")
+
+
+def test_a_fabric_that_builds_differently_in_the_worker_is_named():
+    with pytest.raises(rf.SweepError, match="built different tables in the worker.*deterministic"):
+        rf.sweep(
+            fabrics={"R": nondeterministic_fat_tree},
+            links=["200Gbps"],
+            gpus=[16],
+            workload=PERM,
+            executor="serial",
+            out=None,
+            progress=False,
+        )
+
+
+def test_fabric_and_workload_digests_see_every_table_and_stay_cheap():
+    import time
+
+    ft = rf.topologies.FatTree(16, "200Gbps")
+    base = sweep_mod.fabric_digest(ft)
+    assert sweep_mod.fabric_digest(rf.topologies.FatTree(16, "200Gbps")) == base
+    for other in (
+        rf.topologies.FatTree(16, "100Gbps"),  # rates
+        rf.topologies.FatTree(16, "200Gbps", link_latency="2us"),  # latencies
+        rf.topologies.FatTree(16, "200Gbps", buffer="2MiB"),  # buffers
+        rf.topologies.FatTree(16, "200Gbps", oversubscription=3),  # nodes and links
+    ):
+        assert sweep_mod.fabric_digest(other) != base
+    flows = rf.Flows.permutation(16, 1 << 16, seed=1)
+    assert sweep_mod.workload_digest(flows) == sweep_mod.workload_digest(
+        rf.Flows.permutation(16, 1 << 16, seed=1)
+    )
+    assert sweep_mod.workload_digest(flows) != sweep_mod.workload_digest(
+        rf.Flows.permutation(16, 1 << 16, seed=2)
+    )
+    big = rf.topologies.RFabric(2048, "200Gbps")
+    big.to_spec()
+    t0 = time.perf_counter()
+    sweep_mod.fabric_digest(big)
+    assert time.perf_counter() - t0 < 0.5  # about 1 ms: bytes into BLAKE2b, no per-element Python
 
 
 def test_workload_forms_trace_flows_factory_and_rl_generator():
@@ -228,6 +352,59 @@ def test_unpicklable_factories_are_named_for_process_executors():
         )
 
 
+def fat_tree_dying_in_workers(gpus, link):
+    """Kills the worker process that builds it at 24 GPUs (an out-of-memory kill, say)."""
+    import multiprocessing
+    import os
+
+    if gpus == 24 and multiprocessing.current_process().name != "MainProcess":
+        os._exit(9)
+    return rf.topologies.FatTree(gpus, link)
+
+
+def test_a_worker_that_dies_is_a_named_error():
+    grid = dict(fabrics={"FT": fat_tree_dying_in_workers}, links=["200Gbps"], gpus=[16, 24], workload=PERM)
+    with pytest.raises(rf.SweepError, match="worker process.*died.*executor='serial'") as info:
+        rf.sweep(**grid, executor="local", workers=1, out=None, progress=False)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert rf.sweep(**grid, executor="serial", out=None, progress=False).num_rows == 2  # what it says to do
+
+
+SCRIPT = """
+import rfabric as rf
+
+table = rf.sweep(fabrics=["FT"], links=["200Gbps"], gpus=[16], workload={PERM!r}, out=None, progress=False,
+                 workers=1)
+print("rows", table.num_rows)
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_the_main_guard_gets_a_named_error(tmp_path, guarded):
+    import os
+    import subprocess
+
+    code = SCRIPT.format(PERM=PERM)
+    if guarded:
+        code = 'if __name__ == "__main__":\n' + "".join(f"    {line}\n" for line in code.strip().splitlines())
+    script = tmp_path / "run_sweep.py"
+    script.write_text(code)
+    env = dict(os.environ, PYTHONPATH=str(Path(rf.__file__).parent.parent))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    if guarded:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "rows 1"
+        return
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("rfabric.errors.SweepError: sweep: the local executor's worker processes died")
+    assert f"with a script ({script})" in last and 'if __name__ == "__main__":' in last
+    assert 'executor="serial"' in last
+    assert "BrokenProcessPool" not in done.stderr
+
+
 def test_progress_bar(capsys):
     rf.sweep(**dict(GRID, links=["200Gbps"]), executor="serial", out=None, progress=True)
     err = capsys.readouterr().err
@@ -259,7 +436,7 @@ def test_config_file_and_cli(tmp_path, capsys):
     path = write(tmp_path, GOOD.format(links='"100Gbps", "200Gbps"', workload=WORKLOAD, extra=""))
     assert main(["sweep", str(path), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "FT-OS k8" in out and "4 points" in out
+    assert "FT-OS k8" in out and "4 points (0 resumed, 4 run)" in out
     t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
     assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
     assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
@@ -267,6 +444,7 @@ def test_config_file_and_cli(tmp_path, capsys):
     assert main(["sweep", str(path), "--no-progress", "--plot", str(tmp_path / "f.png")]) == 0
     out = capsys.readouterr().out
     assert "pareto" in out and f"wrote {tmp_path / 'f.png'}" in out
+    assert "4 points (4 resumed, 0 run)" in out
     assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
     assert pq.read_table(tmp_path / "rows.parquet").equals(t)
 
@@ -375,3 +553,37 @@ def test_controllers_by_name_per_fabric_same_rows_on_the_pool(tmp_path):
         rf.SpecError, match=r"controller.RFabric: unknown controller 'Oracle' \(known: .*UniformController"
     ):
         rf.sweep(**kw, controller={"RFabric": "Oracle"}, out=None)
+
+
+RESUME_SCRIPT = """
+import sys
+import rfabric as rf
+
+if __name__ == "__main__":
+    t = rf.sweep(fabrics=["FT", "RFabric"], links=["200Gbps"], gpus=[32], workload={TINY_RL!r}, controller="own",
+                 executor="serial", out=sys.argv[1], progress=False)
+    print(t.schema.metadata[b"rfabric.sweep.resumed"].decode(), t.schema.metadata[b"rfabric.sweep.ran"].decode())
+"""
+
+
+def test_a_second_process_resumes_every_point(tmp_path):
+    """config_id is the same in another interpreter (other hash seed): the digests hash bytes,
+    never Python's hash() or an object's address."""
+    import os
+    import subprocess
+
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT.format(TINY_RL=TINY_RL))
+    said = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONPATH=str(Path(rf.__file__).parent.parent), PYTHONHASHSEED=hash_seed)
+        done = subprocess.run(
+            [sys.executable, str(script), str(tmp_path / "s.parquet")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout.split())
+    assert said == [["0", "2"], ["2", "0"]]
