@@ -7,11 +7,17 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["SpecError", "TraceError", "read_toml"]
+__all__ = ["SpecError", "TraceError", "LayoutFitError", "read_toml"]
 
 
 class SpecError(ValueError):
     """A topology, flow set, unit string or engine configuration is inconsistent."""
+
+
+class LayoutFitError(SpecError):
+    """No parallel layout of the given GPUs fits the model in GPU memory (raised by
+    `rfabric.traces.generate_rl` when it has to choose a layout); the message says what
+    would fit."""
 
 
 class TraceError(ValueError):
