@@ -200,3 +200,16 @@ def test_given_layouts_are_kept_and_warned_about():
         t = rt.generate_rl("qwen2.5-72b", train=dict(tp=8), gen=dict(tp=8), **args)
     assert t.metadata["parameters"]["train"]["tp"] == 8
     assert t.metadata["parameters"]["layout_source"] == {"train": "given", "gen": "given"}
+
+
+def test_gen_default_holds_the_batch_kv_cache():
+    # 512 responses of 512 + 2048 tokens on 40 gen GPUs: a TP2 unit would hold 26 of them
+    # (10.9 GB of KV cache next to 72.7 GB of weights), a TP4 unit 52 at half the weights
+    m, typical = rt.MODELS["qwen2.5-72b"], 512 + 2048
+    c, source = default_gen(m, 40, cap=CAP, param=2, act=2, seq=SEQ, batch=512, typical=typical)
+    assert (source, c.tp, c.dp) == ("search", 4, 10)
+    assert gen_need(m, 2, 1, seq=math.ceil(512 / 20) * typical) > CAP
+    assert gen_need(m, 4, 1, seq=math.ceil(512 / 10) * typical) <= CAP
+    # one response at a time: TP2 holds the weights and one longest sequence
+    c, _ = default_gen(m, 40, cap=CAP, param=2, act=2, seq=SEQ, batch=1, typical=typical)
+    assert c.tp == 2

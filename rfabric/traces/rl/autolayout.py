@@ -25,7 +25,9 @@ ep, zero) lexicographic order among the layouts that fit.
 Gen candidates: TP instances (tp dividing the query heads) and, for MoE, EP instances
 (ep a multiple of tp dividing the experts); order: smallest instance, then TP before EP,
 then smallest tp: the most instances (veRL's throughput-oriented choice, OrchestrRL §6's
-veRL-TO baseline).
+veRL-TO baseline). A gen candidate fits when its GPUs hold their weights and the KV cache
+of their unit's share of the batch at prompt + median response length (at least one
+longest sequence), so that the batch runs without preemption at typical lengths.
 
 Nothing fitting raises `LayoutFitError` naming what would fit: for training the smallest
 multiple of the GPU count (x2 .. x64) with a fitting layout, for generation the smallest
@@ -173,10 +175,17 @@ class GenChoice:
 
 def gen_need(m: ModelConfig, tp: int, ep: int, *, param: int, act: int, seq: int) -> float:
     """Per-GPU bytes of a TP (ep = 1) or EP instance: its weight share plus the KV cache of
-    one ``seq``-token sequence (as `memory.memory_need` counts them)."""
+    ``seq`` context tokens per attention TP group (as `memory.memory_need` counts them)."""
     experts = m.layers * m.layer_expert_params
     w = m.params / tp if ep == 1 else (m.params - experts) / tp + experts / ep
     return w * param + gen_kv_bytes(m, tp, seq, act)
+
+
+def _kv_tokens(c: GenChoice, gpus: int, seq: int, batch: int, typical: int) -> int:
+    """Context tokens a unit (attention TP group) must hold: its share of the batch at the
+    typical length (prompt + median response), at least one longest sequence."""
+    units = gpus // c.tp
+    return max(seq, -(-batch // units) * typical)
 
 
 def _gen_candidates(m: ModelConfig, gpus: int):
@@ -195,29 +204,49 @@ def _gen_candidates(m: ModelConfig, gpus: int):
     return [c for _, c in out]
 
 
-def _search_gen(m, gpus, cap, param, act, seq) -> GenChoice | None:
+def _gen_fits(m, c: GenChoice, gpus, cap, param, act, seq, batch, typical) -> bool:
+    kv = _kv_tokens(c, gpus, seq, batch, typical)
+    return gen_need(m, c.tp, c.ep, param=param, act=act, seq=kv) <= cap
+
+
+def _search_gen(m, gpus, cap, param, act, seq, batch, typical) -> GenChoice | None:
     for c in _gen_candidates(m, gpus):
-        if gen_need(m, c.tp, c.ep, param=param, act=act, seq=seq) <= cap:
+        if _gen_fits(m, c, gpus, cap, param, act, seq, batch, typical):
             return c
     return None
 
 
 def default_gen(
-    m: ModelConfig, gpus: int, *, cap: float, param: int, act: int, seq: int
+    m: ModelConfig,
+    gpus: int,
+    *,
+    cap: float,
+    param: int,
+    act: int,
+    seq: int,
+    batch: int = 1,
+    typical: int = 0,
 ) -> tuple[GenChoice, str]:
     """The default generation layout and where it comes from (``"paper"`` or ``"search"``).
-    Raises `LayoutFitError` when nothing fits."""
+
+    A candidate fits when each GPU holds its weights and the KV cache of its unit's share of
+    the ``batch`` sequences at ``typical`` tokens each, or of one ``seq``-token sequence if
+    that is more (the memory check of a given layout asks only the latter). Raises
+    `LayoutFitError` when nothing fits."""
+    args = (cap, param, act, seq, batch, typical)
     paper = PAPER_GEN.get(m.name) if _is_paper_model(m) else None
     if paper is not None:
         tp, ep = paper.get("tp", 1), paper.get("ep", 1)
         size = max(tp, ep)
-        if gpus % size == 0 and gen_need(m, tp, ep, param=param, act=act, seq=seq) <= cap:
-            return GenChoice(tp, ep, gpus // size), "paper"
-    c = _search_gen(m, gpus, cap, param, act, seq)
+        if gpus % size == 0:
+            c = GenChoice(tp, ep, gpus // size)
+            if _gen_fits(m, c, gpus, *args):
+                return c, "paper"
+    c = _search_gen(m, gpus, *args)
     if c is not None:
         return c, "search"
     hint = "no TP or EP instance fits"
-    more = _search_gen(m, math.lcm(64, m.experts or 1), cap, param, act, seq)
+    more = _search_gen(m, math.lcm(64, m.experts or 1), cap, param, act, seq, 1, 0)
     if more is not None:
         size = max(more.tp, more.ep)
         hint = (

@@ -125,8 +125,9 @@ def generate_rl(
         ``dp`` (instances; default ``gen_gpus / instance size``). Instance size: tp (TP
         mode), ep (EP mode) or M + N (AFD). None or empty: the paper's (§2 Qwen2.5-14B TP 8;
         §7.4 Qwen3-235B-A22B TP 8) if it fits, else the smallest TP (then EP, for MoE)
-        instance whose GPUs hold their weights and the KV cache of one
-        ``prompt_len + response max`` sequence; `rfabric.LayoutFitError` if none does.
+        instance whose GPUs hold their weights and the KV cache of their share of
+        ``global_batch`` at ``prompt_len + response median`` tokens (at least one
+        ``prompt_len + response max`` sequence); `rfabric.LayoutFitError` if none does.
     prefill : dict, optional
         Prefill/decode disaggregation: ``dict(tp=T, dp=D)`` (tp default 1, dp default 1)
         makes the last ``T D`` gen GPUs D prefill instances of TP T; the other gen GPUs
@@ -581,7 +582,14 @@ def generate_rl(
     decode_gpus = gen_gpus - (0 if pl is None else pl.size * pl.dp)
     if not gen:
         gchoice, source["gen"] = default_gen(
-            mdl, decode_gpus, cap=cap, param=param_bytes, act=act_bytes, seq=prompt_len + r_max
+            mdl,
+            decode_gpus,
+            cap=cap,
+            param=param_bytes,
+            act=act_bytes,
+            seq=prompt_len + r_max,
+            batch=global_batch,
+            typical=prompt_len + r_med,
         )
         gen = gchoice.layout()
     gl = GenLayout(mdl, decode_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
