@@ -72,9 +72,9 @@ GPT_OSS_120B = ModelConfig(
 H100 = Hardware(name="H100-SXM")  # same datasheet numbers as H800 (989.5 TFLOP/s, 3.35 TB/s)
 
 QWEN_SPEED = (
-    "Qwen2.5 Speed Benchmark, vLLM 0.6.3 table (A100 80GB, batch 1, 2,048 output tokens), "
-    "https://qwen.readthedocs.io/en/latest/getting_started/speed_benchmark.html "
-    "(QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst)"
+    "Qwen2.5 Speed Benchmark, vLLM tables (A100 80GB, vLLM 0.6.3, batch 1, 2,048 output tokens), "
+    "https://github.com/QwenLM/Qwen2.5/blob/main/docs/source/benchmark/speed_benchmark.rst "
+    "(published on qwen.readthedocs.io)"
 )
 LLAMA3 = (
     "Llama 3 Herd of Models (Dubey et al. 2024, arXiv 2407.21783) table 4; https://arxiv.org/abs/2407.21783"

@@ -455,6 +455,9 @@ def generate_rl(
     ------
     SpecError
         On an inconsistent configuration.
+    LayoutFitError
+        (a SpecError) When ``train`` or ``gen`` is left out and no layout of the GPUs fits
+        the model in memory; the message names what would fit.
     """
     mdl = get_model(model)
     train_gpus = integer(train_gpus, "train_gpus", lo=1)
