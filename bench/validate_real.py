@@ -25,7 +25,8 @@ LIMIT = 15.0
 
 
 def load_rows(group: str | None = None) -> list[dict]:
-    """Rows of every bench/validation module with ``rows()`` (of ``group`` if given)."""
+    """Rows of every bench/validation module with ``rows()`` (of ``group`` if given: only
+    modules whose ``GROUP`` (default: the file name) is ``group`` are run)."""
     rows = []
     for path in sorted(VALIDATION.glob("*.py")):
         if path.name.startswith("_"):
@@ -34,6 +35,9 @@ def load_rows(group: str | None = None) -> list[dict]:
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         if not callable(getattr(mod, "rows", None)):
+            continue
+        # a module's group is its GROUP, else its file name: skip other groups unrun
+        if group is not None and getattr(mod, "GROUP", path.stem) != group:
             continue
         for r in mod.rows():
             missing = [k for k in KEYS if k not in r]

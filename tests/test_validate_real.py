@@ -113,3 +113,38 @@ def test_decode_step_overhead_is_paid_once_per_step():
     assert abs((more - base) - n * c * 1e12) <= 64  # rounding of a few dozen ops
     with pytest.raises(SpecError, match="decode_step_overhead_s"):
         rt.Hardware(decode_step_overhead_s=-1.0)
+
+
+def test_driver_collects_every_module_with_rows(driver, tmp_path, monkeypatch, capsys):
+    row = (
+        "dict(group={g!r}, what={w!r}, hardware='x', setup='s', measured={m}, unit='u', "
+        "source='https://example.org', calibrated={c}, simulated={s}, note='n')"
+    )
+    (tmp_path / "alpha.py").write_text(
+        "def rows():\n    return ["
+        + ", ".join(
+            row.format(g="alpha", w=w, m=m, c=c, s=s)
+            for w, m, c, s in (
+                ("a1", 100.0, True, 90.0),
+                ("a2", 100.0, False, 104.0),
+                ("a3", 10.0, False, 12.0),
+            )
+        )
+        + "]\n"
+    )
+    (tmp_path / "beta.py").write_text(
+        "GROUP = 'beta'\ndef rows():\n    return ["
+        + row.format(g="beta", w="b1", m=1.0, c=False, s=1.0)
+        + "]\n"
+    )
+    (tmp_path / "helper.py").write_text("X = 1\n")  # no rows(): ignored
+    (tmp_path / "broken.py").write_text("GROUP = 'gamma'\ndef rows():\n    raise RuntimeError\n")
+    monkeypatch.setattr(driver, "VALIDATION", tmp_path)
+    assert [r["what"] for r in driver.load_rows("alpha")] == ["a1", "a2", "a3"]  # gamma never run
+    s = driver.summary(driver.load_rows("alpha"))
+    assert (s["held_out"], s["calibration"]) == (2, 1)
+    assert s["median_abs_error"] == pytest.approx(12.0) and s["max_abs_error"] == pytest.approx(20.0)
+    assert [r["what"] for r in s["over_limit"]] == ["a3"]
+    assert driver.main(["--group", "beta"]) == 0
+    out = capsys.readouterr().out
+    assert "== beta: 1 rows" in out and "a1" not in out
