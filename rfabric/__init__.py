@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
 
 from . import bounds, controllers, cost, pareto, topology, traces, units
 from .collective import collective, op_trace
-from .errors import SpecError, SweepError, TraceError
+from .errors import LayoutFitError, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
 from .results import Results
@@ -39,6 +39,7 @@ __all__ = [
     "EngineConfig",
     "Flows",
     "Forwarding",
+    "LayoutFitError",
     "NetworkSpec",
     "Results",
     "Simulation",

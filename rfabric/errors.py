@@ -7,7 +7,7 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["SpecError", "SweepError", "TraceError", "read_toml"]
+__all__ = ["LayoutFitError", "SpecError", "SweepError", "TraceError", "read_toml"]
 
 
 class SpecError(ValueError):
@@ -18,6 +18,12 @@ class SweepError(SpecError):
     """A sweep cannot run as asked: its process pool's workers died (a script without the
     ``if __name__ == "__main__":`` guard, a killed or crashed worker), or a point's fabric
     built differently in a worker than in the sweep's process."""
+
+
+class LayoutFitError(SpecError):
+    """No parallel layout of the given GPUs fits the model in GPU memory (raised by
+    `rfabric.traces.generate_rl` when it has to choose a layout); the message says what
+    would fit."""
 
 
 class TraceError(ValueError):

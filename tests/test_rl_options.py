@@ -208,6 +208,7 @@ def test_zero_stages_shard_per_layer(zero):
         m,
         train_gpus=dp,
         gen_gpus=4,
+        train=dict(dp=dp),
         gen=dict(tp=4),
         global_batch=B,
         prompt_len=p,
@@ -282,6 +283,11 @@ def test_gather_broadcast_unshards_fsdp_first():
 # -- memory fit ----------------------------------------------------------------------------------
 def test_a_235b_model_on_one_gpu_is_named():
     args = dict(train_gpus=1, gen_gpus=1, global_batch=2, response=dict(median=8, max=16))
+    # no layout given: generate_rl has to choose one, and none of 1 GPU fits
+    with pytest.raises(rf.LayoutFitError, match=r"no training layout of 1 GPUs fits 80 GB .* would fit"):
+        rt.generate_rl("qwen3-235b-a22b", **args)
+    # a layout given explicitly that does not fit: memory_check says what happens
+    args |= dict(train=dict(tp=1), gen=dict(tp=1))
     with pytest.warns(
         rt.MemoryFitWarning, match=r"qwen3-235b-a22b does not fit the train layout: .* > 80 GB"
     ):
@@ -311,8 +317,16 @@ def test_memory_per_gpu_recomputed():
         )
     P = m.layers * layer_dense(m) + 2 * m.vocab * m.hidden + m.hidden
     need = trace.metadata["parameters"]["memory_bytes_per_gpu"]
-    assert need["train"] == int(P / tp * (2 + 4) + P / tp / dp * 12)
-    assert need["gen"] == int(P / gen_tp * 2)
+    assert need["train_states"] == int(P / tp * (2 + 4) + P / tp / dp * 12)
+    # activations (pp = 1: one micro-batch of 512 + 16 tokens in flight): per layer and token
+    # 4 h replicated, q + 2 kv + q + 3 f split over tp, 2 bytes each; FP32 + BF16 logits
+    t, q, kv = 512 + 16, m.heads * m.head_dim, m.kv_heads * m.head_dim
+    per_token = (4 * m.hidden + (2 * q + 2 * kv + 3 * m.ffn) / tp) * 2
+    acts = m.layers * t * per_token + t * m.vocab / tp * (2 + 4)
+    assert need["train_activations"] == int(acts)
+    assert abs(need["train"] - (need["train_states"] + need["train_activations"])) <= 1
+    assert need["gen_weights"] == int(P / gen_tp * 2)
+    assert need["gen_kv"] == 2 * m.layers * (m.kv_heads // gen_tp) * m.head_dim * 2 * t
     assert need["train"] < 80e9 and need["gen"] < 80e9
 
 
@@ -522,7 +536,12 @@ def test_colocated_fsdp_and_moe_reshard():
             "train tp=2 and gen tp=3 must divide one another",
         ),
         (
-            dict(model="qwen2-57b-a14b", placement="colocated", gen=dict(afd=dict(attn=4, ffn=4))),
+            dict(
+                model="qwen2-57b-a14b",
+                placement="colocated",
+                train=dict(ep=8),
+                gen=dict(afd=dict(attn=4, ffn=4)),
+            ),
             "cannot host attention-FFN disaggregated instances",
         ),
     ],

@@ -49,9 +49,19 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     g.add_argument("--train-gpus", type=int, required=True, help="training GPUs (ranks 0..N-1)")
     g.add_argument("--gen-gpus", type=int, required=True, help="generation GPUs (ranks after the train GPUs)")
     for dim in ("tp", "pp", "dp", "cp", "ep"):
-        g.add_argument(f"--train-{dim}", type=int, default=None, help=f"training {dim.upper()} degree")
+        g.add_argument(
+            f"--train-{dim}",
+            type=int,
+            default=None,
+            help=f"training {dim.upper()} degree (no --train-* given: a layout that fits memory)",
+        )
     for dim in ("tp", "dp", "ep"):
-        g.add_argument(f"--gen-{dim}", type=int, default=None, help=f"generation {dim.upper()} degree")
+        g.add_argument(
+            f"--gen-{dim}",
+            type=int,
+            default=None,
+            help=f"generation {dim.upper()} degree (no --gen-* given: an instance that fits memory)",
+        )
     g.add_argument(
         "--gen-afd", type=_afd, default=None, metavar="ATTN:FFN", help="attention-FFN disaggregation"
     )
@@ -93,7 +103,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--memory-check",
         choices=("warn", "error", "off"),
         default="warn",
-        help="when model states exceed GPU memory (default warn)",
+        help="when a given layout exceeds GPU memory (default warn)",
     )
     g.add_argument(
         "--placement",

@@ -17,7 +17,18 @@ from typing import Any
 from ..errors import SpecError
 from ..validators import integer
 
-__all__ = ["ModelConfig", "MODELS", "Hardware", "H800", "get_model"]
+__all__ = [
+    "ModelConfig",
+    "MODELS",
+    "Hardware",
+    "H800",
+    "A100",
+    "A100_VLLM",
+    "H800_VLLM",
+    "VLLM_HBM_EFFICIENCY",
+    "VLLM_STEP_OVERHEAD_S",
+    "get_model",
+]
 
 
 @dataclass(frozen=True)
@@ -316,6 +327,11 @@ class Hardware:
         Fraction of ``hbm_bytes_per_s`` that decode reaches.
     hbm_capacity_bytes : float
         GPU memory, bytes (the memory-fit check of `generate_rl`).
+    decode_step_overhead_s : float
+        Fixed time of one decode step of an inference instance beyond its roofline time:
+        the engine's scheduling, sampling and kernel launches, which set the step time of
+        small models at small batches. Default 0 (pure roofline); `A100_VLLM` and
+        `H800_VLLM` carry a value calibrated on vLLM (docs/validation-compute.md).
     """
 
     name: str = "H800"
@@ -325,11 +341,14 @@ class Hardware:
     gen_mfu: float = 0.40
     hbm_efficiency: float = 1.0
     hbm_capacity_bytes: float = 80e9
+    decode_step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("peak_flops", "hbm_bytes_per_s", "hbm_capacity_bytes"):
             if not getattr(self, f) > 0:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be positive")
+        if not 0 <= self.decode_step_overhead_s < 1:
+            raise SpecError(f"Hardware {self.name!r}: decode_step_overhead_s must be in [0, 1) s")
         for f in ("train_mfu", "gen_mfu", "hbm_efficiency"):
             if not 0 < getattr(self, f) <= 1:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be in (0, 1]")
@@ -339,3 +358,28 @@ class Hardware:
 #: table 1). MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
 #: (Dubey et al. 2024, table 4). Decode runs at the full HBM bandwidth (pure roofline).
 H800 = Hardware()
+
+#: NVIDIA A100-SXM4-80GB datasheet: 312 dense BF16 TFLOP/s, 2.039 TB/s HBM2e, 80 GB; the
+#: efficiency constants of `H800` (pure roofline decode).
+A100 = Hardware(name="A100-80GB", peak_flops=312e12, hbm_bytes_per_s=2.039e12)
+
+#: Decode as vLLM 0.6.3 runs it (CUDA graphs, batch 1), calibrated on two rows of the Qwen2.5
+#: speed benchmark (A100 80GB, 2,048 output tokens; qwen.readthedocs.io "Speed Benchmark"):
+#: Qwen2.5-0.5B-Instruct 311.55 tok/s and Qwen2.5-14B-Instruct 46.30 tok/s at input length 1.
+#: Solving step = weights / (HBM x e) + c for the two gives e = 0.725 of the HBM bandwidth
+#: and c = 2.53 ms per step (bench/validation/compute.py derives them and scores the
+#: other rows as held out).
+VLLM_HBM_EFFICIENCY = 0.725
+VLLM_STEP_OVERHEAD_S = 2.53e-3
+A100_VLLM = dataclasses.replace(
+    A100,
+    name="A100-80GB-vLLM",
+    hbm_efficiency=VLLM_HBM_EFFICIENCY,
+    decode_step_overhead_s=VLLM_STEP_OVERHEAD_S,
+)
+#: `H800` with the vLLM decode constants of `A100_VLLM` (same engine; the fraction of HBM
+#: bandwidth and the per-step cost carried over from A100, an assumption the H100 rows of
+#: the validation table test).
+H800_VLLM = dataclasses.replace(
+    H800, name="H800-vLLM", hbm_efficiency=VLLM_HBM_EFFICIENCY, decode_step_overhead_s=VLLM_STEP_OVERHEAD_S
+)

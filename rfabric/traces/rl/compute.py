@@ -1,7 +1,8 @@
 """The roofline compute model of the RL trace generator: compute gaps between ops.
 
 Training: FLOPs / (peak x train_mfu). Prefill and decode: the larger of weights and KV
-cache read / (HBM x hbm_efficiency) and FLOPs / (peak x gen_mfu). Times are float seconds
+cache read / (HBM x hbm_efficiency) and FLOPs / (peak x gen_mfu), plus, once per decode
+step, the engine's fixed ``decode_step_overhead_s``. Times are float seconds
 per rank (per step and layer for decode); the stage emitters turn them into compute_ps via
 `OpBuilder.compute`. The formulas are stated in `generate_rl`'s Notes. Knows nothing about
 ops or groups.
@@ -93,9 +94,29 @@ class Roofline:
             flops = 2 * bi * (m.top_k * m.expert_params + shared_here) / ranks
             t_exp = np.maximum(self.mem_s(nbytes), self.flops_s(flops, mfu))
             t_exp[bi == 0] = 0
+        t_head = t_head + self.hw.decode_step_overhead_s  # once per step of a unit
         for arr in (t_attn, t_ffn, t_head):
             arr[idle] = 0
         return t_attn, t_ffn, t_exp, t_head
+
+    def decode_step_s(self, A_u, A_i):
+        """Compute time (s) of each decode step of each unit, as the generator spends it:
+        ``layers x (attention + FFN + the instance's expert time) + output layer``
+        (communication is the fabric's; none is included)."""
+        t_attn, t_ffn, t_exp, t_head = self.decode_times(A_u, A_i)
+        t = self.m.layers * (t_attn + t_ffn) + t_head
+        if t_exp is not None:
+            per_unit = np.repeat(t_exp, self.gl.units_per_instance, axis=0)
+            t = t + self.m.layers * per_unit
+        return t
+
+    def prefill_s(self, n_u, n_i):
+        """Compute time (s) of each unit's prefill of ``n_u`` prompts (as `decode_step_s`)."""
+        t_attn, t_ffn, t_exp, t_head = self.prefill_times(n_u, n_i)
+        t = self.m.layers * (t_attn + t_ffn) + t_head
+        if t_exp is not None:
+            t = t + self.m.layers * np.repeat(t_exp, self.gl.units_per_instance, axis=0)
+        return t
 
     def prefill_times(self, n_u, n_i):
         """Per-layer prefill compute (s) per unit/instance, plus the output layer per unit."""
@@ -149,8 +170,16 @@ class Roofline:
         return float(self.mem_s(params * bytes_per_param))
 
     def train_flops(self, t: int, s_eff: float) -> dict[str, float]:
+        """Forward compute seconds of one layer (and the output layer, ``head``) per rank
+        for ``t`` tokens; backward is twice forward."""
+        mfu = self.hw.train_mfu
+        return {key: float(self.flops_s(v, mfu)) for key, v in self.train_layer_flops(t, s_eff).items()}
+
+    def train_layer_flops(self, t: int, s_eff: float) -> dict[str, float]:
+        """Forward FLOPs of one layer (and the output layer, ``head``) per rank for ``t``
+        tokens of mean causal context ``s_eff``."""
         m, tp = self.m, self.tl.tp
-        f = {
+        return {
             "qkv": 2.0 * t * m.hidden * (m.q_dim + 2 * m.kv_dim) / tp,
             "core": 2.0 * t * s_eff * m.q_dim / tp,
             "o": 2.0 * t * m.q_dim * m.hidden / tp,
@@ -160,5 +189,3 @@ class Roofline:
             "router": 2.0 * t * m.router_params / tp,
             "head": 2.0 * t * m.hidden * m.vocab / tp,
         }
-        mfu = self.hw.train_mfu
-        return {key: float(self.flops_s(v, mfu)) for key, v in f.items()}

@@ -45,10 +45,13 @@ class RLContext:
         opt_bytes: int = 0,
         ws_bucket: int = 512 << 20,
         pl: GenLayout | None = None,
+        seq_max: int = 0,
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
         self.mbt, self.steps = mbt, steps
+        #: Longest sequence (prompt + response max): the KV cache a gen GPU must hold.
+        self.seq_max = seq_max
         #: ZeRO stage of the data-parallel training: 0 all-reduce (Megatron DDP), 1
         #: distributed optimizer, 2 gradients sharded too, 3 parameters too (FSDP).
         self.zero = zero

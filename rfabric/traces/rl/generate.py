@@ -21,6 +21,7 @@ from ...validators import boolean, integer, known_keys
 from ..models import H800, Hardware, ModelConfig, get_model
 from ..schema import SCHEMA_VERSION, encode_metadata
 from ..trace import Trace
+from .autolayout import default_gen, default_train
 from .context import RLContext
 from .experience import RL_ALGORITHMS, emit_experience, experience_passes
 from .generation import emit_generation, kv_pairs
@@ -108,12 +109,25 @@ def generate_rl(
     train : dict, optional
         ``tp``, ``pp``, ``cp``, ``ep`` (default 1) and ``dp`` (default
         ``train_gpus / (tp pp cp)``); ``tp pp cp dp`` must equal ``train_gpus``; ``ep``
-        must divide ``cp dp`` and the expert count.
+        must divide ``cp dp`` and the expert count. None or empty: a default that fits the
+        GPU memory (`rfabric.traces.rl.autolayout`): the reference paper's layout for its
+        models (Appendix C: Qwen2.5-72B TP 8, PP 2, CP 3; Qwen2-57B-A14B TP 4, EP 16; §2:
+        Qwen2.5-14B TP 8, PP 2; dp scaled) when the GPU count admits it and it fits, else
+        the first fitting layout in the order (tp*pp*cp, pp, cp, ep, ZeRO stage) with tp
+        inside an 8-GPU server; when ``zero_stage`` and ``distributed_optimizer`` are left
+        unset the default may turn on the distributed optimizer (ZeRO 1) to fit. Nothing
+        fitting raises `rfabric.LayoutFitError`, which names a GPU count that would fit.
+        ``parameters.layout_source`` in the metadata says which (``paper``, ``search`` or
+        ``given``).
     gen : dict, optional
         ``tp`` (default 1), ``ep`` (default 1; > 1 selects EP mode, a multiple of tp),
         ``afd`` (``dict(attn=M, ffn=N)``: attention-FFN disaggregation, MoE only) and
         ``dp`` (instances; default ``gen_gpus / instance size``). Instance size: tp (TP
-        mode), ep (EP mode) or M + N (AFD).
+        mode), ep (EP mode) or M + N (AFD). None or empty: the paper's (§2 Qwen2.5-14B TP 8;
+        §7.4 Qwen3-235B-A22B TP 8) if it fits, else the smallest TP (then EP, for MoE)
+        instance whose GPUs hold their weights and the KV cache of their share of
+        ``global_batch`` at ``prompt_len + response median`` tokens (at least one
+        ``prompt_len + response max`` sequence); `rfabric.LayoutFitError` if none does.
     prefill : dict, optional
         Prefill/decode disaggregation: ``dict(tp=T, dp=D)`` (tp default 1, dp default 1)
         makes the last ``T D`` gen GPUs D prefill instances of TP T; the other gen GPUs
@@ -253,17 +267,22 @@ def generate_rl(
         Global GPU ids of the train and gen GPUs (disjoint); the trace's ``gpus`` becomes
         the largest id + 1.
     memory_check : {"warn", "error", "off"}
-        What to do when a GPU cannot hold its model state (``hardware.hbm_capacity_bytes``,
-        80 GB for `H800`): a train GPU its weights (param_bytes), gradients (grad_bytes)
-        and Adam state (12 bytes per parameter: FP32 main parameter and two moments) of
-        the largest pipeline stage, each divided over the data-parallel group as
-        ``zero_stage`` shards it (state from 1, gradients from 2, weights at 3); a gen
-        GPU its weights (dense parameters / tp, routed experts / ep or / ffn under AFD).
-        Default ``"warn"``: a `MemoryFitWarning` (the trace is still generated: network
-        studies may want it); ``"error"``: SpecError.
-        Activations and the KV cache are not counted, nor are prefill instances
-        (``prefill``), so passing does not prove a fit.
-        The per-GPU bytes go to the metadata (``memory_bytes_per_gpu``).
+        What to do when a given layout does not fit a GPU (``hardware.hbm_capacity_bytes``,
+        80 GB for `H800`): a train GPU holds, on its worst pipeline stage, its weights
+        (param_bytes), gradients (grad_bytes) and Adam state (12 bytes per parameter: FP32
+        main parameter and two moments), each divided over the data-parallel group as
+        ``zero_stage`` shards it (state from 1, gradients from 2, weights at 3), plus the
+        activations of ``pp - s`` micro-batches of ``micro_batch_tokens / cp`` tokens on
+        stage s (1F1B; per layer and token ``4 h`` replicated and ``2 q + 2 kv + 3 f``, or
+        the MoE equivalent, split over tp, in act_bytes; the last stage also BF16 + FP32
+        logits; `rfabric.traces.rl.memory`); a gen GPU its weights (dense parameters /
+        tp, routed experts / ep or / ffn under AFD) plus the KV cache of one
+        ``prompt_len + response max`` sequence. Default ``"warn"``: a `MemoryFitWarning`
+        (the trace is still generated: network studies may want it); ``"error"``:
+        SpecError. Layouts chosen by default (``train``/``gen`` None) always fit or raise
+        `rfabric.LayoutFitError`. Framework buffers and prefill instances (``prefill``)
+        are not counted, so passing does not prove a fit. The per-GPU bytes, in total and
+        by part, go to the metadata (``memory_bytes_per_gpu``).
 
     Returns
     -------
@@ -436,6 +455,9 @@ def generate_rl(
     ------
     SpecError
         On an inconsistent configuration.
+    LayoutFitError
+        (a SpecError) When ``train`` or ``gen`` is left out and no layout of the GPUs fits
+        the model in memory; the message names what would fit.
     """
     mdl = get_model(model)
     train_gpus = integer(train_gpus, "train_gpus", lo=1)
@@ -534,7 +556,22 @@ def generate_rl(
         else integer(micro_batch_tokens, "micro_batch_tokens", lo=1)
     )
 
-    tl = TrainLayout(mdl, train_gpus, dict(train or {}))
+    cap = hardware.hbm_capacity_bytes
+    source = {"train": "given", "gen": "given"}
+    if not train:
+        choice, source["train"] = default_train(
+            mdl,
+            train_gpus,
+            zero=None if zero_stage is None and not distributed_optimizer else zero,
+            cap=cap,
+            param=param_bytes,
+            grad=grad_bytes,
+            tokens=mbt,
+            act=act_bytes,
+        )
+        train = {k: v for k, v in choice.layout().items() if k != "ep" or mdl.is_moe}
+        zero = choice.zero
+    tl = TrainLayout(mdl, train_gpus, dict(train))
     pl = None
     if prefill is not None:
         if colocated:
@@ -546,6 +583,18 @@ def generate_rl(
             raise SpecError(f"prefill tp*dp = {p_tp * p_dp} leaves no decode GPU of gen_gpus = {gen_gpus}")
         pl = GenLayout(mdl, p_tp * p_dp, dict(tp=p_tp, dp=p_dp), offset=train_gpus + gen_gpus - p_tp * p_dp)
     decode_gpus = gen_gpus - (0 if pl is None else pl.size * pl.dp)
+    if not gen:
+        gchoice, source["gen"] = default_gen(
+            mdl,
+            decode_gpus,
+            cap=cap,
+            param=param_bytes,
+            act=act_bytes,
+            seq=prompt_len + r_max,
+            batch=global_batch,
+            typical=prompt_len + r_med,
+        )
+        gen = gchoice.layout()
     gl = GenLayout(mdl, decode_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
     if pl is not None:
         kv_pairs(mdl.kv_heads, pl.tp, gl.tp)  # raises if a side cannot hold the KV heads
@@ -595,6 +644,7 @@ def generate_rl(
         opt_bytes=optimizer_bytes_per_param,
         ws_bucket=weight_bucket_bytes,
         pl=pl,
+        seq_max=prompt_len + r_max,
     )
     need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
@@ -631,6 +681,7 @@ def generate_rl(
             "afd": {"attn": gl.attn, "ffn": gl.ffn} if gl.mode == "afd" else None,
         },
         "gen_mode": gl.mode,
+        "layout_source": source,
         "prefill": None if pl is None else {"tp": pl.tp, "dp": pl.dp},
         "iterations": iterations,
         "seed": int(seed),
@@ -642,7 +693,7 @@ def generate_rl(
         "response": {"median": r_med, "sigma": float(r_sigma), "max": r_max, "min": r_min},
         "micro_batch_tokens": mbt,
         "optimizer_steps": optimizer_steps,
-        "distributed_optimizer": distributed_optimizer,
+        "distributed_optimizer": distributed_optimizer or zero == 1,
         "zero_stage": zero,
         "grad_bucket_bytes": grad_bucket_bytes,
         "optimizer_bytes_per_param": optimizer_bytes_per_param,

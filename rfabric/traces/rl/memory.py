@@ -1,76 +1,212 @@
-"""Memory fit of the parallel layouts: model states per GPU against GPU memory.
+"""Memory fit of the parallel layouts: what a GPU must hold against its memory.
 
-Counts what a layout must hold whatever the batch: on a train GPU the weights, the
-gradients and the optimizer state of its parameters (sharded as the data-parallel mode
-shards them), on a gen GPU its share of the weights. Activations, the KV cache and
-framework buffers are not counted, so a layout that fails this check cannot run, and one
-that passes may still not.
+A train GPU holds, on its pipeline stage, the weights, gradients and optimizer state of its
+parameters (sharded as the ZeRO stage shards them) and the activations that the 1F1B
+schedule keeps alive for the backward pass; a gen GPU holds its share of the weights and
+the KV cache of at least one full-length sequence (prompt + longest response), the least an
+inference engine needs to start (vLLM refuses a ``max_model_len`` its KV cache cannot
+hold). Framework buffers, CUDA graphs, the NCCL workspace and fragmentation are not
+counted, so a layout that fails this check cannot run, and one that passes may still not.
+
+The functions take plain numbers (model, layout, byte widths) so that the layout search of
+`autolayout` can evaluate candidates without building a trace.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 from ...errors import SpecError
-from .context import RLContext
+from ..models import ModelConfig
 
-__all__ = ["MemoryFitWarning", "check_memory", "train_state_bytes", "gen_weight_bytes", "ADAM_STATE_BYTES"]
+__all__ = [
+    "MemoryFitWarning",
+    "check_memory",
+    "train_state_bytes",
+    "train_activation_bytes",
+    "train_bytes",
+    "gen_weight_bytes",
+    "gen_kv_bytes",
+    "activation_bytes_per_token",
+    "ADAM_STATE_BYTES",
+    "LOGIT_FP32_BYTES",
+]
 
 #: Optimizer state per parameter of Megatron-LM's mixed-precision Adam: FP32 main
 #: parameter, first and second moment.
 ADAM_STATE_BYTES = 12
+
+#: Bytes per vocabulary logit kept by the last stage for the loss: Megatron-LM's
+#: vocab-parallel cross entropy works on FP32 logits (``_VocabParallelCrossEntropy``).
+LOGIT_FP32_BYTES = 4
 
 #: How `generate_rl` reacts when a layout does not fit (its ``memory_check``).
 MEMORY_CHECKS = ("warn", "error", "off")
 
 
 class MemoryFitWarning(UserWarning):
-    """A train or gen GPU would hold more model state than its memory."""
+    """A train or gen GPU would hold more than its memory."""
 
 
-def train_state_bytes(ctx: RLContext) -> float:
-    """Largest per-GPU weights + gradients + optimizer state over the pipeline stages."""
-    tl = ctx.tl
-    shard = (tl.dp * tl.cp, tl.edp)
-    worst = 0.0
-    for s in range(tl.pp):
-        dense, expert = tl.stage_params(s)
-        d, x = dense / tl.tp, expert / (tl.ep * tl.tp)
-        sharded = d / shard[0] + x / shard[1]
-        states = (sharded if ctx.zero >= 3 else d + x) * ctx.param
-        states += (sharded if ctx.zero >= 2 else d + x) * ctx.grad
-        states += (sharded if ctx.zero >= 1 else d + x) * ADAM_STATE_BYTES
-        worst = max(worst, states)
-    return worst
+def _stage_params(m: ModelConfig, pp: int, s: int) -> tuple[int, int, int]:
+    """(layers, dense, expert) parameter counts of pipeline stage s (as `TrainLayout`)."""
+    base, extra = divmod(m.layers, pp)
+    L = base + (1 if s < extra else 0)
+    dense = L * m.layer_dense_params
+    if s == 0:
+        dense += m.embedding_params
+    if s == pp - 1:
+        dense += m.head_params
+    return L, dense, L * m.layer_expert_params
 
 
-def gen_weight_bytes(ctx: RLContext) -> float:
+def _stages(pp: int) -> tuple[int, ...]:
+    """The stages that can be the worst: stage 0 has the most layers, the embedding and the
+    most micro-batches in flight (it dominates every middle stage); the last stage has the
+    output layer and its logits."""
+    return (0,) if pp == 1 else (0, pp - 1)
+
+
+def activation_bytes_per_token(m: ModelConfig, tp: int, act: int) -> float:
+    """Activation bytes one layer keeps per token for its backward pass, per TP rank.
+
+    Korthikanti et al. 2022 (table 2, "no sequence parallelism") counted for a GPT layer,
+    adapted to RMSNorm, SwiGLU, grouped-query attention, FlashAttention (no s x s scores)
+    and no dropout: replicated over TP, the inputs of the two norms and of the two blocks
+    (4 h); split over TP, Q, K and V (q + 2 kv) and the attention output (q), and per
+    MLP the SwiGLU inputs and the down projection's input (3 f). An MoE layer keeps, per
+    routed copy of a token (top_k of them), its permuted input (h) and the expert's 3 f_e,
+    plus the shared expert's 3 f_s and the router's FP32 logits (4 E bytes). Elements are
+    ``act`` bytes.
+    """
+    rep = 4 * m.hidden
+    split = m.q_dim + 2 * m.kv_dim + m.q_dim
+    if m.is_moe:
+        split += m.top_k * (m.hidden + 3 * m.expert_ffn) + 3 * m.shared_expert_ffn
+        return (rep + split / tp) * act + 4.0 * m.experts
+    split += 3 * m.ffn
+    return (rep + split / tp) * act
+
+
+def _stage_states(m, pp, s, tp, cp, dp, ep, zero, param, grad) -> float:
+    _, dense, expert = _stage_params(m, pp, s)
+    d, x = dense / tp, expert / (ep * tp)
+    sharded = d / (dp * cp) + x / (cp * dp / ep)
+    states = (sharded if zero >= 3 else d + x) * param
+    states += (sharded if zero >= 2 else d + x) * grad
+    states += (sharded if zero >= 1 else d + x) * ADAM_STATE_BYTES
+    return states
+
+
+def _stage_acts(m, pp, s, tp, cp, tokens, act) -> float:
+    L, _, _ = _stage_params(m, pp, s)
+    t = math.ceil(tokens / cp)
+    in_flight = pp - s  # 1F1B: stage s runs pp - s forwards before its first backward
+    b = in_flight * L * t * activation_bytes_per_token(m, tp, act)
+    if s == pp - 1:
+        b += t * m.vocab / tp * (act + LOGIT_FP32_BYTES)
+    return b
+
+
+def train_state_bytes(m: ModelConfig, tl, zero: int, param: int, grad: int) -> float:
+    """Largest per-GPU weights + gradients + optimizer state over the pipeline stages.
+
+    ``tl`` is anything with ``tp, pp, cp, dp, ep`` (a `TrainLayout` or a candidate)."""
+    return max(
+        _stage_states(m, tl.pp, s, tl.tp, tl.cp, tl.dp, tl.ep, zero, param, grad) for s in _stages(tl.pp)
+    )
+
+
+def train_activation_bytes(m: ModelConfig, tl, tokens: int, act: int) -> float:
+    """Largest per-GPU activation memory over the stages: micro-batches of ``tokens``
+    tokens (``tokens / cp`` per CP rank), stage s holding ``pp - s`` of them (1F1B, every
+    micro-batch as long as the largest; fewer in flight when a replica has fewer
+    micro-batches), the last stage also the output layer's logits."""
+    return max(_stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act) for s in _stages(tl.pp))
+
+
+def train_bytes(
+    m: ModelConfig, tl, *, zero: int, param: int, grad: int, tokens: int, act: int
+) -> tuple[float, float, float]:
+    """(total, states, activations) of the worst stage: the stage with the largest sum."""
+    best = (-1.0, 0.0, 0.0)
+    for s in _stages(tl.pp):
+        st = _stage_states(m, tl.pp, s, tl.tp, tl.cp, tl.dp, tl.ep, zero, param, grad)
+        ac = _stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act)
+        if st + ac > best[0]:
+            best = (st + ac, st, ac)
+    return best
+
+
+def gen_weight_bytes(m: ModelConfig, gl, param: int) -> float:
     """Largest per-GPU weight share of a gen instance: dense parameters split over tp,
     routed experts over the instance's expert ranks (ep, or the FFN ranks under AFD)."""
-    m, gl = ctx.m, ctx.gl
     experts = m.layers * m.layer_expert_params
     dense = m.params - experts
     if gl.mode == "tp":
-        return m.params / gl.tp * ctx.param
+        return m.params / gl.tp * param
     if gl.mode == "ep":
-        return (dense / gl.tp + experts / gl.ep) * ctx.param
-    return max(dense / gl.tp, experts / gl.ffn) * ctx.param
+        return (dense / gl.tp + experts / gl.ep) * param
+    return max(dense / gl.tp, experts / gl.ffn) * param
 
 
-def check_memory(ctx: RLContext, how: str) -> dict[str, float]:
-    """Per-GPU bytes on each side; warn (`MemoryFitWarning`) or raise (SpecError) when a
-    side exceeds ``ctx.hw.hbm_capacity_bytes``, as ``how`` says."""
+def gen_kv_bytes(m: ModelConfig, tp: int, tokens: int, act: int) -> float:
+    """KV cache of ``tokens`` context tokens on one attention rank of TP ``tp``: K and V of
+    every layer for the rank's ``ceil(kv_heads / tp)`` KV heads (replicated when tp >
+    kv_heads, as vLLM does)."""
+    return 2.0 * m.layers * math.ceil(m.kv_heads / tp) * m.head_dim * act * tokens
+
+
+def memory_need(ctx) -> dict[str, float]:
+    """Per-GPU bytes of a generation run: totals ``train`` and ``gen`` and their parts."""
+    total, states, acts = train_bytes(
+        ctx.m, ctx.tl, zero=ctx.zero, param=ctx.param, grad=ctx.grad, tokens=ctx.mbt, act=ctx.act
+    )
+    m, gl = ctx.m, ctx.gl
+    kv = gen_kv_bytes(m, gl.tp, ctx.seq_max, ctx.act)
+    w = gen_weight_bytes(m, gl, ctx.param)
+    if gl.mode == "afd":  # attention ranks: dense weights + KV; FFN ranks: experts only
+        dense = (m.params - m.layers * m.layer_expert_params) / gl.tp * ctx.param
+        if dense + kv < w:
+            kv = 0.0
+        else:
+            w = dense
+    return {
+        "train": total,
+        "train_states": states,
+        "train_activations": acts,
+        "gen": w + kv,
+        "gen_weights": w,
+        "gen_kv": kv,
+    }
+
+
+def check_memory(ctx, how: str) -> dict[str, float]:
+    """Per-GPU bytes on each side (`memory_need`); warn (`MemoryFitWarning`) or raise
+    (SpecError) when a side exceeds ``ctx.hw.hbm_capacity_bytes``, as ``how`` says."""
     cap = ctx.hw.hbm_capacity_bytes
-    need = {"train": train_state_bytes(ctx), "gen": gen_weight_bytes(ctx)}
+    need = memory_need(ctx)
     if how == "off":
         return need
-    what = {"train": "weights + gradients + optimizer state", "gen": "weights"}
-    for side, nbytes in need.items():
+    what = {
+        "train": (
+            f"{need['train_states'] / 1e9:.1f} GB weights + gradients + optimizer state and "
+            f"{need['train_activations'] / 1e9:.1f} GB activations"
+        ),
+        "gen": (
+            f"{need['gen_weights'] / 1e9:.1f} GB weights and {need['gen_kv'] / 1e9:.1f} GB KV cache "
+            f"of one {ctx.seq_max}-token sequence"
+        ),
+    }
+    for side in ("train", "gen"):
+        nbytes = need[side]
         if nbytes > cap:
             msg = (
-                f"{ctx.m.name} does not fit the {side} layout: {nbytes / 1e9:.1f} GB of {what[side]} "
-                f"per GPU > {cap / 1e9:.0f} GB ({ctx.hw.name}); use more GPUs or more "
-                f"{'tp/pp/ep or distributed_optimizer' if side == 'train' else 'gen tp/ep'}"
+                f"{ctx.m.name} does not fit the {side} layout: {nbytes / 1e9:.1f} GB per GPU "
+                f"({what[side]}) > {cap / 1e9:.0f} GB ({ctx.hw.name}); use more GPUs or more "
+                f"{'tp/pp/cp/ep, a ZeRO stage or smaller micro_batch_tokens' if side == 'train' else 'gen tp/ep'}"
+                ", or leave the layout out for a fitting default"
             )
             if how == "error":
                 raise SpecError(msg)

@@ -1,0 +1,150 @@
+"""bench/validate_real.py: the compute group's validation table (rfabric's compute model
+against published training MFU and generation speed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def driver():
+    return load(ROOT / "bench" / "validate_real.py", "validate_real")
+
+
+@pytest.fixture(scope="module")
+def rows(driver):
+    return driver.load_rows("compute")
+
+
+def test_rows_have_the_keys_and_a_source(driver, rows):
+    assert len(rows) >= 8
+    for r in rows:
+        assert set(driver.KEYS) <= set(r)
+        assert r["group"] == "compute"
+        assert isinstance(r["calibrated"], bool)
+        assert "http" in r["source"], r["what"]  # every row names where its number is
+        for k in ("measured", "simulated"):
+            assert isinstance(r[k], float) and math.isfinite(r[k]) and r[k] > 0, (r["what"], k)
+        if not r["calibrated"] and abs(driver.error_pct(r)) > driver.LIMIT:
+            assert r["note"], f"{r['what']} misses by more than {driver.LIMIT} % without a note"
+    assert any(r["calibrated"] for r in rows) and any(not r["calibrated"] for r in rows)
+
+
+def test_simulated_values_come_from_the_compute_model(rows):
+    """The simulated column follows rfabric's constants: the training rows are the
+    Roofline's FLOPs over peak x its time (= train_mfu of the model as shipped), the
+    calibration rows of decode are matched by the library's constants."""
+    from rfabric.traces.models import H800
+
+    train = [r for r in rows if r["what"].startswith("train MFU")]
+    assert train and all(abs(r["simulated"] - H800.train_mfu) < 1e-9 for r in train)
+    cal = [r for r in rows if r["calibrated"] and r["unit"] == "tok/s"]
+    assert len(cal) == 2 and all(abs(r["simulated"] / r["measured"] - 1) < 0.005 for r in cal)
+
+
+def test_calibration_solution_matches_the_library():
+    comp = load(ROOT / "bench" / "validation" / "compute.py", "validation_compute")
+    from rfabric.traces.models import A100_VLLM, VLLM_HBM_EFFICIENCY, VLLM_STEP_OVERHEAD_S
+
+    e, c = comp.calibrate_decode()
+    assert e == pytest.approx(VLLM_HBM_EFFICIENCY, abs=5e-4)
+    assert c == pytest.approx(VLLM_STEP_OVERHEAD_S, abs=5e-6)
+    assert A100_VLLM.hbm_efficiency == VLLM_HBM_EFFICIENCY
+
+
+def test_report_is_a_readable_table(driver, rows, capsys):
+    assert driver.main(["--group", "compute"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("== compute: ")
+    assert "held-out |error| median" in out and "sources:" in out
+    for r in rows:
+        assert r["what"] in out
+    s = driver.summary(rows)
+    held = sorted(abs(driver.error_pct(r)) for r in rows if not r["calibrated"])
+    assert s["held_out"] == len(held) and s["max_abs_error"] == held[-1]
+    assert driver.main(["--group", "no-such-group"]) == 1
+
+
+def test_decode_step_overhead_is_paid_once_per_step():
+    """Hardware.decode_step_overhead_s adds exactly steps x overhead to a unit's decode compute
+    (one TP-2 instance, every response n tokens long: n decode steps)."""
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    import rfabric.traces as rt
+    from rfabric.errors import SpecError
+
+    n, c = 40, 1e-3
+    args = dict(
+        train_gpus=2,
+        gen_gpus=2,
+        train=dict(tp=2),
+        gen=dict(tp=2),
+        global_batch=4,
+        prompt_len=16,
+        response=dict(median=n, sigma=0, max=n),
+        decode_steps_per_op=8,
+    )
+    m = rt.MODELS["qwen2.5-14b"]
+
+    def decode_ps(hw):
+        t = rt.generate_rl(m, hardware=hw, **args).table
+        sel = pc.and_(
+            pc.equal(t["stage"].cast("string"), "gen"), pc.equal(t["phase"].cast("string"), "decode")
+        )
+        return sum(t.filter(sel)["compute_ps"].to_pylist())
+
+    base = decode_ps(rt.H800)
+    more = decode_ps(dataclasses.replace(rt.H800, decode_step_overhead_s=c))
+    assert abs((more - base) - n * c * 1e12) <= 64  # rounding of a few dozen ops
+    with pytest.raises(SpecError, match="decode_step_overhead_s"):
+        rt.Hardware(decode_step_overhead_s=-1.0)
+
+
+def test_driver_collects_every_module_with_rows(driver, tmp_path, monkeypatch, capsys):
+    row = (
+        "dict(group={g!r}, what={w!r}, hardware='x', setup='s', measured={m}, unit='u', "
+        "source='https://example.org', calibrated={c}, simulated={s}, note='n')"
+    )
+    (tmp_path / "alpha.py").write_text(
+        "def rows():\n    return ["
+        + ", ".join(
+            row.format(g="alpha", w=w, m=m, c=c, s=s)
+            for w, m, c, s in (
+                ("a1", 100.0, True, 90.0),
+                ("a2", 100.0, False, 104.0),
+                ("a3", 10.0, False, 12.0),
+            )
+        )
+        + "]\n"
+    )
+    (tmp_path / "beta.py").write_text(
+        "GROUP = 'beta'\ndef rows():\n    return ["
+        + row.format(g="beta", w="b1", m=1.0, c=False, s=1.0)
+        + "]\n"
+    )
+    (tmp_path / "helper.py").write_text("X = 1\n")  # no rows(): ignored
+    (tmp_path / "broken.py").write_text("GROUP = 'gamma'\ndef rows():\n    raise RuntimeError\n")
+    monkeypatch.setattr(driver, "VALIDATION", tmp_path)
+    assert [r["what"] for r in driver.load_rows("alpha")] == ["a1", "a2", "a3"]  # gamma never run
+    s = driver.summary(driver.load_rows("alpha"))
+    assert (s["held_out"], s["calibration"]) == (2, 1)
+    assert s["median_abs_error"] == pytest.approx(12.0) and s["max_abs_error"] == pytest.approx(20.0)
+    assert [r["what"] for r in s["over_limit"]] == ["a3"]
+    assert driver.main(["--group", "beta"]) == 0
+    out = capsys.readouterr().out
+    assert "== beta: 1 rows" in out and "a1" not in out
