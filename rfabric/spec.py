@@ -16,13 +16,29 @@ import numpy as np
 from .errors import SpecError
 from .validators import integer
 
-__all__ = ["NODE_KINDS", "CIRCUIT_KINDS", "NodeTable", "LinkTable", "CircuitTable", "NetworkSpec"]
+__all__ = [
+    "NODE_KINDS",
+    "CIRCUIT_KINDS",
+    "MAX_NODES",
+    "MAX_LINKS",
+    "NodeTable",
+    "LinkTable",
+    "CircuitTable",
+    "NetworkSpec",
+]
 
 #: Node kind names and their integer codes (the engine's NodeKind enum).
 NODE_KINDS: dict[str, int] = {"gpu": 0, "nvswitch": 1, "eps": 2, "ocs": 3, "patch_panel": 4}
 _KIND_NAMES = {v: k for k, v in NODE_KINDS.items()}
 #: Passive optical devices: their links are circuit ports, joined in pairs by circuits.
 CIRCUIT_KINDS = ("ocs", "patch_panel")
+#: The largest network a spec holds: 2^22 nodes and 2^24 links. The engine numbers nodes and
+#: links with 32-bit integers; these limits sit well below that and above the largest
+#: built-in fabric (``Topology.MAX_GPUS`` = 2^20 GPUs: a FatTree of 1,212,416 nodes and
+#: 4,194,304 links, built in about 6 s and 1 GB), so a size typed wrong (2^40) is refused at
+#: once instead of filling memory.
+MAX_NODES = 1 << 22
+MAX_LINKS = 1 << 24
 
 
 def _col(values, dtype, name: str, n: int | None = None) -> np.ndarray:
@@ -61,6 +77,10 @@ class NodeTable:
     @classmethod
     def build(cls, kind: Sequence[str], name: Sequence[str], server, latency_ps) -> NodeTable:
         n = len(kind)
+        if n > MAX_NODES:
+            raise SpecError(
+                f"node table: {n} nodes, beyond the limit of {MAX_NODES} (rfabric.spec.MAX_NODES)"
+            )
         codes = np.empty(n, dtype=np.uint8)
         for i, k in enumerate(kind):
             code = NODE_KINDS.get(k)
@@ -101,6 +121,10 @@ class LinkTable:
     def build(cls, src, dst, rate_bps, latency_ps, buffer_bytes, kind) -> LinkTable:
         src = _col(src, np.int64, "src")
         n = len(src)
+        if n > MAX_LINKS:
+            raise SpecError(
+                f"link table: {n} links, beyond the limit of {MAX_LINKS} (rfabric.spec.MAX_LINKS)"
+            )
         kinds = np.asarray(kind, dtype=object)
         if kinds.ndim == 0:
             kinds = np.full(n, kinds.item(), dtype=object)
@@ -301,6 +325,14 @@ class NetworkSpec:
                     f"{self.name}: link {bad[0]}: {col} must be "
                     f"{'non-negative' if allow_zero else 'positive'}, got {arr[bad[0]]}"
                 )
+        # a node no link reaches carries nothing: a switch or optical device left unwired is
+        # a mistake in build() (a GPU without links is named in _validate_gpus)
+        degree = np.bincount(np.concatenate([links.src, links.dst]), minlength=n)
+        bad = np.flatnonzero((degree == 0) & (nodes.kind != NODE_KINDS["gpu"]))
+        if bad.size:
+            kind = _KIND_NAMES[int(nodes.kind[bad[0]])]
+            more = f" ({bad.size - 1} more such nodes)" if bad.size > 1 else ""
+            raise SpecError(f"{self.name}: {kind} {self.node_label(bad[0])} has no links{more}")
         self._validate_gpus()
 
     def _validate_gpus(self) -> None:

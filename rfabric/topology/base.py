@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
+from ..spec import MAX_LINKS, MAX_NODES, NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
 from ..units import parse_rate, parse_size, parse_time
 from ..validators import integer
 
@@ -91,10 +91,13 @@ class TopologyBuilder:
         """
         if kind not in NODE_KINDS:
             raise SpecError(f"unknown node kind {kind!r} (known: {', '.join(NODE_KINDS)})")
-        count = int(count)
-        if count < 0:
-            raise SpecError(f"add_nodes({kind!r}): negative count {count}")
+        count = integer(count, f"add_nodes({kind!r}): count", lo=0)
         first = len(self._kind)
+        if first + count > MAX_NODES:
+            raise SpecError(
+                f"add_nodes({kind!r}): {count} more nodes make {first + count}, beyond the limit of "
+                f"{MAX_NODES} (rfabric.spec.MAX_NODES)"
+            )
         if names is None:
             prefix = prefix or kind
             names = [f"{prefix}{i}" for i in range(count)]
@@ -147,6 +150,12 @@ class TopologyBuilder:
         dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
         src, dst = np.broadcast_arrays(src, dst)
         n = len(src)
+        have = sum(len(x[0]) for x in self._links)
+        if have + n > MAX_LINKS:
+            raise SpecError(
+                f"add_links({kind!r}): {n} more links make {have + n}, beyond the limit of "
+                f"{MAX_LINKS} (rfabric.spec.MAX_LINKS)"
+            )
         rate_bps = parse_rate(rate) if not isinstance(rate, np.ndarray) else rate
         lat = (
             self.link_latency_ps
@@ -158,7 +167,7 @@ class TopologyBuilder:
             if buffer is None
             else (parse_size(buffer) if not isinstance(buffer, np.ndarray) else buffer)
         )
-        first = sum(len(x[0]) for x in self._links)
+        first = have
         self._links.append(
             (
                 src.copy(),
@@ -242,6 +251,10 @@ class Topology:
     #: managers program fat-trees and rail fabrics; subclasses whose operators run otherwise
     #: say so (TopoOpt, MixNet). Document the choice in the subclass docstring.
     routing = "dmodk"
+    #: The largest fabric built: 2^20 GPUs (a FatTree of that size builds in about 6 s and
+    #: 1 GB, a TopoOpt in 10 s). A larger ``gpus`` is a SpecError stating this limit, in
+    #: every subclass (the check is here), before anything is sized by it.
+    MAX_GPUS = 1 << 20
 
     def __init__(
         self,
@@ -258,6 +271,11 @@ class Topology:
         nic_latency=DEFAULTS["nic_latency"],
     ):
         integer(gpus, f"{type(self).__name__}: gpus", lo=1)
+        if gpus > self.MAX_GPUS:
+            raise SpecError(
+                f"{type(self).__name__}: gpus={gpus} is beyond the largest fabric rfabric builds, "
+                f"{self.MAX_GPUS} GPUs ({type(self).__name__}.MAX_GPUS)"
+            )
         integer(gpus_per_server, f"{type(self).__name__}: gpus_per_server", lo=1)
         if gpus % gpus_per_server:
             raise SpecError(

@@ -448,8 +448,13 @@ class Checker:
     def finish(self, batches: list[pa.RecordBatch]) -> None:
         """Resolve deferred dependency errors (a forward dep needs the whole file).
 
-        ``batches`` are the canonical batches `check` returned, in order.
+        ``batches`` are the canonical batches `check` returned, in order. A trace without a
+        single op is refused here: it would replay nothing and report a makespan of 0.
         """
+        if self.rows == 0:
+            raise TraceError(
+                f"{self.source}: has no ops (0 rows): an empty trace replays nothing; give at least one op"
+            )
         if self._forward is None:
             return
         row, op, dep = self._forward

@@ -1,0 +1,172 @@
+"""Inputs that used to be accepted or to fail with a generic exception (issue 23, item 2):
+empty traces, unwired nodes, fabric sizes beyond what can be built, binary TOML files and
+unit strings in ``Trace.from_columns``. Each is refused with an rfabric error that names
+the file, row, column or node; the accepted forms are checked against an independent value
+(the unit arithmetic done here by hand)."""
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+
+import rfabric as rf
+from rfabric.errors import SpecError, TraceError
+from rfabric.spec import MAX_LINKS, MAX_NODES
+from rfabric.sweep import load_config
+from rfabric.traces import Trace
+
+# -- traces -----------------------------------------------------------------------------------
+
+_ONE = dict(
+    op_id=[0, 1],
+    stage="train",
+    phase="grad_sync",
+    kind="all_reduce",
+    ranks=[[0, 1], [0, 1]],
+    deps=[[], [0]],
+)
+
+
+def test_empty_trace_is_refused_from_columns_and_from_files(tmp_path):
+    with pytest.raises(TraceError, match=r"<columns>: has no ops \(0 rows\)"):
+        Trace.from_columns(op_id=[], stage=[], phase=[], kind=[], ranks=[], deps=[], size_bytes=[])
+    empty = rf.traces.read("traces/sample.arrow").table.slice(0, 0)
+    with pytest.raises(TraceError, match="has no ops"):
+        Trace.from_table(empty)
+    for suffix, write in ((".arrow", feather.write_feather), (".parquet", pq.write_table)):
+        path = tmp_path / f"empty{suffix}"
+        write(empty, str(path))
+        with pytest.raises(TraceError, match=rf"empty{suffix}: has no ops"):
+            rf.traces.read(path)
+
+
+def test_from_columns_parses_unit_strings_in_size_and_time_columns():
+    t = Trace.from_columns(**_ONE, size_bytes=["64MiB", "1KB"], compute_ps=["1.5us", 7])
+    assert t.table["size_bytes"].to_pylist() == [64 * 2**20, 1000]
+    assert t.table["compute_ps"].to_pylist() == [1_500_000, 7]
+    # a scalar unit string applies to every op, as a scalar int does
+    t = Trace.from_columns(**_ONE, size_bytes=np.array([4, 8]), compute_ps="2ms")
+    assert t.table["compute_ps"].to_pylist() == [2 * 10**9] * 2
+    assert t.table["size_bytes"].to_pylist() == [4, 8]
+    # the same trace from integers
+    same = Trace.from_columns(**_ONE, size_bytes=[4, 8], compute_ps=[2 * 10**9] * 2)
+    assert same.equals(t)
+
+
+@pytest.mark.parametrize(
+    "columns, row, column, why",
+    [
+        (dict(size_bytes=["64MiB", "64 parsecs"]), 1, "size_bytes", "malformed"),
+        (dict(size_bytes=[1, 2], compute_ps=["1us", "3kg"]), 1, "compute_ps", "malformed"),
+        (dict(size_bytes=[1.5, 2]), 0, "size_bytes", "not a whole number"),
+        (dict(size_bytes=[True, 2]), 0, "size_bytes", "is a bool"),
+        (dict(size_bytes=[None, 2]), 0, "size_bytes", "NoneType"),
+        (dict(size_bytes=["1e400B", 2]), 0, "size_bytes", "not a finite number"),
+        (dict(size_bytes=["1PiB", 2]), 0, "size_bytes", "malformed"),
+        (dict(size_bytes=[2**70, 2]), 0, "size_bytes", "beyond the engine's limit"),
+        (dict(size_bytes=[1, 2], period=[0, 2.0]), 1, "period", "2.0 is not an integer"),
+        (dict(size_bytes=[1, 2], iteration=[0, "1"]), 1, "iteration", "'1' is not an integer"),
+        (dict(size_bytes=[1, 2], iteration=[0, 2**40]), 1, "iteration", "does not fit in int32"),
+        (dict(size_bytes=[1, 2], phase=["a", 3]), 1, "phase", "3 is not a string"),
+    ],
+)
+def test_from_columns_names_the_row_and_column_of_a_bad_entry(columns, row, column, why):
+    with pytest.raises(TraceError, match=rf"<columns>: row {row}.*column '{column}': .*{why}"):
+        Trace.from_columns(**{**_ONE, **columns})
+
+
+def test_from_columns_refuses_float_and_ragged_ranks_instead_of_truncating():
+    cols = {**_ONE, "size_bytes": [1, 2]}
+    with pytest.raises(TraceError, match=r"row 1, column 'ranks': entry 1.9 is not an integer"):
+        Trace.from_columns(**{**cols, "ranks": [[0, 1], [0, 1.9]]})
+    with pytest.raises(TraceError, match=r"row 0, column 'deps': 5 is not a list of integers"):
+        Trace.from_columns(**{**cols, "deps": [5, [0]]})
+    with pytest.raises(TraceError, match=r"all rows, column 'op_id': expected a sequence"):
+        Trace.from_columns(**{**cols, "op_id": 3})
+
+
+# -- fabrics ----------------------------------------------------------------------------------
+
+
+class _Star(rf.Topology):
+    """Two servers on one switch, plus ``extra`` nodes of ``kind`` wired to nothing."""
+
+    family = "test_star"
+
+    def __init__(self, kind="eps", extra=1):
+        super().__init__(gpus=4, gpus_per_server=2)
+        self.kind, self.extra = kind, extra
+
+    def build(self, net):
+        gpus = net.add_servers(2, 2)
+        sw = net.add_nodes("eps", 1, prefix="sw")
+        net.add_links(gpus.ravel(), sw[0], rate=self.link)
+        net.add_nodes(self.kind, self.extra, prefix="spare")
+
+
+@pytest.mark.parametrize("kind", ["eps", "ocs", "patch_panel", "nvswitch"])
+def test_a_node_without_links_is_refused_by_name_and_id(kind):
+    # 4 GPUs + 2 NVSwitches + the switch come first: the spare is node 7
+    with pytest.raises(SpecError, match=rf"{kind} node 7 \(spare0\) has no links \(1 more such nodes\)"):
+        _Star(kind, extra=2).to_spec()
+    assert _Star(kind, extra=0).to_spec().num_nodes == 7
+
+
+@pytest.mark.parametrize("family", sorted(rf.topologies.FAMILIES))
+def test_every_fabric_refuses_sizes_beyond_the_limit_at_once(family):
+    cls = rf.topologies.FAMILIES[family]
+    t0 = time.perf_counter()
+    for gpus in (2**40, rf.Topology.MAX_GPUS + 8):
+        with pytest.raises(
+            SpecError, match=rf"gpus={gpus} is beyond the largest fabric rfabric builds, 1048576"
+        ):
+            cls(gpus)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_builder_refuses_node_and_link_counts_beyond_the_engine_tables():
+    net = rf.topologies.FatTree(16).builder()
+    with pytest.raises(SpecError, match=rf"add_nodes\('eps'\): {2**40} more nodes .* limit of {MAX_NODES}"):
+        net.add_nodes("eps", 2**40)
+    with pytest.raises(SpecError, match=r"add_nodes\('eps'\): count must be an integer >= 0, got 2.5"):
+        net.add_nodes("eps", 2.5)
+    a = net.add_nodes("eps", 2)
+    with pytest.raises(SpecError, match=rf"limit of {MAX_LINKS}"):
+        net.add_links(np.zeros(MAX_LINKS + 1, dtype=np.int64), a[1], rate="1Gbps")
+
+
+# -- TOML files -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("load, what", [(rf.topologies.load, "topology"), (load_config, "sweep config")])
+def test_a_binary_or_directory_toml_is_a_named_error(tmp_path, load, what):
+    path = tmp_path / "preset.toml"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(SpecError, match=rf"preset\.toml: not a {what} file: byte \d+ is not UTF-8"):
+        load(path)
+    with pytest.raises(SpecError, match=rf"{tmp_path.name}: is a directory, not a {what} file"):
+        load(tmp_path)
+
+
+def test_read_toml_still_parses_text_and_names_bad_toml(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text('family = "fat_tree"\n[params]\ngpus = 16\n')
+    assert rf.topologies.load(path).gpus == 16
+    path.write_text("family = = 1\n")
+    with pytest.raises(SpecError, match=r"t\.toml: not valid TOML"):
+        rf.topologies.load(path)
+
+
+def test_a_file_with_a_column_missing_is_refused_naming_it(tmp_path):
+    table = rf.traces.read("traces/sample.arrow").table
+    for name in table.schema.names:
+        if name == "m2n_senders":
+            continue
+        path = tmp_path / "short.parquet"
+        pq.write_table(table.drop_columns([name]), str(path))
+        with pytest.raises(TraceError, match=rf"short\.parquet: all rows, column '{name}': missing"):
+            rf.traces.read(path)
+    assert isinstance(table, pa.Table)
