@@ -170,3 +170,51 @@ def test_a_file_with_a_column_missing_is_refused_naming_it(tmp_path):
         with pytest.raises(TraceError, match=rf"short\.parquet: all rows, column '{name}': missing"):
             rf.traces.read(path)
     assert isinstance(table, pa.Table)
+
+
+@pytest.mark.parametrize(
+    "family, param",
+    [
+        ("fat_tree", "radix"),
+        ("rail_optimized", "radix"),
+        ("mixnet", "radix"),
+        ("rfabric", "radix"),
+        ("rfabric", "core_ports"),
+        ("rfabric", "ocs_radix"),
+        ("rfabric", "tor_uplinks"),
+        ("rfabric", "ocs_agg"),
+    ],
+)
+def test_port_counts_beyond_any_device_are_refused_at_once(family, param):
+    # RFabric(32, radix=2**40) used to search 2**40 port splits (a hang)
+    cls = rf.topologies.FAMILIES[family]
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError, match=rf"{param}.*65536"):
+        cls(32, **{param: 2**40})
+    assert time.perf_counter() - t0 < 1.0
+
+
+class _Junk(rf.Topology):
+    family = "test_junk"
+
+    def __init__(self, src, count=1):
+        super().__init__(gpus=2, gpus_per_server=2)
+        self.src, self.count = src, count
+
+    def build(self, net):
+        gpus = net.add_servers(self.count, 2)
+        sw = net.add_nodes("eps", 1)
+        net.add_links(gpus.ravel(), sw[0], rate=self.link)
+        net.add_links(self.src, sw[0], rate=self.link, kind="odd")
+
+
+@pytest.mark.parametrize("src", ["x", None, 2.5, np.nan, [[0], [1, 2]]])
+def test_builder_node_ids_must_be_integers_and_errors_name_the_fabric(src):
+    with pytest.raises(
+        SpecError, match=r"test_junk-2: build\(\): add_links\('odd'\): src: expected node ids"
+    ):
+        _Junk(src).to_spec()
+    with pytest.raises(
+        SpecError, match=r"test_junk-2: build\(\): add_servers: count must be an integer >= 0"
+    ):
+        _Junk(0, count=1.5).to_spec()

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import SpecError
 from ..spec import MAX_LINKS, MAX_NODES, NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
 from ..units import parse_rate, parse_size, parse_time
-from ..validators import integer
+from ..validators import boolean, integer
 
 __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
 
@@ -46,6 +46,20 @@ DEFAULTS = {
     "nvswitch_latency": "0.2us",  # assumption: NVSwitch port-to-port
     "nic_latency": "0us",
 }
+
+
+def _node_ids(values, what: str) -> np.ndarray:
+    """``values`` as an int64 array of ids (a scalar or an array of integers), else SpecError
+    naming ``what`` (a float, a string, None or a ragged list is not an id)."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError):
+        raise SpecError(f"{what}: expected node ids (integers), got {values!r}") from None
+    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise SpecError(f"{what}: expected node ids (integers), got {values!r}")
+    if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise SpecError(f"{what}: id {arr.max()} is not a node")
+    return np.atleast_1d(arr.astype(np.int64))
 
 
 class TopologyBuilder:
@@ -113,7 +127,13 @@ class TopologyBuilder:
             latency = parse_time(latency)
         self._kind.extend([kind] * count)
         self._name.extend(names)
-        self._server.append(np.broadcast_to(np.asarray(server, dtype=np.int32), (count,)))
+        try:
+            server = np.broadcast_to(
+                _node_ids(server, f"add_nodes({kind!r}): server").astype(np.int32), (count,)
+            )
+        except ValueError:
+            raise SpecError(f"add_nodes({kind!r}): server must be one id or one per node") from None
+        self._server.append(server)
         self._lat.append(np.full(count, latency, dtype=np.int64))
         return np.arange(first, first + count, dtype=np.int64)
 
@@ -122,6 +142,14 @@ class TopologyBuilder:
 
         Returns GPU node ids shaped (count, gpus_per_server); GPU ids follow server order.
         """
+        count = integer(count, "add_servers: count", lo=0)
+        gpus_per_server = integer(gpus_per_server, "add_servers: gpus_per_server", lo=1)
+        nvlink = boolean(nvlink, "add_servers: nvlink")
+        if self.num_nodes + count * (gpus_per_server + 1) > MAX_NODES:
+            raise SpecError(
+                f"add_servers: {count} servers of {gpus_per_server} GPUs make more than the limit of "
+                f"{MAX_NODES} nodes (rfabric.spec.MAX_NODES)"
+            )
         base = self._servers
         self._servers += count
         servers = np.repeat(np.arange(base, base + count, dtype=np.int32), gpus_per_server)
@@ -146,9 +174,14 @@ class TopologyBuilder:
 
     def add_links(self, src, dst, *, rate, latency=None, buffer=None, kind: str = "link") -> np.ndarray:
         """Add full-duplex links between node id arrays ``src`` and ``dst`` (broadcast)."""
-        src = np.atleast_1d(np.asarray(src, dtype=np.int64))
-        dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
-        src, dst = np.broadcast_arrays(src, dst)
+        src = _node_ids(src, f"add_links({kind!r}): src")
+        dst = _node_ids(dst, f"add_links({kind!r}): dst")
+        try:
+            src, dst = np.broadcast_arrays(src, dst)
+        except ValueError:
+            raise SpecError(
+                f"add_links({kind!r}): src ({len(src)} ids) and dst ({len(dst)} ids) do not broadcast"
+            ) from None
         n = len(src)
         have = sum(len(x[0]) for x in self._links)
         if have + n > MAX_LINKS:
@@ -183,11 +216,14 @@ class TopologyBuilder:
     def add_circuits(self, ocs, a, b) -> None:
         """Add circuits to the initial plan: inside device(s) ``ocs``, join link rows ``a`` and
         ``b`` (both must end at that device). Arrays broadcast."""
-        ocs, a, b = np.broadcast_arrays(
-            np.atleast_1d(np.asarray(ocs, dtype=np.int64)),
-            np.atleast_1d(np.asarray(a, dtype=np.int64)),
-            np.atleast_1d(np.asarray(b, dtype=np.int64)),
-        )
+        try:
+            ocs, a, b = np.broadcast_arrays(
+                _node_ids(ocs, "add_circuits: ocs"),
+                _node_ids(a, "add_circuits: a"),
+                _node_ids(b, "add_circuits: b"),
+            )
+        except ValueError:
+            raise SpecError("add_circuits: ocs, a and b do not broadcast") from None
         self._circuits.append((ocs.copy(), a.copy(), b.copy()))
 
     def circuit_table(self) -> CircuitTable:
@@ -344,9 +380,13 @@ class Topology:
     def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
         """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
         net = self.builder()
-        self.build(net)
-        nodes, links = net.tables()
-        return nodes, links, net.circuit_table()
+        try:
+            self.build(net)
+            nodes, links = net.tables()
+            circuits = net.circuit_table()
+        except SpecError as exc:
+            raise SpecError(f"{self.name}: build(): {exc}") from None
+        return nodes, links, circuits
 
     def nodes(self) -> NodeTable:
         return self.to_spec().nodes

@@ -115,11 +115,11 @@ class Trace:
         phase: Sequence[str],
         kind: Sequence[str],
         ranks: Sequence[Sequence[int]],
-        size_bytes: Sequence[int],
+        size_bytes: Sequence[int | str] | int | str,
         deps: Sequence[Sequence[int]],
         iteration: Sequence[int] | int = 0,
         algorithm: Sequence[str] | str = "auto",
-        compute_ps: Sequence[int] | int = 0,
+        compute_ps: Sequence[int | str] | int | str = 0,
         period: Sequence[int] | int = 0,
         m2n_senders: Sequence[int] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -129,8 +129,8 @@ class Trace:
         """Build a checked Trace from Python sequences or numpy arrays, one entry per op.
 
         A scalar (a str for ``stage``, ``phase``, ``kind`` and ``algorithm``, an int for
-        ``iteration`` and ``period``, an int or unit string for ``compute_ps``) applies to
-        every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
+        ``iteration`` and ``period``, an int or unit string for ``size_bytes`` and
+        ``compute_ps``) applies to every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
         ``traces/README.md``), ``compute_ps`` in picoseconds; either column also takes unit
         strings entry by entry (``"64MiB"``, ``"1.5us"``), parsed by `rfabric.units`.
         Integer columns take integers only (2.9 or "3" is refused, not truncated).
