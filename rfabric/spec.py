@@ -333,6 +333,23 @@ class NetworkSpec:
             kind = _KIND_NAMES[int(nodes.kind[bad[0]])]
             more = f" ({bad.size - 1} more such nodes)" if bad.size > 1 else ""
             raise SpecError(f"{self.name}: {kind} {self.node_label(bad[0])} has no links{more}")
+        # and every node is wired, through links, to the GPUs: an island of switches carries
+        # nothing either
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        graph = coo_matrix((np.ones(len(links), dtype=np.int8), (links.src, links.dst)), shape=(n, n))
+        _, label = connected_components(graph, directed=False)
+        gpu_labels = np.unique(label[nodes.kind == NODE_KINDS["gpu"]])
+        off = np.flatnonzero(~np.isin(label, gpu_labels))
+        if off.size:
+            kind = _KIND_NAMES[int(nodes.kind[off[0]])]
+            island = np.flatnonzero(label == label[off[0]])
+            names = ", ".join(str(x) for x in nodes.name[island[:4]]) + (", ..." if island.size > 4 else "")
+            raise SpecError(
+                f"{self.name}: {kind} {self.node_label(off[0])} is not wired to any GPU: its links "
+                f"join only the {island.size} nodes {names}"
+            )
         self._validate_gpus()
 
     def _validate_gpus(self) -> None:

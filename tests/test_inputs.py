@@ -115,6 +115,22 @@ def test_a_node_without_links_is_refused_by_name_and_id(kind):
     assert _Star(kind, extra=0).to_spec().num_nodes == 7
 
 
+class _Island(_Star):
+    family = "test_island"
+
+    def build(self, net):
+        super().build(net)
+        a, b = net.add_nodes("eps", 2, prefix="isle")
+        net.add_links(a, b, rate=self.link)
+
+
+def test_switches_wired_only_to_each_other_are_refused():
+    with pytest.raises(
+        SpecError, match=r"eps node 7 \(isle0\) is not wired to any GPU: .* 2 nodes isle0, isle1"
+    ):
+        _Island(extra=0).to_spec()
+
+
 @pytest.mark.parametrize("family", sorted(rf.topologies.FAMILIES))
 def test_every_fabric_refuses_sizes_beyond_the_limit_at_once(family):
     cls = rf.topologies.FAMILIES[family]
@@ -165,11 +181,16 @@ def test_a_file_with_a_column_missing_is_refused_naming_it(tmp_path):
     for name in table.schema.names:
         if name == "m2n_senders":
             continue
+        short = table.drop_columns([name])
         path = tmp_path / "short.parquet"
-        pq.write_table(table.drop_columns([name]), str(path))
+        pq.write_table(short, str(path))
         with pytest.raises(TraceError, match=rf"short\.parquet: all rows, column '{name}': missing"):
             rf.traces.read(path)
-    assert isinstance(table, pa.Table)
+        stream = tmp_path / "short.arrow"  # an IPC stream, not a file
+        with pa.OSFile(str(stream), "wb") as sink, pa.ipc.new_stream(sink, short.schema) as writer:
+            writer.write_table(short)
+        with pytest.raises(TraceError, match=rf"short\.arrow: all rows, column '{name}': missing"):
+            rf.traces.read(stream)
 
 
 @pytest.mark.parametrize(

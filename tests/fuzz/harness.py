@@ -58,11 +58,24 @@ def _sample(suffix: str, workdir: Path) -> bytes:
 
 
 def trace_file(rng: random.Random, workdir: Path) -> None:
-    """A damaged Arrow IPC or Parquet trace file, read with rf.traces.read."""
+    """A damaged Arrow IPC or Parquet trace file, read with rf.traces.read. Accepted: it
+    replays to the end on a fabric of its size (flow backend): no op left waiting."""
     suffix = rng.choice([".arrow", ".parquet"])
     path = workdir / f"fuzz{suffix}"
     path.write_bytes(_mutate_bytes(rng, _sample(suffix, workdir)))
-    rf.traces.read(path)
+    trace = rf.traces.read(path)
+    _replays(trace)
+
+
+def _replays(trace) -> None:
+    """An accepted trace runs to the end (every op ends) on a FatTree of its GPUs."""
+    gpus = trace.gpus
+    if not 2 <= gpus <= 64 or gpus % 2:
+        return
+    spec = rf.topologies.FatTree(gpus, gpus_per_server=2).to_spec()
+    res = rf.simulate(spec, trace, backend="flow")
+    ends = res.ops["end_ps"].to_numpy(zero_copy_only=False)
+    assert (ends >= 0).all(), f"{int((ends < 0).sum())} of {len(ends)} ops never ended"
 
 
 _SIMAI = (
@@ -122,7 +135,7 @@ def _chakra_ranks() -> list[bytes]:
 
 def import_file(rng: random.Random, workdir: Path) -> None:
     """A Chakra rank file, SimAI workload or htsim matrix, damaged (or, one time in six,
-    intact), imported with rf.traces.read."""
+    intact), imported with rf.traces.read. Accepted: it replays to the end."""
     fmt = rng.choice(["chakra", "simai", "htsim"])
     intact = rng.randrange(6) == 0
     if fmt == "chakra":
@@ -135,12 +148,12 @@ def import_file(rng: random.Random, workdir: Path) -> None:
         for r, data in enumerate(ranks):
             damaged = data if intact or r != victim else _mutate_bytes(rng, data)
             (target / f"r.{r}.et").write_bytes(damaged)
-        rf.traces.read(target)
+        _replays(rf.traces.read(target))
         return
     text = (_SIMAI if fmt == "simai" else _HTSIM).encode()
     path = workdir / ("fuzz.txt" if fmt == "simai" else "fuzz.cm")
     path.write_bytes(text if intact else _mutate_bytes(rng, text))
-    rf.traces.read(path, format=fmt)
+    _replays(rf.traces.read(path, format=fmt))
 
 
 _NUMBERS = ["0", "1", "-1", "1.5", "1e3", "1e30", "1e400", "nan", "inf", ".5", "2.9", "9" * 25]
@@ -584,7 +597,9 @@ def user_topology(rng: random.Random, workdir: Path) -> None:
                         buffer=_odd(rng, [None, "1MiB", "64KiB"], [0, -1, "x", "1e30B", 2.5], p_bad),
                     )
             if spare:
-                net.add_nodes(spare, rng.randint(1, 2), prefix="spare")
+                extra = net.add_nodes(spare, rng.randint(1, 2), prefix="spare")
+                if len(extra) == 2 and rng.random() < 0.5:  # an island: wired, but not to the GPUs
+                    net.add_links(extra[0], extra[1], rate="200Gbps")
             if odd_link:
                 n = net.num_nodes
                 net.add_links(
@@ -598,6 +613,12 @@ def user_topology(rng: random.Random, workdir: Path) -> None:
     nodes, links = spec.nodes, spec.links
     degree = np.bincount(np.concatenate([links.src, links.dst]), minlength=spec.num_nodes)
     assert (degree > 0).all(), "a node without links was accepted"
+    import networkx as nx
+
+    g = nx.MultiGraph()
+    g.add_nodes_from(range(spec.num_nodes))
+    g.add_edges_from(zip(links.src.tolist(), links.dst.tolist(), strict=True))
+    assert nx.number_connected_components(g) == 1, "a node not wired to the GPUs was accepted"
     assert (links.rate_bps > 0).all() and (links.buffer_bytes > 0).all() and (links.latency_ps >= 0).all()
     assert len(nodes.kind) == spec.num_nodes and spec.num_gpus == servers * gps
     if spec.num_gpus < 2:
@@ -726,12 +747,7 @@ def importer_text(rng: random.Random, workdir: Path) -> None:
     gpus = trace.gpus
     ranks = trace.table["ranks"].combine_chunks().flatten().to_numpy()
     assert (ranks >= 0).all() and (ranks < gpus).all()
-    if gpus < 2 or gpus % 2 or gpus > 16:
-        return
-    spec = rf.topologies.FatTree(gpus, gpus_per_server=2).to_spec()
-    res = rf.simulate(spec, trace, backend="flow", until="10s")
-    ends = res.ops["end_ps"].to_numpy(zero_copy_only=False)
-    assert (ends >= 0).all(), "an imported op never ran"
+    _replays(trace)
 
 
 _SIZE_STRINGS = ["64MiB", "1KB", "4 KiB", "0B", "x", "1e400B", "1PiB", "-4B", "1.5B", "2GiB", ""]
