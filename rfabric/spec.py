@@ -83,7 +83,7 @@ class NodeTable:
             )
         codes = np.empty(n, dtype=np.uint8)
         for i, k in enumerate(kind):
-            code = NODE_KINDS.get(k)
+            code = NODE_KINDS.get(k) if isinstance(k, str) else None
             if code is None:
                 raise SpecError(
                     f"node {i} ({name[i] if i < len(name) else '?'}): unknown kind {k!r} "

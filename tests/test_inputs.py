@@ -239,3 +239,38 @@ def test_builder_node_ids_must_be_integers_and_errors_name_the_fabric(src):
         SpecError, match=r"test_junk-2: build\(\): add_servers: count must be an integer >= 0"
     ):
         _Junk(0, count=1.5).to_spec()
+
+
+@pytest.mark.parametrize("junk", [None, 5, [1], {"a": 1}])
+def test_entry_points_name_arguments_of_the_wrong_type(tmp_path, junk):
+    from rfabric.traces.importers import chakra, htsim, simai
+
+    sample = rf.traces.read("traces/sample.arrow")
+    for call in (
+        lambda: rf.traces.read(junk),
+        lambda: rf.traces.write(sample, junk),
+        lambda: simai.read(junk),
+        lambda: htsim.read(junk),
+        lambda: chakra.read(junk),
+    ):
+        with pytest.raises(TraceError, match="must be a file path"):
+            call()
+    for call in (lambda: rf.topologies.load(junk), lambda: load_config(junk)):
+        with pytest.raises(SpecError, match="must be a file path"):
+            call()
+    with pytest.raises(TraceError, match="gpus must be a positive integer"):
+        rf.traces.read("traces/sample.arrow", gpus=junk if not isinstance(junk, int | None) else "16")
+    with pytest.raises(TraceError, match="from_table takes a pyarrow.Table"):
+        Trace.from_table(junk)
+    if not isinstance(junk, dict | None):
+        with pytest.raises(TraceError, match="metadata must be a dict"):
+            Trace.from_table(sample.table, junk)
+    if junk is not None:
+        with pytest.raises(TraceError, match="time_unit"):
+            simai.read("tests/data/simai/data.txt", gpus=4, time_unit=junk)
+    with pytest.raises(TraceError, match=r"nowhere/x\.arrow: cannot be written"):
+        rf.traces.write(sample, tmp_path / "nowhere" / "x.arrow")
+    preset = tmp_path / "p.toml"
+    preset.write_text("family = [1]\n")
+    with pytest.raises(SpecError, match=r"p\.toml: field 'family' is \[1\]"):
+        rf.topologies.load(preset)

@@ -103,7 +103,7 @@ class TopologyBuilder:
         ``latency`` (per-hop processing) defaults to the switch latency for ``eps``, the
         NVSwitch latency for ``nvswitch``, the NIC latency for ``gpu`` and 0 otherwise.
         """
-        if kind not in NODE_KINDS:
+        if not isinstance(kind, str) or kind not in NODE_KINDS:
             raise SpecError(f"unknown node kind {kind!r} (known: {', '.join(NODE_KINDS)})")
         count = integer(count, f"add_nodes({kind!r}): count", lo=0)
         first = len(self._kind)

@@ -82,6 +82,10 @@ class Trace:
         TraceError
             If the table breaks any rule of ``traces/README.md``.
         """
+        if not isinstance(table, pa.Table):
+            raise TraceError(f"{source}: from_table takes a pyarrow.Table, not {type(table).__name__}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TraceError(f"{source}: metadata must be a dict, not {type(metadata).__name__}")
         meta = decode_metadata(table.schema.metadata, source)
         for key, value in (metadata or {}).items():
             if key not in meta:

@@ -72,8 +72,10 @@ def _replays(trace) -> None:
     gpus = trace.gpus
     if not 2 <= gpus <= 64 or gpus % 2:
         return
-    spec = rf.topologies.FatTree(gpus, gpus_per_server=2).to_spec()
-    res = rf.simulate(spec, trace, backend="flow")
+    key = f"replay{gpus}"
+    if key not in _FABRICS:
+        _FABRICS[key] = rf.topologies.FatTree(gpus, gpus_per_server=2).to_spec()
+    res = rf.simulate(_FABRICS[key], trace, backend="flow")
     ends = res.ops["end_ps"].to_numpy(zero_copy_only=False)
     assert (ends >= 0).all(), f"{int((ends < 0).sum())} of {len(ends)} ops never ended"
 
@@ -217,7 +219,9 @@ def topology_toml(rng: random.Random, workdir: Path) -> None:
     if mode == 0 and lines:
         del lines[rng.randrange(len(lines))]
     elif mode == 1:
-        key = rng.choice(["gpus", "link", "radix", "oversubscription", "parms", "famly", "buffer", "pxn"])
+        key = rng.choice(
+            ["gpus", "link", "radix", "oversubscription", "parms", "famly", "buffer", "pxn", "family"]
+        )
         value = rng.choice(["0", "-1", "3", "1.5", "true", '"x"', '"200Gbps"', "[1]"])
         lines.insert(rng.randrange(len(lines) + 1), f"{key} = {value}")
     elif mode == 2 and lines:
@@ -935,6 +939,75 @@ def sweep_config(rng: random.Random, workdir: Path) -> None:
     assert all(m > 0 for m in table["makespan_s"].to_pylist())
 
 
+_ARGS = [None, 5, 2.5, True, "", b"x", [1], {"a": 1}, np.int64(4), -1, "16", object()]
+
+
+def api_args(rng: random.Random, workdir: Path) -> None:
+    """The file and trace entry points with arguments of the wrong type or value (a path
+    that is None or a number, gpus as a string, a folder that does not exist, metadata that
+    is not a dict): each is accepted (a valid value) or refused by name, never a TypeError
+    from deep inside. Accepted reads equal the sample they read."""
+    from rfabric.sweep import load_config
+    from rfabric.traces import Trace
+    from rfabric.traces.importers import chakra, htsim, simai
+
+    sample = ROOT / "traces" / "sample.arrow"
+    good_path = {
+        "read": [sample, str(sample)],
+        "write": [workdir / "w.arrow", str(workdir / "w.parquet")],
+    }
+    junk = lambda: rng.choice(_ARGS + [workdir / "nowhere" / "x.arrow", workdir])  # noqa: E731
+    call = rng.randrange(9)
+    if call == 0:
+        path = rng.choice(good_path["read"]) if rng.random() < 0.4 else junk()
+        gpus = rng.choice([None, 16, 32] + _ARGS) if rng.random() < 0.5 else None
+        fmt = rng.choice([None, "simai", "x"] + _ARGS) if rng.random() < 0.3 else None
+        trace = rf.traces.read(path, gpus=gpus, format=fmt)
+        assert trace.equals(rf.traces.read(sample))
+    elif call == 1:
+        trace = rf.traces.read(sample) if rng.random() < 0.7 else rng.choice(_ARGS)
+        path = rng.choice(good_path["write"]) if rng.random() < 0.5 else junk()
+        written = rf.traces.write(trace, path)
+        assert rf.traces.read(written).equals(rf.traces.read(sample))
+    elif call == 2:
+        table = rf.traces.read(sample).table if rng.random() < 0.6 else rng.choice(_ARGS)
+        meta = rng.choice([None, {}, {"model": "m"}, {"gpus": "x"}, {"nope": 1}] + _ARGS)
+        gpus = rng.choice([None, 16] + _ARGS)
+        Trace.from_table(table, meta, gpus=gpus)
+    elif call == 3:
+        rf.topologies.load(rng.choice([rng.choice(_PRESETS)] + _ARGS))
+    elif call == 4:
+        load_config(rng.choice([ROOT / "examples" / "sweep.toml"] + _ARGS))
+    elif call == 5:
+        path = workdir / "w.txt"
+        path.write_text(
+            "MICRO\n1\nm -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 4096 1\n" if rng.random() < 0.7 else "x"
+        )
+        options = {
+            k: rng.choice(v + _ARGS)
+            for k, v in (("gpus", [4, 8]), ("time_unit", ["ns", "us"]), ("dim0", [None, 2]))
+            if rng.random() < 0.6
+        }
+        if "gpus" not in options and rng.random() < 0.8:
+            options["gpus"] = 4
+        simai.read(rng.choice([path, str(path)] * 3 + _ARGS), **options)
+    elif call == 6:
+        path = workdir / "w.cm"
+        path.write_text("Nodes 2\nConnections 1\n0->1 start 0 size 100\n")
+        fn = rng.choice([htsim.read, htsim.flows])
+        target = rng.choice([path, str(path)] * 3 + _ARGS)
+        fn(target) if fn is htsim.flows else fn(target, gpus=rng.choice([None, 2, 4] + _ARGS))
+    elif call == 7:
+        chakra.read(rng.choice(_ARGS + [workdir / "none.et"]), gpus=rng.choice([None, 2] + _ARGS))
+    else:
+        rf.simulate(
+            rf.topologies.FatTree(16),
+            rng.choice([rf.traces.read(sample), rf.Flows.permutation(16, 4096)] + _ARGS),
+            backend=rng.choice(_BACKENDS + ["x", None, 3]),
+            until=rng.choice([None, "1s", "x", -1, 2.5]),
+        )
+
+
 SURFACES = {
     "trace_file": trace_file,
     "import_file": import_file,
@@ -953,6 +1026,7 @@ SURFACES = {
     "trace_schema": trace_schema,
     "toml_bytes": toml_bytes,
     "sweep_config": sweep_config,
+    "api_args": api_args,
 }
 
 

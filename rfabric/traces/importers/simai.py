@@ -44,8 +44,8 @@ adds to the gap before the next op of the rank.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from ...errors import TraceError
+from ...validators import file_path
 from ._common import Op, OpList, fail, read_text
 
 __all__ = ["read", "POLICIES", "COMM_TYPES"]
@@ -217,8 +217,8 @@ def read(path, *, gpus: int | None = None, time_unit: str = "ns", dim0: int | No
     TraceError
         On any malformed input, naming the file and the line.
     """
-    path = Path(path)
-    if time_unit not in _UNITS_PS:
+    path = file_path(path, "simai.read: path", TraceError)
+    if not isinstance(time_unit, str) or time_unit not in _UNITS_PS:
         fail(path, "time_unit", f"{time_unit!r} is not one of {', '.join(_UNITS_PS)}")
     for name, value in (("gpus", gpus), ("dim0", dim0)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
