@@ -274,3 +274,18 @@ def test_entry_points_name_arguments_of_the_wrong_type(tmp_path, junk):
     preset.write_text("family = [1]\n")
     with pytest.raises(SpecError, match=r"p\.toml: field 'family' is \[1\]"):
         rf.topologies.load(preset)
+
+
+def test_an_import_with_no_communication_is_refused(tmp_path):
+    from rfabric.traces.importers import chakra as c
+
+    for r in range(2):
+        c.write_rank(
+            tmp_path / f"only.{r}.et", [c.Node(id=1, type=c.NODE_TYPES["COMP_NODE"], duration_micros=3)]
+        )
+    with pytest.raises(TraceError, match=r"all records: no communication \(compute only\)"):
+        rf.traces.read(tmp_path)
+    cm = tmp_path / "none.cm"
+    cm.write_text("Nodes 2\nConnections 0\n")
+    with pytest.raises(TraceError, match=r"none\.cm: all records: no communication"):
+        rf.traces.read(cm)

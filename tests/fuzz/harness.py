@@ -699,7 +699,10 @@ def importer_text(rng: random.Random, workdir: Path) -> None:
     by field (odd counts, sizes, comm types, row policies, gpus=/dim0=) rather than damaged.
     Accepted: the trace is non-empty, its ranks within the GPUs, and it replays to the end
     on a fabric of that size (no op left waiting)."""
-    if rng.random() < 0.6:
+    which = rng.random()
+    if which < 0.2:
+        trace = _generated_chakra(rng, workdir)
+    elif which < 0.65:
         header = rng.choice(_SIMAI_HEADERS)
         rows = rng.randint(0, 3)
         lines = [header, str(rows + rng.choice([0] * 18 + [1, -1]))]
@@ -752,6 +755,64 @@ def importer_text(rng: random.Random, workdir: Path) -> None:
     ranks = trace.table["ranks"].combine_chunks().flatten().to_numpy()
     assert (ranks >= 0).all() and (ranks < gpus).all()
     _replays(trace)
+
+
+def _generated_chakra(rng: random.Random, workdir: Path):
+    """Two or three Chakra rank files built node by node: compute, world and group
+    collectives, matched or unmatched sends, deps (some dangling, to themselves, or forming a
+    cycle), attributes missing or of the wrong type; imported with rf.traces.read."""
+    from rfabric.traces.importers import chakra as c
+
+    attr, kinds = c.AttributeProto, c.NODE_TYPES
+    ranks = rng.choice([2, 2, 3])
+    script = []  # the same sequence on every rank (collectives must agree), odd where chosen
+    for _ in range(rng.randint(1, 4)):
+        what = rng.choice(["comp", "coll", "coll", "p2p"])
+        script.append((what, rng.choice([0, 2, 4]), rng.choice([1 << 12, 1 << 16]), rng.random() < 0.5))
+    target = workdir / "et_gen"
+    target.mkdir(exist_ok=True)
+    for old in target.glob("*"):
+        old.unlink()
+    for r in range(ranks):
+        nodes = []
+        for i, (what, comm, size, grouped) in enumerate(script, start=1):
+            deps = [i - 1] if i > 1 else []
+            if rng.random() < 0.04:
+                deps = rng.choice([[i], [99], [i + 1]])  # itself, dangling, forward
+            if what == "comp":
+                nodes.append(
+                    c.Node(id=i, type=kinds["COMP_NODE"], duration_micros=rng.choice([0, 5]), data_deps=deps)
+                )
+                continue
+            if what == "coll":
+                a = [attr(name="comm_type", int64_val=comm), attr(name="comm_size", int64_val=size)]
+                if grouped:
+                    a.append(attr(name="pg_name", string_val="g"))
+                if rng.random() < 0.04:
+                    a = a[rng.randrange(1, 2) :]  # comm_type missing
+                if rng.random() < 0.03:
+                    a[0] = attr(name=a[0].name, string_val="x")  # a string where an int belongs
+                nodes.append(c.Node(id=i, type=kinds["COMM_COLL_NODE"], data_deps=deps, attr=a))
+                continue
+            # p2p between ranks 0 and 1 (others pass a compute node); unmatched now and then
+            if r > 1:
+                nodes.append(c.Node(id=i, type=kinds["COMP_NODE"], data_deps=deps))
+                continue
+            send = r == 0 if rng.random() > 0.03 else True
+            peer = 1 - r
+            nodes.append(
+                c.Node(
+                    id=i,
+                    type=kinds["COMM_SEND_NODE" if send else "COMM_RECV_NODE"],
+                    ctrl_deps=deps,
+                    attr=[
+                        attr(name="comm_dst" if send else "comm_src", int32_val=peer),
+                        attr(name="comm_size", int64_val=size),
+                    ],
+                )
+            )
+        c.write_rank(target / f"g.{r}.et", nodes)
+    return rf.traces.read(target)
 
 
 _SIZE_STRINGS = ["64MiB", "1KB", "4 KiB", "0B", "x", "1e400B", "1PiB", "-4B", "1.5B", "2GiB", ""]

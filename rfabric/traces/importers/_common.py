@@ -105,6 +105,10 @@ class OpList:
         ``gpus`` is the rank count; ``generator`` and ``parameters`` go into the metadata.
         """
         gpus = check_gpus(gpus, self.source)
+        if not self.ops:
+            fail(
+                self.source, "all records", "no communication (compute only): an empty trace replays nothing"
+            )
         order = self._order()
         number = {k: i for i, k in enumerate(order)}
         ops = [self.ops[k] for k in order]
