@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import SpecError
+from .units import MAX_RATE_BPS, MAX_SIZE_BYTES
 from .validators import integer
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "CIRCUIT_KINDS",
     "MAX_NODES",
     "MAX_LINKS",
+    "MAX_LATENCY_PS",
     "NodeTable",
     "LinkTable",
     "CircuitTable",
@@ -39,6 +41,11 @@ CIRCUIT_KINDS = ("ocs", "patch_panel")
 #: once instead of filling memory.
 MAX_NODES = 1 << 22
 MAX_LINKS = 1 << 24
+#: The longest latency of one link or one node: 1 s. A path's latencies add up inside the
+#: engine, which must stay below the time horizon (rfabric.units.MAX_TIME_PS); a real hop
+#: takes nanoseconds to microseconds (a long-haul fibre milliseconds), so a larger value is a
+#: unit mistake (2**62 per link used to wrap a run's makespan negative).
+MAX_LATENCY_PS = 10**12
 
 
 def _col(values, dtype, name: str, n: int | None = None) -> np.ndarray:
@@ -298,6 +305,12 @@ class NetworkSpec:
         bad = np.flatnonzero(nodes.latency_ps < 0)
         if bad.size:
             raise SpecError(f"{self.name}: {self.node_label(bad[0])} has negative latency_ps")
+        bad = np.flatnonzero(nodes.latency_ps > MAX_LATENCY_PS)
+        if bad.size:
+            raise SpecError(
+                f"{self.name}: {self.node_label(bad[0])}: latency_ps {nodes.latency_ps[bad[0]]} is beyond "
+                f"{MAX_LATENCY_PS} ps (1 s, rfabric.spec.MAX_LATENCY_PS)"
+            )
         names = nodes.name
         if len(set(names.tolist())) != n:
             seen: set = set()
@@ -325,6 +338,15 @@ class NetworkSpec:
                     f"{self.name}: link {bad[0]}: {col} must be "
                     f"{'non-negative' if allow_zero else 'positive'}, got {arr[bad[0]]}"
                 )
+        for col, limit, why in (
+            ("rate_bps", MAX_RATE_BPS, "2^50 bit/s, rfabric.units.MAX_RATE_BPS"),
+            ("latency_ps", MAX_LATENCY_PS, "1 s, rfabric.spec.MAX_LATENCY_PS"),
+            ("buffer_bytes", MAX_SIZE_BYTES, "2^48 bytes, rfabric.units.MAX_SIZE_BYTES"),
+        ):
+            arr = getattr(links, col)
+            bad = np.flatnonzero(arr > limit)
+            if bad.size:
+                raise SpecError(f"{self.name}: link {bad[0]}: {col} {arr[bad[0]]} is beyond {limit} ({why})")
         # a node no link reaches carries nothing: a switch or optical device left unwired is
         # a mistake in build() (a GPU without links is named in _validate_gpus)
         degree = np.bincount(np.concatenate([links.src, links.dst]), minlength=n)

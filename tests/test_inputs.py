@@ -289,3 +289,36 @@ def test_an_import_with_no_communication_is_refused(tmp_path):
     cm.write_text("Nodes 2\nConnections 0\n")
     with pytest.raises(TraceError, match=r"none\.cm: all records: no communication"):
         rf.traces.read(cm)
+
+
+class _Arrays(rf.Topology):
+    """Per-link numpy columns (no unit parsing on the way): rate, latency, buffer."""
+
+    family = "test_arrays"
+
+    def __init__(self, rate=10**11, latency=10**6, buffer=1 << 20):
+        super().__init__(gpus=4, gpus_per_server=2)
+        self.cols = rate, latency, buffer
+
+    def build(self, net):
+        gpus = net.add_servers(2, 2)
+        sw = net.add_nodes("eps", 1)
+        rate, latency, buffer = (np.full(4, v, dtype=np.int64) for v in self.cols)
+        net.add_links(gpus.ravel(), sw[0], rate=rate, latency=latency, buffer=buffer)
+
+
+@pytest.mark.parametrize(
+    "cols, match",
+    [
+        (dict(latency=2**62), r"link 4: latency_ps 4611686018427387904 is beyond 1000000000000 \(1 s"),
+        (dict(rate=2**60), r"link 4: rate_bps 1152921504606846976 is beyond 1125899906842624"),
+        (dict(buffer=2**62), r"link 4: buffer_bytes 4611686018427387904 is beyond 281474976710656"),
+    ],
+)
+def test_link_columns_beyond_the_engine_limits_are_refused(cols, match):
+    # latency 2**62 per link used to wrap the makespan negative (-9.2e18 ps) with every flow
+    # reported unfinished
+    with pytest.raises(SpecError, match=match):
+        _Arrays(**cols).to_spec()
+    res = rf.simulate(_Arrays(), rf.Flows.permutation(4, 1 << 16))
+    assert res.run["makespan_ps"] > 0 and (res.flows["end_ps"].to_numpy() > 0).all()

@@ -552,8 +552,8 @@ def failures_spec(rng: random.Random, workdir: Path) -> None:
 
 # -- surfaces added for issue 23 (user fabrics, sizes, sweeps, importers, columns) ----------
 
-_RATES = ["200Gbps", "1Gbps", 10**9, "0bps", -5, "x", None, 2.5e9, "1e30bps", True]
-_LATENCIES = [None, "1us", 0, "0.5us", -1, "x", "1e30ps", 2.5]
+_RATES = ["200Gbps", "1Gbps", 10**9, "0bps", -5, "x", None, 2.5e9, "1e30bps", True, np.int64(2**60)]
+_LATENCIES = [None, "1us", 0, "0.5us", -1, "x", "1e30ps", 2.5, 2**62 - 1, "2s", np.int64(2**62)]
 
 
 def _odd(rng: random.Random, good: list, bad: list, p_bad: float = 0.15):
@@ -572,6 +572,9 @@ def user_topology(rng: random.Random, workdir: Path) -> None:
     spare = None if clean else rng.choice([None, "eps", "ocs", "nvswitch", "patch_panel"])
     odd_link = not clean and rng.random() < 0.3
     p_bad = 0.0 if clean else 0.15
+    arrays = not clean and rng.random() < 0.25  # per-link numpy columns, one of them odd, no other junk
+    if arrays:
+        spare, odd_link, p_bad = None, False, 0.0
 
     class Fuzzed(rf.Topology):
         family = "fuzzed"
@@ -583,12 +586,22 @@ def user_topology(rng: random.Random, workdir: Path) -> None:
             gpu = net.add_servers(servers, gps, nvlink=rng.random() < 0.9)
             sw = net.add_nodes("eps", n_sw, prefix="sw")
             if len(sw):
-                net.add_links(
-                    gpu.ravel(),
-                    [rng.choice(sw) for _ in range(gpu.size)],
+                nics = dict(
                     rate=_odd(rng, ["200Gbps", "100Gbps", 10**11], _RATES, p_bad),
                     latency=_odd(rng, [None, "1us", 0], _LATENCIES, p_bad),
                 )
+                if arrays:  # per-link arrays, as a vectorised build() gives
+                    cols = {"rate": 10**11, "latency": 10**6, "buffer": 1 << 20}
+                    odd = rng.choice(sorted(cols))
+                    cols[odd] = rng.choice(
+                        {
+                            "rate": [2**60, 0, -1],
+                            "latency": [2**62, 2**61, -1, 10**12 + 1],
+                            "buffer": [2**62, 0],
+                        }[odd]
+                    )
+                    nics = {k: np.full(gpu.size, v, dtype=np.int64) for k, v in cols.items()}
+                net.add_links(gpu.ravel(), [rng.choice(sw) for _ in range(gpu.size)], **nics)
                 # switch to switch: a chain (connected when clean), then random extra links,
                 # parallel ones likely; a switch to itself only in the junk inputs
                 chain = list(zip(sw[:-1], sw[1:], strict=True)) if clean or rng.random() < 0.7 else []
