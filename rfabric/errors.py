@@ -32,7 +32,8 @@ class TraceError(ValueError):
 
 def read_toml(path, what: str) -> dict:
     """Parse TOML file ``path`` (a ``what``: "topology", "sweep config", "prices"); a missing
-    file or bad TOML raises SpecError naming the file."""
+    or unreadable file, one that is not UTF-8 text (a binary file) or bad TOML raises
+    SpecError naming the file."""
     import tomllib
 
     try:
@@ -40,5 +41,13 @@ def read_toml(path, what: str) -> dict:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise SpecError(f"{path}: no such {what} file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory, not a {what} file") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path}: not a {what} file: byte {exc.start} is not UTF-8 text (a binary file?)"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None

@@ -14,15 +14,38 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import SpecError
+from .units import MAX_RATE_BPS, MAX_SIZE_BYTES
 from .validators import integer
 
-__all__ = ["NODE_KINDS", "CIRCUIT_KINDS", "NodeTable", "LinkTable", "CircuitTable", "NetworkSpec"]
+__all__ = [
+    "NODE_KINDS",
+    "CIRCUIT_KINDS",
+    "MAX_NODES",
+    "MAX_LINKS",
+    "MAX_LATENCY_PS",
+    "NodeTable",
+    "LinkTable",
+    "CircuitTable",
+    "NetworkSpec",
+]
 
 #: Node kind names and their integer codes (the engine's NodeKind enum).
 NODE_KINDS: dict[str, int] = {"gpu": 0, "nvswitch": 1, "eps": 2, "ocs": 3, "patch_panel": 4}
 _KIND_NAMES = {v: k for k, v in NODE_KINDS.items()}
 #: Passive optical devices: their links are circuit ports, joined in pairs by circuits.
 CIRCUIT_KINDS = ("ocs", "patch_panel")
+#: The largest network a spec holds: 2^22 nodes and 2^24 links. The engine numbers nodes and
+#: links with 32-bit integers; these limits sit well below that and above the largest
+#: built-in fabric (``Topology.MAX_GPUS`` = 2^20 GPUs: a FatTree of 1,212,416 nodes and
+#: 4,194,304 links, built in about 6 s and 1 GB), so a size typed wrong (2^40) is refused at
+#: once instead of filling memory.
+MAX_NODES = 1 << 22
+MAX_LINKS = 1 << 24
+#: The longest latency of one link or one node: 1 s. A path's latencies add up inside the
+#: engine, which must stay below the time horizon (rfabric.units.MAX_TIME_PS); a real hop
+#: takes nanoseconds to microseconds (a long-haul fibre milliseconds), so a larger value is a
+#: unit mistake (2**62 per link used to wrap a run's makespan negative).
+MAX_LATENCY_PS = 10**12
 
 
 def _col(values, dtype, name: str, n: int | None = None) -> np.ndarray:
@@ -61,9 +84,13 @@ class NodeTable:
     @classmethod
     def build(cls, kind: Sequence[str], name: Sequence[str], server, latency_ps) -> NodeTable:
         n = len(kind)
+        if n > MAX_NODES:
+            raise SpecError(
+                f"node table: {n} nodes, beyond the limit of {MAX_NODES} (rfabric.spec.MAX_NODES)"
+            )
         codes = np.empty(n, dtype=np.uint8)
         for i, k in enumerate(kind):
-            code = NODE_KINDS.get(k)
+            code = NODE_KINDS.get(k) if isinstance(k, str) else None
             if code is None:
                 raise SpecError(
                     f"node {i} ({name[i] if i < len(name) else '?'}): unknown kind {k!r} "
@@ -101,6 +128,10 @@ class LinkTable:
     def build(cls, src, dst, rate_bps, latency_ps, buffer_bytes, kind) -> LinkTable:
         src = _col(src, np.int64, "src")
         n = len(src)
+        if n > MAX_LINKS:
+            raise SpecError(
+                f"link table: {n} links, beyond the limit of {MAX_LINKS} (rfabric.spec.MAX_LINKS)"
+            )
         kinds = np.asarray(kind, dtype=object)
         if kinds.ndim == 0:
             kinds = np.full(n, kinds.item(), dtype=object)
@@ -274,6 +305,12 @@ class NetworkSpec:
         bad = np.flatnonzero(nodes.latency_ps < 0)
         if bad.size:
             raise SpecError(f"{self.name}: {self.node_label(bad[0])} has negative latency_ps")
+        bad = np.flatnonzero(nodes.latency_ps > MAX_LATENCY_PS)
+        if bad.size:
+            raise SpecError(
+                f"{self.name}: {self.node_label(bad[0])}: latency_ps {nodes.latency_ps[bad[0]]} is beyond "
+                f"{MAX_LATENCY_PS} ps (1 s, rfabric.spec.MAX_LATENCY_PS)"
+            )
         names = nodes.name
         if len(set(names.tolist())) != n:
             seen: set = set()
@@ -301,6 +338,40 @@ class NetworkSpec:
                     f"{self.name}: link {bad[0]}: {col} must be "
                     f"{'non-negative' if allow_zero else 'positive'}, got {arr[bad[0]]}"
                 )
+        for col, limit, why in (
+            ("rate_bps", MAX_RATE_BPS, "2^50 bit/s, rfabric.units.MAX_RATE_BPS"),
+            ("latency_ps", MAX_LATENCY_PS, "1 s, rfabric.spec.MAX_LATENCY_PS"),
+            ("buffer_bytes", MAX_SIZE_BYTES, "2^48 bytes, rfabric.units.MAX_SIZE_BYTES"),
+        ):
+            arr = getattr(links, col)
+            bad = np.flatnonzero(arr > limit)
+            if bad.size:
+                raise SpecError(f"{self.name}: link {bad[0]}: {col} {arr[bad[0]]} is beyond {limit} ({why})")
+        # a node no link reaches carries nothing: a switch or optical device left unwired is
+        # a mistake in build() (a GPU without links is named in _validate_gpus)
+        degree = np.bincount(np.concatenate([links.src, links.dst]), minlength=n)
+        bad = np.flatnonzero((degree == 0) & (nodes.kind != NODE_KINDS["gpu"]))
+        if bad.size:
+            kind = _KIND_NAMES[int(nodes.kind[bad[0]])]
+            more = f" ({bad.size - 1} more such nodes)" if bad.size > 1 else ""
+            raise SpecError(f"{self.name}: {kind} {self.node_label(bad[0])} has no links{more}")
+        # and every node is wired, through links, to the GPUs: an island of switches carries
+        # nothing either
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        graph = coo_matrix((np.ones(len(links), dtype=np.int8), (links.src, links.dst)), shape=(n, n))
+        _, label = connected_components(graph, directed=False)
+        gpu_labels = np.unique(label[nodes.kind == NODE_KINDS["gpu"]])
+        off = np.flatnonzero(~np.isin(label, gpu_labels))
+        if off.size:
+            kind = _KIND_NAMES[int(nodes.kind[off[0]])]
+            island = np.flatnonzero(label == label[off[0]])
+            names = ", ".join(str(x) for x in nodes.name[island[:4]]) + (", ..." if island.size > 4 else "")
+            raise SpecError(
+                f"{self.name}: {kind} {self.node_label(off[0])} is not wired to any GPU: its links "
+                f"join only the {island.size} nodes {names}"
+            )
         self._validate_gpus()
 
     def _validate_gpus(self) -> None:

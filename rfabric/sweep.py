@@ -85,7 +85,7 @@ import pyarrow.parquet as pq
 from .errors import SpecError, SweepError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
-from .validators import integer, known_keys
+from .validators import file_path, integer, known_keys
 
 __all__ = ["sweep", "load_config", "run_config", "resolve_fabric", "derive_seed", "EXECUTORS", "FABRIC_NAMES"]
 
@@ -1108,7 +1108,7 @@ _CONFIG_KEYS = {
 def load_config(path) -> dict:
     """Read a sweep config (TOML) into ``sweep()`` keyword arguments. Relative paths in it
     (``out``, ``prices``, trace paths) are taken from the config file's folder."""
-    path = Path(path)
+    path = file_path(path, "sweep config: path")
     doc = read_toml(path, "sweep config")
     known_keys(doc, _CONFIG_KEYS, str(path))
     if "workload" in doc and "workloads" in doc:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import SpecError
 
-__all__ = ["boolean", "integer", "known_keys"]
+__all__ = ["boolean", "integer", "known_keys", "file_path"]
 
 
 def boolean(value, what: str) -> bool:
@@ -40,6 +40,17 @@ def integer(value, what: str, lo: int | None = None, hi: int | None = None) -> i
     ):
         raise SpecError(f"{what} must be {kind}, got {value!r}")
     return int(value)
+
+
+def file_path(value, what: str, error: type[Exception] = SpecError):
+    """``value`` as a ``pathlib.Path`` if it is a str or path-like, else ``error`` naming
+    ``what`` (None, a number or a Trace given where a file name belongs)."""
+    import os
+    from pathlib import Path
+
+    if isinstance(value, str | os.PathLike) and not isinstance(value, bytes):
+        return Path(value)
+    raise error(f"{what} must be a file path (str or path-like), got {type(value).__name__} {value!r}"[:300])
 
 
 def known_keys(keys, known, where: str, what: str = "key") -> None:

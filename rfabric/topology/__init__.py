@@ -11,10 +11,9 @@ Presets live in the repository's ``topologies/`` folder; ``load(path)`` reads on
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 from ..errors import SpecError, read_toml
-from ..validators import known_keys
+from ..validators import file_path, known_keys
 from .base import DEFAULTS, Topology, TopologyBuilder
 from .fat_tree import FatTree
 from .hybrid import RFabric
@@ -52,11 +51,11 @@ def register(cls: type[Topology]) -> type[Topology]:
 
 def load(path) -> Topology:
     """Read a topology preset (TOML) and return the fabric it describes."""
-    path = Path(path)
+    path = file_path(path, "rf.topologies.load: path")
     doc = read_toml(path, "topology")
     known_keys(doc, ("family", "params"), str(path))
     family = doc.get("family")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise SpecError(
             f"{path}: field 'family' is {family!r}; known families: {', '.join(sorted(FAMILIES))}"
         )

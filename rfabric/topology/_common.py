@@ -14,6 +14,7 @@ from ..validators import boolean, integer
 from .base import TopologyBuilder
 
 __all__ = [
+    "MAX_PORTS",
     "check_int",
     "check_bool",
     "check_radix",
@@ -25,9 +26,15 @@ __all__ = [
 ]
 
 
-def check_int(owner: str, name: str, value, minimum: int = 1) -> int:
+#: Ports of one switch or optical device, at most (radix, uplinks, core ports, device
+#: counts): 2^16, far above any device built (the default OCS has 576, a robotic patch panel
+#: 1008); a larger value is a typo, and refusing it keeps the searches over port splits short.
+MAX_PORTS = 1 << 16
+
+
+def check_int(owner: str, name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
     """Return ``value`` as an int, or raise SpecError naming ``owner``'s parameter ``name``."""
-    return integer(value, f"{owner}: {name}", lo=minimum)
+    return integer(value, f"{owner}: {name}", lo=minimum, hi=maximum)
 
 
 def group_servers(owner: str, name: str, value, servers: int, default_cap: int, gpus: int) -> int:
@@ -72,6 +79,10 @@ def check_bool(owner: str, name: str, value) -> bool:
 def check_radix(owner: str, radix) -> int:
     if isinstance(radix, bool) or not isinstance(radix, (int, np.integer)) or radix < 4 or radix % 2:
         raise SpecError(f"{owner}: radix must be an even integer >= 4, got {radix!r}")
+    if radix > MAX_PORTS:
+        raise SpecError(
+            f"{owner}: radix={radix} is beyond the {MAX_PORTS} ports of the largest switch modelled"
+        )
     return int(radix)
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
+from ..spec import MAX_LINKS, MAX_NODES, NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
 from ..units import parse_rate, parse_size, parse_time
-from ..validators import integer
+from ..validators import boolean, integer
 
 __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
 
@@ -46,6 +46,20 @@ DEFAULTS = {
     "nvswitch_latency": "0.2us",  # assumption: NVSwitch port-to-port
     "nic_latency": "0us",
 }
+
+
+def _node_ids(values, what: str) -> np.ndarray:
+    """``values`` as an int64 array of ids (a scalar or an array of integers), else SpecError
+    naming ``what`` (a float, a string, None or a ragged list is not an id)."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError):
+        raise SpecError(f"{what}: expected node ids (integers), got {values!r}") from None
+    if arr.dtype == object or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise SpecError(f"{what}: expected node ids (integers), got {values!r}")
+    if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise SpecError(f"{what}: id {arr.max()} is not a node")
+    return np.atleast_1d(arr.astype(np.int64))
 
 
 class TopologyBuilder:
@@ -89,12 +103,15 @@ class TopologyBuilder:
         ``latency`` (per-hop processing) defaults to the switch latency for ``eps``, the
         NVSwitch latency for ``nvswitch``, the NIC latency for ``gpu`` and 0 otherwise.
         """
-        if kind not in NODE_KINDS:
+        if not isinstance(kind, str) or kind not in NODE_KINDS:
             raise SpecError(f"unknown node kind {kind!r} (known: {', '.join(NODE_KINDS)})")
-        count = int(count)
-        if count < 0:
-            raise SpecError(f"add_nodes({kind!r}): negative count {count}")
+        count = integer(count, f"add_nodes({kind!r}): count", lo=0)
         first = len(self._kind)
+        if first + count > MAX_NODES:
+            raise SpecError(
+                f"add_nodes({kind!r}): {count} more nodes make {first + count}, beyond the limit of "
+                f"{MAX_NODES} (rfabric.spec.MAX_NODES)"
+            )
         if names is None:
             prefix = prefix or kind
             names = [f"{prefix}{i}" for i in range(count)]
@@ -110,7 +127,13 @@ class TopologyBuilder:
             latency = parse_time(latency)
         self._kind.extend([kind] * count)
         self._name.extend(names)
-        self._server.append(np.broadcast_to(np.asarray(server, dtype=np.int32), (count,)))
+        try:
+            server = np.broadcast_to(
+                _node_ids(server, f"add_nodes({kind!r}): server").astype(np.int32), (count,)
+            )
+        except ValueError:
+            raise SpecError(f"add_nodes({kind!r}): server must be one id or one per node") from None
+        self._server.append(server)
         self._lat.append(np.full(count, latency, dtype=np.int64))
         return np.arange(first, first + count, dtype=np.int64)
 
@@ -119,6 +142,14 @@ class TopologyBuilder:
 
         Returns GPU node ids shaped (count, gpus_per_server); GPU ids follow server order.
         """
+        count = integer(count, "add_servers: count", lo=0)
+        gpus_per_server = integer(gpus_per_server, "add_servers: gpus_per_server", lo=1)
+        nvlink = boolean(nvlink, "add_servers: nvlink")
+        if self.num_nodes + count * (gpus_per_server + 1) > MAX_NODES:
+            raise SpecError(
+                f"add_servers: {count} servers of {gpus_per_server} GPUs make more than the limit of "
+                f"{MAX_NODES} nodes (rfabric.spec.MAX_NODES)"
+            )
         base = self._servers
         self._servers += count
         servers = np.repeat(np.arange(base, base + count, dtype=np.int32), gpus_per_server)
@@ -143,10 +174,21 @@ class TopologyBuilder:
 
     def add_links(self, src, dst, *, rate, latency=None, buffer=None, kind: str = "link") -> np.ndarray:
         """Add full-duplex links between node id arrays ``src`` and ``dst`` (broadcast)."""
-        src = np.atleast_1d(np.asarray(src, dtype=np.int64))
-        dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
-        src, dst = np.broadcast_arrays(src, dst)
+        src = _node_ids(src, f"add_links({kind!r}): src")
+        dst = _node_ids(dst, f"add_links({kind!r}): dst")
+        try:
+            src, dst = np.broadcast_arrays(src, dst)
+        except ValueError:
+            raise SpecError(
+                f"add_links({kind!r}): src ({len(src)} ids) and dst ({len(dst)} ids) do not broadcast"
+            ) from None
         n = len(src)
+        have = sum(len(x[0]) for x in self._links)
+        if have + n > MAX_LINKS:
+            raise SpecError(
+                f"add_links({kind!r}): {n} more links make {have + n}, beyond the limit of "
+                f"{MAX_LINKS} (rfabric.spec.MAX_LINKS)"
+            )
         rate_bps = parse_rate(rate) if not isinstance(rate, np.ndarray) else rate
         lat = (
             self.link_latency_ps
@@ -158,7 +200,7 @@ class TopologyBuilder:
             if buffer is None
             else (parse_size(buffer) if not isinstance(buffer, np.ndarray) else buffer)
         )
-        first = sum(len(x[0]) for x in self._links)
+        first = have
         self._links.append(
             (
                 src.copy(),
@@ -174,11 +216,14 @@ class TopologyBuilder:
     def add_circuits(self, ocs, a, b) -> None:
         """Add circuits to the initial plan: inside device(s) ``ocs``, join link rows ``a`` and
         ``b`` (both must end at that device). Arrays broadcast."""
-        ocs, a, b = np.broadcast_arrays(
-            np.atleast_1d(np.asarray(ocs, dtype=np.int64)),
-            np.atleast_1d(np.asarray(a, dtype=np.int64)),
-            np.atleast_1d(np.asarray(b, dtype=np.int64)),
-        )
+        try:
+            ocs, a, b = np.broadcast_arrays(
+                _node_ids(ocs, "add_circuits: ocs"),
+                _node_ids(a, "add_circuits: a"),
+                _node_ids(b, "add_circuits: b"),
+            )
+        except ValueError:
+            raise SpecError("add_circuits: ocs, a and b do not broadcast") from None
         self._circuits.append((ocs.copy(), a.copy(), b.copy()))
 
     def circuit_table(self) -> CircuitTable:
@@ -242,6 +287,10 @@ class Topology:
     #: managers program fat-trees and rail fabrics; subclasses whose operators run otherwise
     #: say so (TopoOpt, MixNet). Document the choice in the subclass docstring.
     routing = "dmodk"
+    #: The largest fabric built: 2^20 GPUs (a FatTree of that size builds in about 6 s and
+    #: 1 GB, a TopoOpt in 10 s). A larger ``gpus`` is a SpecError stating this limit, in
+    #: every subclass (the check is here), before anything is sized by it.
+    MAX_GPUS = 1 << 20
 
     def __init__(
         self,
@@ -258,6 +307,11 @@ class Topology:
         nic_latency=DEFAULTS["nic_latency"],
     ):
         integer(gpus, f"{type(self).__name__}: gpus", lo=1)
+        if gpus > self.MAX_GPUS:
+            raise SpecError(
+                f"{type(self).__name__}: gpus={gpus} is beyond the largest fabric rfabric builds, "
+                f"{self.MAX_GPUS} GPUs ({type(self).__name__}.MAX_GPUS)"
+            )
         integer(gpus_per_server, f"{type(self).__name__}: gpus_per_server", lo=1)
         if gpus % gpus_per_server:
             raise SpecError(
@@ -326,9 +380,13 @@ class Topology:
     def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
         """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
         net = self.builder()
-        self.build(net)
-        nodes, links = net.tables()
-        return nodes, links, net.circuit_table()
+        try:
+            self.build(net)
+            nodes, links = net.tables()
+            circuits = net.circuit_table()
+        except SpecError as exc:
+            raise SpecError(f"{self.name}: build(): {exc}") from None
+        return nodes, links, circuits
 
     def nodes(self) -> NodeTable:
         return self.to_spec().nodes

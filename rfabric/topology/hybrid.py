@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ._common import check_bool, check_int, check_radix, group_servers, round_robin_offsets
+from ._common import MAX_PORTS, check_bool, check_int, check_radix, group_servers, round_robin_offsets
 from .base import Topology, TopologyBuilder
 
 __all__ = ["RFabric"]
@@ -146,7 +146,7 @@ class RFabric(Topology):
         self.radix = check_radix(who, radix)
         if tor_uplinks is None:
             tor_uplinks = self.radix // 2
-        self.tor_uplinks = check_int(who, "tor_uplinks", tor_uplinks, 2)
+        self.tor_uplinks = check_int(who, "tor_uplinks", tor_uplinks, 2, MAX_PORTS)
         if self.tor_uplinks % 2:
             raise SpecError(
                 f"{who}: tor_uplinks={self.tor_uplinks} must be even (circuits use ToR ports in pairs)"
@@ -156,11 +156,11 @@ class RFabric(Topology):
                 f"{who}: tor_uplinks={self.tor_uplinks} leaves no ToR port for servers (radix={self.radix})"
             )
         self.pod_servers = group_servers(who, "pod_servers", pod_servers, s, POD_SERVERS, self.gpus)
-        self.ocs_radix = check_int(who, "ocs_radix", ocs_radix, 2)
+        self.ocs_radix = check_int(who, "ocs_radix", ocs_radix, 2, MAX_PORTS)
         u, t_pod = self.tor_uplinks, self.tors_per_pod
         if core_ports is None:
             core_ports = (t_pod * u // 2) // 2 * 2 if self.pods > 1 else 0
-        self.core_ports = check_int(who, "core_ports", core_ports, 0)
+        self.core_ports = check_int(who, "core_ports", core_ports, 0, MAX_PORTS)
         if self.pods == 1 and self.core_ports:
             raise SpecError(
                 f"{who}: core_ports={self.core_ports} but there is a single PoD (pod_servers="
@@ -193,7 +193,7 @@ class RFabric(Topology):
                     f"{who}: no OCS-Agg count fits ocs_radix={self.ocs_radix} (a PoD has "
                     f"{t_pod * u} ToR ports and {self.core_ports} core ports)"
                 )
-        self.ocs_agg = check_int(who, "ocs_agg", ocs_agg)
+        self.ocs_agg = check_int(who, "ocs_agg", ocs_agg, 1, MAX_PORTS)
         if not agg_ok(self.ocs_agg):
             raise SpecError(
                 f"{who}: ocs_agg={self.ocs_agg} must split tor_uplinks={u} and core_ports="
@@ -228,7 +228,7 @@ class RFabric(Topology):
                         f"{who}: no OCS-Core count fits ocs_radix={self.ocs_radix} "
                         f"({self.pods} PoDs x {self.core_ports} core ports)"
                     )
-            self.ocs_core = check_int(who, "ocs_core", ocs_core)
+            self.ocs_core = check_int(who, "ocs_core", ocs_core, 1, MAX_PORTS)
             if not core_ok(self.ocs_core):
                 raise SpecError(
                     f"{who}: ocs_core={self.ocs_core} must split each OCS-Agg's {cpa} core ports "

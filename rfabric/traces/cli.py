@@ -182,6 +182,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="simai only: unit of the compute times (default ns, SimAI's Tick)",
     )
     imp.add_argument(
+        "--dim0",
+        type=int,
+        default=None,
+        help="simai only: GPUs in the first network dimension, for HYBRID_DATA_MODEL, HYBRID_MODEL_DATA "
+        "and HYBRID_CUSTOMIZED headers without model_parallel_NPU_group:",
+    )
+    imp.add_argument(
         "--comm-groups",
         default=None,
         metavar="JSON",
@@ -257,6 +264,8 @@ def _import(args: argparse.Namespace) -> int:
     options = {"gpus": args.gpus}
     if args.format == "simai":
         options["time_unit"] = args.time_unit
+        if args.dim0 is not None:
+            options["dim0"] = args.dim0
     if args.format == "chakra" and args.comm_groups is not None:
         options["comm_groups"] = args.comm_groups
     t0 = time.perf_counter()

@@ -17,7 +17,8 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..errors import SpecError, TraceError
-from .schema import Checker, check_schema, decode_metadata
+from ..validators import file_path
+from .schema import Checker, check_gpus, check_schema, decode_metadata
 from .trace import Trace
 
 __all__ = ["read", "write", "IPC_SUFFIXES", "PARQUET_SUFFIXES"]
@@ -94,6 +95,10 @@ def read(path: str | os.PathLike, *, gpus: int | None = None, format: str | None
     """
     from .importers import format_of, import_trace
 
+    path = file_path(path, "rf.traces.read: path", TraceError)
+    if format is not None and not isinstance(format, str):
+        raise TraceError(f"{path}: format must be a format name (str), got {format!r}")
+    check_gpus(gpus, str(path))
     fmt = format or format_of(path)
     if fmt is not None:
         return import_trace(fmt, path, gpus=gpus)
@@ -163,7 +168,7 @@ def write(trace: Trace | pa.Table, path: str | os.PathLike, *, compression: str 
     TraceError
         On an unknown suffix or an invalid Table.
     """
-    path = Path(path)
+    path = file_path(path, "rf.traces.write: path", TraceError)
     fmt = _format(path)
     if isinstance(trace, pa.Table):
         trace = Trace.from_table(trace)
@@ -184,6 +189,8 @@ def write(trace: Trace | pa.Table, path: str | os.PathLike, *, compression: str 
             codec = "zstd" if compression == "default" else (compression or "none")
             pq.write_table(table, str(tmp), compression=codec)
         os.replace(tmp, path)
+    except OSError as exc:  # a missing folder, no permission, a full disk
+        raise TraceError(f"{path}: cannot be written ({exc})") from None
     finally:
         if tmp.exists():
             tmp.unlink()

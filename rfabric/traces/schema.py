@@ -159,6 +159,16 @@ def decode_metadata(raw: dict[bytes, bytes] | None, source: str) -> dict[str, An
     return meta
 
 
+def check_gpus(gpus, source: str) -> int | None:
+    """``gpus`` (the fabric size ranks are checked against) if None or a positive integer,
+    else TraceError naming ``source``."""
+    if gpus is None:
+        return None
+    if isinstance(gpus, bool | np.bool_) or not isinstance(gpus, int | np.integer) or gpus < 1:
+        raise TraceError(f"{source}: gpus must be a positive integer (the fabric size), got {gpus!r}")
+    return int(gpus)
+
+
 def _expected(name: str) -> str:
     if name in _DICT_COLUMNS:
         return "dictionary<string> or string"
@@ -244,7 +254,7 @@ class Checker:
 
     def __init__(self, source: str, gpus: int | None):
         self.source = source
-        self.gpus = gpus
+        self.gpus = check_gpus(gpus, source)
         self.rows = 0
         self._ids = np.empty(1024, dtype=np.int64)
         self._n = 0
@@ -448,8 +458,13 @@ class Checker:
     def finish(self, batches: list[pa.RecordBatch]) -> None:
         """Resolve deferred dependency errors (a forward dep needs the whole file).
 
-        ``batches`` are the canonical batches `check` returned, in order.
+        ``batches`` are the canonical batches `check` returned, in order. A trace without a
+        single op is refused here: it would replay nothing and report a makespan of 0.
         """
+        if self.rows == 0:
+            raise TraceError(
+                f"{self.source}: has no ops (0 rows): an empty trace replays nothing; give at least one op"
+            )
         if self._forward is None:
             return
         row, op, dep = self._forward

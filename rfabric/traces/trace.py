@@ -82,6 +82,10 @@ class Trace:
         TraceError
             If the table breaks any rule of ``traces/README.md``.
         """
+        if not isinstance(table, pa.Table):
+            raise TraceError(f"{source}: from_table takes a pyarrow.Table, not {type(table).__name__}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TraceError(f"{source}: metadata must be a dict, not {type(metadata).__name__}")
         meta = decode_metadata(table.schema.metadata, source)
         for key, value in (metadata or {}).items():
             if key not in meta:
@@ -115,11 +119,11 @@ class Trace:
         phase: Sequence[str],
         kind: Sequence[str],
         ranks: Sequence[Sequence[int]],
-        size_bytes: Sequence[int],
+        size_bytes: Sequence[int | str] | int | str,
         deps: Sequence[Sequence[int]],
         iteration: Sequence[int] | int = 0,
         algorithm: Sequence[str] | str = "auto",
-        compute_ps: Sequence[int] | int = 0,
+        compute_ps: Sequence[int | str] | int | str = 0,
         period: Sequence[int] | int = 0,
         m2n_senders: Sequence[int] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -129,36 +133,35 @@ class Trace:
         """Build a checked Trace from Python sequences or numpy arrays, one entry per op.
 
         A scalar (a str for ``stage``, ``phase``, ``kind`` and ``algorithm``, an int for
-        ``iteration``, ``compute_ps`` and ``period``) applies to every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
-        ``traces/README.md``), ``compute_ps`` in picoseconds.
+        ``iteration`` and ``period``, an int or unit string for ``size_bytes`` and
+        ``compute_ps``) applies to every op. Units: ``size_bytes`` in bytes (nccl-tests convention, see
+        ``traces/README.md``), ``compute_ps`` in picoseconds; either column also takes unit
+        strings entry by entry (``"64MiB"``, ``"1.5us"``), parsed by `rfabric.units`.
+        Integer columns take integers only (2.9 or "3" is refused, not truncated).
 
         Raises
         ------
         TraceError
-            If the columns break any rule of ``traces/README.md``.
+            If the columns break any rule of ``traces/README.md``, or an entry is not of its
+            column's type (an unparseable unit string, a float rank, a ragged list): the
+            message names the row and the column.
         """
-        n = len(op_id)
-
-        def full(value, typ):
-            if isinstance(value, (str, int, np.integer)):
-                return pa.array([value] * n, type=typ)
-            return pa.array(value, type=typ)
-
+        n = _length(op_id, "op_id", source)
         cols = {
-            "op_id": pa.array(op_id, type=pa.int64()),
-            "iteration": full(iteration, pa.int32()),
-            "stage": full(stage, pa.string()),
-            "phase": full(phase, pa.string()),
-            "kind": full(kind, pa.string()),
-            "ranks": pa.array([list(map(int, r)) for r in ranks], type=pa.list_(pa.int32())),
-            "size_bytes": pa.array(size_bytes, type=pa.int64()),
-            "algorithm": full(algorithm, pa.string()),
-            "deps": pa.array([list(map(int, d)) for d in deps], type=pa.list_(pa.int64())),
-            "compute_ps": full(compute_ps, pa.int64()),
-            "period": full(period, pa.int32()),
+            "op_id": _int_column(op_id, pa.int64(), "op_id", source),
+            "iteration": _int_column(iteration, pa.int32(), "iteration", source, n),
+            "stage": _str_column(stage, "stage", source, n),
+            "phase": _str_column(phase, "phase", source, n),
+            "kind": _str_column(kind, "kind", source, n),
+            "ranks": _list_column(ranks, pa.int32(), "ranks", source),
+            "size_bytes": _quantity_column(size_bytes, "size", "size_bytes", source, n),
+            "algorithm": _str_column(algorithm, "algorithm", source, n),
+            "deps": _list_column(deps, pa.int64(), "deps", source),
+            "compute_ps": _quantity_column(compute_ps, "time", "compute_ps", source, n),
+            "period": _int_column(period, pa.int32(), "period", source, n),
         }
         if m2n_senders is not None:
-            cols["m2n_senders"] = pa.array(m2n_senders, type=pa.int32())
+            cols["m2n_senders"] = _int_column(m2n_senders, pa.int32(), "m2n_senders", source)
         lengths = {k: len(v) for k, v in cols.items()}
         if len(set(lengths.values())) > 1:
             raise TraceError(f"{source}: all rows: columns have different lengths {lengths}")
@@ -324,6 +327,105 @@ class Trace:
                 "max_ranks": g.column("n_ranks_max"),
             }
         )
+
+
+# -- from_columns: one column at a time, each entry checked against its column's type ------
+
+_INT_RANGE = {pa.int32(): (-(2**31), 2**31 - 1), pa.int64(): (-(2**63), 2**63 - 1)}
+
+
+def _bad(source: str, name: str, row: int | None, msg: str):
+    where = "all rows" if row is None else f"row {row}"
+    raise TraceError(f"{source}: {where}, column {name!r}: {msg}")
+
+
+def _length(values, name: str, source: str) -> int:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        _bad(source, name, None, f"expected a sequence with one entry per op, got {type(values).__name__}")
+    return len(values)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _entries(values, name: str, source: str, n: int | None, scalar) -> list | np.ndarray:
+    """``values`` as a sequence of n entries (a scalar, as ``scalar(values)`` says, repeated)."""
+    if scalar(values):
+        if n is None:
+            _bad(source, name, None, "expected a sequence with one entry per op")
+        return [values] * n
+    _length(values, name, source)
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        _bad(source, name, None, f"expected a 1-d sequence, got an array of shape {values.shape}")
+    return values
+
+
+def _int_column(values, typ, name: str, source: str, n: int | None = None) -> pa.Array:
+    values = _entries(values, name, source, n, _is_int)
+    lo, hi = _INT_RANGE[typ]
+    if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
+        arr = values
+    else:
+        for i, v in enumerate(values):
+            if not _is_int(v):
+                _bad(source, name, i, f"{v!r} is not an integer")
+        arr = np.array([int(v) for v in values], dtype=object) if len(values) else np.empty(0, np.int64)
+    if len(arr):
+        out = np.flatnonzero((arr < lo) | (arr > hi))
+        if len(out):
+            _bad(source, name, int(out[0]), f"{arr[out[0]]} does not fit in {typ}")
+    return pa.array(np.asarray(arr, dtype=np.int64), type=typ)
+
+
+def _str_column(values, name: str, source: str, n: int) -> pa.Array:
+    values = _entries(values, name, source, n, lambda v: isinstance(v, str))
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            _bad(source, name, i, f"{v!r} is not a string")
+    return pa.array(list(values), type=pa.string())
+
+
+def _list_column(values, typ, name: str, source: str) -> pa.Array:
+    _length(values, name, source)
+    lo, hi = _INT_RANGE[typ]
+    rows = []
+    for i, row in enumerate(values):
+        if isinstance(row, (str, bytes, dict)) or not hasattr(row, "__iter__"):
+            _bad(source, name, i, f"{row!r} is not a list of integers")
+        row = list(row)
+        for v in row:
+            if not _is_int(v):
+                _bad(source, name, i, f"entry {v!r} is not an integer")
+            if not lo <= v <= hi:
+                _bad(source, name, i, f"entry {v} does not fit in {typ}")
+        rows.append([int(v) for v in row])
+    return pa.array(rows, type=pa.list_(typ))
+
+
+def _quantity_column(values, what: str, name: str, source: str, n: int) -> pa.Array:
+    """size_bytes or compute_ps: integers in the base unit, or unit strings (rfabric.units).
+    Negative and too-large integers are left for the checker, which names the op_id."""
+    from ..errors import SpecError
+    from ..units import parse_size, parse_time
+
+    parse = parse_size if what == "size" else parse_time
+    values = _entries(values, name, source, n, lambda v: isinstance(v, (str, int, float, np.number)))
+    if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
+        return pa.array(values.astype(np.int64, copy=False), type=pa.int64())
+    out = []
+    for i, v in enumerate(values):
+        if _is_int(v):
+            v = int(v)
+            if not -(2**63) <= v < 2**63:
+                _bad(source, name, i, f"{v} is beyond the engine's limit")
+            out.append(v)
+            continue
+        try:
+            out.append(parse(v))
+        except SpecError as exc:
+            _bad(source, name, i, str(exc))
+    return pa.array(out, type=pa.int64())
 
 
 def _field(name: str) -> pa.Field:

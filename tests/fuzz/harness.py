@@ -58,11 +58,26 @@ def _sample(suffix: str, workdir: Path) -> bytes:
 
 
 def trace_file(rng: random.Random, workdir: Path) -> None:
-    """A damaged Arrow IPC or Parquet trace file, read with rf.traces.read."""
+    """A damaged Arrow IPC or Parquet trace file, read with rf.traces.read. Accepted: it
+    replays to the end on a fabric of its size (flow backend): no op left waiting."""
     suffix = rng.choice([".arrow", ".parquet"])
     path = workdir / f"fuzz{suffix}"
     path.write_bytes(_mutate_bytes(rng, _sample(suffix, workdir)))
-    rf.traces.read(path)
+    trace = rf.traces.read(path)
+    _replays(trace)
+
+
+def _replays(trace) -> None:
+    """An accepted trace runs to the end (every op ends) on a FatTree of its GPUs."""
+    gpus = trace.gpus
+    if not 2 <= gpus <= 64 or gpus % 2:
+        return
+    key = f"replay{gpus}"
+    if key not in _FABRICS:
+        _FABRICS[key] = rf.topologies.FatTree(gpus, gpus_per_server=2).to_spec()
+    res = rf.simulate(_FABRICS[key], trace, backend="flow")
+    ends = res.ops["end_ps"].to_numpy(zero_copy_only=False)
+    assert (ends >= 0).all(), f"{int((ends < 0).sum())} of {len(ends)} ops never ended"
 
 
 _SIMAI = (
@@ -122,7 +137,7 @@ def _chakra_ranks() -> list[bytes]:
 
 def import_file(rng: random.Random, workdir: Path) -> None:
     """A Chakra rank file, SimAI workload or htsim matrix, damaged (or, one time in six,
-    intact), imported with rf.traces.read."""
+    intact), imported with rf.traces.read. Accepted: it replays to the end."""
     fmt = rng.choice(["chakra", "simai", "htsim"])
     intact = rng.randrange(6) == 0
     if fmt == "chakra":
@@ -135,12 +150,12 @@ def import_file(rng: random.Random, workdir: Path) -> None:
         for r, data in enumerate(ranks):
             damaged = data if intact or r != victim else _mutate_bytes(rng, data)
             (target / f"r.{r}.et").write_bytes(damaged)
-        rf.traces.read(target)
+        _replays(rf.traces.read(target))
         return
     text = (_SIMAI if fmt == "simai" else _HTSIM).encode()
     path = workdir / ("fuzz.txt" if fmt == "simai" else "fuzz.cm")
     path.write_bytes(text if intact else _mutate_bytes(rng, text))
-    rf.traces.read(path, format=fmt)
+    _replays(rf.traces.read(path, format=fmt))
 
 
 _NUMBERS = ["0", "1", "-1", "1.5", "1e3", "1e30", "1e400", "nan", "inf", ".5", "2.9", "9" * 25]
@@ -204,7 +219,9 @@ def topology_toml(rng: random.Random, workdir: Path) -> None:
     if mode == 0 and lines:
         del lines[rng.randrange(len(lines))]
     elif mode == 1:
-        key = rng.choice(["gpus", "link", "radix", "oversubscription", "parms", "famly", "buffer", "pxn"])
+        key = rng.choice(
+            ["gpus", "link", "radix", "oversubscription", "parms", "famly", "buffer", "pxn", "family"]
+        )
         value = rng.choice(["0", "-1", "3", "1.5", "true", '"x"', '"200Gbps"', "[1]"])
         lines.insert(rng.randrange(len(lines) + 1), f"{key} = {value}")
     elif mode == 2 and lines:
@@ -533,6 +550,538 @@ def failures_spec(rng: random.Random, workdir: Path) -> None:
         assert res.run["link_down_drops"] in (0, None), (failures, res.run)
 
 
+# -- surfaces added for issue 23 (user fabrics, sizes, sweeps, importers, columns) ----------
+
+_RATES = ["200Gbps", "1Gbps", 10**9, "0bps", -5, "x", None, 2.5e9, "1e30bps", True, np.int64(2**60)]
+_LATENCIES = [None, "1us", 0, "0.5us", -1, "x", "1e30ps", 2.5, 2**62 - 1, "2s", np.int64(2**62)]
+
+
+def _odd(rng: random.Random, good: list, bad: list, p_bad: float = 0.15):
+    return rng.choice(bad) if p_bad and rng.random() < p_bad else rng.choice(good)
+
+
+def user_topology(rng: random.Random, workdir: Path) -> None:
+    """A user's Topology subclass whose build() emits random node and link tables: servers,
+    switches wired at random (parallel links included), unwired switches or optical devices,
+    links to no node or with odd ids, rates, latencies and buffers. Accepted: every node is
+    wired and every GPU reaches the others (independent checks on the tables), and a short
+    run of flows keeps the engine's invariants; every flow ends unless PFC deadlocked."""
+    servers, gps = rng.randint(1, 4), rng.choice([1, 2, 2, 4])
+    clean = rng.random() < 0.5  # no junk value: the tables' structure alone decides
+    n_sw = rng.choice([1, 1, 2, 3, 4] if clean else [0, 1, 2, 3, 4])
+    spare = None if clean else rng.choice([None, "eps", "ocs", "nvswitch", "patch_panel"])
+    odd_link = not clean and rng.random() < 0.3
+    p_bad = 0.0 if clean else 0.15
+    arrays = not clean and rng.random() < 0.25  # per-link numpy columns, one of them odd, no other junk
+    if arrays:
+        spare, odd_link, p_bad = None, False, 0.0
+
+    class Fuzzed(rf.Topology):
+        family = "fuzzed"
+
+        def __init__(self):
+            super().__init__(gpus=servers * gps, gpus_per_server=gps)
+
+        def build(self, net):
+            gpu = net.add_servers(servers, gps, nvlink=rng.random() < 0.9)
+            sw = net.add_nodes("eps", n_sw, prefix="sw")
+            if len(sw):
+                nics = dict(
+                    rate=_odd(rng, ["200Gbps", "100Gbps", 10**11], _RATES, p_bad),
+                    latency=_odd(rng, [None, "1us", 0], _LATENCIES, p_bad),
+                )
+                if arrays:  # per-link arrays, as a vectorised build() gives
+                    cols = {"rate": 10**11, "latency": 10**6, "buffer": 1 << 20}
+                    odd = rng.choice(sorted(cols))
+                    cols[odd] = rng.choice(
+                        {
+                            "rate": [2**60, 0, -1],
+                            "latency": [2**62, 2**61, -1, 10**12 + 1],
+                            "buffer": [2**62, 0],
+                        }[odd]
+                    )
+                    nics = {k: np.full(gpu.size, v, dtype=np.int64) for k, v in cols.items()}
+                net.add_links(gpu.ravel(), [rng.choice(sw) for _ in range(gpu.size)], **nics)
+                # switch to switch: a chain (connected when clean), then random extra links,
+                # parallel ones likely; a switch to itself only in the junk inputs
+                chain = list(zip(sw[:-1], sw[1:], strict=True)) if clean or rng.random() < 0.7 else []
+                extra = [(rng.choice(sw), rng.choice(sw)) for _ in range(rng.randint(0, 4))]
+                for a, b in chain + [(a, b) for a, b in extra if a != b or not clean]:
+                    net.add_links(
+                        a,
+                        b,
+                        rate=_odd(rng, ["200Gbps", "400Gbps"], _RATES, p_bad),
+                        buffer=_odd(rng, [None, "1MiB", "64KiB"], [0, -1, "x", "1e30B", 2.5], p_bad),
+                    )
+            if spare:
+                extra = net.add_nodes(spare, rng.randint(1, 2), prefix="spare")
+                if len(extra) == 2 and rng.random() < 0.5:  # an island: wired, but not to the GPUs
+                    net.add_links(extra[0], extra[1], rate="200Gbps")
+            if odd_link:
+                n = net.num_nodes
+                net.add_links(
+                    rng.choice([-1, n, 0, 2.5, "x", None, np.int64(1), [0, 1], 2**40]),
+                    rng.choice([0, 1, n - 1, "1", True, np.nan]),
+                    rate=rng.choice(_RATES),
+                )
+
+    fab = Fuzzed()
+    spec = fab.to_spec()
+    nodes, links = spec.nodes, spec.links
+    degree = np.bincount(np.concatenate([links.src, links.dst]), minlength=spec.num_nodes)
+    assert (degree > 0).all(), "a node without links was accepted"
+    import networkx as nx
+
+    g = nx.MultiGraph()
+    g.add_nodes_from(range(spec.num_nodes))
+    g.add_edges_from(zip(links.src.tolist(), links.dst.tolist(), strict=True))
+    assert nx.number_connected_components(g) == 1, "a node not wired to the GPUs was accepted"
+    assert (links.rate_bps > 0).all() and (links.buffer_bytes > 0).all() and (links.latency_ps >= 0).all()
+    assert len(nodes.kind) == spec.num_nodes and spec.num_gpus == servers * gps
+    if spec.num_gpus < 2:
+        return
+    sim = rf.Simulation(
+        spec,
+        rf.Flows.permutation(spec.num_gpus, 1 << 14, seed=rng.randrange(3)),
+        backend=rng.choice(_BACKENDS),
+    )
+    sim.run("20ms")
+    _check_run(sim)
+    res = sim.results()
+    done = res.flows["end_ps"].to_numpy(zero_copy_only=False) >= 0
+    assert done.all() or res.run.get("deadlock"), ("flows left unfinished", res.run)
+
+
+def _fabric_params(cls) -> list[str]:
+    import inspect
+
+    names = []
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            for p in inspect.signature(klass.__init__).parameters.values():
+                if p.name not in ("self", "gpus") and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                    names.append(p.name)
+    return sorted(set(names))
+
+
+def fabric_size(rng: random.Random, workdir: Path) -> None:
+    """Every fabric class with sizes beyond what can be built (2^40 GPUs), odd sizes and a
+    constructor argument set to a huge, tiny or wrong value: refused at once or built within
+    the per-input time limit; an accepted fabric has the GPUs asked for."""
+    cls = rng.choice(sorted(rf.topologies.FAMILIES.values(), key=lambda c: c.family))
+    gpus = _odd(
+        rng, [8, 16, 16, 32, 32, 64], [2**40, 2**63, 2**20 + 8, 2**21, -8, 0, 24, 1.5, "16", None], 0.4
+    )
+    kwargs = {}
+    for name in rng.sample(_fabric_params(cls), rng.choice([0, 0, 1, 2])):
+        kwargs[name] = rng.choice([2**40, 2**31, 10**9, 0, -1, 1, 2, 3, 4, 8, 64, 1.5, "8", None, True, [1]])
+    fab = cls(gpus, **kwargs)
+    if fab.gpus <= 4096:
+        spec = fab.to_spec()
+        assert spec.num_gpus == gpus
+
+
+_SIMAI_HEADERS = [
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 4",
+    "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 ep: 2 pp: 1 all_gpus: 8",
+    "MICRO",
+    "DATA",
+    "MODEL",
+    "DISTRIBUTED_INFERENCE",
+    "HYBRID_DLRM DLRM_LAST_BOTTOM_LAYER: 0",
+    "HYBRID_DLRM_ENHANCED",
+    "HYBRID_DATA_MODEL model_parallel_NPU_group: 2",
+    "HYBRID_MODEL_DATA",
+    "HYBRID_CUSTOMIZED",
+]
+_SIMAI_COMMS = ["NONE"] + [
+    "ALLREDUCE",
+    "ALLGATHER",
+    "REDUCESCATTER",
+    "ALLTOALL",
+    "ALLREDUCE_EP",
+    "ALLTOALL_DP_EP",
+    "ALLREDUCEALLTOALL",
+    "ALLREDUCE_X",
+    "allreduce",
+]
+
+
+def importer_text(rng: random.Random, workdir: Path) -> None:
+    """SimAI workloads under every header SimAI decodes, and htsim matrices, generated field
+    by field (odd counts, sizes, comm types, row policies, gpus=/dim0=) rather than damaged.
+    Accepted: the trace is non-empty, its ranks within the GPUs, and it replays to the end
+    on a fabric of that size (no op left waiting)."""
+    which = rng.random()
+    if which < 0.2:
+        trace = _generated_chakra(rng, workdir)
+    elif which < 0.65:
+        header = rng.choice(_SIMAI_HEADERS)
+        rows = rng.randint(0, 3)
+        lines = [header, str(rows + rng.choice([0] * 18 + [1, -1]))]
+        for r in range(rows):
+            f = [f"layer{r}", "-1"]
+            for _ in range(3):
+                f += [
+                    str(_odd(rng, [0, 1, 100, 5000], [-1, 2**70, "x"], 0.02)),
+                    _odd(rng, _SIMAI_COMMS[:5], _SIMAI_COMMS[5:], 0.03),
+                    str(_odd(rng, [64, 4096, 1 << 20, 0], [-4, 2**50, 1.5], 0.02)),
+                ]
+            f.append("1")
+            if header.startswith("HYBRID_CUSTOMIZED") or rng.random() < 0.05:
+                f.append(
+                    rng.choice(["DATA", "MODEL", "HYBRID_TRANSFORMER", "MICRO", "HYBRID_CUSTOMIZED", "X"])
+                )
+            if rng.random() < 0.03:
+                f.pop(rng.randrange(len(f)))
+            lines.append(rng.choice(["\t", " ", "   "]).join(f))
+        path = workdir / "w.txt"
+        path.write_text("\n".join(lines) + "\n")
+        # what the header leaves open, given as the importer asks (or, one time in ten, not)
+        sized = "all_gpus:" in header
+        options = {"gpus": _odd(rng, [None] if sized else [4, 8], [3, 0, 2.5, None, 4], 0.1)}
+        splits = header.startswith(("HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED"))
+        if splits or rng.random() < 0.1:
+            options["dim0"] = _odd(rng, [2, 2, 4], [3, 0, "2"], 0.1)
+        options = {k: v for k, v in options.items() if v is not None}
+        if "dim0" in options:  # an importer option rf.traces.read does not take
+            from rfabric.traces.importers import simai
+
+            trace = simai.read(path, **options)
+        else:
+            trace = rf.traces.read(path, format="simai", **options)
+    else:
+        n = rng.choice([2, 4, 4])
+        conns = []
+        for c in range(rng.randint(0 if rng.random() < 0.1 else 1, 4)):
+            src = rng.randrange(n + 1) if rng.random() < 0.03 else rng.randrange(n)
+            dst = (src + rng.randrange(1, n)) % n if rng.random() < 0.97 else src
+            key = _odd(rng, ["start 0.5", "start 0", "start 3"], ["start 1e400", "trigger 1", ""], 0.03)
+            size = _odd(rng, ["size 4096", "size 1"], ["size 0", "", "size -3", f"size {2**60}"], 0.03)
+            conns.append(f"{src}->{dst} id {c + 1} {key} {size}".strip())
+        text = f"Nodes {n}\nConnections {len(conns)}\n" + "\n".join(conns) + "\n"
+        path = workdir / "m.cm"
+        path.write_text(text)
+        trace = rf.traces.read(path)
+    assert trace.num_ops > 0
+    gpus = trace.gpus
+    ranks = trace.table["ranks"].combine_chunks().flatten().to_numpy()
+    assert (ranks >= 0).all() and (ranks < gpus).all()
+    _replays(trace)
+
+
+def _generated_chakra(rng: random.Random, workdir: Path):
+    """Two or three Chakra rank files built node by node: compute, world and group
+    collectives, matched or unmatched sends, deps (some dangling, to themselves, or forming a
+    cycle), attributes missing or of the wrong type; imported with rf.traces.read."""
+    from rfabric.traces.importers import chakra as c
+
+    attr, kinds = c.AttributeProto, c.NODE_TYPES
+    ranks = rng.choice([2, 2, 3])
+    script = []  # the same sequence on every rank (collectives must agree), odd where chosen
+    for _ in range(rng.randint(1, 4)):
+        what = rng.choice(["comp", "coll", "coll", "p2p"])
+        script.append((what, rng.choice([0, 2, 4]), rng.choice([1 << 12, 1 << 16]), rng.random() < 0.5))
+    target = workdir / "et_gen"
+    target.mkdir(exist_ok=True)
+    for old in target.glob("*"):
+        old.unlink()
+    for r in range(ranks):
+        nodes = []
+        for i, (what, comm, size, grouped) in enumerate(script, start=1):
+            deps = [i - 1] if i > 1 else []
+            if rng.random() < 0.04:
+                deps = rng.choice([[i], [99], [i + 1]])  # itself, dangling, forward
+            if what == "comp":
+                nodes.append(
+                    c.Node(id=i, type=kinds["COMP_NODE"], duration_micros=rng.choice([0, 5]), data_deps=deps)
+                )
+                continue
+            if what == "coll":
+                a = [attr(name="comm_type", int64_val=comm), attr(name="comm_size", int64_val=size)]
+                if grouped:
+                    a.append(attr(name="pg_name", string_val="g"))
+                if rng.random() < 0.04:
+                    a = a[rng.randrange(1, 2) :]  # comm_type missing
+                if rng.random() < 0.03:
+                    a[0] = attr(name=a[0].name, string_val="x")  # a string where an int belongs
+                nodes.append(c.Node(id=i, type=kinds["COMM_COLL_NODE"], data_deps=deps, attr=a))
+                continue
+            # p2p between ranks 0 and 1 (others pass a compute node); unmatched now and then
+            if r > 1:
+                nodes.append(c.Node(id=i, type=kinds["COMP_NODE"], data_deps=deps))
+                continue
+            send = r == 0 if rng.random() > 0.03 else True
+            peer = 1 - r
+            nodes.append(
+                c.Node(
+                    id=i,
+                    type=kinds["COMM_SEND_NODE" if send else "COMM_RECV_NODE"],
+                    ctrl_deps=deps,
+                    attr=[
+                        attr(name="comm_dst" if send else "comm_src", int32_val=peer),
+                        attr(name="comm_size", int64_val=size),
+                    ],
+                )
+            )
+        c.write_rank(target / f"g.{r}.et", nodes)
+    return rf.traces.read(target)
+
+
+_SIZE_STRINGS = ["64MiB", "1KB", "4 KiB", "0B", "x", "1e400B", "1PiB", "-4B", "1.5B", "2GiB", ""]
+_TIME_STRINGS = ["1us", "0.5 ms", "0ps", "3kg", "1e30ps", "-1ns", "1.5ps", "2s"]
+
+
+def trace_columns(rng: random.Random, workdir: Path) -> None:
+    """Trace.from_columns with unit strings, floats, bools, None, huge integers, numpy
+    arrays, ragged lists and short columns. Accepted: every size and compute entry equals its
+    value parsed independently (rfabric.units), every other column is as given."""
+    from rfabric.traces import Trace
+    from rfabric.units import parse_size, parse_time
+
+    n = rng.randint(0, 4)
+    size = [rng.choice([1 << 12, 1 << 20, "64MiB", "1KB"]) for _ in range(n)]
+    compute = rng.choice([0, "1us", [rng.choice([0, 5, "2ns"]) for _ in range(n)]])
+    cols = dict(
+        op_id=list(range(n)),
+        stage="train",
+        phase="p",
+        kind=rng.choice(["all_reduce", "all_gather", ["all_reduce"] * n]),
+        ranks=[[0, 1, 2][: rng.randint(2, 3)] for _ in range(n)],
+        deps=[[i - 1] if i else [] for i in range(n)],
+        size_bytes=size,
+        compute_ps=compute,
+        iteration=0,
+        period=0,
+    )
+    for _ in range(rng.randint(0, 2)):
+        col = rng.choice(sorted(cols))
+        junk = rng.choice(
+            [
+                rng.choice(_SIZE_STRINGS),
+                rng.choice(_TIME_STRINGS),
+                2.0,
+                2.5,
+                True,
+                None,
+                2**70,
+                -1,
+                "3",
+                [1, 2],
+                [1.5],
+                np.int64(3),
+                np.float64(2.0),
+                np.nan,
+            ]
+        )
+        value = cols[col]
+        if isinstance(value, list) and value and rng.random() < 0.8:
+            value = list(value)
+            value[rng.randrange(len(value))] = junk
+        elif rng.random() < 0.5:
+            value = junk
+        elif isinstance(value, list) and rng.random() < 0.5:
+            value = value[:-1]  # a short column
+        elif isinstance(value, list) and all(isinstance(v, (int, float, str)) for v in value):
+            value = np.array(value)  # numpy, as a user's arrays come
+        cols[col] = value
+    trace = Trace.from_columns(**cols)
+    t = trace.table.to_pydict()
+    size = cols["size_bytes"]
+    want_size = (
+        [parse_size(v) for v in size] if isinstance(size, (list, np.ndarray)) else [parse_size(size)] * n
+    )
+    assert t["size_bytes"] == want_size, (cols["size_bytes"], t["size_bytes"])
+    comp = cols["compute_ps"]
+    want_comp = (
+        [parse_time(v) for v in comp] if isinstance(comp, (list, np.ndarray)) else [parse_time(comp)] * n
+    )
+    assert t["compute_ps"] == want_comp, (comp, t["compute_ps"])
+    assert t["op_id"] == [int(v) for v in cols["op_id"]]
+    assert t["ranks"] == [[int(r) for r in row] for row in cols["ranks"]]
+    assert trace.num_ops == n > 0
+
+
+def trace_schema(rng: random.Random, workdir: Path) -> None:
+    """A trace file with a column dropped, renamed, retyped, duplicated, added or moved, or
+    its metadata changed. Accepted: the trace read back equals the original (a change that
+    is accepted must be one that changes nothing, such as string for dictionary)."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    original = rf.traces.read(ROOT / "traces" / "sample.arrow")
+    table = original.table
+    names = table.schema.names
+    name = rng.choice(names)
+    mode = rng.randrange(7)
+    if mode == 0:
+        table = table.drop_columns([name])
+    elif mode == 1:
+        table = table.rename_columns([n + "_x" if n == name else n for n in names])
+    elif mode == 2:
+        typ = rng.choice([pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.large_string(), pa.uint64()])
+        try:
+            col = table[name].cast(typ)
+        except (pa.ArrowException, NotImplementedError):
+            return
+        table = table.set_column(names.index(name), pa.field(name, typ), col)
+    elif mode == 3:
+        table = table.append_column(rng.choice([name, "extra"]), table[name])
+    elif mode == 4:
+        order = names[:]
+        rng.shuffle(order)
+        table = table.select(order)
+    elif mode == 5:
+        meta = dict(table.schema.metadata or {})
+        key = rng.choice([b"rfabric.gpus", b"rfabric.schema_version", b"rfabric.parameters", b"other"])
+        meta[key] = rng.choice([b"8", b"0", b"2", b"x", b"{}", b"[]", b"99", b"1"])
+        table = table.replace_schema_metadata(meta)
+    else:
+        table = table.slice(0, rng.choice([0, 1, 5]))
+    path = workdir / rng.choice(["s.arrow", "s.parquet"])
+    if path.suffix == ".arrow":
+        feather.write_feather(table, str(path))
+    else:
+        pq.write_table(table, str(path))
+    got = rf.traces.read(path)
+    if mode == 6:
+        # a prefix of the sample: its rows, nothing else
+        assert got.num_ops == table.num_rows > 0
+        return
+    assert got.equals(original) or (mode == 5 and got.table.num_rows == original.num_ops), mode
+
+
+def toml_bytes(rng: random.Random, workdir: Path) -> None:
+    """A preset or sweep config that is not text: random bytes, a preset with a byte
+    flipped, a directory; read by rf.topologies.load or the sweep config loader."""
+    from rfabric.sweep import load_config
+
+    load = rng.choice([rf.topologies.load, load_config])
+    intact = rng.choice(_PRESETS) if load is rf.topologies.load else ROOT / "examples" / "sweep.toml"
+    mode = rng.randrange(4)
+    path = workdir / "b.toml"
+    if mode == 0:
+        path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))))
+    elif mode == 1:
+        path.write_bytes(_mutate_bytes(rng, intact.read_bytes()))
+    elif mode == 2:
+        path = workdir / "adir.toml"
+        path.mkdir(exist_ok=True)
+    else:  # intact: what the loader reads every day
+        path.write_bytes(intact.read_bytes())
+    load(path)
+
+
+def sweep_config(rng: random.Random, workdir: Path) -> None:
+    """A small sweep config (TOML) with odd fabrics, link speeds, GPU counts, workloads and
+    settings, run serially. Accepted: one complete row per grid point, positive times."""
+    from rfabric.sweep import run_config
+
+    good_fabrics = ['"FT"', '"RO"', '"TopoOpt"', '"MixNet"', '{ family = "fat_tree", oversubscription = 3 }']
+    bad_fabrics = ['"XX"', '{ family = "nope" }', "3", '{ family = "fat_tree", radix = 3 }']
+    fabrics = [_odd(rng, good_fabrics, bad_fabrics, 0.1) for _ in range(rng.randint(1, 2))]
+    links = [_odd(rng, ['"100Gbps"', '"200Gbps"'], ['"fast"', "0", "2.5", '"1e30bps"'], 0.1)]
+    gpus = [_odd(rng, ["16", "32"], ["0", "-8", "24", "2.5", '"16"', str(2**40)], 0.1)]
+    size = _odd(rng, ['"64KiB"', '"256KiB"'], ['"x"', "0", "-1", '"1e30B"'], 0.1)
+    pattern = _odd(rng, ['"permutation"', '"all_to_all"', '"incast"'], ['"ring"', "1"], 0.1)
+    lines = [
+        f"fabrics = [{', '.join(fabrics)}]",
+        f"links = [{', '.join(links)}]",
+        f"gpus = [{', '.join(gpus)}]",
+        f'out = "{workdir / "sweep.parquet"}"',
+        "progress = false",
+    ]
+    if rng.random() < 0.2:
+        lines.append(
+            rng.choice(
+                ["seed = -1", 'seed = "x"', "workers = 0", "settings = { mtu_bytes = 0 }", "frobnicate = 1"]
+            )
+        )
+    lines += ["[workloads.w.flows]", f"pattern = {pattern}", f"size = {size}"]
+    path = workdir / "sweep.toml"
+    path.write_text("\n".join(lines) + "\n")
+    parts = workdir / "sweep.parquet.parts"
+    if parts.exists():
+        import shutil
+
+        shutil.rmtree(parts)
+    table = run_config(path, executor="serial")
+    expect = len(fabrics) * len(links) * len(gpus)
+    assert table.num_rows == expect, (table.num_rows, expect)
+    assert all(table["complete"].to_pylist()), "a sweep point did not complete"
+    assert all(m > 0 for m in table["makespan_s"].to_pylist())
+
+
+_ARGS = [None, 5, 2.5, True, "", b"x", [1], {"a": 1}, np.int64(4), -1, "16", object()]
+
+
+def api_args(rng: random.Random, workdir: Path) -> None:
+    """The file and trace entry points with arguments of the wrong type or value (a path
+    that is None or a number, gpus as a string, a folder that does not exist, metadata that
+    is not a dict): each is accepted (a valid value) or refused by name, never a TypeError
+    from deep inside. Accepted reads equal the sample they read."""
+    from rfabric.sweep import load_config
+    from rfabric.traces import Trace
+    from rfabric.traces.importers import chakra, htsim, simai
+
+    sample = ROOT / "traces" / "sample.arrow"
+    good_path = {
+        "read": [sample, str(sample)],
+        "write": [workdir / "w.arrow", str(workdir / "w.parquet")],
+    }
+    junk = lambda: rng.choice(_ARGS + [workdir / "nowhere" / "x.arrow", workdir])  # noqa: E731
+    call = rng.randrange(9)
+    if call == 0:
+        path = rng.choice(good_path["read"]) if rng.random() < 0.4 else junk()
+        gpus = rng.choice([None, 16, 32] + _ARGS) if rng.random() < 0.5 else None
+        fmt = rng.choice([None, "simai", "x"] + _ARGS) if rng.random() < 0.3 else None
+        trace = rf.traces.read(path, gpus=gpus, format=fmt)
+        assert trace.equals(rf.traces.read(sample))
+    elif call == 1:
+        trace = rf.traces.read(sample) if rng.random() < 0.7 else rng.choice(_ARGS)
+        path = rng.choice(good_path["write"]) if rng.random() < 0.5 else junk()
+        written = rf.traces.write(trace, path)
+        assert rf.traces.read(written).equals(rf.traces.read(sample))
+    elif call == 2:
+        table = rf.traces.read(sample).table if rng.random() < 0.6 else rng.choice(_ARGS)
+        meta = rng.choice([None, {}, {"model": "m"}, {"gpus": "x"}, {"nope": 1}] + _ARGS)
+        gpus = rng.choice([None, 16] + _ARGS)
+        Trace.from_table(table, meta, gpus=gpus)
+    elif call == 3:
+        rf.topologies.load(rng.choice([rng.choice(_PRESETS)] + _ARGS))
+    elif call == 4:
+        load_config(rng.choice([ROOT / "examples" / "sweep.toml"] + _ARGS))
+    elif call == 5:
+        path = workdir / "w.txt"
+        path.write_text(
+            "MICRO\n1\nm -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 4096 1\n" if rng.random() < 0.7 else "x"
+        )
+        options = {
+            k: rng.choice(v + _ARGS)
+            for k, v in (("gpus", [4, 8]), ("time_unit", ["ns", "us"]), ("dim0", [None, 2]))
+            if rng.random() < 0.6
+        }
+        if "gpus" not in options and rng.random() < 0.8:
+            options["gpus"] = 4
+        simai.read(rng.choice([path, str(path)] * 3 + _ARGS), **options)
+    elif call == 6:
+        path = workdir / "w.cm"
+        path.write_text("Nodes 2\nConnections 1\n0->1 start 0 size 100\n")
+        fn = rng.choice([htsim.read, htsim.flows])
+        target = rng.choice([path, str(path)] * 3 + _ARGS)
+        fn(target) if fn is htsim.flows else fn(target, gpus=rng.choice([None, 2, 4] + _ARGS))
+    elif call == 7:
+        chakra.read(rng.choice(_ARGS + [workdir / "none.et"]), gpus=rng.choice([None, 2] + _ARGS))
+    else:
+        rf.simulate(
+            rf.topologies.FatTree(16),
+            rng.choice([rf.traces.read(sample), rf.Flows.permutation(16, 4096)] + _ARGS),
+            backend=rng.choice(_BACKENDS + ["x", None, 3]),
+            until=rng.choice([None, "1s", "x", -1, 2.5]),
+        )
+
+
 SURFACES = {
     "trace_file": trace_file,
     "import_file": import_file,
@@ -544,6 +1093,14 @@ SURFACES = {
     "controller_plans": controller_plans,
     "engine_config": engine_config,
     "failures_spec": failures_spec,
+    "user_topology": user_topology,
+    "fabric_size": fabric_size,
+    "importer_text": importer_text,
+    "trace_columns": trace_columns,
+    "trace_schema": trace_schema,
+    "toml_bytes": toml_bytes,
+    "sweep_config": sweep_config,
+    "api_args": api_args,
 }
 
 

@@ -17,9 +17,9 @@ htsim     htsim connection matrix .cm            `htsim` (also `htsim.flows` -> 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ...errors import TraceError
+from ...validators import file_path
 from . import chakra, htsim, simai
 
 __all__ = ["FORMATS", "SUFFIXES", "import_trace", "format_of", "chakra", "simai", "htsim"]
@@ -33,7 +33,7 @@ SUFFIXES = {".et": "chakra", ".cm": "htsim"}
 
 def format_of(path: str | os.PathLike) -> str | None:
     """The import format ``path``'s suffix names (a directory of ``.et`` files is chakra), or None."""
-    p = Path(path)
+    p = file_path(path, "rf.traces.read: path", TraceError)
     if p.suffix.lower() in SUFFIXES:
         return SUFFIXES[p.suffix.lower()]
     if p.is_dir() and any(p.glob("*.et")):
@@ -49,6 +49,7 @@ def import_trace(fmt: str, path: str | os.PathLike, **options):
     TraceError
         On an unknown format, or any malformed input.
     """
-    if fmt not in FORMATS:
+    path = file_path(path, f"rf.traces.importers: {fmt} path", TraceError)
+    if not isinstance(fmt, str) or fmt not in FORMATS:
         raise TraceError(f"{path}: unknown import format {fmt!r} (known: {', '.join(FORMATS)})")
     return FORMATS[fmt](path, **options)

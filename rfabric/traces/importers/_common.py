@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 from ...errors import TraceError
 from ...units import MAX_SIZE_BYTES, MAX_TIME_PS
+from ...validators import file_path
+from ..schema import check_gpus
 from ..trace import Trace
 
 __all__ = ["Op", "OpList", "fail"]
@@ -102,6 +104,11 @@ class OpList:
 
         ``gpus`` is the rank count; ``generator`` and ``parameters`` go into the metadata.
         """
+        gpus = check_gpus(gpus, self.source)
+        if not self.ops:
+            fail(
+                self.source, "all records", "no communication (compute only): an empty trace replays nothing"
+            )
         order = self._order()
         number = {k: i for i, k in enumerate(order)}
         ops = [self.ops[k] for k in order]
@@ -126,6 +133,7 @@ class OpList:
 def read_text(path: Path) -> list[str]:
     """The lines of text file ``path``; a missing or unreadable file, or one that is not
     UTF-8 (named by line), is a TraceError."""
+    path = file_path(path, "workload path", TraceError)
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -36,6 +36,7 @@ from google.protobuf.internal import decoder, encoder
 from google.protobuf.message import DecodeError
 
 from ...errors import TraceError
+from ...validators import file_path
 from ._common import Op, OpList, fail
 
 __all__ = ["read", "write_rank", "GlobalMetadata", "Node", "AttributeProto"]
@@ -234,8 +235,8 @@ def _attr_str(path, node, name: str):
 
 def _rank_files(path) -> dict[int, Path]:
     """{rank: file} for a directory of ``*.et`` files, a glob pattern, or one file."""
+    p = file_path(path, "chakra.read: path", TraceError)
     text = str(path)
-    p = Path(path)
     if p.is_dir():
         files = sorted(p.glob("*.et"))
         if not files:

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 
 from ...errors import SpecError, TraceError
 from ...units import MAX_TIME_PS
+from ...validators import file_path
 from ._common import Op, OpList, fail, read_text
 
 __all__ = ["read", "flows", "parse"]
@@ -80,7 +80,7 @@ def parse(path) -> dict:
         id, trigger, send_done, recv_done, line), ``triggers`` ({id: dict(type, count, line)}),
         ``failures`` (count).
     """
-    path = Path(path)
+    path = file_path(path, "htsim: path", TraceError)
     counts: dict[str, int] = {}
     conns, triggers, failures = [], {}, 0
     for lineno, line in enumerate(read_text(path), start=1):
