@@ -207,3 +207,19 @@ def test_driver_collects_every_module_with_rows(driver, tmp_path, monkeypatch, c
     assert driver.main(["--group", "beta"]) == 0
     out = capsys.readouterr().out
     assert "== beta: 1 rows" in out and "a1" not in out
+
+
+def test_moe_layer_budget_against_closed_forms(comp):
+    """A square GEMM (tokens per expert = hidden = 2 x expert width) has arithmetic
+    intensity n / 3 in BF16 (2 n^3 FLOPs over 3 n^2 x 2 bytes); balanced routing gives
+    ep x tokens x top_k / experts tokens per expert."""
+    from rfabric.traces.models import ModelConfig
+
+    m = ModelConfig(
+        "sq", layers=1, hidden=1024, heads=8, kv_heads=8, ffn=0, vocab=8, experts=16, top_k=2, expert_ffn=512
+    )
+    b = comp.moe_layer_budget(m, comp.H100, tokens_per_rank=4096, ep=2, seq=1024)
+    assert b["tokens_per_expert"] == 2 * 4096 * 2 / 16 == 1024
+    assert b["intensity"] == pytest.approx(1024 / 3)
+    assert b["ridge"] == pytest.approx(comp.H100.peak_flops * comp.H100.train_mfu / comp.H100.hbm_bytes_per_s)
+    assert 0 < b["memory_share"] < 1
