@@ -103,6 +103,10 @@ BRIDGE = (
     "Megatron-Bridge performance summary, 25.11 container, DGX-H100 table; "
     "https://docs.nvidia.com/nemo/megatron-bridge/latest/performance-summary.html"
 )
+BRIDGE_ARCHIVE = (
+    "Megatron-Bridge performance summary archive, 26.02 container, GPT OSS 120B table (DGX-H100 row); "
+    "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary-archive.md"
+)
 NIM = (
     "NVIDIA NIM LLM benchmarking, Llama-3.3-70b-instruct 1.8.0, 2 x H100 80G fp8 TP2, "
     "5000 input / 500 output tokens; https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.html"
@@ -324,37 +328,46 @@ def training_rows() -> list[dict]:
                 "step against 15/47 at 32 (the calibration row); Llama 3 interleaved its stages",
             )
         )
-    # gpt-oss-120b: 64 GPUs, GBS 512, MBS 4, GA 2, so DP 16 and 8 micro-batches of 4 sequences
-    sim = train_step(
-        GPT_OSS_120B,
-        hw,
-        dict(tp=1, pp=4, ep=8),
-        seq=4096,
-        micro_seqs=4,
-        micro_batches=8,
-        nic="400Gbps",
-        nvlink="3600Gbps",
-        dp_sim=8,
-    )
-    b = moe_layer_budget(GPT_OSS_120B, hw, tokens_per_rank=4 * 4096, ep=8, seq=4096)
-    rows.append(
-        _row(
-            "train tok/s/GPU gpt-oss-120b (MoE) TP1 PP4 EP8",
-            "H100-SXM",
-            "64 GPUs, seq 4096, GBS 512, MBS 4, GA 2, BF16: 5,630 tokens/s/GPU (153 model TFLOP/s/GPU); "
-            "simulated: DP 8 (the smallest that EP 8 admits), 400G NICs, NVLink 450 GB/s, flow backend",
-            5630,
-            "tok/s/GPU",
-            BRIDGE,
-            False,
-            sim["tok_s_gpu"],
-            f"not the GEMM shapes: {b['tokens_per_expert']:,.0f} tokens per expert give its GEMMs "
-            f"{b['intensity']:,.0f} FLOP/B, above the ridge ({b['ridge']:.0f}); the memory-bound "
-            f"work around them (permutation, SwiGLU, norms: {b['bytes_per_token'] / 1e3:.0f} kB per "
-            f"token and layer) is {b['memory_share']:.0%} of the layer's GEMM time and not in the "
-            "model; the rest of the gap is not identified (see the docs)",
+    # gpt-oss-120b on 64 H100, TP1 PP4 EP8, sequence 4096, BF16: DP 16. The 25.11 run (GBS
+    # 512, MBS 4: 8 micro-batches of 4 sequences) and the 26.02 run (GBS 1280, MBS 1: 80
+    # micro-batches of 1, so a bubble of 3/83 instead of 3/11)
+    for release, gbs, mbs, tok_s, tflops, source in (
+        ("25.11", 512, 4, 5630, 153, BRIDGE),
+        ("26.02", 1280, 1, 5993, 163, BRIDGE_ARCHIVE),
+    ):
+        m = gbs // (16 * mbs)
+        b = moe_layer_budget(GPT_OSS_120B, hw, tokens_per_rank=mbs * 4096, ep=8, seq=4096)
+        sim = train_step(
+            GPT_OSS_120B,
+            hw,
+            dict(tp=1, pp=4, ep=8),
+            seq=4096,
+            micro_seqs=mbs,
+            micro_batches=m,
+            nic="400Gbps",
+            nvlink="3600Gbps",
+            dp_sim=8,
         )
-    )
+        rows.append(
+            _row(
+                f"train tok/s/GPU gpt-oss-120b (MoE) TP1 PP4 EP8 MBS{mbs} ({release})",
+                "H100-SXM",
+                f"64 GPUs, seq 4096, GBS {gbs}, MBS {mbs} ({m} micro-batches per replica), BF16: "
+                f"{tok_s:,} tokens/s/GPU ({tflops} model TFLOP/s/GPU); simulated: DP 8 (the smallest "
+                "that EP 8 admits), 400G NICs, NVLink 450 GB/s, flow backend",
+                tok_s,
+                "tok/s/GPU",
+                source,
+                False,
+                sim["tok_s_gpu"],
+                f"not the bubble (the 80-micro-batch run, bubble 3/83, misses by more) nor the GEMM shapes: "
+                f"{b['tokens_per_expert']:,.0f} tokens per expert give its GEMMs "
+                f"{b['intensity']:,.0f} FLOP/B, above the ridge ({b['ridge']:.0f}); the memory-bound "
+                f"work around them (permutation, SwiGLU, norms: {b['bytes_per_token'] / 1e3:.0f} kB per "
+                f"token and layer) is {b['memory_share']:.0%} of the layer's GEMM time and not in the "
+                "model; the rest of the gap is not identified (see the docs)",
+            )
+        )
     return rows
 
 
