@@ -27,6 +27,7 @@ __all__ = [
     "H800_VLLM",
     "VLLM_HBM_EFFICIENCY",
     "VLLM_STEP_OVERHEAD_S",
+    "MEGATRON_TRAIN_MFU",
     "get_model",
 ]
 
@@ -383,3 +384,14 @@ A100_VLLM = dataclasses.replace(
 H800_VLLM = dataclasses.replace(
     H800, name="H800-vLLM", hbm_efficiency=VLLM_HBM_EFFICIENCY, decode_step_overhead_s=VLLM_STEP_OVERHEAD_S
 )
+
+#: Compute-only efficiency of training FLOPs under rfabric's own pipeline schedule and
+#: communication, calibrated end to end on one row: Llama 3.1 405B, 8,192 H100, TP 8, PP 16,
+#: DP 64, sequence 8,192, 32 micro-batches per replica, 43 % BF16 MFU (Dubey et al. 2024,
+#: table 4). bench/validation/compute.py (`calibrate_train`) simulates that step (1F1B,
+#: TP all-reduces and PP sends on NVLink and 400G NICs, gradient reduce-scatter and
+#: all-gather) and solves train_mfu for the measured MFU. It is high because rfabric's 1F1B
+#: schedule is not interleaved: Llama 3 ran an interleaved schedule, whose smaller bubble
+#: this constant absorbs (docs/validation-compute.md). Not the default of `H800` (0.40),
+#: which the README's and bench/README's numbers were produced with.
+MEGATRON_TRAIN_MFU = 0.78
