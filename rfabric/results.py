@@ -95,6 +95,9 @@ OP_SCHEMA = pa.schema(
         ("resent_bytes", pa.int64()),  # payload sent again
         ("dropped_bytes", pa.int64()),  # payload lost in the fabric
         ("max_fct_ps", pa.int64()),  # its longest flow (end - start); -1 if none finished
+        # the workload rewrite that produced the op (rfabric.rewrites, docs/fairness.md), e.g.
+        # "weight_sync_forest"; null: the op as the trace had it
+        ("rewrite", pa.string()),
     ]
 )
 
@@ -389,9 +392,12 @@ class Results:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
 
 
-def build_op_tables(trace, op_log: dict, flow_stats: dict | None = None) -> tuple[pa.Table, pa.Table]:
+def build_op_tables(
+    trace, op_log: dict, flow_stats: dict | None = None, rewrite=None
+) -> tuple[pa.Table, pa.Table]:
     """ops and stages tables from a Trace, the engine's per-op start/end columns and, when
-    given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null)."""
+    given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null) and
+    the rewrite that produced each op (``rewrite``: a name or None per op; else all null)."""
     t = trace.table
     start = op_log["start_ps"]
     end = op_log["end_ps"]
@@ -430,6 +436,9 @@ def build_op_tables(trace, op_log: dict, flow_stats: dict | None = None) -> tupl
                     "max_fct_ps",
                 )
             },
+            "rewrite": pa.array(
+                list(rewrite) if rewrite is not None else [None] * len(start), type=pa.string()
+            ),
         },
         schema=OP_SCHEMA,
     )

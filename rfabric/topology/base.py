@@ -307,6 +307,19 @@ class Topology:
         RFabric ``StageAwareController``."""
         return None
 
+    def locality(self):
+        """Which GPUs share a PoD (an aggregation domain) and how many links at line rate
+        leave each PoD: an :class:`rfabric.rewrites.Locality`, what workload rewrites such as
+        the weight-sync dissemination forest take from a fabric (docs/fairness.md).
+
+        This default reads it from the spec (:func:`rfabric.rewrites.locality_from_spec`):
+        GPUs whose first-hop switches share a switch one tier up are one domain, its budget the
+        links leaving it; a fabric none of whose domains is thinner than its GPUs' NICs is one
+        domain. Override it when the fabric's PoDs are something else."""
+        from ..rewrites import locality_from_spec
+
+        return locality_from_spec(self.to_spec())
+
     def ring_orders(self) -> np.ndarray | None:
         """The fabric's preferred ring orders for collectives, as NCCL's topology search gives
         its rings: an int array (channels, GPUs), row ``c`` the order in which channel ``c``'s

@@ -99,6 +99,23 @@ class FatTree(Topology):
         u = self.radix // (self.oversubscription + 1)
         return self.radix - u, u
 
+    def locality(self):
+        """Non-blocking (``oversubscription=1``): one domain, since a pod's agg-core links
+        carry as much as its NICs. Oversubscribed: the fat-tree pods (``k/2`` ToRs each), each
+        with its ``u · k/2`` agg-core links as budget (what
+        :func:`rfabric.rewrites.locality_from_spec` reads from the spec too)."""
+        from ..rewrites import Locality
+
+        if self.oversubscription == 1:
+            return Locality.one_domain(self.gpus, "FatTree: non-blocking, one domain")
+        down, up = self.tor_ports
+        half = self.radix // 2
+        pod_of = (np.arange(self.gpus) // down) // half
+        pods = int(pod_of.max()) + 1
+        if pods == 1:
+            return Locality.one_domain(self.gpus, "FatTree: one pod")
+        return Locality(pod_of, np.full(pods, up * half), "FatTree: pods, agg-core links")
+
     def build(self, net: TopologyBuilder) -> None:
         half = self.radix // 2
         down, up = self.tor_ports

@@ -238,6 +238,22 @@ class MixNet(Topology):
             self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic], self._ocs_nic_links[b_srv, b_nic]
         )
 
+    def locality(self):
+        """The regions (servers sharing a regional OCS): traffic between regions leaves only
+        through the packet-fabric NICs, ``region_servers · (gpus_per_server - ocs_nics)`` per
+        region, the budget. One region, or every NIC on the (non-blocking) packet fabric: one
+        domain."""
+        from ..rewrites import Locality
+
+        region = (np.arange(self.gpus) // self.gpus_per_server) // self.region_servers
+        regions = int(region.max()) + 1
+        packet = self.region_servers * (self.gpus_per_server - self.ocs_nics)
+        if regions == 1 or self.ocs_nics == 0:
+            return Locality.one_domain(
+                self.gpus, "MixNet: one region" if regions == 1 else "MixNet: packet NICs only"
+            )
+        return Locality(region, np.full(regions, packet), "MixNet: regions, packet-fabric NICs")
+
     def controller(self):
         """MixNet reconfigures each region's circuits for its demand (``MixNetController``)."""
         from ..controllers import MixNetController
