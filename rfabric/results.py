@@ -163,6 +163,9 @@ SWEEP_SCHEMA = pa.schema(
         ("gpus", pa.int64()),
         ("workload", pa.string()),  # the workload's label
         ("controller", pa.string()),  # controller class or name; "none" without one
+        ("rewrite_rule", pa.string()),  # the sweep's rewrites= rule: offered, none, own, given
+        # workload rewrites that ran, "name(params): N ops -> M, locality; ..." or "none"
+        ("rewrites", pa.string()),
         ("seed", pa.int64()),  # engine seed, derived from the sweep seed and the point
         ("workload_seed", pa.int64()),  # seed of a generated workload (sweep seed, workload, gpus)
         ("network_cost_usd", pa.float64()),  # rf.cost.network_cost

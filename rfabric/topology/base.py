@@ -313,9 +313,10 @@ class Topology:
         the weight-sync dissemination forest take from a fabric (docs/fairness.md).
 
         This default reads it from the spec (:func:`rfabric.rewrites.locality_from_spec`):
-        GPUs whose first-hop switches share a switch one tier up are one domain, its budget the
-        links leaving it; a fabric none of whose domains is thinner than its GPUs' NICs is one
-        domain. Override it when the fabric's PoDs are something else."""
+        GPUs that packet switches join are one domain (a chain broadcast crosses any packet
+        boundary once per shard); islands joined only by optical circuits are separate PoDs,
+        each with its OCS ports as budget. Override it when the fabric's PoDs are something
+        else."""
         from ..rewrites import locality_from_spec
 
         return locality_from_spec(self.to_spec())

@@ -239,20 +239,13 @@ class MixNet(Topology):
         )
 
     def locality(self):
-        """The regions (servers sharing a regional OCS): traffic between regions leaves only
-        through the packet-fabric NICs, ``region_servers · (gpus_per_server - ocs_nics)`` per
-        region, the budget. One region, or every NIC on the (non-blocking) packet fabric: one
-        domain."""
+        """One domain: the regions are joined by the non-blocking packet fabric (its
+        ``gpus_per_server - ocs_nics`` NICs per server), over which a pipelined chain broadcast
+        crosses each region's boundary once per shard (see
+        :func:`rfabric.rewrites.locality_from_spec`)."""
         from ..rewrites import Locality
 
-        region = (np.arange(self.gpus) // self.gpus_per_server) // self.region_servers
-        regions = int(region.max()) + 1
-        packet = self.region_servers * (self.gpus_per_server - self.ocs_nics)
-        if regions == 1 or self.ocs_nics == 0:
-            return Locality.one_domain(
-                self.gpus, "MixNet: one region" if regions == 1 else "MixNet: packet NICs only"
-            )
-        return Locality(region, np.full(regions, packet), "MixNet: regions, packet-fabric NICs")
+        return Locality.one_domain(self.gpus, "MixNet: regions joined by packet switches, one domain")
 
     def controller(self):
         """MixNet reconfigures each region's circuits for its demand (``MixNetController``)."""

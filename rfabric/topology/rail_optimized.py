@@ -102,11 +102,11 @@ class RailOptimized(Topology):
         return 1 if n_tors == 1 else 2 if n_tors <= self.radix else 3
 
     def locality(self):
-        """One domain: the fabric is non-blocking above its rail-ToRs, so no boundary is
-        thinner than the GPUs behind it."""
+        """One domain: packet switches join every GPU (see
+        :func:`rfabric.rewrites.locality_from_spec`)."""
         from ..rewrites import Locality
 
-        return Locality.one_domain(self.gpus, "RailOptimized: non-blocking, one domain")
+        return Locality.one_domain(self.gpus, "RailOptimized: packet-switched, one domain")
 
     def build(self, net: TopologyBuilder) -> None:
         half = self.radix // 2
