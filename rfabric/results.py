@@ -309,8 +309,10 @@ class Results:
         when frames ended held at switches with no route to their destination),
         ``controller`` (its name, None without one), ``controller_calls`` (every call,
         look-ahead calls included), ``controller_ahead_calls`` (calls for upcoming periods),
-        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``) and
-        ``plan_changes`` (plans the controller applied).
+        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``),
+        ``plan_changes`` (plans the controller applied) and ``rewrites`` (one dict per workload
+        rewrite the run applied: ``rewrite``, ``algorithm``, ``params``, ``ops_replaced``,
+        ``ops_produced``, ``locality``; docs/fairness.md).
     """
 
     flows: pa.Table
