@@ -3,8 +3,8 @@
 A :class:`Rewrite` replaces part of a trace by another algorithm that moves the same bytes to
 the same GPUs, e.g. :class:`WeightSyncForest`, the weight sync replayed over the appendix-E
 dissemination forest. A rewrite knows nothing about circuits or controllers: what it needs
-from a fabric is its :class:`Locality` (which GPUs share a PoD or aggregation domain, and how
-many links each domain has across its boundary), which every fabric gives
+from a fabric is its :class:`Locality` (which GPUs share a PoD, and how many circuits or
+links each PoD may keep busy across its boundary at once), which every fabric gives
 (:meth:`rfabric.topology.Topology.locality`; a bare ``NetworkSpec`` through
 :func:`locality`). So a rewrite one controller wants can be offered to every fabric of a
 comparison: ``rf.simulate(..., rewrites=...)`` and ``rf.sweep(..., rewrites="offered")``
@@ -38,7 +38,9 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class Locality:
-    """Which GPUs share a PoD (an aggregation domain) and each PoD's boundary budget.
+    """Which GPUs share a PoD and each PoD's boundary budget: for the weight-sync forest, the
+    islands a fabric joins only by optical circuits (packet-switched GPUs are one domain;
+    :func:`locality_from_spec` says why).
 
     Attributes
     ----------

@@ -308,9 +308,9 @@ class Topology:
         return None
 
     def locality(self):
-        """Which GPUs share a PoD (an aggregation domain) and how many links at line rate
-        leave each PoD: an :class:`rfabric.rewrites.Locality`, what workload rewrites such as
-        the weight-sync dissemination forest take from a fabric (docs/fairness.md).
+        """Which GPUs share a PoD and how many circuits at line rate each PoD may keep busy
+        across its boundary: an :class:`rfabric.rewrites.Locality`, what workload rewrites
+        such as the weight-sync dissemination forest take from a fabric (docs/fairness.md).
 
         This default reads it from the spec (:func:`rfabric.rewrites.locality_from_spec`):
         GPUs that packet switches join are one domain (a chain broadcast crosses any packet
