@@ -7,6 +7,13 @@
 
 ``--quick`` runs the smallest case of each (what tests/test_readme.py may recompute).
 
+Fairness (docs/fairness.md): ``--rewrites offered`` (default) gives every run of a table the
+workload rewrites any controller of that table asks for (the stage-aware controller's
+weight-sync forest), so a row differs from another only in the fabric or the controller's
+circuits; ``none`` gives no run a rewrite; ``own`` each run its own controller's (the rule
+broken on purpose, as these tables were measured before it). Each table prints which rewrites
+its runs got.
+
 Workloads
 ---------
 * Skewed expert-parallel all_to_all: token dispatch of a MoE layer over expert-parallel
@@ -146,6 +153,23 @@ def _print(rows: list[dict], cols: list[tuple[str, str]]) -> None:
     sys.stdout.flush()
 
 
+def offered(args, *controllers) -> list | str:
+    """The ``rewrites=`` of every run of a table: ``--rewrites offered`` the union of what its
+    controllers ask for (``Controller.rewrites()``), ``none`` or ``own`` as given."""
+    if args.rewrites != "offered":
+        return args.rewrites
+    out = []
+    for c in controllers:
+        for rw in c.rewrites() if c is not None else []:
+            if rw not in out:
+                out.append(rw)
+    return out
+
+
+def _rewrites_of(res) -> str:
+    return ", ".join(r["rewrite"] for r in res.run["rewrites"]) or "none"
+
+
 def run(fab, trace, controller=None, **settings):
     t0 = time.perf_counter()
     res = rf.simulate(fab, trace, controller=controller, **settings)
@@ -182,11 +206,14 @@ def exp_alloc(args) -> None:
             )
         workloads["dp all_reduce"] = dp_all_reduce(gpus, args.ar_bytes, lead_ps=lead)
         for name, trace in workloads.items():
-            uni, _ = run(fab, trace, UniformController(), seed=args.seed, t_ocs=args.t_ocs)
             ctl = _stage_aware()
-            aware, wall = run(fab, trace, ctl, seed=args.seed, t_ocs=args.t_ocs)
+            rw = offered(args, ctl)
+            uni, _ = run(fab, trace, UniformController(), seed=args.seed, t_ocs=args.t_ocs, rewrites=rw)
+            aware, wall = run(fab, trace, ctl, seed=args.seed, t_ocs=args.t_ocs, rewrites=rw)
             # the candidate plan the gain check judged, simulated whether committed or not
-            cand, _ = run(fab, trace, _stage_aware(check_gain=False), seed=args.seed, t_ocs=args.t_ocs)
+            cand, _ = run(
+                fab, trace, _stage_aware(check_gain=False), seed=args.seed, t_ocs=args.t_ocs, rewrites=rw
+            )
             (_, (p_new, _), (p_cur, _)) = ctl.predictions[0] if ctl.predictions else (0, (0, 0), (0, 0))
             c_ms = _ms(cand.run["makespan_ps"] - lead)
             rows.append(
@@ -206,6 +233,7 @@ def exp_alloc(args) -> None:
                     "ctl_ms": 1e3 * aware.run["controller_wall_s"],
                     "plan_ms": 1e3 * max(ctl.plan_s, default=0.0),
                     "wall_s": wall,
+                    "rewrites": f"{_rewrites_of(uni)} / {_rewrites_of(aware)}",
                 }
             )
             print(f"  {gpus} GPUs, PXN {rows[-1]['pxn']}, {name}: done", file=sys.stderr)
@@ -227,6 +255,7 @@ def exp_alloc(args) -> None:
             ("ctl_ms", "{:.1f}"),
             ("plan_ms", "{:.1f}"),
             ("wall_s", "{:.1f}"),
+            ("rewrites", "{}"),
         ],
     )
 
@@ -246,7 +275,8 @@ def exp_tocs(args) -> None:
     fab = rf.topologies.RFabric(gpus, args.link)
     trace = rl_iteration(args.model, gpus, args.seed)
     values = ["10us", "1ms"] if args.quick else ["10us", "100us", "1ms", "10ms", "25ms", "100ms", "1s"]
-    base, _ = run(fab, trace, UniformController(), seed=args.seed)
+    rw = offered(args, _stage_aware())
+    base, _ = run(fab, trace, UniformController(), seed=args.seed, rewrites=rw)
     rows = [
         {
             "t_ocs": "-",
@@ -258,12 +288,13 @@ def exp_tocs(args) -> None:
             "kept": 0,
             "calls": base.run["controller_calls"],
             "ahead": 0,
+            "rewrites": _rewrites_of(base),
         }
     ]
     for t_ocs in values:
         for gran in ("period", "period, no look-ahead", "op"):
             ctl = _stage_aware(granularity=gran.split(",")[0], lookahead=gran == "period")
-            res, _ = run(fab, trace, ctl, seed=args.seed, t_ocs=t_ocs)
+            res, _ = run(fab, trace, ctl, seed=args.seed, t_ocs=t_ocs, rewrites=rw)
             kept = sum(1 for d in ctl.log if str(d.action).startswith("keep"))
             rows.append(
                 {
@@ -276,6 +307,7 @@ def exp_tocs(args) -> None:
                     "kept": kept,
                     "calls": res.run["controller_calls"],
                     "ahead": res.run["controller_ahead_calls"],
+                    "rewrites": _rewrites_of(res),
                 }
             )
             print(f"  t_ocs {t_ocs}, {gran}: done", file=sys.stderr)
@@ -294,6 +326,7 @@ def exp_tocs(args) -> None:
             ("ahead", "{}"),
             ("plans", "{}"),
             ("kept", "{}"),
+            ("rewrites", "{}"),
         ],
     )
 
@@ -396,8 +429,10 @@ def exp_fabrics(args) -> None:
     for model in models:
         trace = rl_iteration(model, gpus, args.seed)
         base = None
-        for label, fab, ctl in own_fabrics(gpus, args.link):
-            res, wall = run(fab, trace, ctl, seed=args.seed)
+        fabs = own_fabrics(gpus, args.link)
+        rw = offered(args, *(ctl for _, _, ctl in fabs))
+        for label, fab, ctl in fabs:
+            res, wall = run(fab, trace, ctl, seed=args.seed, rewrites=rw)
             base = base or res.run["makespan_ps"]
             rows.append(
                 {
@@ -409,6 +444,7 @@ def exp_fabrics(args) -> None:
                     **_stage_ms(res),
                     "plans": res.run.get("plan_changes", 0),
                     "wall_s": wall,
+                    "rewrites": _rewrites_of(res),
                 }
             )
             print(f"  {model} on {label}: done", file=sys.stderr)
@@ -425,6 +461,7 @@ def exp_fabrics(args) -> None:
             ("weight_sync_ms", "{:.2f}"),
             ("plans", "{}"),
             ("wall_s", "{:.1f}"),
+            ("rewrites", "{}"),
         ],
     )
 
@@ -442,6 +479,12 @@ def main(argv=None) -> int:
     ap.add_argument("--ar-bytes", type=int, default=64 << 20, help="DP all_reduce size")
     ap.add_argument("--t-ocs", default="25ms", help="OCS reconfiguration time (alloc; default 25ms)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--rewrites",
+        choices=["offered", "none", "own"],
+        default="offered",
+        help="workload rewrites of each run (docs/fairness.md; default offered)",
+    )
     args = ap.parse_args(argv)
     {"alloc": exp_alloc, "tocs": exp_tocs, "failures": exp_failures, "fabrics": exp_fabrics}[args.experiment](
         args

@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
         "a minute on 2 cores)."
     ) from exc
 
-from . import bounds, controllers, cost, pareto, topology, traces, units
+from . import bounds, controllers, cost, pareto, rewrites, topology, traces, units
 from .collective import collective, op_trace
 from .errors import LayoutFitError, SpecError, SweepError, TraceError
 from .flows import Flows
@@ -53,6 +53,7 @@ __all__ = [
     "op_trace",
     "cost",
     "pareto",
+    "rewrites",
     "simulate",
     "sweep",
     "topologies",

@@ -121,6 +121,7 @@ def cmd_demo(args) -> int:
         seed=args.seed,
         progress=not args.no_progress,
         settings={"transport": args.transport},
+        rewrites=args.rewrites,
     )
     table = pareto.front(table, cost="network_cost_usd", perf="throughput_iter_per_s")
     rows = table.to_pylist()
@@ -158,11 +159,28 @@ def cmd_demo(args) -> int:
         "iterations/s; throughput_per_musd: per million USD of network; pareto: no fabric is both "
         "cheaper and faster. Stage times span first start to last end; train and gen overlap."
     )
+    _print_rewrites(rows, args.rewrites)
     print(f"wrote {args.output} (the sweep's rows)")
     if args.plot:
         pareto.plot(table, args.plot, title=f"{name} RL iteration, {args.gpus} GPUs")
         print(f"wrote {args.plot} (network cost against throughput, one curve per fabric)")
     return 0
+
+
+def _print_rewrites(rows: list[dict], rule: str) -> None:
+    """Say which workload rewrites ran on which fabrics (docs/fairness.md)."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["rewrites"], []).append(f"{r['fabric']} {r['link_speed']}")
+    how = {
+        "offered": "every fabric runs the rewrites any fabric's controller asks for",
+        "none": "no fabric runs a rewrite: the trace's own algorithms everywhere",
+        "own": "each fabric runs its own controller's rewrites only (not a fair comparison)",
+    }[rule]
+    print(f"\nworkload rewrites (--rewrites {rule}: {how}; docs/fairness.md):")
+    for text, fabs in by.items():
+        who = "all fabrics" if len(fabs) == len(rows) else ", ".join(fabs)
+        print(f"  {who}: {text}")
 
 
 def _demo_flows(args) -> int:
@@ -472,7 +490,12 @@ def cmd_sweep(args) -> int:
     from .sweep import load_config, sweep
 
     kwargs = load_config(args.config)
-    overrides = {"executor": args.executor, "out": args.output, "workers": args.workers}
+    overrides = {
+        "executor": args.executor,
+        "out": args.output,
+        "workers": args.workers,
+        "rewrites": args.rewrites,
+    }
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     if args.no_progress:
         kwargs["progress"] = False
@@ -502,6 +525,9 @@ def cmd_sweep(args) -> int:
             ],
         )
     )
+    rule = kwargs.get("rewrites", "offered")
+    if isinstance(rule, str):
+        _print_rewrites(rows, rule)
     out = kwargs.get("out", "sweep.parquet")
     counted = f"{len(rows)} points ({ran['resumed']} resumed, {ran['ran']} run)"
     print(f"{counted}; rows in {out}" if out else counted)
@@ -569,6 +595,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the sweep runs its points: local process pool, serial, or Ray",
     )
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument(
+        "--rewrites",
+        choices=["offered", "none", "own"],
+        default="offered",
+        help="workload rewrites (docs/fairness.md): offered (default) gives every fabric the rewrites any "
+        "controller asks for (RFabric's weight-sync forest), none gives none, own each its own controller's",
+    )
     d.add_argument(
         "-o",
         "--output",
@@ -707,6 +740,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, help="processes (local) or CPUs (local Ray instance)")
     s.add_argument("-o", "--output", help="override the config's out (Parquet)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--rewrites",
+        choices=["offered", "none", "own"],
+        help="override the config's rewrites rule (default offered; docs/fairness.md)",
+    )
     s.add_argument(
         "--plot", help="draw the cost/throughput front to this .png or .svg (one file per workload and scale)"
     )

@@ -95,6 +95,9 @@ OP_SCHEMA = pa.schema(
         ("resent_bytes", pa.int64()),  # payload sent again
         ("dropped_bytes", pa.int64()),  # payload lost in the fabric
         ("max_fct_ps", pa.int64()),  # its longest flow (end - start); -1 if none finished
+        # the workload rewrite that produced the op (rfabric.rewrites, docs/fairness.md), e.g.
+        # "weight_sync_forest"; null: the op as the trace had it
+        ("rewrite", pa.string()),
     ]
 )
 
@@ -160,6 +163,9 @@ SWEEP_SCHEMA = pa.schema(
         ("gpus", pa.int64()),
         ("workload", pa.string()),  # the workload's label
         ("controller", pa.string()),  # controller class or name; "none" without one
+        ("rewrite_rule", pa.string()),  # the sweep's rewrites= rule: offered, none, own, given
+        # workload rewrites that ran, "name(params): N ops -> M, locality; ..." or "none"
+        ("rewrites", pa.string()),
         ("seed", pa.int64()),  # engine seed, derived from the sweep seed and the point
         ("workload_seed", pa.int64()),  # seed of a generated workload (sweep seed, workload, gpus)
         ("network_cost_usd", pa.float64()),  # rf.cost.network_cost
@@ -303,8 +309,10 @@ class Results:
         when frames ended held at switches with no route to their destination),
         ``controller`` (its name, None without one), ``controller_calls`` (every call,
         look-ahead calls included), ``controller_ahead_calls`` (calls for upcoming periods),
-        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``) and
-        ``plan_changes`` (plans the controller applied).
+        ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``),
+        ``plan_changes`` (plans the controller applied) and ``rewrites`` (one dict per workload
+        rewrite the run applied: ``rewrite``, ``algorithm``, ``params``, ``ops_replaced``,
+        ``ops_produced``, ``locality``; docs/fairness.md).
     """
 
     flows: pa.Table
@@ -389,9 +397,12 @@ class Results:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
 
 
-def build_op_tables(trace, op_log: dict, flow_stats: dict | None = None) -> tuple[pa.Table, pa.Table]:
+def build_op_tables(
+    trace, op_log: dict, flow_stats: dict | None = None, rewrite=None
+) -> tuple[pa.Table, pa.Table]:
     """ops and stages tables from a Trace, the engine's per-op start/end columns and, when
-    given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null)."""
+    given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null) and
+    the rewrite that produced each op (``rewrite``: a name or None per op; else all null)."""
     t = trace.table
     start = op_log["start_ps"]
     end = op_log["end_ps"]
@@ -430,6 +441,9 @@ def build_op_tables(trace, op_log: dict, flow_stats: dict | None = None) -> tupl
                     "max_fct_ps",
                 )
             },
+            "rewrite": pa.array(
+                list(rewrite) if rewrite is not None else [None] * len(start), type=pa.string()
+            ),
         },
         schema=OP_SCHEMA,
     )

@@ -310,10 +310,17 @@ class Simulation:
     config : EngineConfig, optional
     controller : rfabric.controllers.Controller, optional
         Circuit controller called at each communication-period boundary of a trace workload
-        (README "Circuit controllers"): ``controller.prepare(trace, spec)`` picks the trace to
-        replay, then ``run()`` stops in C++ whenever an op of a new period becomes ready,
+        (README "Circuit controllers"): its workload rewrites are applied (``rewrites``), then ``run()`` stops in C++ whenever an op of a new period becomes ready,
         calls ``controller.plan(intent, view)`` and applies a returned plan at once with
         ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
+    rewrites : "own", "none" or list of rfabric.rewrites.Rewrite
+        Workload rewrites applied to a trace workload before the run, each at the fabric's
+        locality (``Topology.locality()``): ``"own"`` (default) the controller's
+        (``controller.rewrites()``: the stage-aware controller's weight-sync forest), ``"none"``
+        none, or exactly the given ones (with or without a controller; the controller is told
+        which ran through ``controller.adopt``). ``Results.ops["rewrite"]`` names the rewrite
+        that produced each op (null: the op as the trace had it) and ``Results.run["rewrites"]``
+        lists what each did (docs/fairness.md).
     backend : str
         ``"packet"`` (default) or ``"flow"`` (see ``simulate``).
     record_flows : bool, optional
@@ -364,6 +371,7 @@ class Simulation:
         flows_path=None,
         sample_every=None,
         samples_path=None,
+        rewrites="own",
         **settings,
     ):
         backend = settings.pop("backend", "packet")
@@ -386,6 +394,13 @@ class Simulation:
         #: the OCS reconfiguration (dark) time, ps
         self.t_ocs_ps = parse_time(self.config.t_ocs)
         self.controller = controller
+        #: the rewrites this run applied (rfabric.rewrites.Rewritten), in order
+        self.rewritten: list = []
+        self._rewrite_label = None  # per op of the replayed trace: the rewrite that produced it
+        self._private_rewrites: list[dict] = []
+        if controller is not None:
+            self._check_controller(controller, workload)
+        workload = self._rewrite(topology, controller, workload, rewrites)
         if controller is not None:
             workload = self._prepare(controller, workload)
         if isinstance(workload, Trace):
@@ -479,8 +494,7 @@ class Simulation:
         # plan may not use an OCS port that is down at the plan's own time.
         self._link_changes: dict[int, list[tuple[int, bool]]] = {}
 
-    def _prepare(self, controller, workload):
-        """The trace the controller wants replayed (``controller.prepare``), checked."""
+    def _check_controller(self, controller, workload):
         from .controllers.loop import GRANULARITIES, _name
         from .traces import Trace
 
@@ -500,8 +514,71 @@ class Simulation:
             raise SpecError(
                 f"controller {name}: granularity must be one of {GRANULARITIES}, got {granularity!r}"
             )
+
+    def _rewrite(self, topology, controller, workload, rewrites):
+        """Apply the run's workload rewrites (docs/fairness.md): ``"own"`` the controller's
+        (``controller.rewrites()``), ``"none"`` none, or the given list, each at the fabric's
+        locality; then tell the controller which ran (``controller.adopt``)."""
+        from .controllers.loop import _name
+        from .rewrites import apply_rewrites, locality, resolve_rewrites
+        from .traces import Trace
+
+        mode = resolve_rewrites(rewrites)
+        if mode == "none":
+            rws = []
+        elif mode == "own":
+            rws = []
+            ask = getattr(controller, "rewrites", None) if controller is not None else None
+            if ask is not None:
+                name = _name(controller)
+                try:
+                    got = ask()
+                except SpecError:
+                    raise
+                except Exception as exc:
+                    raise SpecError(
+                        f"controller {name}: rewrites() raised {type(exc).__name__}: {exc}"
+                    ) from exc
+                rws = resolve_rewrites(got if got is not None else [], f"controller {name}: rewrites()")
+                if isinstance(rws, str):
+                    raise SpecError(
+                        f"controller {name}: rewrites() must return a list of Rewrite, got {got!r}"
+                    )
+        else:
+            rws = mode
+        if rws and not isinstance(workload, Trace):
+            raise SpecError(
+                f"rewrites: {', '.join(r.key() for r in rws)} rewrite a trace's ops; the workload is "
+                f"{type(workload).__name__} (pass rewrites='none')"
+            )
+        applied = []
+        if rws:
+            workload, applied, label = apply_rewrites(workload, rws, locality(topology))
+            self._rewrite_label = label
+        self.rewritten = applied
+        adopt = getattr(controller, "adopt", None) if controller is not None else None
+        if callable(adopt):
+            try:
+                adopt(applied, self.spec)
+            except SpecError:
+                raise
+            except Exception as exc:
+                raise SpecError(
+                    f"controller {_name(controller)}: adopt() raised {type(exc).__name__}: {exc}"
+                ) from exc
+        return workload
+
+    def _prepare(self, controller, workload):
+        """The trace a controller's own ``prepare`` wants replayed (only when it overrides
+        ``Controller.prepare``: the rewrites were applied already), checked and recorded as a
+        private rewrite."""
+        from .controllers.base import Controller
+        from .controllers.loop import _name
+        from .traces import Trace
+
+        name = _name(controller)
         prepare = getattr(controller, "prepare", None)
-        if prepare is None:
+        if prepare is None or getattr(prepare, "__func__", None) is Controller.prepare:
             return workload
         try:
             out = prepare(workload, self.spec)
@@ -511,6 +588,20 @@ class Simulation:
             raise SpecError(f"controller {name}: prepare() raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(out, Trace):
             raise SpecError(f"controller {name}: prepare() returned {type(out).__name__}, expected a Trace")
+        if out is not workload:
+            label = _changed_ops(workload, out, f"{name}.prepare", self._rewrite_label)
+            changed = int(sum(v == f"{name}.prepare" for v in label))
+            self._rewrite_label = label
+            self._private_rewrites.append(
+                {
+                    "rewrite": f"{name}.prepare",
+                    "algorithm": "private to the controller (not offered to other fabrics)",
+                    "params": {},
+                    "ops_replaced": workload.num_ops - (out.num_ops - changed),
+                    "ops_produced": changed,
+                    "locality": None,
+                }
+            )
         return out
 
     @property
@@ -830,11 +921,13 @@ class Simulation:
         run["controller_ahead_calls"] = loop.ahead_calls if loop else 0
         run["controller_wall_s"] = loop.wall_s if loop else 0.0
         run["plan_changes"] = loop.changes if loop else 0
+        run["rewrites"] = [r.summary() for r in self.rewritten] + list(self._private_rewrites)
         if self.trace is not None:
             res.ops, res.stages = build_op_tables(
                 self.trace,
                 self._engine.op_log(),
                 self._engine.op_flow_stats() if self.backend == "packet" else self._flow_op_stats(),
+                rewrite=self._rewrite_label,
             )
             end = res.ops["end_ps"].to_numpy()
             run["ops"] = len(end)
@@ -921,6 +1014,37 @@ def _stream_dir(path, name: str) -> pathlib.Path:
     return d
 
 
+def _changed_ops(before, after, name: str, label) -> np.ndarray:
+    """Per op of ``after``: ``name`` when no op of ``before`` has its stage, phase, kind,
+    ranks, size and algorithm (counted as a multiset), else the label it had (or None)."""
+    from collections import Counter
+
+    def rows(t):
+        tb = t.table
+        cols = [tb[c].cast("string").to_pylist() for c in ("stage", "phase", "kind", "algorithm")]
+        return [
+            (a, b, c, d, tuple(r), int(z))
+            for a, b, c, d, r, z in zip(
+                *cols, tb["ranks"].to_pylist(), tb["size_bytes"].to_pylist(), strict=True
+            )
+        ]
+
+    old = rows(before)
+    where: dict[tuple, list[int]] = {}
+    for i, r in enumerate(old):
+        where.setdefault(r, []).append(i)
+    left = Counter(old)
+    out = np.full(after.num_ops, None, dtype=object)
+    for j, r in enumerate(rows(after)):
+        if left[r] > 0:
+            i = where[r][len(where[r]) - left[r]]
+            left[r] -= 1
+            out[j] = label[i] if label is not None else None
+        else:
+            out[j] = name
+    return out
+
+
 def simulate(
     topology,
     workload,
@@ -938,6 +1062,7 @@ def simulate(
     flows_path=None,
     sample_every=None,
     samples_path=None,
+    rewrites="own",
     **settings,
 ) -> Results:
     """Simulate ``workload`` on ``topology`` and return Results.
@@ -981,6 +1106,9 @@ def simulate(
         backend; off by default): ``Results.queue_samples`` and ``Results.rate_samples``.
     samples_path : str or path, optional
         Stream those samples to Parquet files in this directory instead (see Simulation).
+    rewrites : "own", "none" or list of rfabric.rewrites.Rewrite
+        Workload rewrites applied to a trace before the run, at the fabric's locality (see
+        Simulation; docs/fairness.md).
     """
     given = {"transport": transport, "seed": seed, "mtu_bytes": mtu_bytes}
     settings.update({k: v for k, v in given.items() if v is not None})
@@ -994,6 +1122,7 @@ def simulate(
         flows_path=flows_path,
         sample_every=sample_every,
         samples_path=samples_path,
+        rewrites=rewrites,
         **settings,
     )
     try:

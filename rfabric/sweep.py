@@ -510,6 +510,8 @@ class _Point:
     workload_seed: int
     controller: Any
     controller_name: str
+    rewrites: Any  # "own", "none" or a tuple of rfabric.rewrites.Rewrite
+    rewrite_rule: str
     seed: int
     prices: Any
     gpu_price_usd: float | None
@@ -538,6 +540,10 @@ def _run_point(p: _Point) -> dict:
         net_usd = cost.network_cost(fab, p.prices)
         workload = p.workload_obj if p.workload_obj is not None else p.workload.make(p.gpus, p.workload_seed)
         kwargs = dict(p.settings)
+        # rewrites change a trace's ops; a flow set has none to change
+        kwargs["rewrites"] = list(p.rewrites) if isinstance(p.rewrites, tuple) else p.rewrites
+        if not isinstance(workload, Trace):
+            kwargs["rewrites"] = "none"
         if p.controller == "own":
             if isinstance(workload, Trace):  # flows have no periods to plan for: initial circuits
                 kwargs["controller"] = fab.controller()
@@ -590,6 +596,8 @@ def _run_point(p: _Point) -> dict:
         "gpus": p.gpus,
         "workload": p.workload.label,
         "controller": (run.get("controller") or "none") if p.controller == "own" else p.controller_name,
+        "rewrite_rule": p.rewrite_rule,
+        "rewrites": _rewrites_text(run.get("rewrites") or []),
         "seed": p.seed,
         "workload_seed": p.workload_seed,
         "network_cost_usd": net_usd,
@@ -623,8 +631,52 @@ def _run_point(p: _Point) -> dict:
     return row
 
 
+def _rewrites_text(done: list[dict]) -> str:
+    """The ``rewrites`` column: each rewrite that ran, its parameters and what it replaced."""
+    if not done:
+        return "none"
+    parts = []
+    for d in done:
+        p = ",".join(f"{k}={v}" for k, v in sorted((d.get("params") or {}).items()))
+        where = f", {d['locality']}" if d.get("locality") else ""
+        parts.append(f"{d['rewrite']}({p}): {d['ops_replaced']} ops -> {d['ops_produced']}{where}")
+    return "; ".join(parts)
+
+
+REWRITE_RULES = ("offered", "none", "own")
+
+
+def _controller_rewrites(ctrl, fab: _Fabric, gpus: int, link_bps: int, where: str) -> list:
+    """The rewrites the controller a point runs would ask for (``Controller.rewrites()``)."""
+    from .rewrites import resolve_rewrites
+
+    try:
+        if ctrl == "own":
+            ctrl = fab.build(gpus, link_bps).controller()
+        elif isinstance(ctrl, type):
+            ctrl = ctrl()
+        ask = getattr(ctrl, "rewrites", None) if ctrl is not None else None
+        got = ask() if callable(ask) else []
+    except SpecError as exc:
+        raise SpecError(f"{where}: fabric {fab.label}: {exc}") from None
+    out = resolve_rewrites(got if got is not None else [], f"{where}: {_controller_name(ctrl)}.rewrites()")
+    if isinstance(out, str):
+        raise SpecError(f"{where}: {_controller_name(ctrl)}.rewrites() must return a list of Rewrite")
+    return out
+
+
 def _grid(
-    fabrics, links, gpus, workloads, controller, seed, prices, gpu_price_usd, settings, where
+    fabrics,
+    links,
+    gpus,
+    workloads,
+    controller,
+    seed,
+    prices,
+    gpu_price_usd,
+    settings,
+    where,
+    rewrites="offered",
 ) -> list[_Point]:
     from . import __version__, cost
 
@@ -666,15 +718,50 @@ def _grid(
     if controller is not None and not isinstance(controller, Mapping):
         controller = _resolve_controller(controller, f"{where}: controller")
     settings = dict(settings or {})
-    for bad in ("seed", "controller", "progress"):
+    for bad in ("seed", "controller", "progress", "rewrites"):
         if bad in settings:
             raise SpecError(f"{where}: settings may not set {bad!r} (the sweep sets it)")
 
-    points = []
+    from .rewrites import Rewrite, resolve_rewrites
+
+    ctrls = {}
     for fab in fabs:
         ctrl = controller
         if isinstance(controller, Mapping):
             ctrl = _resolve_controller(controller.get(fab.label), f"{where}: controller.{fab.label}")
+        ctrls[fab.label] = ctrl
+    # the fairness rule (docs/fairness.md): "offered" gives every point the rewrites any
+    # controller of the sweep asks for, at its own fabric's locality; "none" none; "own" each
+    # controller its own (not a fair comparison; for ablations); a list: exactly those
+    if isinstance(rewrites, str):
+        if rewrites not in REWRITE_RULES:
+            raise SpecError(
+                f"{where}: rewrites must be one of {', '.join(map(repr, REWRITE_RULES))} or a list of "
+                f"rfabric.rewrites.Rewrite, got {rewrites!r}"
+            )
+        rule = rewrites
+    else:
+        rule = "given"
+    if rule == "offered":
+        offered: list = []
+        for fab in fabs:
+            for rate in rates:
+                for n in gpu_list:
+                    for rw in _controller_rewrites(ctrls[fab.label], fab, int(n), rate, where):
+                        offered.append(rw)
+        point_rewrites = tuple(resolve_rewrites(offered, f"{where}: rewrites offered by the controllers"))
+    elif rule == "given":
+        got = resolve_rewrites(rewrites, f"{where}: rewrites")
+        if isinstance(got, str) or not all(isinstance(r, Rewrite) for r in got):
+            raise SpecError(f"{where}: rewrites: expected a list of rfabric.rewrites.Rewrite")
+        point_rewrites = tuple(got)
+    else:
+        point_rewrites = rule
+    rw_fp = point_rewrites if isinstance(point_rewrites, str) else [r.key() for r in point_rewrites]
+
+    points = []
+    for fab in fabs:
+        ctrl = ctrls[fab.label]
         cname = _controller_name(ctrl)
         for rate in rates:
             for n in gpu_list:
@@ -689,6 +776,7 @@ def _grid(
                             "gpu_price": gpu_price_usd,
                             "settings": settings,
                             "rfabric": __version__,
+                            "rewrites": rw_fp,
                         }
                     )
                     points.append(
@@ -703,6 +791,8 @@ def _grid(
                             workload_seed=derive_seed(seed, "workload", w.label, n),
                             controller=ctrl,
                             controller_name=cname,
+                            rewrites=point_rewrites,
+                            rewrite_rule=rule,
                             seed=derive_seed(seed, "engine", key),
                             prices=p,
                             gpu_price_usd=gpu_price_usd,
@@ -964,6 +1054,7 @@ def sweep(
     gpu_price_usd: float | None = None,
     settings: Mapping | None = None,
     ray_address: str | None = None,
+    rewrites="offered",
     where: str = "sweep",
 ) -> pa.Table:
     """Run one simulation per point of fabrics x links x gpus x workloads; return the rows.
@@ -986,6 +1077,16 @@ def sweep(
         static plan; for flow workloads, which have no periods, the initial circuits).
         None: the fabric's initial circuits throughout.
         The row records its name.
+    rewrites : {"offered", "none", "own"} or list of rfabric.rewrites.Rewrite
+        The fairness rule for workload rewrites (docs/fairness.md; DESIGN §12): a comparison
+        changes the fabric and nothing else. ``"offered"`` (default): every point gets every
+        rewrite any controller of the sweep asks for (``Controller.rewrites()``: the
+        stage-aware controller's weight-sync forest), applied at its own fabric's locality
+        (``Topology.locality()``), whatever its own controller. ``"none"``: no point gets a
+        rewrite (the trace's own algorithms everywhere; the stage-aware controller then plans
+        the weight sync like any period). ``"own"``: each point its controller's rewrites only
+        (the rule broken on purpose, for ablations). A list: exactly those rewrites at every
+        point. Rows record the rule (``rewrite_rule``) and what ran (``rewrites``).
     executor : {"local", "serial", "ray"}
         "local" needs the ``if __name__ == "__main__":`` guard in a script (else SweepError).
     out : path or None
@@ -1019,7 +1120,9 @@ def sweep(
     if executor not in EXECUTORS:
         raise SpecError(f"{where}: unknown executor {executor!r} (known: {', '.join(EXECUTORS)})")
     integer(seed, f"{where}: seed")
-    points = _grid(fabrics, links, gpus, workload, controller, seed, prices, gpu_price_usd, settings, where)
+    points = _grid(
+        fabrics, links, gpus, workload, controller, seed, prices, gpu_price_usd, settings, where, rewrites
+    )
 
     out_path = Path(out) if out is not None else None
     parts = out_path.with_name(out_path.name + ".parts") if out_path is not None else None
@@ -1102,6 +1205,7 @@ _CONFIG_KEYS = {
     "gpu_price_usd",
     "settings",
     "ray_address",
+    "rewrites",
 }
 
 

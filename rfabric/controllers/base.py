@@ -149,11 +149,36 @@ class Controller:
     granularity: str = "period"
     lookahead: bool = False
 
+    def rewrites(self) -> list:
+        """The workload rewrites this controller plans for (:class:`rfabric.rewrites.Rewrite`:
+        e.g. the weight-sync dissemination forest); none by default. They are not private:
+        the simulation applies them with the fabric's locality (``rewrites="own"``, the
+        default of ``rf.simulate``), records them in the results, and a sweep offers them to
+        every fabric it compares (docs/fairness.md). The controller learns which ran from
+        :meth:`adopt`."""
+        return []
+
+    def adopt(self, applied, spec: NetworkSpec) -> None:
+        """Called once before the run with the :class:`rfabric.rewrites.Rewritten` of every
+        rewrite the run applied (whoever asked for them; empty with ``rewrites="none"``), so
+        that the controller can plan for what they produced. Does nothing by default."""
+
     def prepare(self, trace, spec: NetworkSpec):
-        """Called once before the run with the trace and the fabric; returns the trace to
-        replay (the same one by default). A controller may rewrite ops here, e.g. replay
-        the weight sync over its own dissemination forest."""
-        return trace
+        """The trace to replay: by default ``trace`` with this controller's :meth:`rewrites`
+        applied at the locality of ``spec`` (:func:`rfabric.rewrites.locality`), after
+        :meth:`adopt`. The simulation does this itself (and with the rewrites its
+        ``rewrites=`` argument names); it calls ``prepare`` only when a subclass overrides
+        it, and then records the result as a private rewrite that no other fabric is offered
+        (``Results.run["rewrites"]``): put a rewrite in :meth:`rewrites` instead."""
+        from ..rewrites import apply_rewrites, locality
+
+        rws = self.rewrites()
+        if not rws:
+            self.adopt([], spec)
+            return trace
+        out, applied, _ = apply_rewrites(trace, rws, locality(spec))
+        self.adopt(applied, spec)
+        return out
 
     def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
         """The circuit plan for the coming period, or ``None`` to keep the current one."""

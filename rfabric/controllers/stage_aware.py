@@ -4,7 +4,8 @@ Per communication period it turns the intent's GPU-pair demand into ToR-level de
 and PoD-level demand across the core, allocates circuits with the pair-bottleneck greedy
 (:func:`~rfabric.controllers.allocate_circuits`), checks Core-Agg coupling, maps the
 multiplicities to concrete OCS port pairs and commits only in a window whose slack covers
-``t_ocs``. The weight sync is replayed over the appendix-E dissemination forest.
+``t_ocs``. The weight sync is replayed over the appendix-E dissemination forest, a workload
+rewrite (:class:`rfabric.rewrites.WeightSyncForest`) the controller asks for and plans for.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from ..errors import SpecError
 from ..spec import CircuitTable, NetworkSpec
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
-from .forest import dissemination_forest, forest_ops
 from .layout import RFabricLayout
 
 __all__ = ["Decision", "StageAwareController"]
@@ -208,9 +208,12 @@ class StageAwareController(Controller):
         while Phase B's fan-out of the shards already seeded still ran on its intra-PoD
         circuits, and 384 of Phase B's ToR pairs were left without a route until the run ended
         stranded.
-    12. **Weight sync forest (App. E).** :meth:`prepare` replaces the trace's weight-sync
-        ops by the forest of :func:`~rfabric.controllers.dissemination_forest` (see
-        :meth:`prepare`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
+    12. **Weight sync forest (App. E).** The controller asks for the workload rewrite
+        :class:`rfabric.rewrites.WeightSyncForest` (:meth:`rewrites`), which replaces the
+        trace's weight-sync ops by the forest of
+        :func:`~rfabric.controllers.dissemination_forest`; the simulation applies it (a sweep
+        offers it to every fabric, docs/fairness.md) and hands the forests back
+        (:meth:`adopt`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
         placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
         wave is planned while Phase B of the shards already seeded runs: the plan in force
@@ -229,13 +232,14 @@ class StageAwareController(Controller):
     granularity : {"period", "op"}
         When the loop calls :meth:`plan` (see :class:`~rfabric.controllers.Controller`).
     forest : bool
-        Rewrite the weight sync into the dissemination forest in :meth:`prepare` (default
-        True); False leaves the trace's weight sync to the generic allocation.
+        Ask for the weight-sync forest rewrite (:meth:`rewrites`; default True); False
+        leaves the trace's weight sync to the generic allocation.
     seeds_per_pod, fanout : int
         Forwarded to :func:`~rfabric.controllers.dissemination_forest`.
     fanout_ops : {"broadcast", "send"}
-        How :meth:`prepare` replays Phase B: one pipelined chain broadcast per fan-out
-        tree (default) or one store-and-forward send per tree edge (see :meth:`prepare`).
+        How the forest replays Phase B: one pipelined chain broadcast per fan-out tree
+        (default) or one store-and-forward send per tree edge
+        (:class:`rfabric.rewrites.WeightSyncForest`).
     check_gain : bool
         Keep the plan in force when the candidate is not predicted faster (step 10;
         default True).
@@ -291,7 +295,7 @@ class StageAwareController(Controller):
         self._last_ws_period: int | None = None
         self._ws_first: set[int] = set()  # the first period of each forest
         self._period_stage: dict[int, str] = {}
-        self.forest_plan = None  # the Forest of the last prepare, for inspection
+        self.forest_plan = None  # the last Forest adopted, for inspection
         self.check_gain = bool(check_gain)
         self.lookahead = bool(lookahead)
         self._period_pods: dict[int, frozenset] = {}  # PoDs of each seen period's network traffic
@@ -902,224 +906,44 @@ class StageAwareController(Controller):
             )
         return _table(kept + rows_new), detail
 
-    # -- prepare: the weight-sync forest (App. E) --------------------------------------------
+    # -- the weight-sync forest (App. E): a workload rewrite this controller plans for -------
 
-    def prepare(self, trace, spec: NetworkSpec):
-        """Replace each weight sync of ``trace`` by its dissemination forest (appendix E).
+    def rewrites(self) -> list:
+        """``[WeightSyncForest(seeds_per_pod, fanout, fanout_ops)]`` (the appendix-E forest,
+        :class:`rfabric.rewrites.WeightSyncForest`), or ``[]`` with ``forest=False``. The
+        rewrite is fabric-independent: the simulation applies it with the fabric's locality
+        (on an RFabric its PoDs, ``d_p`` = each PoD's OCS-Core ports), and a sweep offers it to
+        every fabric of the comparison (docs/fairness.md). Measured on RFabric 256 (train PoD 0,
+        gen PoD 1, tiny model, 32 shards of 16.6 MB, ``t_ocs`` 0): weight sync 2.16 ms with
+        chain broadcasts in Phase B, 6.02 ms with sends (each tree level waits for the whole
+        shard), 4.27 ms for the generator's own two-level broadcast over the uniform plan
+        (``core_ports=16``); 2.93, 8.04 and 2.93 ms with 64 core ports."""
+        from ..rewrites import WeightSyncForest
 
-        For every (iteration, period) of ``weight_sync`` ops:
-
-        * **Shards.** Each ``broadcast`` (root first) or ``send`` whose sender receives
-          nothing in that weight sync is one shard: held by its sender, ``size_bytes``
-          long. Its receivers are closed under relaying: a receiver that is itself the root
-          of a weight-sync op of the same period forwards to that op's receivers (the
-          generator's ``two_level`` mode: ``inter_pod`` to the first gen instance of each
-          pod, ``intra_pod`` from there). The shard's final receivers are every GPU it
-          reaches.
-        * **Forest.** :func:`dissemination_forest` with ``pod_of`` from the fabric, budgets
-          ``d_p`` = each PoD's PoD-boundary ports, ``seeds_per_pod`` and ``fanout`` from
-          this controller, the shard sizes, and ``max_circuits_per_edge=1``: a transfer
-          leaves through one GPU NIC, which one NIC-rate circuit fills.
-        * **Ops.** :func:`forest_ops`: one ``send`` per Phase A edge; wave ``t`` gets a
-          fresh period id per wave and Phase B one more (ids above every period of the
-          trace). Phase B, with ``fanout_ops="broadcast"`` (default), is one pipelined
-          ``chain`` broadcast per fan-out tree (root first, then the tree's receivers in
-          breadth-first order), after the Phase A send that brings the shard to its root;
-          with ``fanout_ops="send"`` it is :func:`forest_ops`' one store-and-forward
-          ``send`` per tree edge. Measured on RFabric 256 (train PoD 0, gen PoD 1, tiny
-          model, 32 shards of 16.6 MB, ``t_ocs`` 0): weight sync 2.16 ms with broadcasts,
-          6.02 ms with sends (each tree level waits for the whole shard), 4.27 ms for the
-          generator's own two-level broadcast over the uniform plan
-          (``core_ports=16``); 2.93, 8.04 and 2.93 ms with 64 core ports.
-          Ops that depended on any op of the weight sync depend on all its new ops; the
-          forest's root ops depend on what the weight sync's ops depended on and keep the
-          ``compute_ps`` of its first op. Other ops keep their rows, renumbered in order.
-
-        Bytes change: a shard crosses the PoD boundary once per destination PoD and is
-        relayed inside it, as appendix E intends; the trace's total ``sent_bytes`` of the
-        weight sync is shard size x receivers in both versions (each receiver gets each of
-        its shards once). Returns ``trace`` unchanged when ``forest=False`` or there is no
-        weight sync.
-        """
         if not self.forest:
-            return trace
-        from ..traces import Trace
+            return []
+        return [WeightSyncForest(self.seeds_per_pod, self.fanout, self.fanout_ops)]
 
-        lay = self.layout(spec)
-        a = trace.arrays()
-        stage_names = list(a["stage_names"])
-        if "weight_sync" not in stage_names:
-            return trace
-        ws_code = stage_names.index("weight_sync")
-        n = trace.num_ops
-        ids = a["op_id"].astype(np.int64)
-        t = trace.table
-        stage = t["stage"].cast("string").to_pylist() if n else []
-        phase = t["phase"].cast("string").to_pylist() if n else []
-        kind = t["kind"].cast("string").to_pylist() if n else []
-        algorithm = t["algorithm"].cast("string").to_pylist() if n else []
-        ranks = t["ranks"].to_pylist()
-        deps = t["deps"].to_pylist()
-        size = a["size_bytes"].astype(np.int64)
-        comp = a["compute_ps"].astype(np.int64)
-        period = a["period"].astype(np.int64)
-        iteration = a["iteration"].astype(np.int64)
-        is_ws = a["stage"] == ws_code
-        if not is_ws.any():
-            return trace
-        pod_of = lay.tor_pod[lay.gpu_tor]
-        d_p = (
-            np.bincount(lay.core_port_pod, minlength=lay.pods)
-            if lay.core_port_pod.size
-            else np.zeros(lay.pods, np.int64)
-        )
-        d_p = np.maximum(d_p, 1)  # a single PoD crosses no boundary; the forest needs d_p >= 1 only to cross
-        next_period = int(period.max()) + 1
-        blocks = {}
-        for r in np.flatnonzero(is_ws).tolist():
-            blocks.setdefault((int(iteration[r]), int(period[r])), []).append(r)
-        out = {
-            k: []
-            for k in (
-                "op_id",
-                "iteration",
-                "stage",
-                "phase",
-                "kind",
-                "ranks",
-                "size_bytes",
-                "algorithm",
-                "deps",
-                "compute_ps",
-                "period",
-            )
-        }
-        m2n = a["m2n_senders"].astype(np.int64)
-        has_m2n = "m2n_senders" in t.schema.names
-        out_m2n = []
-        new_id = {}  # old op id -> list of new op ids it stands for
-        block_of_row = {}
-        for key, rws in blocks.items():
-            for r in rws:
-                block_of_row[r] = key
-        emitted = set()
-        nid = 0
+    def adopt(self, applied, spec: NetworkSpec) -> None:
+        """Take the schedule of the forests the run's rewrites made (``applied``: the
+        :class:`rfabric.rewrites.Rewritten` of each rewrite applied): each Phase A wave is
+        a period whose plan is its edges' chains (step 12), the first period of each forest
+        obeys the safe window, later ones commit whatever the slack. Without a forest (a run
+        with ``rewrites="none"``) the weight sync is planned like any period."""
         self._forest_waves, self._ws_periods, self._ws_first = {}, set(), set()
         self.forest_plan = None
-        for r in range(n):
-            if r in block_of_row:
-                key = block_of_row[r]
-                if key in emitted:
-                    continue
-                emitted.add(key)
-                rws = blocks[key]
-                shards, sizes, ext = self._shards(rws, ranks, kind, size, deps, ids)
-                if not shards:
-                    continue
-                f = dissemination_forest(
-                    shards,
-                    pod_of,
-                    d_p,
-                    seeds_per_pod=self.seeds_per_pod,
-                    fanout=self.fanout,
-                    shard_bytes=sizes,
-                    max_circuits_per_edge=1,
-                )
+        for r in applied:
+            if r.rewrite.name != "weight_sync_forest":
+                continue
+            for f, first in r.schedule["forests"]:
                 self.forest_plan = f
-                ext_new = sorted({x for d in ext for x in new_id.get(d, [])})
-                cols = forest_ops(
-                    f,
-                    sizes,
-                    first_op_id=nid,
-                    deps=ext_new,
-                    iteration=key[0],
-                    period=next_period,
-                    compute_ps=0,
-                )
-                if self.fanout_ops == "broadcast":
-                    cols = _broadcast_fanout(f, cols, nid, ext_new, sizes)
-                k = len(cols["op_id"])
-                first_comp = int(comp[rws[0]])
-                cps = np.zeros(k, dtype=np.int64)
-                for e in range(k):
-                    if cols["deps"][e] == ext_new:  # the forest's roots
-                        cps[e] = first_comp
                 for e in range(f.n_waves):
                     w = np.flatnonzero(f.wave == e)
-                    self._forest_waves[next_period + e] = [
+                    self._forest_waves[first + e] = [
                         (int(f.src[i]), int(f.dst[i]), int(f.circuits[i])) for i in w.tolist()
                     ]
-                self._ws_periods |= set(range(next_period, next_period + f.n_waves + 1))
-                self._ws_first.add(next_period)
-                next_period += f.n_waves + 1
-                new_ids = list(range(nid, nid + k))
-                for rr in rws:
-                    new_id[int(ids[rr])] = new_ids
-                out["op_id"] += new_ids
-                out["iteration"] += [key[0]] * k
-                out["stage"] += cols["stage"]
-                out["phase"] += cols["phase"]
-                out["kind"] += cols["kind"]
-                out["ranks"] += cols["ranks"]
-                out["size_bytes"] += cols["size_bytes"].tolist()
-                out["algorithm"] += (
-                    list(cols["algorithm"]) if isinstance(cols["algorithm"], list) else ["direct"] * k
-                )
-                out["deps"] += cols["deps"]
-                out["compute_ps"] += cps.tolist()
-                out["period"] += cols["period"].tolist()
-                out_m2n += [0] * k
-                nid += k
-                continue
-            new_id[int(ids[r])] = [nid]
-            out["op_id"].append(nid)
-            out["iteration"].append(int(iteration[r]))
-            out["stage"].append(stage[r])
-            out["phase"].append(phase[r])
-            out["kind"].append(kind[r])
-            out["ranks"].append(ranks[r])
-            out["size_bytes"].append(int(size[r]))
-            out["algorithm"].append(algorithm[r])
-            out["deps"].append(sorted({x for d in deps[r] for x in new_id[int(d)]}))
-            out["compute_ps"].append(int(comp[r]))
-            out["period"].append(int(period[r]))
-            out_m2n.append(int(m2n[r]))
-            nid += 1
-        return Trace.from_columns(
-            **out, m2n_senders=out_m2n if has_m2n else None, metadata=trace.metadata, gpus=trace.gpus
-        )
-
-    @staticmethod
-    def _shards(rws, ranks, kind, size, deps, ids):
-        """Shards (holders, receivers), their sizes and the external deps of one weight sync."""
-        own = {int(ids[r]) for r in rws}
-        fwd: dict[int, list[int]] = {}  # root -> rows it sends
-        recv_all = set()
-        for r in rws:
-            if kind[r] not in ("broadcast", "send"):
-                raise SpecError(
-                    f"StageAwareController.prepare: weight-sync op {int(ids[r])} has kind {kind[r]!r}; the forest "
-                    "replays broadcast and send ops only (pass forest=False to keep it)"
-                )
-            fwd.setdefault(ranks[r][0], []).append(r)
-            recv_all |= set(ranks[r][1:])
-        shards, sizes, ext = [], [], set()
-        for r in rws:
-            ext |= {int(d) for d in deps[r] if int(d) not in own}
-            root = ranks[r][0]
-            if root in recv_all:
-                continue
-            reached, todo = set(), list(ranks[r][1:])
-            while todo:
-                g = todo.pop()
-                if g in reached or g == root:
-                    continue
-                reached.add(g)
-                for rr in fwd.get(g, []):
-                    todo += ranks[rr][1:]
-            shards.append(([root], sorted(reached)))
-            sizes.append(int(size[r]))
-        return shards, np.array(sizes, dtype=np.int64), sorted(ext)
+                self._ws_periods |= set(range(first, first + f.n_waves + 1))
+                self._ws_first.add(first)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1197,42 +1021,6 @@ class _Predictor:
         t = load[busy] * 8 / self.rate[busy // 2] * 1e12
         net = self.net[busy // 2]
         return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
-
-
-def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
-    """``forest_ops`` columns with Phase B's sends replaced by one pipelined ``chain``
-    broadcast per Phase B tree: ranks ``[tree root] + its receivers`` in the tree's
-    breadth-first order, ``size_bytes`` the shard's, depending on the Phase A op that
-    brings the shard to the root (or on ``ext`` when a local holder is the root). Phase A
-    rows are kept as they are (they come first in the forest's edge order)."""
-    m = int((f.wave >= 0).sum())
-    out = {k: (list(v[:m]) if not np.isscalar(v) and not isinstance(v, str) else v) for k, v in cols.items()}
-    out["algorithm"] = ["direct"] * m
-    top = {}  # Phase B edge -> (shard, root GPU, Phase A edge or -1)
-    trees: dict[tuple, list[int]] = {}
-    for e in np.flatnonzero(f.wave < 0).tolist():
-        par = int(f.parent[e])
-        if par < 0 or f.wave[par] >= 0:
-            key = (int(f.shard[e]), int(f.src[e]), par)
-        else:
-            key = top[par]
-        top[e] = key
-        trees.setdefault(key, []).append(int(f.dst[e]))
-    b_period = int(np.max(cols["period"])) if len(cols["period"]) else 0
-    for i, ((shard, root, via), receivers) in enumerate(trees.items()):
-        out["op_id"].append(first_id + m + i)
-        out["stage"].append("weight_sync")
-        out["phase"].append("intra_pod")
-        out["kind"].append("broadcast")
-        out["ranks"].append([root, *receivers])
-        out["deps"].append([first_id + via] if via >= 0 else list(ext))
-        out["algorithm"].append("chain")
-        out["size_bytes"].append(int(sizes[shard]))
-        out["period"].append(b_period)
-    out["op_id"] = np.asarray(out["op_id"], dtype=np.int64)
-    out["size_bytes"] = np.asarray(out["size_bytes"], dtype=np.int64)
-    out["period"] = np.asarray(out["period"], dtype=np.int64)
-    return out
 
 
 def _missing(rws, present) -> tuple:

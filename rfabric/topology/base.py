@@ -361,6 +361,20 @@ class Topology:
         RFabric ``StageAwareController``."""
         return None
 
+    def locality(self):
+        """Which GPUs share a PoD and how many circuits at line rate each PoD may keep busy
+        across its boundary: an :class:`rfabric.rewrites.Locality`, what workload rewrites
+        such as the weight-sync dissemination forest take from a fabric (docs/fairness.md).
+
+        This default reads it from the spec (:func:`rfabric.rewrites.locality_from_spec`):
+        GPUs that packet switches join are one domain (a chain broadcast crosses any packet
+        boundary once per shard); islands joined only by optical circuits are separate PoDs,
+        each with its OCS ports as budget. Override it when the fabric's PoDs are something
+        else."""
+        from ..rewrites import locality_from_spec
+
+        return locality_from_spec(self.to_spec())
+
     def ring_orders(self) -> np.ndarray | None:
         """The fabric's preferred ring orders for collectives, as NCCL's topology search gives
         its rings: an int array (channels, GPUs), row ``c`` the order in which channel ``c``'s

@@ -352,6 +352,13 @@ class RFabric(Topology):
 
         return StageAwareController()
 
+    def locality(self):
+        """The PoDs, each with its PoD-boundary (OCS-Core) ports as budget (at least 1): the
+        ``d_p`` of appendix E. One PoD (128 GPUs by default): one domain."""
+        from ..rewrites import rfabric_locality
+
+        return rfabric_locality(self.to_spec())
+
     def build(self, net: TopologyBuilder) -> None:
         rails, down, u = self.gpus_per_server, self.tor_down, self.tor_uplinks
         pods, groups, t_pod = self.pods, self.groups_per_pod, self.tors_per_pod

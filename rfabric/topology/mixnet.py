@@ -238,6 +238,15 @@ class MixNet(Topology):
             self._ocs_nodes[region], self._ocs_nic_links[a_srv, a_nic], self._ocs_nic_links[b_srv, b_nic]
         )
 
+    def locality(self):
+        """One domain: the regions are joined by the non-blocking packet fabric (its
+        ``gpus_per_server - ocs_nics`` NICs per server), over which a pipelined chain broadcast
+        crosses each region's boundary once per shard (see
+        :func:`rfabric.rewrites.locality_from_spec`)."""
+        from ..rewrites import Locality
+
+        return Locality.one_domain(self.gpus, "MixNet: regions joined by packet switches, one domain")
+
     def controller(self):
         """MixNet reconfigures each region's circuits for its demand (``MixNetController``)."""
         from ..controllers import MixNetController

@@ -101,6 +101,13 @@ class RailOptimized(Topology):
         n_tors = self.groups * self.gpus_per_server
         return 1 if n_tors == 1 else 2 if n_tors <= self.radix else 3
 
+    def locality(self):
+        """One domain: packet switches join every GPU (see
+        :func:`rfabric.rewrites.locality_from_spec`)."""
+        from ..rewrites import Locality
+
+        return Locality.one_domain(self.gpus, "RailOptimized: packet-switched, one domain")
+
     def build(self, net: TopologyBuilder) -> None:
         half = self.radix // 2
         rails, groups = self.gpus_per_server, self.groups

@@ -206,6 +206,14 @@ class TopoOpt(Topology):
             free[b] -= 1
         return np.array(out, dtype=np.int64).reshape(-1, 2)
 
+    def locality(self):
+        """One domain: a direct-connect fabric has no aggregation tier (every server's NICs go
+        to the patch panels, and traffic between servers without a circuit relays through
+        hosts)."""
+        from ..rewrites import Locality
+
+        return Locality.one_domain(self.gpus, "TopoOpt: direct-connect, one domain")
+
     def controller(self):
         """TopoOpt's circuits are planned offline with its rings and kept (``StaticController``)."""
         from ..controllers import StaticController
