@@ -92,9 +92,28 @@ class Program {
   /// How many channels run alongside it through a GPU's NVLink port (its op's channels in
   /// its phase): the SM copy's share there (send()).
   int share = 1;
+  /// Whether its op runs a protocol (the NCCL model): then it tells send() when each flow's
+  /// data became available, else the times are not kept.
+  bool timed = false;
 };
 
 namespace {
+
+/// Arrival times in FIFO order (a queue that allocates nothing until used and keeps its
+/// storage once drained).
+class Times {
+ public:
+  void push(SimTime t) { v_.push_back(t); }
+  SimTime pop() {
+    const SimTime t = v_[head_++];
+    if (head_ == v_.size()) v_.clear(), head_ = 0;
+    return t;
+  }
+
+ private:
+  std::vector<SimTime> v_;
+  size_t head_ = 0;
+};
 
 uint64_t tag_of(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 /// Connection identity (create_flow's ecmp_key): (src, dst, channel); channel 0 is the
@@ -136,7 +155,7 @@ class Ring final : public Program {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     const uint32_t next = (tag_hi(tag) + 1) % n;
     ++got_[next];
-    arrived_[next].push_back(x.now());
+    if (timed) arrived_[next].push(x.now());
     try_send(x, op, id, next);
     return ++done_ == total();
   }
@@ -157,11 +176,8 @@ class Ring final : public Program {
     busy_[i] = 1;
     ++sent_[i];
     const uint32_t n = static_cast<uint32_t>(order_.size());
-    SimTime ready = -1;  // step 0: the rank's own data
-    if (q >= k) {        // the slice it forwards arrived then (arrivals and uses are in order)
-      ready = arrived_[i].front();
-      arrived_[i].pop_front();
-    }
+    // step 0: the rank's own data; later, the slice it forwards arrived then (in order)
+    const SimTime ready = timed && q >= k ? arrived_[i].pop() : -1;
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
            channel_, copies_, ready);
   }
@@ -170,7 +186,7 @@ class Ring final : public Program {
   std::vector<Bytes> slices_;
   std::vector<uint64_t> sent_, got_;
   std::vector<uint8_t> busy_;
-  std::vector<std::deque<SimTime>> arrived_;  ///< per rank: when each slice not yet forwarded came
+  std::vector<Times> arrived_;  ///< per rank: when each slice not yet forwarded came
   uint64_t done_ = 0;
 };
 
@@ -297,7 +313,7 @@ class Pipeline final : public Program {
     const uint32_t p = tag_hi(tag);
     ++received_[p];  // chunks arrive in order on an edge
     for (const uint32_t c : children_[p]) {
-      arrived_[c].push_back(x.now());
+      if (timed) arrived_[c].push(x.now());
       try_edge(x, op, id, c);
     }
     return ++done_ == (order_.size() - 1) * chunks_.size();
@@ -314,11 +330,8 @@ class Pipeline final : public Program {
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
     ++next_[p];
-    SimTime ready = -1;  // the root holds every chunk from the start
-    if (parent_[p] != 0) {
-      ready = arrived_[p].front();
-      arrived_[p].pop_front();
-    }
+    // the root holds every chunk from the start
+    const SimTime ready = timed && parent_[p] != 0 ? arrived_[p].pop() : -1;
     x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready);
   }
   std::vector<uint32_t> order_;
@@ -329,7 +342,7 @@ class Pipeline final : public Program {
   std::vector<uint8_t> busy_;
   std::vector<std::vector<uint32_t>> children_;
   /// per position: when each chunk its parent holds for it (not yet forwarded to it) arrived
-  std::vector<std::deque<SimTime>> arrived_;
+  std::vector<Times> arrived_;
   uint64_t done_ = 0;
 };
 
@@ -372,11 +385,11 @@ class TreeAllReduce final : public Program {
       const uint32_t parent = static_cast<uint32_t>(parent_[p]);
       const uint32_t before = reduced(parent);
       ++recv_up_[p];
-      if (reduced(parent) > before) {  // the parent has one more chunk reduced, now
+      if (timed && reduced(parent) > before) {  // the parent has one more chunk reduced, now
         if (parent == 0) {
-          for (uint32_t c : children_[0]) down_ready_[c].push_back(x.now());
+          for (uint32_t c : children_[0]) down_ready_[c].push(x.now());
         } else {
-          up_ready_[parent].push_back(x.now());
+          up_ready_[parent].push(x.now());
         }
       }
       if (parent == 0) {
@@ -388,7 +401,7 @@ class TreeAllReduce final : public Program {
     }
     ++have_down_[p];  // down: a reduced chunk reached p
     for (uint32_t c : children_[p]) {
-      down_ready_[c].push_back(x.now());
+      if (timed) down_ready_[c].push(x.now());
       try_down(x, op, id, c);
     }
     return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
@@ -416,11 +429,8 @@ class TreeAllReduce final : public Program {
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
-    SimTime ready = -1;  // a leaf holds its data from the start
-    if (!children_[p].empty()) {
-      ready = up_ready_[p].front();
-      up_ready_[p].pop_front();
-    }
+    // a leaf holds its data from the start
+    const SimTime ready = timed && !children_[p].empty() ? up_ready_[p].pop() : -1;
     x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
@@ -429,8 +439,7 @@ class TreeAllReduce final : public Program {
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    const SimTime ready = down_ready_[c].front();
-    down_ready_[c].pop_front();
+    const SimTime ready = timed ? down_ready_[c].pop() : -1;
     x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready);
   }
   std::vector<uint32_t> order_;
@@ -445,7 +454,7 @@ class TreeAllReduce final : public Program {
   std::vector<uint8_t> busy_down_;
   /// when p reduced each chunk it has not yet sent up; when each chunk p's parent holds for it
   /// (not yet sent down) arrived there (at the root: was reduced)
-  std::vector<std::deque<SimTime>> up_ready_, down_ready_;
+  std::vector<Times> up_ready_, down_ready_;
   uint64_t done_ = 0;
 };
 
@@ -667,7 +676,11 @@ void Executor::start_op(uint32_t op) {
   proto_ran_[op] = run.proto;
   channels_ran_[op] = std::max(run.channels, 1);  // (programs on the default connection: 1)
   run.t0 = start_[op];
-  if (run.proto != kNoProto) run.t0 += us_to_ps(kBaseUs[run.algo == kTree ? 0 : 1][run.proto]);
+  if (run.proto != kNoProto) {
+    run.t0 += us_to_ps(kBaseUs[run.algo == kTree ? 0 : 1][run.proto]);
+    for (auto& progs : run.phases)
+      for (auto& prog : progs) prog->timed = true;
+  }
   start_phase(op);
 }
 
@@ -1093,10 +1106,10 @@ Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<ui
   // protocol; the others (direct, pairwise, halving-doubling, send, M2N) are not NCCL's.
   const bool pipelined = (reduce_like && (algo == kAuto || algo == kRing || algo == kTree || algo == kHierRing)) ||
                          (kind == kBroadcast && algo != kDirect);
-  const bool one_server = by_server(net_, ranks).size() < 2;
+  auto one_server = [&] { return by_server(net_, ranks).size() < 2; };
   if (!cfg_.nccl_model || !pipelined) {
     if (algo == kAuto)
-      algo = one_server || !(predict(kTree, kNoProto, 2, ranks, size) < predict(kRing, kNoProto, 2, ranks, size))
+      algo = one_server() || !(predict(kTree, kNoProto, 2, ranks, size) < predict(kRing, kNoProto, 2, ranks, size))
                  ? kRing
                  : kTree;
     return {algo, kNoProto};
@@ -1105,7 +1118,7 @@ Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<ui
   // (algorithm, protocol)'s time and take the least; ties go to the earlier (ring, then LL).
   const int passes = kind == kAllReduce ? 2 : 1;
   std::vector<int32_t> algos{algo};
-  if (algo == kAuto) algos = one_server ? std::vector<int32_t>{kRing} : std::vector<int32_t>{kRing, kTree};
+  if (algo == kAuto) algos = one_server() ? std::vector<int32_t>{kRing} : std::vector<int32_t>{kRing, kTree};
   std::vector<int32_t> protos{kLL, kLL128, kSimple};
   if (cfg_.protocol != kNoProto) protos = {cfg_.protocol};
   Choice best{algos[0], protos[0]};
