@@ -146,6 +146,9 @@ class Ring final : public Program {
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
   }
+  /// Per rank (position): how many of the op's channels leave its GPU over NVLink, where
+  /// that differs from `share` (send()'s NVLink copy); empty: `share` for every rank.
+  std::vector<int> shares;
   bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || steps_ == 0) return true;
     for (uint32_t i = 0; i < order_.size(); ++i) try_send(x, op, id, i);
@@ -179,7 +182,7 @@ class Ring final : public Program {
     // step 0: the rank's own data; later, the slice it forwards arrived then (in order)
     const SimTime ready = timed && q >= k ? arrived_[i].pop() : -1;
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
-           channel_, copies_, ready);
+           channel_, copies_, ready, shares.empty() ? 0 : shares[i]);
   }
   std::vector<uint32_t> order_;
   uint32_t steps_, channel_, copies_;
@@ -613,7 +616,7 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies, SimTime ready) {
+                    uint32_t channel, uint32_t copies, SimTime ready, int share) {
   if (dry_ != nullptr) {
     dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
@@ -626,7 +629,8 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     // NCCL's protocol (docs/nccl-model.md): the line format's bytes go on the wire; the step
     // leaves once its data is there (or the op has launched) and the hop's flag latency has
     // passed, of which the fabric's own path latency is a part; over NVLink the SMs copy at
-    // kNvlEfficiency of the link, and the op's channels share the GPU's NVLink port.
+    // kNvlEfficiency of the link, and `share` channels (default: the program's) share the
+    // GPU's NVLink port.
     wire = wire_bytes(run.proto, size);
     const uint64_t pair = (static_cast<uint64_t>(src) << 32) | dst;
     auto it = run.hops.find(pair);
@@ -642,7 +646,8 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     at = std::max(at, std::max(ready, run.t0) + std::max<SimTime>(0, hop - path_ps));
     if (nvlink && bps > 0)
       at += static_cast<SimTime>(std::llround(static_cast<double>(wire) * 8e12 / bps *
-                                              run.phases[run.phase][prog]->share * (1 / kNvlEfficiency - 1)));
+                                              (share > 0 ? share : run.phases[run.phase][prog]->share) *
+                                              (1 / kNvlEfficiency - 1)));
   }
   const uint64_t key = connection_key(src, dst, channel);
   const uint32_t f = net_.create_flow(src, dst, wire, at, key, op, copies);  // (op: its totals' owner)
@@ -894,15 +899,27 @@ void Executor::plan(uint32_t op, OpRun& run) {
     if (cfg_.ring_slices > 0) slice = std::max(slice, ceil_div(chunk, static_cast<Bytes>(cfg_.ring_slices)));
     std::vector<std::vector<uint32_t>> orders;
     for (int ch = 0; ch < c; ++ch) orders.push_back(ring_order(group_ranks, groups, ch));
+    // with a protocol: each GPU's NVLink port carries the steps of the channels whose next
+    // rank is on its server (all c inside one server; one fewer where a channel leaves it)
+    std::unordered_map<uint32_t, int> nvl;
+    if (run.proto != kNoProto)
+      for (const auto& o : orders)
+        for (size_t i = 0; i < m; ++i) {
+          const int32_t srv = net_.gpu_server(o[i]);
+          if (srv >= 0 && srv == net_.gpu_server(o[(i + 1) % m])) ++nvl[o[i]];
+        }
+    auto add = [&](std::vector<uint32_t> order, uint32_t channel, uint32_t copies) {
+      auto ring = std::make_unique<Ring>(order, steps, chunk, slice, channel, copies);
+      ring->share = c;
+      if (!nvl.empty())
+        for (const uint32_t g : order) ring->shares.push_back(std::max(nvl[g], 1));
+      out.push_back(std::move(ring));
+    };
     if (c > 1 && cfg_.merge_channels && net_.merges_copies() && same_rings(orders)) {
-      out.push_back(std::make_unique<Ring>(std::move(orders[0]), steps, chunk, slice, 1, static_cast<uint32_t>(c)));
-      out.back()->share = c;
+      add(std::move(orders[0]), 1, static_cast<uint32_t>(c));
       return;
     }
-    for (int ch = 0; ch < c; ++ch) {
-      out.push_back(std::make_unique<Ring>(std::move(orders[ch]), steps, chunk, slice, static_cast<uint32_t>(ch) + 1));
-      out.back()->share = c;
-    }
+    for (int ch = 0; ch < c; ++ch) add(std::move(orders[ch]), static_cast<uint32_t>(ch) + 1, 1);
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;
@@ -1159,7 +1176,9 @@ double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<
     // bytes over C NICs per server); the two overlap, as every rank sends while the chain
     // proceeds. With the model: also the time each GPU's NVLink port copies its share.
     const double c = channels_for(size, cfg_.channels, chan_proto, ranks.size());
-    const double copy = on ? 1 + c * (1 / kNvlEfficiency - 1) : 1;
+    // channels through a GPU's NVLink port: all c on one server, else (m-1)/m of them
+    const double nvl_share = servers >= 2 && m >= 1 ? c * (static_cast<double>(m) - 1) / static_cast<double>(m) : c;
+    const double copy = on ? 1 + nvl_share * (1 / kNvlEfficiency - 1) : 1;
     const double step = w * std::min(bytes / (c * n), static_cast<double>(step_bytes(chan_proto)));
     const double chain =
         passes * (s * (lat_net + step / b_net) + (n - s) * (lat_nvl + step / b_nvl * copy));

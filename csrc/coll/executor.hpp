@@ -111,8 +111,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// `ready`: when the flow's data became available at src (the arrival of what it forwards);
   /// -1: held since the op began. With the NCCL model the flow carries the protocol's wire
   /// bytes and starts no earlier than `ready` (or the op's launch) plus the hop's latency.
+  /// `share`: channels crossing src's NVLink port side by side (0: the program's count).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, int share = 0);
 
   // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
   bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
