@@ -13,6 +13,9 @@ MAX_TIME_PS: int  # the engine's horizon (engine::kHorizon), equal to rfabric.un
 
 def transports() -> list[str]: ...
 def config_fields() -> dict[str, int | float | bool | str]: ...
+def op_kinds() -> list[str]: ...
+def op_algorithms() -> list[str]: ...
+def op_protocols() -> list[str]: ...
 def check_event_queue(seed: int, operations: int) -> int:
     """Self-check of the calendar queue against a reference heap; returns disagreements (0)."""
 
@@ -95,6 +98,8 @@ class Engine(_Simulation):
         rings: NDArray[np.uint32] | None = None,
         boundaries: str = "none",
         period_ends: bool = False,
+        nccl_model: bool = True,
+        protocol: str = "auto",
     ) -> None:
         """boundaries: 'none', 'period' (run() returns when an op of a new period becomes
         ready) or 'op' (when any op becomes ready); see boundary() and resume().
@@ -138,6 +143,8 @@ class FlowEngine(_Simulation):
         period_ends: bool = False,
         ring_slices: int = 0,
         merge_channels: bool = True,
+        nccl_model: bool = True,
+        protocol: str = "auto",
     ) -> None:
         """As Engine.load_workload; ring_slices: the most slices a ring step is cut into
         (0: slices of chunk_bytes, as the packet engine); merge_channels: a ring collective's

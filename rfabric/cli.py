@@ -427,12 +427,15 @@ def cmd_collective(args) -> int:
         transport=args.transport,
         ecmp=args.ecmp,
         backend=args.backend,
+        nccl_model=not args.no_nccl_model,
+        coll_protocol=args.protocol,
     )
     ranks = args.ranks if args.ranks is not None else range(fab.gpus)
     routing = args.ecmp or f"{fab.routing} (the fabric's own)"
     print(
         f"# rfabric collective: {args.op} ({args.algorithm}) on {fab.name}, {len(list(ranks))} ranks, "
-        f"transport {args.transport}, ecmp {routing}, backend {args.backend}"
+        f"transport {args.transport}, ecmp {routing}, backend {args.backend}, "
+        + ("NCCL model off (line-rate Simple)" if args.no_nccl_model else f"protocol {args.protocol}")
     )
     print(format_table(table))
     return 0
@@ -717,6 +720,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--backend", choices=BACKENDS, default="packet", help="packet (default) or flow (max-min rates)"
+    )
+    c.add_argument(
+        "--protocol",
+        default="auto",
+        choices=("auto", "ll", "ll128", "simple"),
+        help="NCCL protocol: auto (the tuner's choice per size) or forced (as NCCL_PROTO)",
+    )
+    c.add_argument(
+        "--no-nccl-model",
+        action="store_true",
+        help="turn NCCL's protocol costs off: line-rate Simple (docs/nccl-model.md)",
     )
     c.set_defaults(func=cmd_collective)
 

@@ -22,7 +22,9 @@ COLLECTIVE_SCHEMA = pa.schema(
         ("size_bytes", pa.int64()),  # nccl-tests "size" (traces/README.md convention)
         ("count", pa.int64()),  # elements of `dtype_bytes` bytes
         ("kind", pa.string()),
-        ("algorithm", pa.string()),
+        ("algorithm", pa.string()),  # the one that ran ("auto" resolved by the tuner)
+        ("protocol", pa.string()),  # NCCL protocol that ran (null: none modelled)
+        ("channels", pa.int32()),
         ("n_ranks", pa.int32()),
         ("time_us", pa.float64()),
         ("algbw_GBps", pa.float64()),
@@ -84,7 +86,11 @@ def collective(
     dtype_bytes : int
         Element size for the ``count`` column (4: float32, as nccl-tests' default).
     **settings
-        EngineConfig fields (``transport``, ``ecmp``, ``coll_channels``, ...).
+        EngineConfig fields (``transport``, ``ecmp``, ``coll_channels``, ``nccl_model``,
+        ``coll_protocol``, ...).
+
+    The ``algorithm``, ``protocol`` and ``channels`` columns say what ran (``auto`` resolved
+    by the NCCL-like tuner; docs/nccl-model.md).
     """
     from .simulation import _as_spec
 
@@ -103,7 +109,9 @@ def collective(
                 "size_bytes": size,
                 "count": size // dtype_bytes,
                 "kind": kind,
-                "algorithm": algorithm,
+                "algorithm": op["algorithm"],
+                "protocol": op["protocol"],
+                "channels": op["channels"],
                 "n_ranks": len(ranks),
                 "time_us": op["time_ps"] / 1e6,
                 "algbw_GBps": op["algbw_GBps"],
@@ -114,14 +122,16 @@ def collective(
 
 
 def format_table(table: pa.Table) -> str:
-    """The table as nccl-tests prints it."""
+    """The table as nccl-tests prints it, and what ran: the algorithm, protocol and channels."""
     lines = [
         f"#{'size':>14} {'count':>13} {'type':>6}   {'time (us)':>10} {'algbw (GB/s)':>12} {'busbw (GB/s)':>12}"
+        f"  {'algorithm':>16} {'protocol':>8} {'channels':>8}"
     ]
     for r in table.to_pylist():
         lines.append(
             f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_us']:>10.1f} "
             f"{r['algbw_GBps']:>12.2f} {r['busbw_GBps']:>12.2f}"
+            f"  {r['algorithm']:>16} {r['protocol'] or '-':>8} {r['channels']:>8}"
         )
     busbw = np.array(table["busbw_GBps"].to_pylist(), dtype=float)
     if len(busbw):

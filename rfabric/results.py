@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from . import _engine
+
 __all__ = [
     "Results",
     "FLOW_SCHEMA",
@@ -79,7 +81,10 @@ OP_SCHEMA = pa.schema(
         ("stage", pa.string()),
         ("phase", pa.string()),
         ("kind", pa.string()),
-        ("algorithm", pa.string()),  # as written in the trace ("auto" is resolved by the engine)
+        ("algorithm", pa.string()),  # the one that ran ("auto" resolved; as written if it never started)
+        ("requested", pa.string()),  # as written in the trace ("auto": the tuner's choice)
+        ("protocol", pa.string()),  # NCCL protocol that ran: ll, ll128, simple; null: none modelled
+        ("channels", pa.int32()),  # channels its programs used; null if it never started
         ("size_bytes", pa.int64()),  # nccl-tests size convention (traces/README.md)
         ("n_ranks", pa.int32()),
         ("period", pa.int32()),
@@ -414,6 +419,22 @@ def build_op_tables(
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(done & (time_ps > 0), size / np.maximum(time_ps, 1) * 1e12 / 1e9, np.nan)
     factor = np.array([BUSBW_FACTOR[k](n) for k, n in zip(kind, n_ranks, strict=True)], dtype=float)
+    requested = t.column("algorithm").cast(pa.string())
+    algorithm, protocol, channels = (
+        requested,
+        pa.nulls(len(start), pa.string()),
+        pa.nulls(len(start), pa.int32()),
+    )
+    if "algorithm" in op_log:  # what ran (the engine's codes; -1: not started / no protocol)
+        algos = np.array(_engine.op_algorithms(), dtype=object)
+        protos = np.array(_engine.op_protocols(), dtype=object)
+        a, p, c = (np.asarray(op_log[k]) for k in ("algorithm", "protocol", "channels"))
+        ran = a >= 0
+        algorithm = pa.array(
+            np.where(ran, algos[np.where(ran, a, 0)], requested.to_numpy(zero_copy_only=False))
+        )
+        protocol = pa.array(protos[np.where(p >= 0, p, 0)], pa.string(), mask=p < 0)
+        channels = pa.array(c, pa.int32(), mask=c < 0)
     ops = pa.table(
         {
             "op_id": t.column("op_id"),
@@ -421,7 +442,10 @@ def build_op_tables(
             "stage": t.column("stage").cast(pa.string()),
             "phase": t.column("phase").cast(pa.string()),
             "kind": t.column("kind").cast(pa.string()),
-            "algorithm": t.column("algorithm").cast(pa.string()),
+            "algorithm": algorithm,
+            "requested": requested,
+            "protocol": protocol,
+            "channels": channels,
             "size_bytes": t.column("size_bytes"),
             "n_ranks": n_ranks,
             "period": t.column("period"),

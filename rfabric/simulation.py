@@ -51,7 +51,16 @@ ENGINE_FIELDS: dict = _engine.config_fields()
 #: EngineConfig fields the engine does not take: the routing mode (sent as the engine's
 #: ecmp_* switches; None: the fabric's own), the OCS reconfiguration time (applied by Simulation.apply_circuits) and
 #: the collective executor's settings (passed to load_workload).
-PYTHON_ONLY = ("ecmp", "t_ocs", "coll_channels", "coll_chunk", "flow_ring_slices", "flow_merge_channels")
+PYTHON_ONLY = (
+    "ecmp",
+    "t_ocs",
+    "coll_channels",
+    "coll_chunk",
+    "coll_protocol",
+    "nccl_model",
+    "flow_ring_slices",
+    "flow_merge_channels",
+)
 #: Time and size fields that may be zero (the others must be positive).
 _MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
 
@@ -163,7 +172,17 @@ class EngineConfig:
         carry under 64 KiB per rank). Each channel's ring leaves every server from a
         different GPU, so inter-server hops use all NICs.
     coll_chunk : size
-        Pipelining unit of ring slices and tree / chain broadcast chunks (default 512 KiB).
+        Pipelining unit of ring slices and tree / chain broadcast chunks (default 512 KiB;
+        with the NCCL model, the Simple protocol's step; LL and LL128 have their own).
+    nccl_model : bool
+        Model what NCCL pays (default True; docs/nccl-model.md): its protocols' wire bytes
+        (LL 2x, LL128 128/120), per-step and launch latencies, step sizes and channel
+        thresholds, the SM-driven NVLink copy, and the tuner's choice of algorithm and
+        protocol per op. False: the previous behaviour, line-rate Simple with no protocol
+        overhead (for comparisons).
+    coll_protocol : str
+        ``"auto"`` (default: the tuner's choice per op, as NCCL's) or a forced ``"ll"``,
+        ``"ll128"``, ``"simple"`` (as NCCL_PROTO); needs ``nccl_model``.
     flow_ring_slices : int
         ``backend="flow"`` only: the most slices a ring step is cut into (default 4; 0: slices
         of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
@@ -208,6 +227,8 @@ class EngineConfig:
     # Collective executor (trace workloads)
     coll_channels: int = 8  # NCCL channels per ring collective (fewer for small messages)
     coll_chunk: object = "512KiB"  # pipelining unit of tree / chain broadcast
+    nccl_model: bool = True  # NCCL's protocol costs (docs/nccl-model.md); False: line-rate Simple
+    coll_protocol: str = "auto"  # "auto" (the tuner's) or a forced "ll", "ll128", "simple"
     flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
     flow_merge_channels: bool = True  # backend="flow": channels with the same ring and paths as one flow
 
@@ -252,6 +273,16 @@ class EngineConfig:
         parse_size(self.coll_chunk, allow_zero=False)
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         boolean(self.flow_merge_channels, "flow_merge_channels")
+        boolean(self.nccl_model, "nccl_model")
+        protocols = ("auto", *_engine.op_protocols())
+        if not isinstance(self.coll_protocol, str) or self.coll_protocol not in protocols:
+            raise SpecError(
+                f"coll_protocol must be one of {', '.join(map(repr, protocols))}, got {self.coll_protocol!r}"
+            )
+        if self.coll_protocol != "auto" and not self.nccl_model:
+            raise SpecError(
+                f"coll_protocol={self.coll_protocol!r} needs nccl_model=True (off, every op runs line-rate Simple)"
+            )
         parse_time(self.t_ocs)
         return out
 
@@ -427,6 +458,8 @@ class Simulation:
                 controller is not None
                 and bool(getattr(controller, "lookahead", False))
                 and getattr(controller, "granularity", "period") == "period",
+                nccl_model=bool(self.config.nccl_model),
+                protocol=str(self.config.coll_protocol),
                 **flow_args,
             )
         elif isinstance(workload, Flows):

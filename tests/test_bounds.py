@@ -116,7 +116,9 @@ def _efficiency(fab, kind, size, seed=1):
         res = rf.simulate(fab, flows, seed=seed)
         assert res.run["flows_done"] == len(flows)
         return flows_bound(fab, flows, lp=False).time_s / (res.run["makespan_ps"] * 1e-12)
-    sim = rf.collective(kind, fab, sizes=[size], seed=seed)["time_us"][0].as_py() * 1e-6
+    # the fabric's efficiency: the bound counts its links only, so NCCL's protocol costs (the
+    # GPUs' and software's, docs/nccl-model.md) are off, as in bench/fabric_bounds.py
+    sim = rf.collective(kind, fab, sizes=[size], seed=seed, nccl_model=False)["time_us"][0].as_py() * 1e-6
     return collective_bound(fab, kind, size, lp=kind == "all_to_all").time_s / sim
 
 

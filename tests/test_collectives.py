@@ -66,6 +66,10 @@ def test_ring_collectives_reach_the_servers_nic_rate(gpus, kind):
 
 NVL = 200e9  # bytes/s: NVLink per GPU, each way
 L_NVL = 0.1 + 0.2 + 0.1  # us: GPU -> NVSwitch -> GPU
+# NCCL model (docs/nccl-model.md): the SM copy's share of NVLink (NCCL's SM90 per-link 20.6 of
+# NVLink4's 25 GB/s) and the Simple ring's launch latency (NCCL's tuner, 8.4 us)
+NVLINK_EFFICIENCY = 20.6 / 25
+BASE_SIMPLE_US = 8.4
 
 
 def test_halving_doubling_matches_analytical_time(ft64):
@@ -84,11 +88,14 @@ def test_halving_doubling_matches_analytical_time(ft64):
 def test_hierarchical_ring_matches_analytical_time(ft64):
     # phase 1: reduce-scatter inside each server (NVLink); phase 2: all-reduce of size/8 among
     # the 8 servers on each rail (each GPU's NIC); phase 3: all-gather inside each server
+    # (NCCL model, Simple: the intra-server rings, one channel, copy at the SMs' fraction of
+    # NVLink; the launch latency once; per-step latencies are hidden by the pipeline)
     size, m, s = 256 << 20, 8, 8
     res = rf.simulate(ft64, op_trace("all_reduce", range(64), size, "hier_ring"))
-    intra_us = 2 * (m - 1) / m * size / NVL * 1e6
+    assert res.ops["protocol"][0].as_py() == "simple"
+    intra_us = 2 * (m - 1) / m * size / (NVL * NVLINK_EFFICIENCY) * 1e6
     inter_us = 2 * (s - 1) / s * wire(size // m) / B * 1e6
-    analytic_us = intra_us + inter_us
+    analytic_us = BASE_SIMPLE_US + intra_us + inter_us
     assert res.ops["time_ps"][0].as_py() / 1e6 == pytest.approx(analytic_us, rel=0.05)
 
 
@@ -189,7 +196,8 @@ def _sent_per_rank(res, ranks):
 )
 def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_rank):
     size, ranks = 16 << 20, list(range(16))
-    res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm), record_flows=True)
+    # payload bytes: the Simple protocol (LL and LL128 add their flags, tests/test_nccl_model.py)
+    res = rf.simulate(ft16, op_trace(kind, ranks, size, algorithm), record_flows=True, coll_protocol="simple")
     sent = _sent_per_rank(res, ranks)
     # exact up to rounding every chunk up to a whole byte
     assert np.allclose(sent, per_rank(size, len(ranks)), rtol=1e-4)
@@ -197,7 +205,9 @@ def test_bytes_sent_per_rank_follow_the_algorithm(ft16, kind, algorithm, per_ran
 
 def test_hierarchical_ring_moves_intra_and_inter_server_bytes(ft16):
     size = 16 << 20
-    res = rf.simulate(ft16, op_trace("all_reduce", range(16), size, "hier_ring"), record_flows=True)
+    res = rf.simulate(
+        ft16, op_trace("all_reduce", range(16), size, "hier_ring"), record_flows=True, coll_protocol="simple"
+    )
     f = res.flows
     src, dst, nbytes = (f[c].to_numpy() for c in ("src", "dst", "size_bytes"))
     inter = (src // 8) != (dst // 8)
@@ -284,7 +294,13 @@ def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
     # once, and every node sends it down once per child.
     ranks = [g for server in range(4) for g in range(8 * server, 8 * server + 4)]
     size = 4 << 20
-    res = rf.simulate(ft64, op_trace("all_reduce", ranks, size, "tree"), coll_channels=1, record_flows=True)
+    res = rf.simulate(
+        ft64,
+        op_trace("all_reduce", ranks, size, "tree"),
+        coll_channels=1,
+        record_flows=True,
+        coll_protocol="simple",
+    )
     sent = dict(zip(ranks, _sent_per_rank(res, ranks), strict=True))
     expect = dict.fromkeys(ranks, 0.0)
     for servers in ([0, 1, 2, 3], [3, 2, 1, 0]):

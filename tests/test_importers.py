@@ -452,7 +452,8 @@ def _imported(tmp_path):
 @pytest.mark.parametrize("fmt", ["chakra", "simai", "htsim"])
 def test_imported_traces_replay_and_conserve_bytes(tmp_path, fmt):
     trace = _imported(tmp_path)[fmt]
-    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True)
+    # payload bytes: the Simple protocol (LL and LL128 lines add flags, tests/test_nccl_model.py)
+    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True, coll_protocol="simple")
     ops = res.ops
     assert ops.num_rows == trace.num_ops and min(ops["end_ps"].to_pylist()) >= 0  # every op finished
     flows = res.flows

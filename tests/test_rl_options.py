@@ -20,13 +20,23 @@ HBM = 3.35e12  # H800 HBM bytes/s (hbm_efficiency 1)
 
 
 def replay_conserves(trace: rt.Trace) -> None:
-    """Replay on FatTree(64), flow backend: every op ends and moves trace.sent_bytes()."""
+    """Replay on FatTree(64), flow backend: every op ends and moves trace.sent_bytes() in its
+    protocol's wire bytes (docs/nccl-model.md): the payload itself under Simple (or none), twice
+    it under LL and 128/120 of it under LL128, each flow rounded up to whole lines (16 B, 128 B)."""
     res = rf.simulate(rf.topologies.FatTree(64), trace, backend="flow", record_flows=True)
     assert (res.ops["end_ps"].to_numpy() >= 0).all()
     moved = np.bincount(
         res.flows["op_id"].to_numpy(), weights=res.flows["size_bytes"].to_numpy(), minlength=trace.num_ops
     ).astype(np.int64)
-    assert moved.tolist() == trace.sent_bytes().tolist()
+    sent = trace.sent_bytes()
+    flows = res.ops["flows"].to_numpy()
+    protocol = np.array(res.ops["protocol"].to_pylist(), dtype=object)
+    plain = (protocol == None) | (protocol == "simple")  # noqa: E711 (elementwise)
+    assert moved[plain].tolist() == sent[plain].tolist()
+    for proto, factor, line in (("ll", 2.0, 16), ("ll128", 128 / 120, 128)):
+        rows = protocol == proto
+        assert (moved[rows] >= factor * sent[rows]).all()
+        assert (moved[rows] <= factor * sent[rows] + line * flows[rows]).all()
 
 
 # -- make-experience passes ---------------------------------------------------------------------

@@ -635,7 +635,8 @@ def test_sent_bytes_is_what_the_replay_sends():
         algorithm=list(algos),
         gpus=16,
     )
-    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True)
+    # payload bytes: the Simple protocol (LL and LL128 lines add flags, tests/test_nccl_model.py)
+    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True, coll_protocol="simple")
     op = res.flows["op_id"].to_numpy()
     moved = np.bincount(op, weights=res.flows["size_bytes"].to_numpy(), minlength=n).astype(np.int64)
     assert moved.tolist() == trace.sent_bytes().tolist()
@@ -646,7 +647,7 @@ def test_sent_bytes_on_the_hand_written_sample():
     import rfabric as rf
 
     trace = rt.read(Path(__file__).parent.parent / "traces" / "sample.arrow")
-    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True)
+    res = rf.simulate(rf.topologies.FatTree(16), trace, record_flows=True, coll_protocol="simple")
     moved = np.bincount(
         res.flows["op_id"].to_numpy(), weights=res.flows["size_bytes"].to_numpy(), minlength=trace.num_ops
     ).astype(np.int64)

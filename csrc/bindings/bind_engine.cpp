@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -153,8 +154,19 @@ py::dict boundary_dict(const coll::Executor& x) {
 }
 
 coll::ExecutorConfig executor_config(int channels, int64_t chunk_bytes, const py::object& rings,
-                                     const std::string& boundaries, bool period_ends) {
+                                     const std::string& boundaries, bool period_ends, bool nccl_model,
+                                     const std::string& protocol) {
   coll::ExecutorConfig cfg;
+  cfg.nccl_model = nccl_model;
+  if (protocol != "auto") {
+    const auto& names = coll::proto_names();
+    const auto it = std::find(names.begin(), names.end(), protocol);
+    if (it == names.end())
+      throw SpecError("protocol must be 'auto', 'll', 'll128' or 'simple', got '" + protocol + "'");
+    if (!nccl_model)
+      throw SpecError("protocol '" + protocol + "' is forced but the NCCL model is off (nccl_model=False)");
+    cfg.protocol = static_cast<int32_t>(it - names.begin());
+  }
   if (boundaries == "period") {
     cfg.boundaries = coll::Boundaries::kPeriod;
   } else if (boundaries == "op") {
@@ -238,6 +250,7 @@ void bind_engine(py::module_& m) {
         "declaration order: the one list (RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp).");
   m.def("op_kinds", &coll::kind_names, "Collective op kind names, in the executor's code order.");
   m.def("op_algorithms", &coll::algo_names, "Collective algorithm names, in the executor's code order.");
+  m.def("op_protocols", &coll::proto_names, "NCCL protocol names, in the executor's code order.");
   m.def("check_event_queue", &check_event_queue, py::arg("seed"), py::arg("operations"),
         "Self-check: replay a random push/pop stream on the calendar queue and the reference heap; "
         "returns the number of disagreements (0 expected).");
@@ -248,19 +261,23 @@ void bind_engine(py::module_& m) {
       .def(
           "load_workload",
           [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries, bool period_ends) {
+             const std::string& boundaries, bool period_ends, bool nccl_model, const std::string& protocol) {
             coll::Workload w = workload_from_dict(a);
-            coll::ExecutorConfig cfg = executor_config(channels, chunk_bytes, rings, boundaries, period_ends);
+            coll::ExecutorConfig cfg =
+                executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
             s.load_workload(std::move(w), cfg);
           },
           py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
           py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
+          py::arg("nccl_model") = true, py::arg("protocol") = "auto",
           "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
           "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.\n"
           "`boundaries`: 'none'; 'period': run() returns when an op of a period not seen before\n"
           "becomes ready (its deps done); 'op': when any op becomes ready. The op stays queued to start\n"
           "after its compute gap; boundary() describes the stop, resume() lets run() go on. `period_ends`\n"
-          "(with boundaries): also return when a period goes idle (its last ready or running op finished).")
+          "(with boundaries): also return when a period goes idle (its last ready or running op finished).\n"
+          "`nccl_model`: NCCL's protocol costs (docs/nccl-model.md; False: line-rate Simple); `protocol`:\n"
+          "'auto' (the tuner's choice per op) or a forced 'll', 'll128', 'simple'.")
       .def(
           "event_counts",
           [](const Simulator& s) { return to_numpy(std::vector<uint64_t>(s.engine().kind_counts())); },

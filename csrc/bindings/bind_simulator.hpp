@@ -129,9 +129,14 @@ void bind_simulator(py::class_<Sim>& c) {
             if (x == nullptr) return d;
             d["start_ps"] = to_numpy(std::vector<int64_t>(x->op_start()));
             d["end_ps"] = to_numpy(std::vector<int64_t>(x->op_end()));
+            d["algorithm"] = to_numpy(std::vector<int32_t>(x->op_algorithm()));
+            d["protocol"] = to_numpy(std::vector<int32_t>(x->op_protocol()));
+            d["channels"] = to_numpy(std::vector<int32_t>(x->op_channels()));
             return d;
           },
-          "Per-op start and end times (ps; -1 if not reached), in workload row order.")
+          "Per-op start and end times (ps; -1 if not reached), in workload row order, and what ran:\n"
+          "algorithm (op_algorithms() code), protocol (op_protocols() code; -1: none modelled) and\n"
+          "channels (-1 for an op not started).")
       .def(
           "set_link_state",
           [](Sim& s, uint32_t link, SimTime time_ps, bool up) { s.network().schedule_link_state(link, time_ps, up); },

@@ -25,7 +25,10 @@ coll::Workload workload_from_dict(const py::dict& a);
 py::dict op_flows_dict(coll::Executor& x, py::handle ops);
 /// The pending control-loop boundary of an executor (Engine.boundary()).
 py::dict boundary_dict(const coll::Executor& x);
+/// `protocol`: "auto" (the tuner's choice), "ll", "ll128" or "simple"; `nccl_model` false: no
+/// protocol costs (line-rate Simple).
 coll::ExecutorConfig executor_config(int channels, int64_t chunk_bytes, const py::object& rings,
-                                     const std::string& boundaries, bool period_ends = false);
+                                     const std::string& boundaries, bool period_ends = false,
+                                     bool nccl_model = true, const std::string& protocol = "auto");
 
 }  // namespace rfabric::bindings

@@ -24,6 +24,43 @@ static_assert(std::size(kAlgoNames) == kNumAlgos, "one name per Algo");
 // if the op has at least nthreads x per-thread threshold bytes for it, 512 x 64 B = 32 KiB.
 constexpr Bytes kBytesPerChannel = 512 * 64;
 
+// ---- NCCL's protocol costs (docs/nccl-model.md has each and why). Facts read from NCCL's
+// source (github.com/NVIDIA/nccl, 2026 snapshot); the model around them is rfabric's own.
+const char* const kProtoNames[] = {"ll", "ll128", "simple"};
+static_assert(std::size(kProtoNames) == kNumProtos, "one name per Proto");
+// Launch latency of one collective, us, [tree, ring][LL, LL128, Simple]: the base latencies
+// of NCCL's tuner (src/graph/tuning.cc, baseLatencies).
+constexpr double kBaseUs[2][kNumProtos] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};
+// Latency of one step over a hop (flag write, poll, proxy post), us, [tree, ring][proto]:
+// NCCL's hardware latencies per hop type (src/graph/tuning.cc, hwLatencies NVLINK and NET).
+// They are end-to-end figures, so the fabric's own path latency is their part, not added.
+constexpr double kNvlHopUs[2][kNumProtos] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}};
+constexpr double kNetHopUs[2][kNumProtos] = {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}};
+// Payload per step: LL, 8 lines of 16 B per thread x 512 threads, half of each line data
+// (src/include/device.h: NCCL_LL_LINES_PER_THREAD, NCCL_LL_MAX_NTHREADS, union ncclLLFifoLine);
+// LL128, 120 8-byte elements per thread x 640 threads, 15 of every 16 elements data
+// (NCCL_LL128_ELEMS_PER_THREAD, NCCL_LL128_MAX_NTHREADS, NCCL_LL128_DATAELEMS); the buffers
+// hold NCCL_STEPS = 8 such steps (src/init.cc, DEFAULT_LL_BUFFSIZE, DEFAULT_LL128_BUFFSIZE).
+constexpr Bytes kLLStep = 8 * 512 * 16 / 2;
+constexpr Bytes kLL128Step = 120 * 640 * 8 / 16 * 15;
+// Per-channel byte thresholds for the channel count (src/enqueue.cc, the loop that lowers the
+// channels while bytes < channels x threads x threshold; thresholds in src/include/comm.h,
+// NCCL_LL_THREAD_THRESHOLD 8 (times the ranks for a ring), NCCL_LL128_THREAD_THRESHOLD 8).
+constexpr Bytes kLLBytesPerChannel = 512 * 8;
+constexpr Bytes kLL128BytesPerChannel = 640 * 8;
+// The SM-driven copy through NVLink reaches NCCL's per-link figure for Hopper, 20.6 GB/s
+// (src/graph/topo.h, SM90_NVLINK_BW) of an NVLink4 link's 25 GB/s per direction.
+constexpr double kNvlEfficiency = 20.6 / 25.0;
+
+/// Bytes on the wire for `size` payload bytes under protocol p: an LL line of 16 B carries
+/// 8 B of data (and two 4-byte flags), an LL128 line of 128 B carries 120 B (and an 8-byte flag).
+Bytes wire_bytes(int32_t p, Bytes size) {
+  if (p == kLL) return (size + 7) / 8 * 16;
+  if (p == kLL128) return (size + 119) / 120 * 128;
+  return size;
+}
+int64_t us_to_ps(double us) { return static_cast<int64_t>(std::llround(us * 1e6)); }
+
 Bytes ceil_div(Bytes a, Bytes b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 bool power_of_two(size_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 
@@ -37,6 +74,10 @@ const std::vector<std::string>& algo_names() {
   static const std::vector<std::string> names(std::begin(kAlgoNames), std::end(kAlgoNames));
   return names;
 }
+const std::vector<std::string>& proto_names() {
+  static const std::vector<std::string> names(std::begin(kProtoNames), std::end(kProtoNames));
+  return names;
+}
 
 /// A step-by-step communication pattern inside an op. start() issues the first flows;
 /// on_flow() is told each finished flow (by the tag it was sent with) and issues what that
@@ -48,9 +89,31 @@ class Program {
   virtual bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) = 0;
   /// The flow's last byte left the sender's NIC (the connection is free for the next one).
   virtual void on_sent(Executor&, uint32_t, uint32_t, uint64_t) {}
+  /// How many channels run alongside it through a GPU's NVLink port (its op's channels in
+  /// its phase): the SM copy's share there (send()).
+  int share = 1;
+  /// Whether its op runs a protocol (the NCCL model): then it tells send() when each flow's
+  /// data became available, else the times are not kept.
+  bool timed = false;
 };
 
 namespace {
+
+/// Arrival times in FIFO order (a queue that allocates nothing until used and keeps its
+/// storage once drained).
+class Times {
+ public:
+  void push(SimTime t) { v_.push_back(t); }
+  SimTime pop() {
+    const SimTime t = v_[head_++];
+    if (head_ == v_.size()) v_.clear(), head_ = 0;
+    return t;
+  }
+
+ private:
+  std::vector<SimTime> v_;
+  size_t head_ = 0;
+};
 
 uint64_t tag_of(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 /// Connection identity (create_flow's ecmp_key): (src, dst, channel); channel 0 is the
@@ -77,11 +140,15 @@ class Ring final : public Program {
         copies_(copies),
         sent_(order_.size(), 0),
         got_(order_.size(), 0),
-        busy_(order_.size(), 0) {
+        busy_(order_.size(), 0),
+        arrived_(order_.size()) {
     const Bytes k = std::max<Bytes>(1, ceil_div(chunk, slice));
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
   }
+  /// Per rank (position): how many of the op's channels leave its GPU over NVLink, where
+  /// that differs from `share` (send()'s NVLink copy); empty: `share` for every rank.
+  std::vector<int> shares;
   bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || steps_ == 0) return true;
     for (uint32_t i = 0; i < order_.size(); ++i) try_send(x, op, id, i);
@@ -91,6 +158,7 @@ class Ring final : public Program {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     const uint32_t next = (tag_hi(tag) + 1) % n;
     ++got_[next];
+    if (timed) arrived_[next].push(x.now());
     try_send(x, op, id, next);
     return ++done_ == total();
   }
@@ -111,14 +179,17 @@ class Ring final : public Program {
     busy_[i] = 1;
     ++sent_[i];
     const uint32_t n = static_cast<uint32_t>(order_.size());
+    // step 0: the rank's own data; later, the slice it forwards arrived then (in order)
+    const SimTime ready = timed && q >= k ? arrived_[i].pop() : -1;
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
-           channel_, copies_);
+           channel_, copies_, ready, shares.empty() ? 0 : shares[i]);
   }
   std::vector<uint32_t> order_;
   uint32_t steps_, channel_, copies_;
   std::vector<Bytes> slices_;
   std::vector<uint64_t> sent_, got_;
   std::vector<uint8_t> busy_;
+  std::vector<Times> arrived_;  ///< per rank: when each slice not yet forwarded came
   uint64_t done_ = 0;
 };
 
@@ -231,7 +302,8 @@ class Pipeline final : public Program {
         received_(order_.size(), 0),
         next_(order_.size(), 0),
         busy_(order_.size(), 0),
-        children_(order_.size()) {
+        children_(order_.size()),
+        arrived_(order_.size()) {
     for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
     received_[0] = static_cast<uint32_t>(chunks_.size());
   }
@@ -243,7 +315,10 @@ class Pipeline final : public Program {
   bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
     ++received_[p];  // chunks arrive in order on an edge
-    for (const uint32_t c : children_[p]) try_edge(x, op, id, c);
+    for (const uint32_t c : children_[p]) {
+      if (timed) arrived_[c].push(x.now());
+      try_edge(x, op, id, c);
+    }
     return ++done_ == (order_.size() - 1) * chunks_.size();
   }
   void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
@@ -258,7 +333,9 @@ class Pipeline final : public Program {
     if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
     busy_[p] = 1;
     ++next_[p];
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_);
+    // the root holds every chunk from the start
+    const SimTime ready = timed && parent_[p] != 0 ? arrived_[p].pop() : -1;
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready);
   }
   std::vector<uint32_t> order_;
   uint32_t channel_, copies_;
@@ -267,6 +344,8 @@ class Pipeline final : public Program {
   std::vector<uint32_t> received_, next_;
   std::vector<uint8_t> busy_;
   std::vector<std::vector<uint32_t>> children_;
+  /// per position: when each chunk its parent holds for it (not yet forwarded to it) arrived
+  std::vector<Times> arrived_;
   uint64_t done_ = 0;
 };
 
@@ -293,7 +372,9 @@ class TreeAllReduce final : public Program {
         busy_up_(n_, 0),
         have_down_(n_, 0),
         next_down_(n_, 0),
-        busy_down_(n_, 0) {
+        busy_down_(n_, 0),
+        up_ready_(n_),
+        down_ready_(n_) {
     for (uint32_t p = 1; p < n_; ++p) children_[parent_[p]].push_back(p);
   }
   bool start(Executor& x, uint32_t op, uint32_t id) override {
@@ -305,7 +386,15 @@ class TreeAllReduce final : public Program {
     const uint32_t p = tag_hi(tag), dir = tag_lo(tag) & 1;
     if (dir == 0) {  // up: p's chunk reached its parent
       const uint32_t parent = static_cast<uint32_t>(parent_[p]);
+      const uint32_t before = reduced(parent);
       ++recv_up_[p];
+      if (timed && reduced(parent) > before) {  // the parent has one more chunk reduced, now
+        if (parent == 0) {
+          for (uint32_t c : children_[0]) down_ready_[c].push(x.now());
+        } else {
+          up_ready_[parent].push(x.now());
+        }
+      }
       if (parent == 0) {
         for (uint32_t c : children_[0]) try_down(x, op, id, c);
       } else {
@@ -314,7 +403,10 @@ class TreeAllReduce final : public Program {
       return false;
     }
     ++have_down_[p];  // down: a reduced chunk reached p
-    for (uint32_t c : children_[p]) try_down(x, op, id, c);
+    for (uint32_t c : children_[p]) {
+      if (timed) down_ready_[c].push(x.now());
+      try_down(x, op, id, c);
+    }
     return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
   }
   void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
@@ -340,7 +432,9 @@ class TreeAllReduce final : public Program {
     if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
     busy_up_[p] = 1;
     ++next_up_[p];
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_);
+    // a leaf holds its data from the start
+    const SimTime ready = timed && !children_[p].empty() ? up_ready_[p].pop() : -1;
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
@@ -348,7 +442,8 @@ class TreeAllReduce final : public Program {
     if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_);
+    const SimTime ready = timed ? down_ready_[c].pop() : -1;
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready);
   }
   std::vector<uint32_t> order_;
   uint32_t up_, down_;
@@ -360,6 +455,9 @@ class TreeAllReduce final : public Program {
   std::vector<uint8_t> busy_up_;
   std::vector<uint32_t> have_down_, next_down_;
   std::vector<uint8_t> busy_down_;
+  /// when p reduced each chunk it has not yet sent up; when each chunk p's parent holds for it
+  /// (not yet sent down) arrived there (at the root: was reduced)
+  std::vector<Times> up_ready_, down_ready_;
   uint64_t done_ = 0;
 };
 
@@ -395,6 +493,7 @@ std::vector<uint32_t> channel_ring(const std::vector<std::vector<uint32_t>>& gro
 
 /// What send() records during dry_run(): bytes per (src, dst) and the flows not yet done.
 struct Executor::DryRun {
+  int32_t proto = kNoProto;  ///< the op's protocol: wire bytes are counted
   std::map<std::pair<uint32_t, uint32_t>, Bytes> bytes;
   std::deque<std::pair<uint32_t, uint64_t>> fifo;  ///< (program, tag) of flows not yet done, FIFO
 };
@@ -408,6 +507,9 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
            "workload arrays have inconsistent lengths");
   RF_CHECK(cfg_.channels >= 1, "coll_channels must be >= 1");
   RF_CHECK(cfg_.chunk_bytes >= 1, "coll_chunk_bytes must be >= 1");
+  RF_CHECK(cfg_.protocol >= kNoProto && cfg_.protocol < kNumProtos, "unknown protocol code ", cfg_.protocol);
+  RF_CHECK(cfg_.nccl_model || cfg_.protocol == kNoProto,
+           "a protocol is forced but the NCCL model is off (nccl_model=False runs line-rate Simple)");
   const uint32_t gpus = net_.num_gpus();
   for (size_t c = 0; c < cfg_.rings.size(); ++c) {
     const auto& row = cfg_.rings[c];
@@ -495,6 +597,9 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
 
   start_.assign(n, -1);
   end_.assign(n, -1);
+  algo_ran_.assign(n, -1);
+  proto_ran_.assign(n, -1);
+  channels_ran_.assign(n, -1);
   ready_.assign(n, net_.now());
   runs_.resize(n);
   kind_ = net_.engine().register_handler(this);
@@ -511,14 +616,41 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies) {
+                    uint32_t channel, uint32_t copies, SimTime ready, int share) {
   if (dry_ != nullptr) {
-    dry_->bytes[{src, dst}] += size * copies;
+    dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
     return;
   }
+  OpRun& run = runs_[op];
+  SimTime at = net_.now();
+  Bytes wire = size;
+  if (run.proto != kNoProto) {
+    // NCCL's protocol (docs/nccl-model.md): the line format's bytes go on the wire; the step
+    // leaves once its data is there (or the op has launched) and the hop's flag latency has
+    // passed, of which the fabric's own path latency is a part; over NVLink the SMs copy at
+    // kNvlEfficiency of the link, and `share` channels (default: the program's) share the
+    // GPU's NVLink port.
+    wire = wire_bytes(run.proto, size);
+    const uint64_t pair = (static_cast<uint64_t>(src) << 32) | dst;
+    auto it = run.hops.find(pair);
+    if (it == run.hops.end()) {
+      const auto [ps, bps] = net_.path_cost(src, dst);
+      it = run.hops.emplace(pair, std::pair{ps, static_cast<double>(bps)}).first;
+    }
+    const auto [path_ps, bps] = it->second;
+    const int32_t server = net_.gpu_server(src);
+    const bool nvlink = server >= 0 && server == net_.gpu_server(dst);
+    const int a = run.algo == kTree ? 0 : 1;
+    const SimTime hop = us_to_ps((nvlink ? kNvlHopUs : kNetHopUs)[a][run.proto]);
+    at = std::max(at, std::max(ready, run.t0) + std::max<SimTime>(0, hop - path_ps));
+    if (nvlink && bps > 0)
+      at += static_cast<SimTime>(std::llround(static_cast<double>(wire) * 8e12 / bps *
+                                              (share > 0 ? share : run.phases[run.phase][prog]->share) *
+                                              (1 / kNvlEfficiency - 1)));
+  }
   const uint64_t key = connection_key(src, dst, channel);
-  const uint32_t f = net_.create_flow(src, dst, size, net_.now(), key, op, copies);  // (op: its totals' owner)
+  const uint32_t f = net_.create_flow(src, dst, wire, at, key, op, copies);  // (op: its totals' owner)
   if (recs_.size() <= f) {
     recs_.resize(f + 1);
     has_rec_.resize(f + 1, 0);
@@ -543,7 +675,17 @@ void Executor::on_flow_done(uint32_t flow) {
 
 void Executor::start_op(uint32_t op) {
   start_[op] = net_.now();
-  plan(op, runs_[op]);
+  OpRun& run = runs_[op];
+  plan(op, run);
+  algo_ran_[op] = run.algo;
+  proto_ran_[op] = run.proto;
+  channels_ran_[op] = std::max(run.channels, 1);  // (programs on the default connection: 1)
+  run.t0 = start_[op];
+  if (run.proto != kNoProto) {
+    run.t0 += us_to_ps(kBaseUs[run.algo == kTree ? 0 : 1][run.proto]);
+    for (auto& progs : run.phases)
+      for (auto& prog : progs) prog->timed = true;
+  }
   start_phase(op);
 }
 
@@ -638,16 +780,20 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   // plan() may fill the congestion cache from the current paths; the real run must fill it
   // itself, when the op starts, so a dry run leaves it as it was.
   auto saved = congestion_;
+  auto saved_terms = terms_;
   struct Restore {
     Executor& x;
     decltype(saved)& cache;
+    decltype(saved_terms)& terms;
     ~Restore() {
       x.dry_ = nullptr;
       x.congestion_.swap(cache);
+      x.terms_.swap(terms);
     }
-  } restore{*this, saved};
+  } restore{*this, saved, saved_terms};
   OpRun run;
   plan(op, run);
+  d.proto = run.proto;
   dry_ = &d;
   for (auto& progs : run.phases) {
     size_t live = progs.size();
@@ -728,25 +874,52 @@ void Executor::plan(uint32_t op, OpRun& run) {
   auto& phases = run.phases;
   phases.clear();
   phases.emplace_back();
+  run.algo = algo;
+  run.proto = kNoProto;
+  run.channels = 0;
   if (size == 0 || n < 2) return;
+  {
+    const Choice choice = tune(kind, algo, ranks, size);
+    run.algo = algo = choice.algo;
+    run.proto = choice.proto;
+  }
+  // the protocol whose step and channel threshold apply (the model off: Simple's)
+  const int32_t proto = run.proto == kNoProto ? kSimple : run.proto;
+  auto used = [&](int c) { run.channels = std::max(run.channels, c); };
 
   auto rings = [&](const std::vector<uint32_t>& group_ranks, uint32_t steps, Bytes total, int max_channels,
                    std::vector<std::unique_ptr<Program>>& out) {
     const size_t m = group_ranks.size();
     if (m < 2) return;
-    const int c = channels_for(total, max_channels);
+    const int c = channels_for(total, max_channels, proto, m);
+    used(c);
     const auto groups = by_server(net_, group_ranks);
     const Bytes chunk = ceil_div(total, static_cast<Bytes>(c) * static_cast<Bytes>(m));
-    Bytes slice = cfg_.chunk_bytes;
+    Bytes slice = step_bytes(proto);
     if (cfg_.ring_slices > 0) slice = std::max(slice, ceil_div(chunk, static_cast<Bytes>(cfg_.ring_slices)));
     std::vector<std::vector<uint32_t>> orders;
     for (int ch = 0; ch < c; ++ch) orders.push_back(ring_order(group_ranks, groups, ch));
+    // with a protocol: each GPU's NVLink port carries the steps of the channels whose next
+    // rank is on its server (all c inside one server; one fewer where a channel leaves it)
+    std::unordered_map<uint32_t, int> nvl;
+    if (run.proto != kNoProto)
+      for (const auto& o : orders)
+        for (size_t i = 0; i < m; ++i) {
+          const int32_t srv = net_.gpu_server(o[i]);
+          if (srv >= 0 && srv == net_.gpu_server(o[(i + 1) % m])) ++nvl[o[i]];
+        }
+    auto add = [&](std::vector<uint32_t> order, uint32_t channel, uint32_t copies) {
+      auto ring = std::make_unique<Ring>(order, steps, chunk, slice, channel, copies);
+      ring->share = c;
+      if (!nvl.empty())
+        for (const uint32_t g : order) ring->shares.push_back(std::max(nvl[g], 1));
+      out.push_back(std::move(ring));
+    };
     if (c > 1 && cfg_.merge_channels && net_.merges_copies() && same_rings(orders)) {
-      out.push_back(std::make_unique<Ring>(std::move(orders[0]), steps, chunk, slice, 1, static_cast<uint32_t>(c)));
+      add(std::move(orders[0]), 1, static_cast<uint32_t>(c));
       return;
     }
-    for (int ch = 0; ch < c; ++ch)
-      out.push_back(std::make_unique<Ring>(std::move(orders[ch]), steps, chunk, slice, static_cast<uint32_t>(ch) + 1));
+    for (int ch = 0; ch < c; ++ch) add(std::move(orders[ch]), static_cast<uint32_t>(ch) + 1, 1);
   };
   auto mesh_all = [&](Bytes per_peer) {
     std::vector<Mesh::Edge> edges;
@@ -754,6 +927,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
       for (const uint32_t b : ranks)
         if (a != b) edges.push_back({a, b, per_peer});
     phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
+    used(1);
   };
   const uint32_t n32 = static_cast<uint32_t>(n);
   const Bytes per_rank = ceil_div(size, static_cast<Bytes>(n));
@@ -762,7 +936,6 @@ void Executor::plan(uint32_t op, OpRun& run) {
     case kAllReduce:
     case kAllGather:
     case kReduceScatter: {
-      if (algo == kAuto) algo = kind == kAllReduce ? auto_all_reduce(ranks, size) : kRing;
       if (algo == kTree) {
         // NCCL's double binary tree, per channel: two trees each carrying half of the channel's
         // share of the message. Positions: the servers in the channel's ring order (tree A) or
@@ -772,7 +945,8 @@ void Executor::plan(uint32_t op, OpRun& run) {
         // leader of server (i-1)/2), the other GPUs of a server a chain. The inner servers of
         // one tree are leaves of the other, so a leader's NIC sends 2 halves, not 3.
         const auto all_groups = by_server(net_, ranks);
-        const int c = channels_for(size, cfg_.channels);
+        const int c = channels_for(size, cfg_.channels, proto, 1);
+        used(c);
         const Bytes per_channel = ceil_div(size, c);
         for (int ch = 0; ch < c; ++ch) {
           const Bytes share = std::min(per_channel, size - ch * per_channel);
@@ -785,7 +959,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
             size_t m = 0, levels = 0;
             for (const auto& g : groups) m = std::max(m, g.size());
             while ((size_t{2} << levels) <= groups.size()) ++levels;
-            const Bytes piece = pipeline_chunk(half, m - 1 + levels);
+            const Bytes piece = pipeline_chunk(half, m - 1 + levels, step_bytes(proto));
             std::vector<Bytes> chunks;
             const Bytes k = ceil_div(half, piece);
             for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, half - j * piece));
@@ -801,6 +975,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
             }
             phases[0].push_back(std::make_unique<TreeAllReduce>(
                 std::move(order), std::move(parent), std::move(chunks), static_cast<uint32_t>(2 * ch + t)));
+            phases[0].back()->share = c;
           }
         }
         return;
@@ -830,7 +1005,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
           }
           return;
         }
-        algo = kRing;  // not one uniform group per server: a flat ring (documented)
+        run.algo = algo = kRing;  // not one uniform group per server: a flat ring (documented)
       }
       if (algo == kRing) {
         rings(ranks, steps, size, cfg_.channels, phases[0]);
@@ -876,7 +1051,8 @@ void Executor::plan(uint32_t op, OpRun& run) {
       for (size_t p = 1; p < n; ++p)
         parent[p] = algo == kTree ? static_cast<int32_t>((p - 1) / 2) : static_cast<int32_t>(p - 1);
       const auto groups = by_server(net_, ranks);
-      const int c = channels_for(size, cfg_.channels);
+      const int c = channels_for(size, cfg_.channels, proto, n);
+      used(c);
       const Bytes per_channel = ceil_div(size, c);
       struct Lane {
         std::vector<uint32_t> order;
@@ -889,7 +1065,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
         if (share <= 0) break;
         size_t depth = n - 1;  // a chain; a binary tree over n ranks is floor(log2 n) deep
         if (algo == kTree) for (depth = 0; (size_t{2} << depth) <= n; ++depth) {}
-        const Bytes piece = pipeline_chunk(share, depth);
+        const Bytes piece = pipeline_chunk(share, depth, step_bytes(proto));
         std::vector<Bytes> chunks;
         const Bytes k = ceil_div(share, piece);
         for (Bytes j = 0; j < k; ++j) chunks.push_back(std::min(piece, share - j * piece));
@@ -918,6 +1094,7 @@ void Executor::plan(uint32_t op, OpRun& run) {
         phases[0].push_back(std::make_unique<Pipeline>(std::move(l.order), parent, std::move(l.chunks),
                                                        l.channels[0],
                                                        static_cast<uint32_t>(l.channels.size())));
+      for (auto& prog : phases[0]) prog->share = c;
       return;
     }
     case kSend:
@@ -937,17 +1114,109 @@ void Executor::plan(uint32_t op, OpRun& run) {
   }
 }
 
-int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const {
-  // As NCCL's tuner: predict each algorithm's time with a latency-bandwidth model and take
-  // the faster. Latencies and rates are the fabric's own (the current paths between two
-  // servers' GPUs and between two GPUs of a server); the model follows each algorithm's
-  // structure here (traces/README.md gives the formulas).
+Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<uint32_t>& ranks, Bytes size) const {
+  const bool reduce_like = kind == kAllReduce || kind == kAllGather || kind == kReduceScatter;
+  if (algo == kAuto && kind == kBroadcast) algo = kChain;
+  if (algo == kAuto && !reduce_like) algo = kDirect;
+  if (algo == kAuto && kind != kAllReduce) algo = kRing;
+  // NCCL's pipelined kernels (ring, tree, and rfabric's hierarchical ring made of rings) run a
+  // protocol; the others (direct, pairwise, halving-doubling, send, M2N) are not NCCL's.
+  const bool pipelined = (reduce_like && (algo == kAuto || algo == kRing || algo == kTree || algo == kHierRing)) ||
+                         (kind == kBroadcast && algo != kDirect);
+  auto one_server = [&] { return by_server(net_, ranks).size() < 2; };
+  if (!cfg_.nccl_model || !pipelined) {
+    if (algo == kAuto)
+      algo = one_server() || !(predict(kTree, kNoProto, 2, ranks, size) < predict(kRing, kNoProto, 2, ranks, size))
+                 ? kRing
+                 : kTree;
+    return {algo, kNoProto};
+  }
+  // As NCCL's tuner (src/graph/tuning.cc, src/enqueue.cc topoGetAlgoInfo): predict each enabled
+  // (algorithm, protocol)'s time and take the least; ties go to the earlier (ring, then LL).
+  const int passes = kind == kAllReduce ? 2 : 1;
+  std::vector<int32_t> algos{algo};
+  if (algo == kAuto) algos = one_server() ? std::vector<int32_t>{kRing} : std::vector<int32_t>{kRing, kTree};
+  std::vector<int32_t> protos{kLL, kLL128, kSimple};
+  if (cfg_.protocol != kNoProto) protos = {cfg_.protocol};
+  Choice best{algos[0], protos[0]};
+  double least = 0;
+  bool first = true;
+  for (const int32_t a : algos)
+    for (const int32_t p : protos) {
+      const double t = predict(a == kTree ? kTree : kRing, p, passes, ranks, size);
+      if (first || t < least) best = {a, p}, least = t, first = false;
+    }
+  return best;
+}
+
+double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<uint32_t>& ranks, Bytes size) const {
+  // A latency-bandwidth model of each algorithm's structure, on the fabric's own latencies and
+  // rates (the current paths between two servers' GPUs and between two GPUs of a server);
+  // traces/README.md gives the formulas, docs/nccl-model.md the protocol terms. p = kNoProto:
+  // no protocol costs (the model off).
   const auto groups = by_server(net_, ranks);
-  if (groups.size() < 2) return kRing;  // one server: an NVLink ring
-  size_t m = 0, widest = 0;
-  for (size_t g = 0; g < groups.size(); ++g)
-    if (groups[g].size() > m) m = groups[g].size(), widest = g;
+  const PathTerms& pt = path_terms(ranks, groups);
+  const size_t m = pt.m, servers = pt.servers;
   const double n = static_cast<double>(ranks.size()), s = static_cast<double>(groups.size());
+  const double l_net = pt.l_net, b_net = pt.b_net, l_tree = pt.l_tree, l_nvl = pt.l_nvl, b_nvl = pt.b_nvl;
+  const bool on = p != kNoProto;
+  const int a = algo == kTree ? 0 : 1;
+  // protocol terms: wire bytes per payload byte, hop latencies no less than NCCL's per-step
+  // figures, the launch latency, the NVLink copy's share of a step's time
+  const double w = !on ? 1 : p == kLL ? 2.0 : p == kLL128 ? 128.0 / 120.0 : 1.0;
+  const double lat_net = on ? std::max(l_net, 1e6 * kNetHopUs[a][p]) : l_net;
+  const double lat_tree = on ? std::max(l_tree, 1e6 * kNetHopUs[0][p]) : l_tree;
+  const double lat_nvl = on ? std::max(l_nvl, 1e6 * kNvlHopUs[a][p]) : l_nvl;
+  const double base = on ? 1e6 * kBaseUs[a][p] : 0;
+  const int32_t chan_proto = on ? p : kSimple;
+  const double bytes = static_cast<double>(size);
+  if (algo != kTree) {
+    // ring: the longer of its dependency chain (2(n-1) hops, s of every n crossing servers,
+    // each carrying one step's slice) and the time the busiest NIC sends (2(n-1)/n of the
+    // bytes over C NICs per server); the two overlap, as every rank sends while the chain
+    // proceeds. With the model: also the time each GPU's NVLink port copies its share.
+    const double c = channels_for(size, cfg_.channels, chan_proto, ranks.size());
+    // channels through a GPU's NVLink port: all c on one server, else (m-1)/m of them
+    const double nvl_share = servers >= 2 && m >= 1 ? c * (static_cast<double>(m) - 1) / static_cast<double>(m) : c;
+    const double copy = on ? 1 + nvl_share * (1 / kNvlEfficiency - 1) : 1;
+    const double step = w * std::min(bytes / (c * n), static_cast<double>(step_bytes(chan_proto)));
+    const double chain =
+        passes * (s * (lat_net + step / b_net) + (n - s) * (lat_nvl + step / b_nvl * copy));
+    double ring = chain;
+    if (servers >= 2) ring = std::max(ring, busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).first *
+                                               bytes * w * passes / 2);
+    if (on && m >= 2) {
+      const double mm = static_cast<double>(m);
+      ring = std::max(ring, bytes * w * passes * (n - 1) / n * (mm - 1) / mm / (kNvlEfficiency * b_nvl));
+    }
+    return base + ring;
+  }
+  // tree: per channel two trees (A, and B over the servers reversed), each with chains of m
+  // GPUs and a binary tree of depth floor(log2 s), up and down, pipelined in the chunks plan()
+  // uses; a leader's NIC sends each chunk once up (but the root's) and once down per child,
+  // half of the channel's bytes in each tree
+  const double c = channels_for(size, cfg_.channels, chan_proto, 1);
+  const double copy = on ? 1 + c * (1 / kNvlEfficiency - 1) : 1;
+  const double depth = std::floor(std::log2(s));
+  const Bytes half = static_cast<Bytes>(bytes / (2 * c));
+  Bytes piece = pipeline_chunk(half, m - 1 + static_cast<size_t>(depth), step_bytes(chan_proto));
+  if (on) piece = std::min(piece, std::max<Bytes>(half, 1));  // a chunk is no larger than the data
+  const double chunk = w * static_cast<double>(piece);
+  const double tree_port = servers >= 2 ? busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).second : 0;
+  const double up_down =
+      2 * ((static_cast<double>(m) - 1) * (lat_nvl + chunk / b_nvl * copy) + depth * (lat_tree + chunk / b_net));
+  return base + up_down + tree_port * bytes * w;
+}
+
+const Executor::PathTerms& Executor::path_terms(const std::vector<uint32_t>& ranks,
+                                                const std::vector<std::vector<uint32_t>>& groups) const {
+  // Cached per rank set, as busiest_port(): the ops of one group repeat.
+  if (auto it = terms_.find(ranks); it != terms_.end()) return it->second;
+  PathTerms t;
+  size_t widest = 0;
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (groups[g].size() > t.m) t.m = groups[g].size(), widest = g;
+  const double s = static_cast<double>(groups.size());
   // a hop's latency: its links and switches, plus one packet's store-and-forward per extra hop
   const double packet = static_cast<double>(net_.payload_per_packet());
   struct Hop {
@@ -962,43 +1231,25 @@ int32_t Executor::auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size
   // the servers in channel 0's order; the ring crosses from each server's last GPU there to
   // the next server's first, a tree edge joins a server's first GPU to its parent's
   const auto order = by_server(net_, ring_order(ranks, groups, 0));
-  const size_t servers = order.size();
-  double l_net = 0, b_net = 0, l_tree = 0;
-  for (size_t g = 0; g < servers; ++g) {
-    const Hop h = hop(order[g].back(), order[(g + 1) % servers].front());
-    l_net += h.ps / s;
-    b_net = g == 0 ? h.bytes_per_ps : std::min(b_net, h.bytes_per_ps);
-    if (g == 0) continue;
-    const Hop t = hop(order[g].front(), order[(g - 1) / 2].front());
-    l_tree += t.ps / (s - 1);
-  }
+  t.servers = order.size();
+  if (t.servers >= 2)
+    for (size_t g = 0; g < t.servers; ++g) {
+      const Hop h = hop(order[g].back(), order[(g + 1) % t.servers].front());
+      t.l_net += h.ps / s;
+      t.b_net = g == 0 ? h.bytes_per_ps : std::min(t.b_net, h.bytes_per_ps);
+      if (g == 0) continue;
+      const Hop e = hop(order[g].front(), order[(g - 1) / 2].front());
+      t.l_tree += e.ps / (s - 1);
+    }
   // an NVLink pair from a server that has two of the ranks (any server if none does)
-  const auto [l_nvl, b_nvl] = [&] {
-    if (m < 2) return std::pair{l_net, b_net};
+  if (t.m < 2) {
+    t.l_nvl = t.l_net, t.b_nvl = t.b_net;
+  } else {
     const Hop h = hop(groups[widest][0], groups[widest][1]);
-    return std::pair{h.ps, h.bytes_per_ps};
-  }();
-  const double bytes = static_cast<double>(size);
-  // ring: the longer of its dependency chain (2(n-1) hops, s of every n crossing servers, each
-  // carrying one step's slice) and the time the busiest NIC sends (2(n-1)/n of the bytes over
-  // C NICs per server); the two overlap, as every rank sends while the chain proceeds
-  const double c = channels_for(size, cfg_.channels);
-  const double step = std::min(bytes / (c * n), static_cast<double>(cfg_.chunk_bytes));
-  const double chain = 2 * (s * (l_net + step / b_net) + (n - s) * (l_nvl + step / b_nvl));
-  const auto [ring_ps_per_byte, tree_ps_per_byte] =
-      busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12);
-  const double ring = std::max(chain, ring_ps_per_byte * bytes);
-  // tree: per channel two trees (A, and B over the servers reversed), each with chains of m
-  // GPUs and a binary tree of depth floor(log2 s), up and down, pipelined in the chunks plan()
-  // uses; a leader's NIC sends each chunk once up (but the root's) and once down per child,
-  // half of the channel's bytes in each tree
-  const double depth = std::floor(std::log2(s));
-  const double chunk = static_cast<double>(
-      pipeline_chunk(static_cast<Bytes>(bytes / (2 * c)), m - 1 + static_cast<size_t>(depth)));
-  const double tree =
-      2 * ((static_cast<double>(m) - 1) * (l_nvl + chunk / b_nvl) + depth * (l_tree + chunk / b_net)) +
-      tree_ps_per_byte * bytes;
-  return tree < ring ? kTree : kRing;
+    t.l_nvl = h.ps, t.b_nvl = h.bytes_per_ps;
+  }
+  if (t.servers < 2) t.l_net = t.l_tree = t.l_nvl, t.b_net = t.b_nvl;
+  return terms_.emplace(ranks, t).first->second;
 }
 
 std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ranks,
@@ -1048,16 +1299,22 @@ std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ra
   return out;
 }
 
-Bytes Executor::pipeline_chunk(Bytes share, size_t depth) const {
+Bytes Executor::pipeline_chunk(Bytes share, size_t depth, Bytes start) const {
   // NCCL's rule for its pipelined tree: from the step size, halve the chunk while a channel
   // would hold fewer than 8 x depth chunks (down to 128 KiB), 4 x depth (64 KiB), depth
   // (32 KiB), so the pipeline fill (about depth chunks) stays a small part of the time.
-  Bytes chunk = cfg_.chunk_bytes;
+  Bytes chunk = start;
   const Bytes d = static_cast<Bytes>(std::max<size_t>(depth, 1));
   while (share / chunk < 8 * d && chunk > 128 * 1024) chunk /= 2;
   while (share / chunk < 4 * d && chunk > 64 * 1024) chunk /= 2;
   while (share / chunk < d && chunk > 32 * 1024) chunk /= 2;
   return std::max<Bytes>(chunk, 1);
+}
+
+Bytes Executor::step_bytes(int32_t p) const {
+  if (cfg_.nccl_model && p == kLL) return kLLStep;
+  if (cfg_.nccl_model && p == kLL128) return kLL128Step;
+  return cfg_.chunk_bytes;
 }
 
 bool Executor::same_rings(const std::vector<std::vector<uint32_t>>& orders) {
@@ -1084,12 +1341,17 @@ bool Executor::same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edge
   return true;
 }
 
-int Executor::channels_for(Bytes total, int max_channels) const {
+int Executor::channels_for(Bytes total, int max_channels, int32_t proto, size_t nranks) const {
   // NCCL: the topology gives the channels (here coll_channels, capped by the fabric's ring
-  // orders when it has them); an op uses the most c of them with c x 32 KiB <= its bytes.
+  // orders when it has them); an op uses the most c of them with c x (threads x per-thread
+  // threshold) <= its bytes: 32 KiB for Simple; with the NCCL model 5 KiB for LL128 and
+  // 4 KiB (x the ranks, on a ring) for LL.
   int top = max_channels;
   if (!cfg_.rings.empty()) top = std::min<int>(top, static_cast<int>(cfg_.rings.size()));
-  return static_cast<int>(std::clamp<Bytes>(total / kBytesPerChannel, 1, std::max(top, 1)));
+  Bytes per = kBytesPerChannel;
+  if (cfg_.nccl_model && proto == kLL128) per = kLL128BytesPerChannel;
+  if (cfg_.nccl_model && proto == kLL) per = kLLBytesPerChannel * static_cast<Bytes>(std::max<size_t>(nranks, 1));
+  return static_cast<int>(std::clamp<Bytes>(total / per, 1, std::max(top, 1)));
 }
 
 std::vector<uint32_t> Executor::ring_order(const std::vector<uint32_t>& ranks,

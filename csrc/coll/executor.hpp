@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,10 @@ using net::Bytes;
 /// Op kinds and algorithms: codes match rfabric.traces.KINDS / ALGORITHMS.
 enum Kind : int32_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSend, kM2N, kNumKinds };
 enum Algo : int32_t { kAuto, kRing, kHierRing, kDirect, kTree, kChain, kHalvingDoubling, kNumAlgos };
+/// NCCL's protocols (docs/nccl-model.md), in NCCL's order; kNoProto: an op whose algorithm is
+/// not one of NCCL's pipelined kernels (direct, pairwise, halving-doubling, send, M2N) or a
+/// run with the protocol model off.
+enum Proto : int32_t { kNoProto = -1, kLL, kLL128, kSimple, kNumProtos };
 
 /// The workload as struct-of-arrays (rfabric.traces.Trace.arrays()).
 struct Workload {
@@ -54,6 +59,7 @@ enum class Boundaries : int32_t {
 /// checked against them by name when the module is imported).
 const std::vector<std::string>& kind_names();
 const std::vector<std::string>& algo_names();
+const std::vector<std::string>& proto_names();
 
 struct ExecutorConfig {
   int channels = 8;                ///< NCCL channels per ring collective (the most; see plan())
@@ -68,6 +74,12 @@ struct ExecutorConfig {
   /// flows of n copies (same_rings), and so the channels of a pipelined broadcast with the
   /// same order, chunks and paths: the same fluid, n times fewer flows and events.
   bool merge_channels = true;
+  /// NCCL's protocol costs (docs/nccl-model.md): wire bytes per protocol, per-step and launch
+  /// latencies, protocol step sizes and channel thresholds, the SM-driven NVLink copy, and
+  /// the tuner's choice of (algorithm, protocol). Off: line-rate Simple, as before the model.
+  bool nccl_model = true;
+  /// Forced protocol (as NCCL_PROTO): kNoProto lets the tuner choose (needs nccl_model).
+  int32_t protocol = kNoProto;
   /// The fabric's preferred ring orders (Topology.ring_orders()): one row per channel, each a
   /// permutation of all GPU ids. Empty: servers in the op's rank order, each server's GPUs
   /// rotated by the channel. An op's ring on channel c visits its ranks in row c's order.
@@ -91,12 +103,17 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void on_flow_sent(uint32_t flow) override;
 
   // ---- used by programs ----
+  SimTime now() const { return net_.now(); }
   /// Start a flow now; `tag` comes back to the program in on_flow(tag). `channel` names the
   /// connection (as NCCL's per-channel QPs): one (src, dst, channel) keeps one ECMP path.
   /// `copies` > 1: the flow stands for that many messages of `size` bytes side by side (the
   /// rings of several channels merged, where the fabric merges copies).
+  /// `ready`: when the flow's data became available at src (the arrival of what it forwards);
+  /// -1: held since the op began. With the NCCL model the flow carries the protocol's wire
+  /// bytes and starts no earlier than `ready` (or the op's launch) plus the hop's latency.
+  /// `share`: channels crossing src's NVLink port side by side (0: the program's count).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, int share = 0);
 
   // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
   bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
@@ -132,6 +149,13 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   // ---- results ----
   const std::vector<SimTime>& op_start() const { return start_; }
   const std::vector<SimTime>& op_end() const { return end_; }
+  /// What ran per op (-1 before it started): the resolved algorithm (Algo code), the protocol
+  /// (Proto code; kNoProto where none applies) and the channels its programs used.
+  const std::vector<int32_t>& op_algorithm() const { return algo_ran_; }
+  const std::vector<int32_t>& op_protocol() const { return proto_ran_; }
+  const std::vector<int32_t>& op_channels() const { return channels_ran_; }
+  /// Whether NCCL's protocol costs are modelled (ExecutorConfig::nccl_model).
+  bool models() const { return cfg_.nccl_model; }
   /// op index of every flow (flows not created by the executor: -1)
   std::vector<int64_t> flow_ops() const;
   size_t ops_done() const { return ops_done_; }
@@ -146,6 +170,14 @@ class Executor final : public engine::Handler, public net::FlowObserver {
     std::vector<std::vector<std::unique_ptr<Program>>> phases;
     size_t phase = 0;
     size_t live = 0;  ///< programs of the current phase not yet done
+    int32_t algo = kAuto, proto = kNoProto, channels = 0;  ///< what plan() chose
+    SimTime t0 = 0;  ///< start plus the protocol's launch latency: when its data may first leave
+    /// path latency and rate per (src, dst) the op's flows took, looked up once per op
+    std::unordered_map<uint64_t, std::pair<SimTime, double>> hops;
+  };
+  /// The tuner's choice for an op (NCCL's: the least predicted latency + size / bandwidth).
+  struct Choice {
+    int32_t algo, proto;
   };
 
   struct DryRun;
@@ -159,21 +191,30 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   void program_done(uint32_t op);
   void finish_op(uint32_t op);
   void plan(uint32_t op, OpRun& run);
-  int32_t auto_all_reduce(const std::vector<uint32_t>& ranks, Bytes size) const;
+  /// Resolve `algo` (kAuto: ring or tree for an all-reduce, ring otherwise) and the protocol
+  /// (cfg_.protocol, or the cheapest by predicted time) for an op of `kind`.
+  Choice tune(int32_t kind, int32_t algo, const std::vector<uint32_t>& ranks, Bytes size) const;
+  /// Predicted time (ps) of a ring (algo kRing) or double-tree (kTree) all-reduce, or a ring
+  /// all-gather / reduce-scatter / broadcast (`passes` 1 instead of 2), under protocol p.
+  double predict(int32_t algo, int32_t p, int passes, const std::vector<uint32_t>& ranks, Bytes size) const;
   /// Time per message byte (ps) on the busiest network port (rate <= nic_bps) for the ring
   /// and the double tree over `ranks` with c channels, along the current paths.
   std::pair<double, double> busiest_port(const std::vector<uint32_t>& ranks,
                                          const std::vector<std::vector<uint32_t>>& groups, int c,
                                          double nic_bps) const;
-  /// Chunk of a pipelined tree or chain carrying `share` bytes through `depth` hops.
-  Bytes pipeline_chunk(Bytes share, size_t depth) const;
+  /// Chunk of a pipelined tree or chain carrying `share` bytes through `depth` hops, halved
+  /// down from `start` (the protocol's step).
+  Bytes pipeline_chunk(Bytes share, size_t depth, Bytes start) const;
   /// Whether the channels' rings (each channel's order of the same ranks) have the same edges
   /// and each edge the same paths on every channel: then they run as one ring of copies.
   bool same_rings(const std::vector<std::vector<uint32_t>>& orders);
   /// Whether every edge (a, b) takes the same paths on each connection `channels` names.
   bool same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edges, const std::vector<uint32_t>& channels);
   /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
-  int channels_for(Bytes total, int max_channels) const;
+  /// With the NCCL model the per-channel threshold is the protocol's (`proto`, over `nranks`).
+  int channels_for(Bytes total, int max_channels, int32_t proto = kSimple, size_t nranks = 1) const;
+  /// Payload bytes per step of protocol p (its slice / chunk start; Simple: chunk_bytes).
+  Bytes step_bytes(int32_t p) const;
   /// The ranks in channel ch's ring order (groups: the ranks by server, for the default order).
   std::vector<uint32_t> ring_order(const std::vector<uint32_t>& ranks,
                                    const std::vector<std::vector<uint32_t>>& groups, int ch) const;
@@ -185,12 +226,22 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<uint32_t> pending_;                        ///< unfinished deps per op
   std::vector<uint32_t> dependents_begin_, dependents_;  ///< reverse CSR (op indices)
   std::vector<SimTime> start_, end_, ready_;
+  std::vector<int32_t> algo_ran_, proto_ran_, channels_ran_;
   std::vector<OpRun> runs_;
   std::vector<FlowRec> recs_;  ///< indexed by flow slot (reused once a flow retires)
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
   /// busiest_port() results by (ranks, channels)
   mutable std::map<std::pair<std::vector<uint32_t>, int>, std::pair<double, double>> congestion_;
+  /// The fabric's terms of predict() for a rank set: ps and bytes/ps of the server-crossing
+  /// ring hops (mean latency, least rate), of the tree's hops, of an NVLink pair.
+  struct PathTerms {
+    size_t m = 0, servers = 0;  ///< most ranks on one server; servers
+    double l_net = 0, b_net = 0, l_tree = 0, l_nvl = 0, b_nvl = 0;
+  };
+  mutable std::map<std::vector<uint32_t>, PathTerms> terms_;
+  const PathTerms& path_terms(const std::vector<uint32_t>& ranks,
+                              const std::vector<std::vector<uint32_t>>& groups) const;
   size_t ops_done_ = 0;
   // control-loop boundaries
   std::vector<uint32_t> period_index_;  ///< op -> dense period index

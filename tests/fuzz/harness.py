@@ -460,7 +460,8 @@ def _config_value(rng: random.Random, name: str, default):
         "rate": ["5Mbps", "0bps", "1e30bps", "100Gbit/s", 10**9],
         "float": [0.0, 0.5, 1.0, 1.5, -0.5, 1e300, "0.1", np.float32(0.25)],
         "int": [1, 8, 0, -3, 2**31, 2**63, "4", 4.0],
-        "str": ["roce", "dctcp", "tcp", "dmodk", "flow", "packet", "adaptive", "multipath", "ROCE", ""],
+        "str": ["roce", "dctcp", "tcp", "dmodk", "flow", "packet", "adaptive", "multipath", "ROCE", ""]
+        + ["auto", "ll", "ll128", "simple", "LL"],
         "bool": [True, False, "no", 0, 1, np.bool_(True)],
     }
     if (
@@ -473,9 +474,9 @@ def _config_value(rng: random.Random, name: str, default):
         kind = "size"
     elif name in ("dcqcn_rai", "dcqcn_rhai", "dcqcn_min_rate"):
         kind = "rate"
-    elif name in ("transport", "ecmp"):
+    elif name in ("transport", "ecmp", "coll_protocol"):
         kind = "str"
-    elif name == "lossless":
+    elif name in ("lossless", "nccl_model"):
         kind = "bool"
     elif isinstance(default, float) or name in ("ecn_pmax",):
         kind = "float"
