@@ -14,7 +14,10 @@ simulated step time. Decode rows at TP > 1 likewise: N decode steps, one collect
 step and layer (``decode_granularity="step"``), replayed on one 8-GPU NVLink server, and
 the time of the stated output length extrapolated exactly from three N (`decode_e2e`).
 Single-GPU decode rows have no communication and call the roofline
-(`rfabric.traces.rl.compute.Roofline`) directly.
+(`rfabric.traces.rl.compute.Roofline`) directly. Expert-parallel serving rows
+(`serving_rows`: DeepSeek-V3 on SGLang) simulate one EP instance with every decode step's
+and layer's all-to-alls on a rail-optimized fabric (`ep_gen_time`): the decode step is
+T(2 steps) - T(1 step), the prefill T(1) minus that step.
 
 Calibration rows (``calibrated=True``) set a constant of rfabric:
 
