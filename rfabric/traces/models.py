@@ -2,9 +2,10 @@
 
 `ModelConfig` holds the architecture numbers that set message sizes and compute: layers,
 hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, for
-mixture-of-experts models, experts, top-k and expert widths. `MODELS` holds the five
-models of table 3 of the OrchestrRL/RFabric paper with the numbers of their published
-Hugging Face ``config.json`` files. `Hardware` holds the roofline constants (H800 by
+mixture-of-experts models, experts, top-k and expert widths, and for multi-head latent
+attention its latent widths. `MODELS` holds the five models of table 3 of the
+OrchestrRL/RFabric paper and DeepSeek-V3 with the numbers of their published Hugging Face
+``config.json`` files. `Hardware` holds the roofline constants (H800 by
 default). This module only describes; sizes and times are computed in `rfabric.traces.rl`.
 """
 
@@ -34,7 +35,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Decoder-only transformer architecture (SwiGLU MLP, grouped-query attention, RMSNorm).
+    """Decoder-only transformer architecture (SwiGLU MLP, grouped-query or multi-head latent
+    attention, RMSNorm).
 
     Parameters
     ----------
