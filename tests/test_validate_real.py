@@ -125,6 +125,26 @@ def test_decode_extrapolation_is_exact(comp):
     assert direct > 20 / tok_s
 
 
+def test_ep_decode_step_is_one_step_with_its_all_to_alls(comp):
+    """ep_decode_step (T(2) - T(1)) is the step of any later pair too, and it holds the
+    EP all-to-alls: more than the compute-only roofline step at the same batch and context."""
+    import numpy as np
+
+    from rfabric.traces.rl.compute import Roofline
+    from rfabric.traces.rl.layout import GenLayout, TrainLayout
+
+    m, hw = comp.DSV3_EPLB, comp.H100_FP8_SERVE
+    kw = dict(gpus=16, batch=32, prompt=500, nic="400Gbps", nvlink="3600Gbps")
+    t = [comp.ep_gen_time(m, hw, steps=k, **kw) for k in (1, 2, 3)]
+    step = comp.ep_decode_step(m, hw, gpus=16, batch=32, ctx=500, nic="400Gbps", nvlink="3600Gbps")
+    assert step == pytest.approx(t[1] - t[0], rel=1e-12)
+    assert t[2] - t[1] == pytest.approx(step, rel=1e-3)
+    gl = GenLayout(m, 16, {"tp": 1, "ep": 16}, offset=0)
+    r = Roofline(m, TrainLayout(m, 8, {"tp": 1, "ep": 8}), gl, hw, prompt=500, act=2, param=1)
+    A_u, A_i = np.full((16, 1), 32, dtype=np.int64), np.full((1, 1), 32 * 16, dtype=np.int64)
+    assert step > float(r.decode_step_s(A_u, A_i)[0, 0])
+
+
 def test_report_is_a_readable_table(driver, rows):
     out = driver.report(rows)
     assert out.startswith("== compute: ")

@@ -14,7 +14,10 @@ simulated step time. Decode rows at TP > 1 likewise: N decode steps, one collect
 step and layer (``decode_granularity="step"``), replayed on one 8-GPU NVLink server, and
 the time of the stated output length extrapolated exactly from three N (`decode_e2e`).
 Single-GPU decode rows have no communication and call the roofline
-(`rfabric.traces.rl.compute.Roofline`) directly.
+(`rfabric.traces.rl.compute.Roofline`) directly. Expert-parallel serving rows
+(`serving_rows`: DeepSeek-V3 on SGLang) simulate one EP instance with every decode step's
+and layer's all-to-alls on a rail-optimized fabric (`ep_gen_time`): the decode step is
+T(2 steps) - T(1 step), the prefill T(1) minus that step.
 
 Calibration rows (``calibrated=True``) set a constant of rfabric:
 
@@ -90,6 +93,16 @@ GPT_OSS_120B = ModelConfig(
     expert_ffn=2880,
 )
 H100 = Hardware(name="H100-SXM")  # same datasheet numbers as H800 (989.5 TFLOP/s, 3.35 TB/s)
+#: FP8 as rfabric can express it: `Hardware` has one peak, so every FLOP runs at the dense
+#: FP8 peak (2 x BF16, H100/H800 datasheet: 1,979 TFLOP/s), and weights are 1 byte
+#: (``param_bytes=1``); the vLLM decode constants of `H800_VLLM` (HBM efficiency 0.725,
+#: 2.53 ms per step). The attention core, which SGLang runs in BF16 (FlashMLA), is thus
+#: counted at the FP8 peak too.
+H100_FP8_SERVE = dataclasses.replace(H800_VLLM, name="H100-FP8-vLLM-constants", peak_flops=2 * 989.5e12)
+#: DeepSeek-V3 as SGLang's large-scale-EP deployment runs it: EPLB adds 32 redundant experts
+#: to the 256, so 288 physical experts (EP 72: 4 per GPU; EP 32: 9) share the routed tokens,
+#: top 8 of them per token (balanced routing, as rfabric assumes).
+DSV3_EPLB = dataclasses.replace(MODELS["deepseek-v3"], name="deepseek-v3-eplb288", experts=288)
 
 QWEN_SPEED = (
     "Qwen2.5 Speed Benchmark, vLLM tables (A100 80GB, vLLM 0.6.3, batch 1, 2,048 output tokens), "
@@ -106,6 +119,12 @@ BRIDGE = (
 BRIDGE_ARCHIVE = (
     "Megatron-Bridge performance summary archive, 26.02 container, GPT OSS 120B table (DGX-H100 row); "
     "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary-archive.md"
+)
+SGLANG_EP = (
+    "LMSYS/SGLang, Deploying DeepSeek with PD Disaggregation and Large-scale Expert Parallelism on "
+    "96 H100 GPUs (2025-05-05), Evaluation: Performance Analysis and Overall Throughput tables; "
+    "https://lmsys.org/blog/2025-05-05-large-scale-ep/ (lm-sys/lm-sys.github.io "
+    "blog/2025-05-05-large-scale-ep.md)"
 )
 NIM = (
     "NVIDIA NIM LLM benchmarking, Llama-3.3-70b-instruct 1.8.0, 2 x H100 80G fp8 TP2, "
@@ -278,6 +297,140 @@ def decode_e2e(model, hw, *, tp, prompt, out, batch=1, nvlink, param=2, act=2) -
         for k in PROBE_STEPS
     ]
     return float(np.polyval(np.polyfit(n, t, 2), out))
+
+
+def ep_gen_time(model, hw, *, gpus, batch, prompt, steps, nic, nvlink, param=1, act=2) -> float:
+    """Simulated time (s) of one EP instance of ``gpus`` GPUs (attention data-parallel,
+    one unit of TP 1 per GPU; experts split over all of them): prefill of ``batch``
+    prompts of ``prompt`` tokens per GPU, then ``steps`` decode steps, every step and
+    layer its own dispatch and combine all-to-all (``decode_granularity="step"``). On a
+    RailOptimized fabric of 8-GPU servers (flow backend) behind 8 idle training GPUs
+    (one micro-batch, so that the training side stays small)."""
+    tr = rt.generate_rl(
+        model,
+        train_gpus=8,
+        gen_gpus=gpus,
+        train=dict(tp=1, ep=8),
+        gen=dict(tp=1, ep=gpus),
+        hardware=hw,
+        global_batch=batch * gpus,
+        prompt_len=prompt,
+        response=dict(median=steps, sigma=0, max=steps),
+        decode_granularity="step",
+        micro_batch_tokens=1 << 40,
+        algorithm="none",
+        memory_check="off",
+        param_bytes=param,
+        act_bytes=act,
+    )
+    res = rf.simulate(rf.topologies.RailOptimized(8 + gpus, link=nic, nvlink=nvlink), tr, backend="flow")
+    return _stage_ends(res)["gen"] * 1e-12
+
+
+def ep_decode_step(model, hw, *, gpus, batch, ctx, nic, nvlink, param=1, act=2) -> float:
+    """Simulated decode step (s) at ``batch`` sequences per GPU and a KV cache of ``ctx``
+    tokens, communication included: the time of 2 decode steps minus that of 1 (the
+    prefill and everything before the decode cancel; a step's compute and all-to-alls
+    are the same from step to step but for one more context token)."""
+    kw = dict(gpus=gpus, batch=batch, prompt=ctx, nic=nic, nvlink=nvlink, param=param, act=act)
+    return ep_gen_time(model, hw, steps=2, **kw) - ep_gen_time(model, hw, steps=1, **kw)
+
+
+def ep_prefill_s(model, hw, *, gpus, batch, prompt, nic, nvlink, param=1, act=2) -> float:
+    """Simulated prefill (s) of ``batch`` prompts of ``prompt`` tokens per GPU on one EP
+    instance, communication included: T(1 decode step) - (T(2) - T(1))."""
+    kw = dict(gpus=gpus, batch=batch, prompt=prompt, nic=nic, nvlink=nvlink, param=param, act=act)
+    t1, t2 = ep_gen_time(model, hw, steps=1, **kw), ep_gen_time(model, hw, steps=2, **kw)
+    return t1 - (t2 - t1)
+
+
+def ep_compute_only(model, hw, *, gpus, batch, prompt, param=1, act=2) -> tuple[float, float]:
+    """(prefill s, first decode step s) of one EP instance from the roofline alone (no
+    communication), ``batch`` sequences of ``prompt`` tokens per GPU."""
+    tl = TrainLayout(model, 8, {"tp": 1, "ep": 8})
+    gl = GenLayout(model, gpus, {"tp": 1, "ep": gpus}, offset=0)
+    r = Roofline(model, tl, gl, hw, prompt=prompt, act=act, param=param)
+    n_u, n_i = np.full(gpus, batch, dtype=np.int64), np.array([batch * gpus], dtype=np.int64)
+    pre = float(r.prefill_s(n_u, n_i)[0])
+    step = float(r.decode_step_s(n_u[:, None], n_i[:, None])[0, 0])
+    return pre, step
+
+
+def serving_rows() -> list[dict]:
+    """Large-batch serving rows (DeepSeek-V3 with expert parallelism), simulated end to end."""
+    rows = []
+    fabric = dict(nic="400Gbps", nvlink="3600Gbps")
+    common = (
+        "the model: FP8 as every FLOP at the FP8 peak and 1-byte weights (the BF16 attention core "
+        "too); all-to-alls of BF16 activations (DeepEP dispatches FP8); compute and all-to-all in "
+        "sequence, where SGLang overlaps them with two-batch overlap (TBO); perfectly balanced "
+        "experts (EPLB leaves some imbalance); the 3 dense layers carry the MoE layers' all-to-alls "
+        "(every emitted layer is alike)"
+    )
+    step = ep_decode_step(DSV3_EPLB, H100_FP8_SERVE, gpus=72, batch=256, ctx=2000, **fabric)
+    _, step_c = ep_compute_only(DSV3_EPLB, H100_FP8_SERVE, gpus=72, batch=256, prompt=2000)
+    rows.append(
+        _row(
+            "decode tok/s/node deepseek-v3 EP72 batch 256/GPU KV 2000",
+            "H100-SXM",
+            "SGLang, decode on 9 nodes x 8 H100 (EP 72, DP-attention 72), 256 sequences per GPU, "
+            "KV cache 2,000 tokens (2K inputs), FP8 (DeepGEMM), no MTP; simulated: 2 minus 1 decode "
+            "step, one all-to-all pair per layer, RailOptimized, NIC 400 Gb/s (assumed), NVLink 450 GB/s",
+            22282,
+            "tok/s/node",
+            SGLANG_EP,
+            False,
+            8 * 256 / step,
+            f"step {step * 1e3:.1f} ms simulated ({step_c * 1e3:.1f} ms compute, the rest all-to-all), "
+            f"{256 / (22282 / 8) * 1e3:.1f} ms measured; " + common,
+        )
+    )
+    pre = ep_prefill_s(DSV3_EPLB, H100_FP8_SERVE, gpus=32, batch=4, prompt=4096, **fabric)
+    pre_c, _ = ep_compute_only(DSV3_EPLB, H100_FP8_SERVE, gpus=32, batch=4, prompt=4096)
+    rows.append(
+        _row(
+            "prefill tok/s/node deepseek-v3 EP32 16384 tok/GPU in 4096",
+            "H100-SXM",
+            "SGLang, prefill on 4 nodes x 8 H100 (EP 32, DP-attention 32), 16,384 tokens per GPU "
+            "(4 prompts of 4,096), FP8, default expert distribution; simulated: the prefill of one "
+            "instance, one all-to-all pair per layer, RailOptimized, NIC 400 Gb/s (assumed)",
+            50302,
+            "tok/s/node",
+            SGLANG_EP,
+            False,
+            8 * 16384 / pre,
+            f"prefill {pre:.2f} s simulated ({pre_c:.2f} s compute, the rest all-to-all), "
+            f"{16384 / (50302 / 8):.2f} s measured: the measurement hides most of the all-to-all "
+            "behind compute (TBO); " + common,
+        )
+    )
+    n = np.array(PROBE_STEPS, dtype=np.float64)
+    for conc, thr in ((25, 623.4), (50, 814.37)):
+        kw = dict(tp=2, prompt=5000, batch=conc, nvlink="3600Gbps", param=1, act=1)
+        t = [gen_time(LLAMA33_70B, H100_FP8_SERVE, steps=k, **kw) for k in PROBE_STEPS]
+        total = float(np.polyval(np.polyfit(n, t, 2), 500))
+        r = _roofline(LLAMA33_70B, H100_FP8_SERVE, gen_tp=2, prompt=5000, param=1, act=1)
+        pre = float(r.prefill_s(np.array([conc]), np.array([conc]))[0])
+        rows.append(
+            _row(
+                f"output tok/s llama-3.3-70b TP2 concurrency {conc} in 5000 out 500",
+                "H100-SXM",
+                f"NIM 1.8.0 (TensorRT-LLM), 2 GPUs (TP2), FP8, closed loop of {conc} requests of 5,000 "
+                "input and 500 output tokens (below saturation: TTFT under 1 s); simulated as the RL "
+                f"rollout with the same work: {conc} prompts prefilled, then 500 steps at batch {conc}, "
+                "one server, NVLink 450 GB/s, FP8 as in rows 22-23, KV cache FP8 (assumed)",
+                thr,
+                "tok/s",
+                NIM,
+                False,
+                conc * 500 / total,
+                f"{total:.1f} s per {conc} requests simulated, {conc * 500 / thr:.1f} s measured; the "
+                f"prefill of {conc} x 5,000 tokens is {pre:.1f} s of it (at gen_mfu 0.40 of the FP8 peak, "
+                "the attention core included); serving interleaves prefill chunks with decode steps, "
+                "which the rollout equivalent runs apart (same work, one weight read less per chunk)",
+            )
+        )
+    return rows
 
 
 def calibrate_decode() -> tuple[float, float]:
@@ -471,7 +624,7 @@ def generation_rows(simulated: bool = True) -> list[dict]:
 
 def rows() -> list[dict]:
     """The compute group's validation rows (see the module docstring)."""
-    return training_rows() + generation_rows()
+    return training_rows() + generation_rows() + serving_rows()
 
 
 #: The reference paper's own fidelity targets (OrchestrRL/RFabric §7.1), stated, not rows:

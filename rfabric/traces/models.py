@@ -2,9 +2,10 @@
 
 `ModelConfig` holds the architecture numbers that set message sizes and compute: layers,
 hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, for
-mixture-of-experts models, experts, top-k and expert widths. `MODELS` holds the five
-models of table 3 of the OrchestrRL/RFabric paper with the numbers of their published
-Hugging Face ``config.json`` files. `Hardware` holds the roofline constants (H800 by
+mixture-of-experts models, experts, top-k and expert widths, and for multi-head latent
+attention its latent widths. `MODELS` holds the five models of table 3 of the
+OrchestrRL/RFabric paper and DeepSeek-V3 with the numbers of their published Hugging Face
+``config.json`` files. `Hardware` holds the roofline constants (H800 by
 default). This module only describes; sizes and times are computed in `rfabric.traces.rl`.
 """
 
@@ -34,7 +35,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Decoder-only transformer architecture (SwiGLU MLP, grouped-query attention, RMSNorm).
+    """Decoder-only transformer architecture (SwiGLU MLP, grouped-query or multi-head latent
+    attention, RMSNorm).
 
     Parameters
     ----------
@@ -70,6 +72,28 @@ class ModelConfig:
         RMSNorm on queries and keys per head (Qwen3).
     tie_embeddings : bool
         Output projection shares the input embedding.
+    dense_layers : int
+        MoE models only: the first ``dense_layers`` layers have a dense SwiGLU MLP of width
+        ``ffn`` instead of experts (DeepSeek's ``first_k_dense_replace``). `params` and
+        `active_params` count them exactly; the per-layer sizes (`dense_mlp_params`,
+        `layer_dense_params`, `layer_expert_params`) are then the mean over all layers,
+        because the trace generator builds every layer alike (its compute model weighs the
+        two layer types by their share, see `rfabric.traces.rl.compute`).
+    shared_expert_gate : bool
+        The shared expert has a scalar sigmoid gate (h parameters; Qwen2-MoE). DeepSeek's
+        has none.
+    kv_lora_rank : int, optional
+        Multi-head latent attention (MLA, DeepSeek-V2/V3) when given: keys and values are
+        compressed to a latent of this width plus one shared RoPE key of
+        ``qk_rope_head_dim`` per token and layer, which is what the KV cache holds
+        (``kv_lora_rank + qk_rope_head_dim`` elements per token and layer, for all heads).
+        None (default): grouped-query attention; the MLA fields below must then be None.
+    q_lora_rank : int, optional
+        MLA: width of the query compression (None: queries projected directly from h).
+    qk_rope_head_dim, qk_nope_head_dim, v_head_dim : int, optional
+        MLA: per-head widths of the rotary and non-rotary query/key parts and of the
+        values. ``head_dim`` is then ``qk_nope_head_dim + qk_rope_head_dim`` and
+        ``kv_heads`` must equal ``heads`` (each head decompresses its own K and V).
     """
 
     name: str
@@ -87,12 +111,54 @@ class ModelConfig:
     qkv_bias: bool = False
     qk_norm: bool = False
     tie_embeddings: bool = False
+    dense_layers: int = 0
+    shared_expert_gate: bool = True
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("layers", "hidden", "heads", "kv_heads", "vocab"):
             integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=1)
-        for f in ("ffn", "experts", "top_k", "expert_ffn", "shared_expert_ffn"):
+        for f in ("ffn", "experts", "top_k", "expert_ffn", "shared_expert_ffn", "dense_layers"):
             integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=0)
+        mla = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        if self.kv_lora_rank is None:
+            given = [f for f in mla[1:] + ("q_lora_rank",) if getattr(self, f) is not None]
+            if given:
+                raise SpecError(f"ModelConfig {self.name!r}: {', '.join(given)} need kv_lora_rank (MLA)")
+        else:
+            for f in mla:
+                if getattr(self, f) is None:
+                    raise SpecError(f"ModelConfig {self.name!r}: multi-head latent attention needs {f}")
+                integer(getattr(self, f), f"ModelConfig {self.name!r}: {f}", lo=1)
+            if self.q_lora_rank is not None:
+                integer(self.q_lora_rank, f"ModelConfig {self.name!r}: q_lora_rank", lo=1)
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            if self.head_dim not in (None, qk):
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: with MLA head_dim is qk_nope_head_dim + qk_rope_head_dim "
+                    f"= {qk}, not {self.head_dim}"
+                )
+            object.__setattr__(self, "head_dim", qk)
+            if self.kv_heads != self.heads:
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: with MLA kv_heads must equal heads ({self.heads}), "
+                    f"got {self.kv_heads}"
+                )
+            if self.qkv_bias or self.qk_norm:
+                raise SpecError(f"ModelConfig {self.name!r}: qkv_bias and qk_norm are not defined for MLA")
+        if self.dense_layers:
+            if not self.experts:
+                raise SpecError(f"ModelConfig {self.name!r}: dense_layers needs experts > 0 (an MoE model)")
+            if self.dense_layers >= self.layers:
+                raise SpecError(
+                    f"ModelConfig {self.name!r}: dense_layers {self.dense_layers} must be below layers {self.layers}"
+                )
+            if self.ffn < 1:
+                raise SpecError(f"ModelConfig {self.name!r}: dense_layers need ffn >= 1")
         if self.head_dim is None:
             if self.hidden % self.heads:
                 raise SpecError(
@@ -138,9 +204,45 @@ class ModelConfig:
         return self.kv_heads * self.head_dim
 
     @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (``kv_lora_rank`` given)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def attn_out_dim(self) -> int:
+        """Width of the attention output (input of the o projection): ``heads * v_head_dim``
+        for MLA, else `q_dim`."""
+        return self.heads * self.v_head_dim if self.is_mla else self.q_dim
+
+    @property
+    def kv_cache_heads(self) -> int:
+        """KV-cache heads per layer: ``kv_heads``, or 1 for MLA (one latent for all heads)."""
+        return 1 if self.is_mla else self.kv_heads
+
+    @property
+    def kv_head_elems(self) -> int:
+        """KV-cache elements per token, layer and cache head: K and V (``2 head_dim``), or
+        for MLA the latent and the RoPE key (``kv_lora_rank + qk_rope_head_dim``)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.head_dim
+
+    @property
+    def kv_token_elems(self) -> int:
+        """KV-cache elements of one token over all layers (unsharded)."""
+        return self.layers * self.kv_cache_heads * self.kv_head_elems
+
+    @property
     def attn_params(self) -> int:
-        """Attention parameters of one layer: q, k, v, o projections (+ qkv bias, qk-norm)."""
+        """Attention parameters of one layer: q, k, v, o projections (+ qkv bias, qk-norm);
+        for MLA the down and up projections of queries and of the KV latent, their two
+        RMSNorms, and o."""
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        if self.is_mla:
+            qr = self.q_lora_rank
+            n = h * q if qr is None else h * qr + qr + qr * q  # W_DQ, its norm, W_UQ (nope + rope)
+            r = self.kv_lora_rank
+            n += h * (r + self.qk_rope_head_dim) + r  # W_DKV with the RoPE key, the latent's norm
+            n += r * self.heads * (self.qk_nope_head_dim + self.v_head_dim)  # W_UK, W_UV
+            return n + self.attn_out_dim * h
         n = h * q + 2 * h * kv + q * h
         if self.qkv_bias:
             n += q + 2 * kv
@@ -154,9 +256,17 @@ class ModelConfig:
         return 2 * self.hidden
 
     @property
+    def moe_layers(self) -> int:
+        """Number of MoE layers (``layers - dense_layers``; 0 for a dense model)."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
     def dense_mlp_params(self) -> int:
-        """Dense SwiGLU MLP of one layer: 3 h ffn (0 for an MoE model)."""
-        return 0 if self.is_moe else 3 * self.hidden * self.ffn
+        """Dense SwiGLU MLP of one layer: 3 h ffn (0 for an MoE model; with `dense_layers`
+        the mean over all layers, rounded)."""
+        if not self.is_moe:
+            return 3 * self.hidden * self.ffn
+        return round(self.dense_layers * 3 * self.hidden * self.ffn / self.layers)
 
     @property
     def expert_params(self) -> int:
@@ -166,7 +276,9 @@ class ModelConfig:
     @property
     def shared_params(self) -> int:
         """Shared expert of one layer (3 h shared_ffn) plus its sigmoid gate (h); 0 if none."""
-        return 3 * self.hidden * self.shared_expert_ffn + self.hidden if self.shared_expert_ffn else 0
+        if not self.shared_expert_ffn:
+            return 0
+        return 3 * self.hidden * self.shared_expert_ffn + (self.hidden if self.shared_expert_gate else 0)
 
     @property
     def router_params(self) -> int:
@@ -175,19 +287,24 @@ class ModelConfig:
 
     @property
     def layer_dense_params(self) -> int:
-        """Parameters of one layer that are not routed experts (replicated across EP ranks)."""
-        return (
-            self.attn_params
-            + self.norm_params
-            + self.dense_mlp_params
-            + self.shared_params
-            + self.router_params
-        )
+        """Parameters of one layer that are not routed experts (replicated across EP ranks;
+        with `dense_layers` the mean over all layers, rounded)."""
+        moe_part = self.shared_params + self.router_params
+        if self.dense_layers:
+            moe_part = round(self.moe_layers * moe_part / self.layers)
+        return self.attn_params + self.norm_params + self.dense_mlp_params + moe_part
 
     @property
     def layer_expert_params(self) -> int:
-        """Routed-expert parameters of one layer: experts * 3 h expert_ffn."""
-        return self.experts * self.expert_params
+        """Routed-expert parameters of one layer: experts * 3 h expert_ffn (with
+        `dense_layers` the mean over all layers, rounded)."""
+        n = self.experts * self.expert_params
+        return round(self.moe_layers * n / self.layers) if self.dense_layers else n
+
+    @property
+    def moe_fraction(self) -> float:
+        """Share of the layers that are MoE (1.0 for an MoE model without `dense_layers`)."""
+        return self.moe_layers / self.layers
 
     @property
     def embedding_params(self) -> int:
@@ -201,21 +318,21 @@ class ModelConfig:
 
     @property
     def params(self) -> int:
-        """Total parameter count."""
-        return (
-            self.layers * (self.layer_dense_params + self.layer_expert_params)
-            + self.embedding_params
-            + self.head_params
-        )
+        """Total parameter count (exact, also with `dense_layers`)."""
+        return self._count(self.experts)
 
     @property
     def active_params(self) -> int:
         """Parameters touched by one token (top_k routed experts instead of all)."""
-        return (
-            self.layers * (self.layer_dense_params + self.top_k * self.expert_params)
-            + self.embedding_params
-            + self.head_params
-        )
+        return self._count(self.top_k)
+
+    def _count(self, experts: int) -> int:
+        L, h = self.layers, self.hidden
+        n = L * (self.attn_params + self.norm_params) + self.embedding_params + self.head_params
+        if not self.is_moe:
+            return n + L * 3 * h * self.ffn
+        moe = experts * self.expert_params + self.shared_params + self.router_params
+        return n + self.dense_layers * 3 * h * self.ffn + self.moe_layers * moe
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields (JSON-serialisable)."""
@@ -223,8 +340,8 @@ class ModelConfig:
 
 
 #: Table 3 of the OrchestrRL/RFabric paper, with the numbers of each model's published
-#: Hugging Face ``config.json`` (Qwen organisation). Parameter totals (``.params``):
-#: 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9.
+#: Hugging Face ``config.json`` (Qwen organisation), and DeepSeek-V3. Parameter totals
+#: (``.params``): 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9, 671.03e9.
 MODELS: dict[str, ModelConfig] = {
     m.name: m
     for m in (
@@ -285,6 +402,31 @@ MODELS: dict[str, ModelConfig] = {
             top_k=8,
             expert_ffn=1536,
             qk_norm=True,
+        ),
+        # DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437), the numbers of its Hugging Face
+        # config.json (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json):
+        # multi-head latent attention, first_k_dense_replace 3, 256 routed experts (top 8) and
+        # one shared expert of moe_intermediate_size, no shared-expert gate. 671.0e9
+        # parameters, 37.6e9 active (without the multi-token-prediction module).
+        ModelConfig(
+            "deepseek-v3",
+            layers=61,
+            hidden=7168,
+            heads=128,
+            kv_heads=128,
+            ffn=18432,
+            vocab=129280,
+            experts=256,
+            top_k=8,
+            expert_ffn=2048,
+            shared_expert_ffn=2048,
+            shared_expert_gate=False,
+            dense_layers=3,
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_rope_head_dim=64,
+            qk_nope_head_dim=128,
+            v_head_dim=128,
         ),
     )
 }

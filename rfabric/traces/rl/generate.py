@@ -103,7 +103,7 @@ def generate_rl(
     ----------
     model : str or ModelConfig
         A name of `MODELS` (``qwen2.5-14b``, ``qwen2.5-32b``, ``qwen2.5-72b``,
-        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``) or a user `ModelConfig`.
+        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``, ``deepseek-v3``) or a user `ModelConfig`.
     train_gpus, gen_gpus : int
         GPU counts of the training and generation clusters.
     train : dict, optional
@@ -381,7 +381,8 @@ def generate_rl(
     runs those ops for the ``n_p`` sequences of its units (units ``u = p mod D``), with
     ``prompt_len * n_p`` tokens, then sends each unit's KV cache: ``2 L g d a`` bytes per
     prompt token and KV head (K and V of every layer, d = head_dim, in act_bytes; a model
-    with latent attention (MLA) would use its latent width, but `ModelConfig` has none).
+    with latent attention (MLA) has one cache "head" of ``kv_lora_rank + qk_rope_head_dim``
+    per layer, held by every TP rank).
     KV head g lives on TP rank ``t`` with ``t kv_heads // tp == g`` block-wise (tp <=
     kv_heads: ``kv_heads / tp`` heads per rank) or replicated on ``tp / kv_heads`` ranks
     (tp > kv_heads), on both sides; each decode rank receives each head it needs from
@@ -392,7 +393,11 @@ def generate_rl(
     weights read (attention / tp; dense MLP / tp; experts touched by the batch,
     ``E (1 - (1 - k/E)^b)`` for b tokens, spread over the expert ranks) plus the KV cache
     read (``2 kv a`` per context token, / min(tp, kv_heads)), and FLOPs are 2 per weight
-    per token plus ``4 q`` per context token (QK and AV); the output layer (``V h``) is
+    per token plus ``4 q`` per context token (QK and AV); MLA (absorbed): ``r + r_rope`` KV
+    bytes per context token on every rank and ``2 heads (2 r + r_rope) / tp`` FLOPs, r the
+    latent width; an MoE model's first dense layers enter with their share of the layers
+    (every emitted layer is alike, so an EP model's dense layers also carry the all-to-alls
+    of the MoE layers); the output layer (``V h``) is
     read once per step. Compute is attached to the next op of the rank that did it (an op's
     compute_ps is the largest owed by its ranks).
 
@@ -597,7 +602,7 @@ def generate_rl(
         gen = gchoice.layout()
     gl = GenLayout(mdl, decode_gpus, dict(gen or {}), offset=0 if colocated else train_gpus)
     if pl is not None:
-        kv_pairs(mdl.kv_heads, pl.tp, gl.tp)  # raises if a side cannot hold the KV heads
+        kv_pairs(mdl.kv_cache_heads, pl.tp, gl.tp)  # raises if a side cannot hold the KV heads
     if colocated:
         check_reshard(tl, gl)
     if pod_gpus is None:

@@ -177,8 +177,8 @@ def _disaggregated_prefill(ctx: RLContext, n_u: np.ndarray) -> np.ndarray:
     src_of = np.arange(gl.n_units) % pl.dp
     n_p = np.bincount(src_of, weights=n_u, minlength=pl.dp).astype(_I64)
     _prefill(ctx, pl, ctx.prf, n_p, n_p)
-    per_token_head = 2 * m.layers * m.head_dim * ctx.act
-    pairs = kv_pairs(m.kv_heads, pl.tp, gl.tp)
+    per_token_head = m.layers * m.kv_head_elems * ctx.act
+    pairs = kv_pairs(m.kv_cache_heads, pl.tp, gl.tp)
     kv_last = np.full(gl.n_units, -1, dtype=_I64)
     by_src = [np.flatnonzero(src_of == p) for p in range(pl.dp)]
     for k in range(max(map(len, by_src))):  # the k-th unit of every prefill instance

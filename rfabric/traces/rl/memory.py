@@ -154,7 +154,9 @@ def gen_weight_bytes(m: ModelConfig, gl, param: int) -> float:
 def gen_kv_bytes(m: ModelConfig, tp: int, tokens: int, act: int) -> float:
     """KV cache of ``tokens`` context tokens on one attention rank of TP ``tp``: K and V of
     every layer for the rank's ``ceil(kv_heads / tp)`` KV heads (replicated when tp >
-    kv_heads, as vLLM does)."""
+    kv_heads, as vLLM does). MLA: the latent and RoPE key of every layer, on every rank."""
+    if m.is_mla:
+        return float(m.kv_token_elems) * act * tokens
     return 2.0 * m.layers * math.ceil(m.kv_heads / tp) * m.head_dim * act * tokens
 
 
