@@ -141,10 +141,11 @@ def test_each_header_kind_imports_as_simai_runs_it(name):
 
 def test_a_micro_benchmark_replays_to_completion():
     """The imported micro-benchmark runs: its one all-reduce ends, and its ranks send the
-    all-reduce's 2(n-1) x size bytes (the size convention, checked on the flows)."""
+    all-reduce's 2(n-1) x size bytes (the size convention, checked on the flows; Simple
+    protocol, whose wire bytes are the payload: docs/nccl-model.md)."""
     trace = rf.traces.read(DATA / "micro_allreduce.txt", format="simai", gpus=4)
     fab = rf.topologies.FatTree(4, gpus_per_server=2)
-    res = rf.simulate(fab, trace, record_flows=True)
+    res = rf.simulate(fab, trace, record_flows=True, coll_protocol="simple")
     assert res.ops["end_ps"].to_pylist()[0] > 0
     assert sum(res.flows["size_bytes"].to_pylist()) == 2 * 3 * 1048576
 
