@@ -29,6 +29,8 @@ def run(args) -> list[dict]:
         plan = [("qwen2-57b-a14b", C.moe_quick, 128)]
     else:
         plan = [("qwen2.5-72b", C.dense_full, args.dense_gpus), ("qwen2-57b-a14b", C.moe_full, args.moe_gpus)]
+        kinds = {"qwen2.5-72b": "dense", "qwen2-57b-a14b": "moe"}
+        plan = [p for p in plan if kinds[p[0]] in args.models.split(",")]
     rows = []
     for name, factory, gpus in plan:
         t = C.Timer(f"fig16 {name} {gpus} GPUs")
@@ -93,6 +95,7 @@ def main(argv=None) -> list[dict]:
     ap = C.parser(__doc__)
     ap.add_argument("--dense-gpus", type=int, default=96)
     ap.add_argument("--moe-gpus", type=int, default=128)
+    ap.add_argument("--models", default="dense,moe", help="dense (Qwen2.5-72B), moe (Qwen2-57B-A14B)")
     args = ap.parse_args(argv)
     print(C.SETUP)
     rows = run(args)
