@@ -10,7 +10,8 @@ controller (``controller="own"``), t_ocs 25 ms, full-size models on the flow bac
 iterations per second) per model. Cost efficiency is throughput per million USD of network
 (``throughput_per_musd``) over the same link speed's FT, RO and MixNet. The paper's text
 gives neither the model nor the scale of this figure: both models at their smallest scale of
-figure 13 (dense 96, MoE 128 GPUs). ``--quick``: 2 layers, batch 64, MoE only, 100 and
+figure 13 (dense 96, MoE 128 GPUs); ``--models moe`` runs the MoE half alone (about 4 min of
+CPU; the dense half, four link speeds of the 80-layer model, about 15). ``--quick``: 2 layers, batch 64, MoE only, 100 and
 400 Gb/s.
 """
 
