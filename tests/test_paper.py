@@ -109,6 +109,11 @@ def test_fig16_pareto(tmp_path):
             assert r["eff_vs_FT"] == 1.0
     # the cheapest point is always on the front
     assert rows[int(np.argmin(c))]["pareto"]
+    # the same rows priced with the GPUs: the cost of each is the network's plus the GPUs'
+    cc = [r["cluster_cost_usd"] for r in rows]
+    for i, r in enumerate(rows):
+        assert r["cluster_cost_usd"] == pytest.approx(r["network_cost_usd"] + r["gpus"] * 30_000)
+        assert r["pareto_cluster"] == (not _dominated(cc, p, i))
 
 
 def test_fig21_failures(tmp_path):
