@@ -5,6 +5,7 @@
 // or the event engine; the packet network owns one by value, and a flow backend can own one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -172,8 +173,16 @@ class Forwarding {
   template <class Load>
   uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
                       uint32_t flow, bool descending, uint32_t from, const Load& load) const;
+  /// A walk along `path` that would take `port` next goes round a loop: it crossed that port
+  /// already. (Going back the way it came is no loop: an NVSwitch hands a PXN frame back to
+  /// its source GPU when that GPU's own NIC is the frame's relay, and a switch whose rail no
+  /// longer reaches the destination sends a frame back to the GPU that put it there.)
+  static bool revisits(const std::vector<uint32_t>& path, uint32_t port) {
+    return std::find(path.begin(), path.end(), port) != path.end();
+  }
   /// Ports a frame from GPU src to GPU dst crosses, following the choices of a flow with
-  /// ECMP hash `flow_hash` and sequence number 0 (at most 64).
+  /// ECMP hash `flow_hash` and sequence number 0 (at most 64; it stops where the frame would
+  /// have no way on, or would cross a port a second time).
   template <class Load>
   std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash, const Load& load) const;
   std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash = 0) const {
@@ -454,7 +463,7 @@ std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow
     if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
     const bool descending = descends(c.node, node);
     const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, c.node, load);
-    if (next == kNone || next == c.reverse) break;
+    if (next == kNone || revisits(out, next)) break;
     port = next;
   }
   return out;
