@@ -124,7 +124,7 @@ std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t has
     }
     const bool descending = fwd_.descends(c.node, c.peer);
     const uint32_t next =
-        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{});
+        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{}, port);
     if (next == kNone || next == c.reverse) break;
     port = next;
   }
