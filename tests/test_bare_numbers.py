@@ -55,7 +55,12 @@ def _plan_sim():
 
 def _sweep(links, tmp_path):
     return rf.sweep(
-        fabrics=["FT"], links=links, gpus=[16], workload={"flows": {"size": "64KiB"}}, executor="serial"
+        fabrics=["FT"],
+        links=links,
+        gpus=[16],
+        workload={"flows": {"size": "64KiB"}},
+        executor="serial",
+        out=tmp_path / "sweep.parquet",
     )
 
 
