@@ -56,7 +56,7 @@ MAX_RATE_BPS = 2**50
 #: floor is refused (docs/units.md gives the reasons). Sizes of messages and flows have none:
 #: every byte count from 1 is a real message (nccl-tests starts at 8 B, control frames are 64).
 BARE_FLOOR = {
-    "rate": 10**6,  # 1 Mbit/s: the slowest link of any fabric here is ~1000x faster
+    "rate": 10**6,  # 1 Mbit/s: the fabrics here run at 100 Gb/s and up, 10^5 times more
     "time": 10**3,  # 1 ns: a hop's latency or a 64 B frame at 400 Gb/s is longer
     "buffer": 2**10,  # 1 KiB: smaller than one frame (MTU 9216 B by default)
     "size": 0,
