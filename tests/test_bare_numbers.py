@@ -64,6 +64,17 @@ def _sweep(links, tmp_path):
     )
 
 
+def _sweep_toml(link, tmp_path):
+    from rfabric.sweep import run_config
+
+    p = tmp_path / "sweep.toml"
+    p.write_text(
+        f'fabrics = ["FT"]\nlinks = [{link}]\ngpus = [16]\nout = "sweep.parquet"\nexecutor = "serial"\n\n'
+        '[workload.flows]\nsize = "64KiB"\n'
+    )
+    return run_config(p)
+
+
 def _toml_preset(link, tmp_path):
     p = tmp_path / "ft.toml"
     value = f'"{link}"' if isinstance(link, str) else str(link)
@@ -104,6 +115,7 @@ SITES = {
     "simulate failures": (lambda t: rf.simulate(FT(16), rf.Flows([0], [9], 1 << 16), failures=[(0, 5)]), ["at=5"], lambda t: rf.simulate(FT(16), rf.Flows([0], [9], 1 << 16), failures=[(0, 10**6)])),
     "simulate until": (lambda t: rf.simulate(FT(16), rf.Flows([0], [9], 1 << 16), until=50), ["until=50"], lambda t: rf.simulate(FT(16), rf.Flows([0], [9], 1 << 16), until=5 * 10**7)),
     "sweep links": (lambda t: _sweep([200], t), ["links=200", "'200Gbps'"], lambda t: _sweep([200 * 10**9], t)),
+    "sweep config links": (lambda t: _sweep_toml(200, t), ["links=200", "'200Gbps'"], lambda t: _sweep_toml(200 * 10**9, t)),
 }  # fmt: skip
 
 
