@@ -298,7 +298,7 @@ def collective_bound(fabric, kind: str, size, ranks=None, *, lp: bool = True, gr
         raise SpecError(f"bounds: unknown collective {kind!r} (known: {', '.join(COLLECTIVE_KINDS)})")
     graph = graph or FabricGraph.of(fabric)
     ranks = _check_ranks(graph, ranks)
-    s = float(parse_size(size, allow_zero=False))
+    s = float(parse_size(size, allow_zero=False, name="size"))
     n = len(ranks)
 
     def need(mask):

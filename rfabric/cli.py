@@ -454,7 +454,7 @@ def _fabric_arg(text: str, gpus: int, link: str):
     preset = Path(__file__).resolve().parent.parent / "topologies" / f"{text}.toml"
     if preset.exists():
         return load(preset)
-    return resolve_fabric(text, where="rfabric cost").build(gpus, parse_rate(link))
+    return resolve_fabric(text, where="rfabric cost").build(gpus, parse_rate(link, name="--link"))
 
 
 def cmd_cost(args) -> int:

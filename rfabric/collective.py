@@ -54,7 +54,8 @@ def op_trace(kind: str, ranks, size_bytes: int, algorithm: str = "auto", *, gpus
 
 def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]:
     """Message sizes from min to max, multiplying by ``factor`` (nccl-tests -b/-e/-f)."""
-    lo, hi = parse_size(min_bytes, allow_zero=False), parse_size(max_bytes, allow_zero=False)
+    lo = parse_size(min_bytes, allow_zero=False, name="min_bytes")
+    hi = parse_size(max_bytes, allow_zero=False, name="max_bytes")
     if hi < lo:
         raise SpecError(f"max size {hi} is below min size {lo}")
     if not isinstance(factor, int) or factor < 2:
@@ -96,7 +97,7 @@ def collective(
 
     spec = _as_spec(fabric)
     ranks = list(range(spec.num_gpus)) if ranks is None else [int(r) for r in ranks]
-    sizes = size_range() if sizes is None else [parse_size(s, allow_zero=False) for s in sizes]
+    sizes = size_range() if sizes is None else [parse_size(s, allow_zero=False, name="sizes") for s in sizes]
     rows = []
     for size in sizes:
         trace = op_trace(kind, ranks, size, algorithm, gpus=spec.num_gpus)

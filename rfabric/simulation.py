@@ -93,12 +93,13 @@ def _to_engine_value(engine_name: str, value):
     default = ENGINE_FIELDS[engine_name]
     positive = engine_name not in _MAY_BE_ZERO
     try:
+        name = _python_name(engine_name)  # (mtu_bytes keeps its unit: explicit, no floor)
         if engine_name.endswith("_ps"):
-            return parse_time(value, allow_zero=not positive)
+            return parse_time(value, allow_zero=not positive, name=name)
         if engine_name.endswith("_bps"):
-            return parse_rate(value)
+            return parse_rate(value, name=name)
         if engine_name.endswith("_bytes") or engine_name.endswith("_byte_counter"):
-            return parse_size(value, allow_zero=not positive)
+            return parse_size(value, allow_zero=not positive, name=name)
     except SpecError as exc:
         raise SpecError(f"EngineConfig.{_python_name(engine_name)}: {exc}") from None
     if isinstance(default, bool):
@@ -270,7 +271,7 @@ class EngineConfig:
         if "ecn_pmax" in out and not 0 <= out["ecn_pmax"] <= 1:
             raise SpecError(f"ecn_pmax must be in [0, 1], got {self.ecn_pmax!r}")
         integer(self.coll_channels, "coll_channels", lo=1, hi=2**31 - 1)
-        parse_size(self.coll_chunk, allow_zero=False)
+        parse_size(self.coll_chunk, allow_zero=False, name="coll_chunk")
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         boolean(self.flow_merge_channels, "flow_merge_channels")
         boolean(self.nccl_model, "nccl_model")
@@ -283,7 +284,7 @@ class EngineConfig:
             raise SpecError(
                 f"coll_protocol={self.coll_protocol!r} needs nccl_model=True (off, every op runs line-rate Simple)"
             )
-        parse_time(self.t_ocs)
+        parse_time(self.t_ocs, name="t_ocs")
         return out
 
 
@@ -423,7 +424,7 @@ class Simulation:
         self.trace: Trace | None = None
         self.flows: Flows | None = None
         #: the OCS reconfiguration (dark) time, ps
-        self.t_ocs_ps = parse_time(self.config.t_ocs)
+        self.t_ocs_ps = parse_time(self.config.t_ocs, name="t_ocs")
         self.controller = controller
         #: the rewrites this run applied (rfabric.rewrites.Rewritten), in order
         self.rewritten: list = []
@@ -494,10 +495,7 @@ class Simulation:
         #: the sampling period (ps), None when off
         self.sample_every_ps = None
         if sample_every is not None:
-            try:
-                self.sample_every_ps = parse_time(sample_every, allow_zero=False)
-            except SpecError as exc:
-                raise SpecError(f"sample_every: {exc}") from None
+            self.sample_every_ps = parse_time(sample_every, allow_zero=False, name="sample_every")
         self._samples: list[tuple[pa.Table, pa.Table]] = []
         self._samples_dir = None
         self._sample_parts = 0
@@ -663,7 +661,7 @@ class Simulation:
         if not 0 <= link < self.spec.num_links:
             raise SpecError(f"link {link} does not exist ({self.spec.name} has {self.spec.num_links} links)")
         up = boolean(up, "set_link_state: up")
-        at_ps = parse_time(at)
+        at_ps = parse_time(at, name="at")
         self._engine.set_link_state(link, at_ps, up)
         self._link_changes.setdefault(link, []).append((at_ps, up))
 
@@ -700,9 +698,9 @@ class Simulation:
 
         if not isinstance(plan, CircuitTable):
             raise SpecError(f"plan must be a CircuitTable, got {type(plan).__name__}")
-        at_ps = parse_time(at)
+        at_ps = parse_time(at, name="at")
         self._check_plan(plan, at_ps, "apply_circuits")
-        dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs)
+        dark = parse_time(t_ocs if t_ocs is not None else self.config.t_ocs, name="t_ocs")
         self._engine.schedule_plan(
             at_ps,
             plan.ocs.astype(np.uint32),
@@ -766,7 +764,7 @@ class Simulation:
         With a controller, the engine stops at every boundary on the way, the controller
         plans, and the run goes on; ``max_events`` counts events across those stops.
         """
-        limit = parse_time(until) if until is not None else np.iinfo(np.int64).max
+        limit = parse_time(until, name="until") if until is not None else np.iinfo(np.int64).max
         t0 = time.perf_counter()
         control0 = self._loop.wall_s if self._loop else 0.0
         try:

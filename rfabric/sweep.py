@@ -248,7 +248,7 @@ def _generate(kind: str, args: dict, gpus: int, seed: int, label: str):
                 f"{where}: unknown flows key(s) {', '.join(unknown)} (pattern, size, fan_in, seed)"
             )
         pattern = args.get("pattern", "permutation")
-        size = parse_size(args.get("size", "1MiB"), allow_zero=False)
+        size = parse_size(args.get("size", "1MiB"), allow_zero=False, name="size")
         rng_seed = int(args.get("seed", seed))
         if pattern == "permutation":
             return Flows.permutation(gpus, size, seed=rng_seed)
@@ -428,7 +428,7 @@ def resolve_workload(spec, label: str | None, where: str) -> _Workload:
                     f"{where}: unknown flows pattern {args['pattern']!r} (known: {', '.join(FLOW_PATTERNS)})"
                 )
             try:
-                parse_size(args.get("size", "1MiB"), allow_zero=False)
+                parse_size(args.get("size", "1MiB"), allow_zero=False, name="size")
             except SpecError as exc:
                 raise SpecError(f"{where}: flows size: {exc}") from None
         if kind == "generate_rl" and "model" not in args:
@@ -696,7 +696,7 @@ def _grid(
     rates = []
     for i, v in enumerate(link_list):
         try:
-            rates.append(parse_rate(v))
+            rates.append(parse_rate(v, name="links"))
         except SpecError as exc:
             raise SpecError(f"{where}: links[{i}]: {exc}") from None
     _unique(rates, "link speed", where)

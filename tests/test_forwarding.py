@@ -53,7 +53,7 @@ def test_paths_equal_after_a_link_and_a_nic_failure(name):
     fwd.fail_nic(3)
     sim.fail_link(link, at=0)
     sim.fail_link(nic, at=0)
-    sim.run(until=1)
+    sim.run(until="1ps")  # (a bare 1 is refused: docs/units.md)
     before = rf.Forwarding(fab).ports(3, 127).tolist()
     assert fwd.ports(3, 127).tolist() != before  # the relay changed GPU 3's path
     _assert_same_paths(fwd, sim, _pairs(128, 400, 2) + [(3, 90, 0), (90, 3, 5)])
@@ -76,7 +76,7 @@ def test_paths_equal_after_a_circuit_change(name):
     added, removed = fwd.apply_circuits(keep)
     assert (added, removed) == (0, len(plan) - len(keep))
     sim.apply_circuits(keep, at=0, t_ocs=0)
-    sim.run(until=1)
+    sim.run(until="1ps")  # (a bare 1 is refused: docs/units.md)
     assert np.array_equal(sim.current_circuits().a, fwd.current_circuits().a)
     _assert_same_paths(fwd, sim, _pairs(128, 600, 3))
 

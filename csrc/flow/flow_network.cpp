@@ -124,7 +124,7 @@ std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t has
     }
     const bool descending = fwd_.descends(c.node, c.peer);
     const uint32_t next =
-        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{});
+        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{}, port);
     // (a frame may go back the way it came, as the packet engine sends it: an NVSwitch
     // handing a PXN frame back to its source GPU, whose own NIC is that frame's relay; only a
     // port crossed twice is a loop)

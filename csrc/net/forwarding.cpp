@@ -233,10 +233,32 @@ void Forwarding::rebuild() {
   routing_in_.keep_order = !circuits_changed_;  // (a failure or repair keeps up*/down*'s order)
   circuits_changed_ = false;
   routes_.build(routing_in_);
+  // Bundles: each working port's place among its node's working ports to the same far end.
+  bundle_slot_.assign(channels_.size(), 0);
+  bundle_size_.assign(channels_.size(), 1);
+  std::vector<std::pair<uint32_t, uint32_t>> ends;  // (far end, port) of a node's working ports
+  for (const Node& nd : nodes_) {
+    ends.clear();
+    for (uint32_t a = nd.port_begin; a < nd.port_end; ++a) {
+      const uint32_t p = routing_in_.adj_ports[a];
+      if (routing_in_.port_up[p]) ends.emplace_back(channels_[p].peer, p);
+    }
+    std::sort(ends.begin(), ends.end());  // by far end, then port (the tables' order)
+    for (size_t i = 0; i < ends.size();) {
+      size_t j = i;
+      while (j < ends.size() && ends[j].first == ends[i].first) ++j;
+      for (size_t k = i; k < j; ++k) {
+        bundle_slot_[ends[k].second] = static_cast<uint32_t>(k - i);
+        bundle_size_[ends[k].second] = static_cast<uint32_t>(j - i);
+      }
+      i = j;
+    }
+  }
   // Fast path per destination whose NIC works; traffic to a failed NIC takes route_with,
   // which spreads it over its server's other NICs frame by frame (relay_ends).
   fast_route_.assign(gpu_node_.size(), FastRoute{});
-  if (host_forwarding_ || routing_in_.updown) return;
+  // (parallel links: route_with, whose choice among them reads the port a frame came by)
+  if (host_forwarding_ || routing_in_.updown || routes_.bundles()) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
     if (gpu_key_[g] == kNone || !nic_usable(g)) continue;
     fast_route_[g] = FastRoute{dmodk_index_[g], gpu_attach_[g], gpu_attach_in_[g], gpu_key_[g]};

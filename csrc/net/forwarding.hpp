@@ -142,9 +142,9 @@ class Forwarding {
   }
   /// The port a frame from GPU src to GPU dst leaves src by (kNone: unreachable).
   uint32_t first_port(uint32_t src, uint32_t dst, uint32_t hash) const;
-  /// The fast path of a packet switch (no host forwarding, no up*/down*) toward `dst` at the
-  /// frame's `hops`-th switch hop: true with `out` set when it decides, false when route_with
-  /// must (multi-hop ECMP without D-mod-K, relays, ...).
+  /// The fast path of a packet switch (no host forwarding, no up*/down*, no parallel links)
+  /// toward `dst` at the frame's `hops`-th switch hop: true with `out` set when it decides,
+  /// false when route_with must (multi-hop ECMP without D-mod-K, relays, ...).
   RF_HOT bool fast_next_hop(uint32_t node, bool eps, uint32_t dst, uint32_t hops, uint32_t& out) const {
     const FastRoute& fr = fast_route_[dst];
     if (fr.index != kNone && eps) {
@@ -169,10 +169,13 @@ class Forwarding {
   bool descends(uint32_t from, uint32_t to) const { return routing_in_.updown && routes_.descends(from, to); }
   /// The general next hop: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
   /// node the frame came from (kNone at its source); `seq`: the frame's sequence number (per-
-  /// frame spreading); `hops`: switch hops so far; `load`: port loads for adaptive choices.
+  /// frame spreading); `hops`: switch hops so far; `load`: port loads for adaptive choices;
+  /// `in`: the port the frame arrived by (kNone: unknown), whose place in a bundle of parallel
+  /// links picks the link of the next bundle (see bundle_pick).
   template <class Load>
   uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
-                      uint32_t flow, bool descending, uint32_t from, const Load& load) const;
+                      uint32_t flow, bool descending, uint32_t from, const Load& load,
+                      uint32_t in = kNone) const;
   /// A walk along `path` that would take `port` next goes round a loop: it crossed that port
   /// already. (Going back the way it came is no loop: an NVSwitch hands a PXN frame back to
   /// its source GPU when that GPU's own NIC is the frame's relay, and a switch whose rail no
@@ -180,6 +183,10 @@ class Forwarding {
   static bool revisits(const std::vector<uint32_t>& path, uint32_t port) {
     return std::find(path.begin(), path.end(), port) != path.end();
   }
+  /// Parallel links: the place of port `p` among its node's working ports to the same far
+  /// end (0 ..) and how many there are (1: no parallel link).
+  uint32_t bundle_slot(uint32_t p) const { return bundle_slot_[p]; }
+  uint32_t bundle_size(uint32_t p) const { return bundle_size_[p]; }
   /// Ports a frame from GPU src to GPU dst crosses, following the choices of a flow with
   /// ECMP hash `flow_hash` and sequence number 0 (at most 64; it stops where the frame would
   /// have no way on, or would cross a port a second time).
@@ -252,6 +259,20 @@ class Forwarding {
   std::vector<uint32_t> circuit_next_;
   std::vector<SimTime> lit_at_;
 
+  /// Per port, its bundle: place among its node's working ports to the same far end, and
+  /// their number (set at every rebuild).
+  std::vector<uint32_t> bundle_slot_, bundle_size_;
+  /// Which of `count` parallel links (a kBundle cell) a frame takes, given the routing mode's
+  /// own choice `c` (< count) and the port `in` it arrived by: a frame that came over link j
+  /// of a bundle of m leaves by link (j + m c) mod count of the next, so a bundle of k links
+  /// carries what k single links to k switches would (the leaf's choice among its k x s
+  /// uplinks also fixes the link down from the spine, as it fixes the spine of a fabric with
+  /// k x s spines); a frame that came over a single link (m = 1) keeps the mode's choice.
+  uint32_t bundle_pick(uint32_t count, uint32_t c, uint32_t in) const {
+    if (in == kNone) return c;
+    const uint32_t m = bundle_size_[in];
+    return static_cast<uint32_t>((bundle_slot_[in] + static_cast<uint64_t>(m) * c) % count);
+  }
   std::vector<uint32_t> gpu_node_;       ///< GPU id -> node
   std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
   std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
@@ -290,7 +311,7 @@ class Forwarding {
 template <class Load>
 uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,
                                 uint32_t hops_so_far, uint32_t flow, bool descending, uint32_t from,
-                                const Load& load) const {
+                                const Load& load, uint32_t in) const {
   if (node == gpu_nvs_[d] && nvl_usable(d)) return gpu_nvs_in_[d];  // the destination's own NVSwitch
   if (node == gpu_nvs_[d] && !host_forwarding_) {
     // its NVLink failed: out through another GPU's NIC and in by its own (or, with neither, wait)
@@ -299,6 +320,7 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
   }
   const uint32_t dst = d;
   uint32_t count = 0;
+  bool bundle = false;
   const uint32_t* hops = nullptr;
   if (!host_forwarding_) {
     if (node == gpu_attach_[d] && channels_[gpu_attach_in_[d]].up) return gpu_attach_in_[d];
@@ -342,7 +364,7 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
       if (node == gpu_attach_[e.b]) return gpu_attach_in_[e.b];
       d = e.b;
     }
-    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending, &bundle);
     if (count == 0) {
       // No way on to b from here: this part of the fabric no longer reaches it (with PXN, a
       // rail whose NIC failed at the destination: RFabric's circuits join no other rail), or,
@@ -354,7 +376,7 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
         for (const uint32_t x : {pxn_ ? pxn_gpu(src, dst) : src, src}) {
           if (!nic_usable(x) || gpu_key_[x] == kNone) continue;
           if (node == gpu_attach_[x]) return gpu_attach_in_[x];
-          hops = routes_.next_hops(node, gpu_key_[x], &count, descending);
+          hops = routes_.next_hops(node, gpu_key_[x], &count, descending, &bundle);
           if (count > 0) {
             d = x;
             break;
@@ -367,18 +389,22 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
           if (gpu_nvl_port_[g] != kNone && channels_[gpu_attach_in_[g]].up) return gpu_attach_in_[g];
       // Else (no server below) climb again: the one turn up*/down* forbids, taken only by
       // frames caught by a change.
-      if (count == 0 && descending) hops = routes_.next_hops(node, gpu_key_[d], &count, false);
+      if (count == 0 && descending) hops = routes_.next_hops(node, gpu_key_[d], &count, false, &bundle);
     }
   } else {
     if (multipath_) {
       const uint32_t out = route_multipath(node, src, d, hops_so_far, flow, seq, from, load);
       if (out != kNone) return out;
     }
-    hops = routes_.next_hops(node, gpu_key_[d], &count, descending);
+    hops = routes_.next_hops(node, gpu_key_[d], &count, descending, &bundle);
   }
   if (count <= 1) return count ? hops[0] : kNone;
-  if (dmodk_) return hops[(dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count];
+  if (dmodk_) {
+    const uint32_t c = static_cast<uint32_t>((dmodk_index_[d] / dmodk_div_[hops_so_far & 0xff]) % count);
+    return hops[bundle ? bundle_pick(count, c, in) : c];
+  }
   if (adaptive_) {
+    // (parallel links too: the least loaded of them, which spreads a bundle by itself)
     // least loaded eligible port: bytes queued plus the frame in service; ties by a
     // per-packet rotation so equal ports share the load
     const uint32_t start = static_cast<uint32_t>(engine::mix64((uint64_t{flow} << 32) ^ seq ^ node)) % count;
@@ -403,7 +429,8 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
   } else {
     h = engine::mix64((static_cast<uint64_t>(hash) << 32) | node);
   }
-  return hops[((h & 0xffffffffULL) * count) >> 32];
+  const uint32_t c = static_cast<uint32_t>(((h & 0xffffffffULL) * count) >> 32);
+  return hops[bundle ? bundle_pick(count, c, in) : c];
 }
 
 template <class Load>
@@ -462,7 +489,7 @@ std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow
     const uint32_t node = c.peer;
     if (nodes_[node].gpu >= 0 && static_cast<uint32_t>(nodes_[node].gpu) == dst) break;
     const bool descending = descends(c.node, node);
-    const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, c.node, load);
+    const uint32_t next = route_with(node, src, dst, flow_hash, 0, hops, 0, descending, c.node, load, port);
     if (next == kNone || revisits(out, next)) break;
     port = next;
   }

@@ -269,12 +269,13 @@ uint32_t Network::route(uint32_t node, bool eps, const Packet& p) const {
   // (adaptive tie-breaks rotate by the flow's id, not its slot, which a later flow reuses)
   return route_with(node, src_of(p), p.dst, flows_.hash[p.flow], p.seq, p.hops,
                     static_cast<uint32_t>(flows_.id[p.flow]), descending,
-                    p.port != kNone ? port_info_[p.port].node : kNone);
+                    p.port != kNone ? port_info_[p.port].node : kNone, p.port);
 }
 
 uint32_t Network::route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
-                             uint32_t hops, uint32_t flow, bool descending, uint32_t from) const {
-  return fwd_.route_with(node, src, dst, hash, seq, hops, flow, descending, from, QueueLoad{this});
+                             uint32_t hops, uint32_t flow, bool descending, uint32_t from,
+                             uint32_t in) const {
+  return fwd_.route_with(node, src, dst, hash, seq, hops, flow, descending, from, QueueLoad{this}, in);
 }
 
 void Network::arrive(uint32_t pkt) {

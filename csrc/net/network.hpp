@@ -400,7 +400,7 @@ class Network final : public engine::Handler, public FlowFabric {
   };
   /// The general route (Forwarding::route_with) with this network's queue loads.
   uint32_t route_with(uint32_t node, uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, uint32_t hops,
-                      uint32_t flow, bool descending, uint32_t from) const;
+                      uint32_t flow, bool descending, uint32_t from, uint32_t in = kNone) const;
   // topology changes (circuits.cpp)
   void resolve_channel(uint32_t port);
   void topology_changed();

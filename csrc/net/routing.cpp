@@ -19,12 +19,19 @@ void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases) {
   }
   RF_CHECK(cells < kNoRow, "routing tables: ", cells, " cells do not fit 32-bit indices");
   cells_.assign(cells, Cell{});
+  bundles_ = false;
   ports_.clear();
   sets_.clear();
 }
 
-void RoutingTable::share(size_t cell, size_t from) {
+void RoutingTable::share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer) {
   const uint32_t count = static_cast<uint32_t>(ports_.size() - from);
+  RF_CHECK(count < kBundle, "routing tables: ", count, " next hops in one cell");
+  bool bundle = count >= 2;
+  for (size_t i = from + 1; bundle && i < ports_.size(); ++i)
+    bundle = port_peer[ports_[i]] == port_peer[ports_[from]];
+  const uint32_t mark = bundle ? kBundle : 0u;
+  bundles_ = bundles_ || bundle;
   uint64_t h = count;
   for (size_t i = from; i < ports_.size(); ++i) h = engine::mix64(h ^ ports_[i]);
   auto [it, end] = sets_.equal_range(h);
@@ -33,12 +40,12 @@ void RoutingTable::share(size_t cell, size_t from) {
     if (std::equal(ports_.begin() + static_cast<std::ptrdiff_t>(from), ports_.end(),
                    ports_.begin() + b)) {
       ports_.resize(from);
-      cells_[cell] = Cell{b, count};
+      cells_[cell] = Cell{b, count | mark};
       return;
     }
   }
   sets_.emplace(h, static_cast<uint32_t>(from));
-  cells_[cell] = Cell{static_cast<uint32_t>(from), count};
+  cells_[cell] = Cell{static_cast<uint32_t>(from), count | mark};
 }
 
 void RoutingTable::build(const RoutingInput& in) {
@@ -83,7 +90,7 @@ void RoutingTable::build(const RoutingInput& in) {
         const uint32_t m = in.port_peer[p];
         if (in.port_up[p] && dist[m] + 1 == dist[x] && (in.transit[m] || m == key)) ports_.push_back(p);
       }
-      share(static_cast<size_t>(row_[x]) + k, from);
+      share(static_cast<size_t>(row_[x]) + k, from, in.port_peer);
     }
   }
   sets_ = {};  // (only for building)
@@ -186,7 +193,7 @@ void RoutingTable::build_updown(const RoutingInput& in) {
           const uint32_t via = dn ? down[m] : (phase ? kUnreachable : up[m]);
           if (via != kUnreachable && via + 1 == target) ports_.push_back(p);
         }
-        share(static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase, from);
+        share(static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase, from, in.port_peer);
       }
     }
   }

@@ -37,19 +37,29 @@ class RoutingTable {
  public:
   void build(const RoutingInput& in);
   uint32_t num_keys() const { return num_keys_; }
+  /// Some cell's next hops are parallel links to one node (kBundle).
+  bool bundles() const { return bundles_; }
+  /// A cell's count carries this bit when its next hops (two or more) all lead to one node:
+  /// parallel links (a bundle), among which the choice of a next node is already made.
+  static constexpr uint32_t kBundle = 0x80000000u;
   /// Next-hop ports from `node` toward key `key`: [first, first + count). `descending`
   /// (up*/down* tables only): the packet came down a hop and may only keep descending.
-  const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false) const {
+  /// `bundle`, if given: set to whether the next hops are parallel links to one node.
+  const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false,
+                            bool* bundle = nullptr) const {
     const size_t base = row_[node];
     if (base == kNoRow) {
       *count = 0;
+      if (bundle) *bundle = false;
       return ports_.data();
     }
     const size_t i = base + static_cast<size_t>(key) * phases_ + (descending && phases_ == 2);
-    *count = cells_[i].count;
+    *count = cells_[i].count & ~kBundle;
+    if (bundle) *bundle = (cells_[i].count & kBundle) != 0;
     return ports_.data() + cells_[i].begin;
   }
-  /// next_hops() for tables built without up*/down* (one phase), from a transit node.
+  /// next_hops() for tables built without up*/down* (one phase), from a transit node, where
+  /// no cell is kBundle (bundles() is false).
   const uint32_t* shortest_hops(uint32_t node, uint32_t key, uint32_t* count) const {
     const Cell& c = cells_[static_cast<size_t>(row_[node]) + key];
     *count = c.count;
@@ -77,6 +87,7 @@ class RoutingTable {
   void order(const RoutingInput& in);
   uint32_t num_keys_ = 0;
   uint32_t phases_ = 1;
+  bool bundles_ = false;
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
   struct Cell {
     uint32_t begin = 0, count = 0;  ///< next hops: ports_[begin, begin + count)
@@ -88,8 +99,9 @@ class RoutingTable {
   /// (a switch has the same uplinks toward every key above it).
   void assign_rows(const RoutingInput& in, uint32_t phases);
   /// Point cell `cell` at the next-hop set in ports_[from, end): an equal set stored before
-  /// if there is one (ports_ is then cut back to `from`), else this one.
-  void share(size_t cell, size_t from);
+  /// if there is one (ports_ is then cut back to `from`), else this one. Marks the cell
+  /// kBundle when the set is two or more ports to one node (`port_peer`).
+  void share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer);
   /// node -> its first cell (row x keys x phases), kNoRow for non-transit nodes
   std::vector<uint32_t> row_;
   std::vector<Cell> cells_;

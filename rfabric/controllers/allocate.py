@@ -201,7 +201,7 @@ def _candidates(demand, eligible, port_budget, link_rate):
     if link_rate is None:
         raise SpecError("allocate_circuits: link_rate is required (bit/s or a string like '200Gbps')")
     try:
-        parse_rate(link_rate)
+        parse_rate(link_rate)  # (no bare-number floor: B never changes the plan, see above)
     except SpecError as err:
         raise SpecError(f"allocate_circuits: link_rate: {err}") from None
 

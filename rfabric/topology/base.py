@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..spec import MAX_LINKS, MAX_NODES, NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable
-from ..units import parse_rate, parse_size, parse_time
+from ..units import check_bare, parse_rate, parse_size, parse_time
 from ..validators import boolean, integer
 
 __all__ = ["Topology", "TopologyBuilder", "DEFAULTS"]
@@ -75,6 +75,7 @@ class TopologyBuilder:
         nvlink_latency_ps: int,
         nvswitch_latency_ps: int,
         nic_latency_ps: int,
+        link_bps: int | None = None,
     ):
         self._kind: list[str] = []
         self._name: list[str] = []
@@ -89,6 +90,16 @@ class TopologyBuilder:
         self.nvlink_latency_ps = nvlink_latency_ps
         self.nvswitch_latency_ps = nvswitch_latency_ps
         self.nic_latency_ps = nic_latency_ps
+        # The bare-number rule's floors here (docs/units.md): the library's, or lower where
+        # the fabric was given smaller quantities with their units ("1kbps", "100ps"), so its
+        # own base-unit values (rate=self.link_bps) pass
+        rates = [r for r in (link_bps, nvlink_bps) if r]
+        times = [t for t in (link_latency_ps, switch_latency_ps, nvlink_latency_ps, nvswitch_latency_ps) if t]
+        self._floors = {
+            "rate": min(rates, default=None),
+            "time": min(times, default=None),
+            "buffer": buffer_bytes or None,
+        }
         self._servers = 0
 
     @property
@@ -124,6 +135,7 @@ class TopologyBuilder:
                 "gpu": self.nic_latency_ps,
             }.get(kind, 0)
         else:
+            check_bare(latency, "time", "latency", self._floors["time"])
             latency = parse_time(latency)
         self._kind.extend([kind] * count)
         self._name.extend(names)
@@ -189,12 +201,16 @@ class TopologyBuilder:
                 f"add_links({kind!r}): {n} more links make {have + n}, beyond the limit of "
                 f"{MAX_LINKS} (rfabric.spec.MAX_LINKS)"
             )
+        # (arrays are in base units, checked by the bare-number rule element by element)
+        check_bare(rate, "rate", "rate", self._floors["rate"])
         rate_bps = parse_rate(rate) if not isinstance(rate, np.ndarray) else rate
+        check_bare(latency, "time", "latency", self._floors["time"])
         lat = (
             self.link_latency_ps
             if latency is None
             else (parse_time(latency) if not isinstance(latency, np.ndarray) else latency)
         )
+        check_bare(buffer, "buffer", "buffer", self._floors["buffer"])
         buf = (
             self.buffer_bytes
             if buffer is None
@@ -319,15 +335,16 @@ class Topology:
             )
         self.gpus = int(gpus)
         self.gpus_per_server = int(gpus_per_server)
-        self.link_bps = parse_rate(link)
+        where = type(self).__name__
+        self.link_bps = parse_rate(link, name=f"{where}: link")
         self.link = link
-        self.link_latency_ps = parse_time(link_latency)
-        self.switch_latency_ps = parse_time(switch_latency)
-        self.buffer_bytes = parse_size(buffer, allow_zero=False)
-        self.nvlink_bps = parse_rate(nvlink)
-        self.nvlink_latency_ps = parse_time(nvlink_latency)
-        self.nvswitch_latency_ps = parse_time(nvswitch_latency)
-        self.nic_latency_ps = parse_time(nic_latency)
+        self.link_latency_ps = parse_time(link_latency, name=f"{where}: link_latency")
+        self.switch_latency_ps = parse_time(switch_latency, name=f"{where}: switch_latency")
+        self.buffer_bytes = parse_size(buffer, allow_zero=False, name=f"{where}: buffer", buffer=True)
+        self.nvlink_bps = parse_rate(nvlink, name=f"{where}: nvlink")
+        self.nvlink_latency_ps = parse_time(nvlink_latency, name=f"{where}: nvlink_latency")
+        self.nvswitch_latency_ps = parse_time(nvswitch_latency, name=f"{where}: nvswitch_latency")
+        self.nic_latency_ps = parse_time(nic_latency, name=f"{where}: nic_latency")
         self._spec: NetworkSpec | None = None
 
     @property
@@ -351,6 +368,7 @@ class Topology:
             nvlink_latency_ps=self.nvlink_latency_ps,
             nvswitch_latency_ps=self.nvswitch_latency_ps,
             nic_latency_ps=self.nic_latency_ps,
+            link_bps=self.link_bps,
         )
 
     def controller(self):
