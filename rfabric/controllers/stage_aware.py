@@ -196,8 +196,15 @@ class StageAwareController(Controller):
         cases the simulated time is 1-3x the prediction (bench/README.md). The prediction
         takes the spec's own routing and sees the failed OCS ports of the view only (a
         simulation run with another ``ecmp`` setting, or failed NICs, is judged on the
-        spec's routing and working NICs, both plans alike). ``check_gain=False`` commits
-        every feasible candidate, as before.
+        spec's routing and working NICs, both plans alike). The intent's flows are the
+        executor's dry run on the plan in force, but an all-reduce with algorithm ``auto``
+        picks ring or tree on the paths at its start (``intent.tuned``): on the candidate
+        each port carries the other flows plus, per group of such ops, the most either
+        algorithm puts on it, so a new plan that makes the tuner switch is not judged on
+        flows it will not carry (figure 23's PXN-off TP4_DP32: its candidate turned one DP
+        group's tree into a ring over one circuit, predicted 8.0 s, simulated 31.2 s
+        against uniform's 12.1 s; now predicted 31.0 s and kept). ``check_gain=False``
+        commits every feasible candidate, as before.
     11. **Routability guard.** Before the gain check, every ToR pair the coming period and
         each still-running period send between must stay joined by circuits (the ToR graph of
         the candidate's channels, relays allowed, pairs mapped as :meth:`RFabricLayout.tor_pairs`
