@@ -41,9 +41,10 @@ class _Simulation:
     def active_periods(self) -> NDArray[np.int32]:
         """Periods with an op running or ready (deps done, not finished), sorted; loaded with
         boundaries only."""
-    def op_flows(self, ops: NDArray[np.int64]) -> dict[str, NDArray[np.generic]]:
+    def op_flows(self, ops: NDArray[np.int64], algorithm: int = -1) -> dict[str, NDArray[np.generic]]:
         """Bytes each op (rows) would send per directed GPU pair, by a dry run of its
-        algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``."""
+        algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``.
+        ``algorithm`` >= 0 (a code of the trace schema's ALGORITHMS) runs that one instead."""
     def apply_plan(
         self, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
     ) -> None:

@@ -120,13 +120,13 @@ coll::Workload workload_from_dict(const py::dict& a) {
   return w;
 }
 
-py::dict op_flows_dict(coll::Executor& x, py::handle ops_in) {
+py::dict op_flows_dict(coll::Executor& x, py::handle ops_in, int32_t algo) {
   const auto ops = from_numpy<int64_t>(ops_in, "ops");
   std::vector<int64_t> op, bytes;
   std::vector<uint32_t> src, dst;
   for (const int64_t o : ops) {
     RF_CHECK(o >= 0, "op index ", o, " is negative");
-    for (const auto& [a, b, n] : x.dry_run(static_cast<uint32_t>(o))) {
+    for (const auto& [a, b, n] : x.dry_run(static_cast<uint32_t>(o), algo)) {
       op.push_back(o);
       src.push_back(a);
       dst.push_back(b);

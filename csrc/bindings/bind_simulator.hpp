@@ -106,11 +106,16 @@ void bind_simulator(py::class_<Sim>& c) {
           "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
           "boundaries only: counted as ops become ready and finish).")
       .def(
-          "op_flows", [executor](Sim& s, py::handle ops_in) { return op_flows_dict(executor(s), ops_in); },
-          py::arg("ops"),
+          "op_flows",
+          [executor](Sim& s, py::handle ops_in, int32_t algorithm) {
+            return op_flows_dict(executor(s), ops_in, algorithm);
+          },
+          py::arg("ops"), py::arg("algorithm") = -1,
           "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
           "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
-          "real run, summed per pair, are the same unless the paths change before the op starts.")
+          "real run, summed per pair, are the same unless the paths change before the op starts (an\n"
+          "auto-tuned all-reduce picks ring or tree on the paths at its start). `algorithm` >= 0 (a code\n"
+          "of the trace schema's ALGORITHMS) runs that algorithm instead of each op's own.")
       .def(
           "start_bounds",
           [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {

@@ -773,10 +773,18 @@ std::vector<int32_t> Executor::active_periods() const {
   return out;
 }
 
-std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op) {
+std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op, int32_t algo) {
   RF_CHECK(op < w_.op_id.size(), "op index ", op, " out of range (", w_.op_id.size(), " ops)");
   RF_CHECK(dry_ == nullptr, "dry_run is not re-entrant");
+  RF_CHECK(algo < kNumAlgos, "unknown algorithm code ", algo);
   DryRun d;
+  // a forced algorithm replaces the op's own for this dry run only
+  struct Algo {
+    int32_t& slot;
+    int32_t was;
+    ~Algo() { slot = was; }
+  } own{w_.algorithm[op], w_.algorithm[op]};
+  if (algo >= 0) own.slot = algo;
   // plan() may fill the congestion cache from the current paths; the real run must fill it
   // itself, when the op starts, so a dry run leaves it as it was.
   auto saved = congestion_;

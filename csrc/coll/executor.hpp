@@ -136,8 +136,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<int32_t> active_periods() const;
   /// The flows op `op` would create, run by its algorithm on the current paths without
   /// touching the network or the clock: bytes per directed (src, dst) GPU pair, sorted by
-  /// pair. The same programs as a real run, their flows completed in FIFO order.
-  std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_run(uint32_t op);
+  /// pair. The same programs as a real run, their flows completed in FIFO order. `algo` >= 0
+  /// runs that algorithm instead of the op's own (kAuto: tuned on the current paths), e.g. to
+  /// see what an auto-tuned op would send if the tuner chose otherwise on other paths.
+  std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_run(uint32_t op, int32_t algo = -1);
   /// A lower bound of when each op in `rows` starts: a started op its start; otherwise its
   /// compute gap after the latest of its dependencies' end bounds, where a finished op ends
   /// at its end and an unfinished one no earlier than `now`, nor than its own start bound

@@ -45,7 +45,15 @@ class Intent:
         The distinct rank lists (int64 GPU ids) of the period's ops.
     src, dst, bytes : numpy.ndarray
         Expected payload bytes per directed GPU pair over the whole period (int64; each
-        ``(src, dst)`` at most once), as the collective executor will send them.
+        ``(src, dst)`` at most once), as the collective executor will send them on the
+        paths in force (a dry run).
+    tuned : tuple
+        The period's ops whose algorithm the executor picks on the paths at their start
+        (all-reduces with algorithm ``auto`` over two or more servers: ring or tree, NCCL's
+        tuner), whose flows a new plan may thus change. One entry per group of such ops with
+        the same kind, size and ranks: a tuple of ``(src, dst, bytes)`` flows of the whole
+        group, first the ones ``src``/``dst``/``bytes`` count (the dry run's choice), then
+        one per algorithm the tuner may pick (ring, tree). Empty when there are none.
     """
 
     period: int
@@ -58,6 +66,7 @@ class Intent:
     src: np.ndarray
     dst: np.ndarray
     bytes: np.ndarray
+    tuned: tuple = ()
 
     def demand(self, gpus: int) -> np.ndarray:
         """Dense ``gpus x gpus`` matrix of expected bytes (int64), row = sender."""

@@ -71,6 +71,10 @@ class ControlLoop:
         self.ocs_ports = np.flatnonzero(optical[src] | optical[dst]).astype(np.int64)
         self._intents: dict[int, Intent] = {}
         self._flows: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._alt_flows: dict[tuple, tuple] = {}  # signature -> its flows under each tunable algorithm
+        self._gpu_server = np.asarray(spec.nodes.server, dtype=np.int64)[
+            np.asarray(spec.gpu_nodes, dtype=np.int64)
+        ]
         self.lookahead = bool(getattr(controller, "lookahead", False)) and self.granularity == "period"
         self.ahead_calls = 0
         self._seen: set[int] = set()
@@ -258,8 +262,44 @@ class ControlLoop:
             dst=pair % gpus,
             bytes=total,
         )
+        tuned = self._tuned(rows, flows, count)
+        if tuned:
+            intent = dataclasses.replace(intent, tuned=tuned)
         self._intents[key] = intent
         return intent
+
+    #: algorithms the executor's tuner picks from for an all-reduce over several servers
+    TUNABLE = ("ring", "tree")
+
+    def _tuned(self, rows: np.ndarray, flows: list, count: dict) -> tuple:
+        """Intent.tuned: per signature of the rows' auto-tuned all-reduces over two or more
+        servers, the flows the dry run chose, then those of each algorithm the tuner may pick
+        (dry runs with the algorithm forced), all times the signature's count in the period."""
+        a = self._a
+        kinds, algos = list(a["kind_names"]), list(a["algorithm_names"])
+        if "all_reduce" not in kinds or "auto" not in algos:
+            return ()
+        ar, auto = kinds.index("all_reduce"), algos.index("auto")
+        out, done = [], set()
+        offsets = a["ranks_offsets"]
+        for r, f in zip(rows.tolist(), flows, strict=True):
+            if id(f) in done or int(a["kind"][r]) != ar or int(a["algorithm"][r]) != auto:
+                continue
+            done.add(id(f))
+            ranks = np.asarray(a["ranks"][offsets[r] : offsets[r + 1]], dtype=np.int64)
+            if np.unique(self._gpu_server[ranks]).size < 2:
+                continue  # one server: always a ring
+            sig = self._signature(r)
+            alts = self._alt_flows.get(sig)
+            if alts is None:
+                alts = []
+                for name in self.TUNABLE:
+                    g = self.sim.engine.op_flows(np.array([r], dtype=np.int64), algorithm=algos.index(name))
+                    alts.append(tuple(g[k].astype(np.int64) for k in ("src", "dst", "size_bytes")))
+                alts = self._alt_flows[sig] = tuple(alts)
+            c = count[id(f)]
+            out.append(tuple((x[0], x[1], x[2] * c) for x in (f, *alts)))
+        return tuple(out)
 
     # -- the fabric now ----------------------------------------------------------------------
 

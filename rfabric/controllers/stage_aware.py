@@ -196,8 +196,15 @@ class StageAwareController(Controller):
         cases the simulated time is 1-3x the prediction (bench/README.md). The prediction
         takes the spec's own routing and sees the failed OCS ports of the view only (a
         simulation run with another ``ecmp`` setting, or failed NICs, is judged on the
-        spec's routing and working NICs, both plans alike). ``check_gain=False`` commits
-        every feasible candidate, as before.
+        spec's routing and working NICs, both plans alike). The intent's flows are the
+        executor's dry run on the plan in force, but an all-reduce with algorithm ``auto``
+        picks ring or tree on the paths at its start (``intent.tuned``): on the candidate
+        each port carries the other flows plus, per group of such ops, the most either
+        algorithm puts on it, so a new plan that makes the tuner switch is not judged on
+        flows it will not carry (figure 23's PXN-off TP4_DP32: its candidate turned one DP
+        group's tree into a ring over one circuit, predicted 8.0 s, simulated 31.2 s
+        against uniform's 12.1 s; now predicted 31.0 s and kept). ``check_gain=False``
+        commits every feasible candidate, as before.
     11. **Routability guard.** Before the gain check, every ToR pair the coming period and
         each still-running period send between must stay joined by circuits (the ToR graph of
         the candidate's channels, relays allowed, pairs mapped as :meth:`RFabricLayout.tor_pairs`
@@ -496,7 +503,7 @@ class StageAwareController(Controller):
         if self.check_gain and chains is None and not teardown:
             pred = self._predictor(view.spec)
             paths = pred.sample(intent, tpl)
-            new_ps = pred.time_ps(plan, view, paths)
+            new_ps = pred.time_ps(plan, view, paths, pred.variants(intent, lay))
             cur_ps = pred.time_ps(view.plan, view, paths)
             self.predictions.append((intent.period, new_ps, cur_ps))
             # a tie keeps the plan in force (no reconfiguration for nothing), unless that plan
@@ -974,13 +981,54 @@ class _Predictor:
         self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
         self._down: set[int] = set()
 
-    def sample(self, intent, tpl):
+    def sample(self, intent, tpl, budget=None):
         """The (sender GPUs, receiver GPUs, bytes) of the paths to trace for the intent."""
-        m = tpl.net
-        src = np.asarray(intent.src, dtype=np.int64)[m]
-        dst = np.asarray(intent.dst, dtype=np.int64)[m]
-        ts, td = tpl.ts[m], tpl.td[m]
-        b = np.asarray(intent.bytes, dtype=np.float64)[m]
+        return self._sample(intent.src, intent.dst, intent.bytes, tpl.ts, tpl.td, tpl.net, budget)
+
+    def variants(self, intent, lay):
+        """What the period may send on another plan than the one in force, for
+        :meth:`time_ps`: ``None`` when it sends the intent's flows on any plan, else
+        ``(fixed, groups)``, the sampled paths of the flows no plan changes and, per group of
+        ``intent.tuned``, those of each algorithm the executor may pick for it.
+
+        An all-reduce with algorithm ``auto`` picks ring or tree on the paths at its start
+        (the executor's tuner), so the intent's flows (its dry run on the plan in force) are
+        not what it sends on a new plan: on PXN-less RFabric the DP all-reduce of figure 23
+        (TP4_DP32) is a tree on the uniform plan, but on the candidate one of its four groups
+        became a ring whose cross-rail hops all took one circuit, 2.6x slower than uniform
+        while its tree flows predicted it 1.5x faster."""
+        if not intent.tuned:
+            return None
+        g = max(int(np.max(intent.src, initial=0)), int(np.max(intent.dst, initial=0))) + 1
+        for grp in intent.tuned:
+            for f in grp:
+                g = max(g, int(np.max(f[0], initial=0)) + 1, int(np.max(f[1], initial=0)) + 1)
+        # the flows of the intent that no tuned group sends: its pairs minus each group's choice
+        keys = [np.asarray(intent.src, np.int64) * g + np.asarray(intent.dst, np.int64)]
+        vals = [np.asarray(intent.bytes, np.int64)]
+        for grp in intent.tuned:
+            keys.append(grp[0][0] * g + grp[0][1])
+            vals.append(-np.asarray(grp[0][2], np.int64))
+        k, inv = np.unique(np.concatenate(keys), return_inverse=True)
+        left = np.bincount(inv, weights=np.concatenate(vals).astype(np.float64))
+        keep = left > 0.5
+        budget = max(512, self.budget // (1 + sum(len(grp) - 1 for grp in intent.tuned)))
+
+        def paths(src, dst, nbytes):
+            ts, td, net = lay.tor_pairs(src, dst)
+            return self._sample(src, dst, nbytes, ts, td, net, budget)
+
+        fixed = paths(k[keep] // g, k[keep] % g, left[keep])
+        return fixed, [[paths(*f) for f in grp[1:]] for grp in intent.tuned]
+
+    def _sample(self, src, dst, nbytes, ts, td, m, budget=None):
+        budget = self.budget if budget is None else budget
+        src = np.asarray(src, dtype=np.int64)[m]
+        dst = np.asarray(dst, dtype=np.int64)[m]
+        ts, td = ts[m], td[m]
+        b = np.asarray(nbytes, dtype=np.float64)[m]
+        if not src.size:
+            return [], [], np.zeros(0)
         n_gpu = int(max(dst.max(initial=0), src.max(initial=0))) + 1
         k = ts * n_gpu + dst
         uk, first, inv = np.unique(k, return_index=True, return_inverse=True)
@@ -991,7 +1039,7 @@ class _Predictor:
         ps = pair[order]
         start = np.r_[0, np.flatnonzero(ps[1:] != ps[:-1]) + 1]
         rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
-        pick = order[np.lexsort((order, rank))][: self.budget]
+        pick = order[np.lexsort((order, rank))][:budget]
         tot = np.bincount(np.searchsorted(np.unique(pair), pair), weights=kb)
         upair = np.unique(pair)
         pi = np.searchsorted(upair, pair[pick])
@@ -999,9 +1047,14 @@ class _Predictor:
         w = kb[pick] * tot[pi] / got[pi]
         return src[first[pick]].tolist(), dst[first[pick]].tolist(), w
 
-    def time_ps(self, plan, view, paths) -> tuple[int, int]:
+    def time_ps(self, plan, view, paths, variants=None) -> tuple[int, int]:
         """(predicted time, predicted time of the busiest network port) in ps: the second
-        orders two plans whose bottleneck is a NIC, which no plan changes."""
+        orders two plans whose bottleneck is a NIC, which no plan changes.
+
+        With ``variants`` (:meth:`variants`) the period's auto-tuned all-reduces are not
+        taken at their dry run's algorithm: each port carries the fixed flows plus, per group,
+        the most any algorithm the tuner may pick puts on it, a bound on the busiest port
+        whatever the tuner picks on this plan (``paths`` is then unused)."""
         down = set(view.ocs_ports[view.failed].tolist())
         for link in self._down - down:
             self.fwd.restore_link(link)
@@ -1009,18 +1062,32 @@ class _Predictor:
             self.fwd.fail_link(link)
         self._down = down
         self.fwd.apply_circuits(plan)
+        if variants is None:
+            load = self._load(paths)
+        else:
+            fixed, groups = variants
+            load = self._load(fixed)
+            for alts in groups:
+                load = load + np.max([self._load(a) for a in alts], axis=0)
+        busy = np.flatnonzero(load)
+        if not busy.size:
+            return 0, 0
+        t = load[busy] * 8 / self.rate[busy // 2] * 1e12
+        net = self.net[busy // 2]
+        return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+    def _load(self, paths) -> np.ndarray:
+        """Bytes per port (``2 * link + direction``) of the sampled paths on the plan applied."""
+        load = np.zeros(2 * len(self.rate))
         s, d, w = paths
-        if not s:
-            return 0
+        if not len(s):
+            return load
         path = self.fwd._fwd.path
         ports = [path(a, b, 0) for a, b in zip(s, d, strict=True)]
         lens = np.fromiter((p.size for p in ports), dtype=np.int64, count=len(ports))
         flat = np.concatenate(ports).astype(np.int64)
-        load = np.bincount(flat, weights=np.repeat(w, lens))
-        busy = np.flatnonzero(load)
-        t = load[busy] * 8 / self.rate[busy // 2] * 1e12
-        net = self.net[busy // 2]
-        return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+        load += np.bincount(flat, weights=np.repeat(w, lens), minlength=load.size)
+        return load
 
 
 def _missing(rws, present) -> tuple:
