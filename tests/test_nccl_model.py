@@ -129,16 +129,36 @@ def test_auto_switches_protocol_where_the_tuner_formula_does(pair):
         assert chosen in times.values() and chosen <= 1.02 * min(times.values())
 
 
-def test_nvlink_copy_reaches_the_sm_fraction_of_nvlink():
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+@pytest.mark.parametrize("nvlink", [None, "3600Gbps"])
+def test_nvlink_copy_reaches_the_sm_fraction_of_nvlink(nvlink, backend):
     # one server of 8 GPUs, 1 GiB: a ring of NVLink hops only; the SMs copy at 20.6 of
-    # NVLink4's 25 GB/s per link, so the bus bandwidth is that fraction of NVLink's rate
-    fab = rf.topologies.FatTree(8)
+    # NVLink4's 25 GB/s per link, so the bus bandwidth is that fraction of NVLink's rate on
+    # either backend (the packet backend's 8 channels are 8 flows through each GPU's port)
+    fab = rf.topologies.FatTree(8, **({} if nvlink is None else {"nvlink": nvlink}))
     nvl = fab.nvlink_bps / 8 / 1e9
-    _, on = one_op(fab, 1 << 30, ranks=range(8), backend="flow")
-    _, off = one_op(fab, 1 << 30, ranks=range(8), backend="flow", nccl_model=False)
+    _, on = one_op(fab, 1 << 30, ranks=range(8), backend=backend)
+    _, off = one_op(fab, 1 << 30, ranks=range(8), backend=backend, nccl_model=False)
     assert on["protocol"] == "simple"
     assert off["busbw_GBps"] == pytest.approx(nvl, rel=0.01)
     assert on["busbw_GBps"] == pytest.approx(NVLINK_EFFICIENCY * nvl, rel=0.02)
+
+
+def test_nvlink_copy_costs_the_same_on_both_backends():
+    # 1 GiB rings: one server at an H100's NVLink (450 GB/s), and 2 servers at 200G with the
+    # default 200 GB/s NVLink, where the copy is the bound: each GPU's NVLink port carries the
+    # 7 of 8 channels whose next rank is on its server, so the bus bandwidth is
+    # 0.824 x 200 x 8/7 = 188 GB/s, below the NICs' 8 x 25 GB/s
+    one = rf.topologies.FatTree(8, nvlink="3600Gbps")
+    two = rf.topologies.FatTree(16, "200Gbps")
+    for fab, n in ((one, 8), (two, 16)):
+        bw = {b: one_op(fab, 1 << 30, ranks=range(n), backend=b)[1]["busbw_GBps"] for b in ("packet", "flow")}
+        assert bw["packet"] == pytest.approx(bw["flow"], rel=0.02)
+    nvl = two.nvlink_bps / 8 / 1e9
+    copy_bound = NVLINK_EFFICIENCY * nvl * 8 / 7
+    assert copy_bound < 8 * 25.0
+    assert bw["packet"] == pytest.approx(copy_bound, rel=0.02)
+    assert bw["flow"] == pytest.approx(copy_bound, rel=0.02)
 
 
 def test_ops_table_says_what_ran():

@@ -89,9 +89,6 @@ class Program {
   virtual bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) = 0;
   /// The flow's last byte left the sender's NIC (the connection is free for the next one).
   virtual void on_sent(Executor&, uint32_t, uint32_t, uint64_t) {}
-  /// How many channels run alongside it through a GPU's NVLink port (its op's channels in
-  /// its phase): the SM copy's share there (send()).
-  int share = 1;
   /// Whether its op runs a protocol (the NCCL model): then it tells send() when each flow's
   /// data became available, else the times are not kept.
   bool timed = false;
@@ -146,9 +143,6 @@ class Ring final : public Program {
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
   }
-  /// Per rank (position): how many of the op's channels leave its GPU over NVLink, where
-  /// that differs from `share` (send()'s NVLink copy); empty: `share` for every rank.
-  std::vector<int> shares;
   bool start(Executor& x, uint32_t op, uint32_t id) override {
     if (order_.size() < 2 || steps_ == 0) return true;
     for (uint32_t i = 0; i < order_.size(); ++i) try_send(x, op, id, i);
@@ -182,7 +176,7 @@ class Ring final : public Program {
     // step 0: the rank's own data; later, the slice it forwards arrived then (in order)
     const SimTime ready = timed && q >= k ? arrived_[i].pop() : -1;
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
-           channel_, copies_, ready, shares.empty() ? 0 : shares[i]);
+           channel_, copies_, ready);
   }
   std::vector<uint32_t> order_;
   uint32_t steps_, channel_, copies_;
@@ -616,7 +610,7 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies, SimTime ready, int share) {
+                    uint32_t channel, uint32_t copies, SimTime ready) {
   if (dry_ != nullptr) {
     dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
@@ -629,8 +623,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     // NCCL's protocol (docs/nccl-model.md): the line format's bytes go on the wire; the step
     // leaves once its data is there (or the op has launched) and the hop's flag latency has
     // passed, of which the fabric's own path latency is a part; over NVLink the SMs copy at
-    // kNvlEfficiency of the link, and `share` channels (default: the program's) share the
-    // GPU's NVLink port.
+    // kNvlEfficiency of the link.
     wire = wire_bytes(run.proto, size);
     const uint64_t pair = (static_cast<uint64_t>(src) << 32) | dst;
     auto it = run.hops.find(pair);
@@ -644,10 +637,18 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     const int a = run.algo == kTree ? 0 : 1;
     const SimTime hop = us_to_ps((nvlink ? kNvlHopUs : kNetHopUs)[a][run.proto]);
     at = std::max(at, std::max(ready, run.t0) + std::max<SimTime>(0, hop - path_ps));
-    if (nvlink && bps > 0)
-      at += static_cast<SimTime>(std::llround(static_cast<double>(wire) * 8e12 / bps *
-                                              (share > 0 ? share : run.phases[run.phase][prog]->share) *
-                                              (1 / kNvlEfficiency - 1)));
+    if (nvlink && bps > 0) {
+      // The copy is a bandwidth limit of the GPU's NVLink port, whoever's flow it is: the SMs
+      // copy the flows leaving src over NVLink one after another, each for its bytes at
+      // kNvlEfficiency of the port's rate, and a flow runs at the link's rate at the end of its
+      // copy (its last byte leaves as the copy ends). So the port carries at most
+      // kNvlEfficiency of its rate on either backend, however many channels' flows share it.
+      const double line = static_cast<double>(wire) * static_cast<double>(copies) * 8e12 / bps;
+      SimTime& free = copy_free_[src];
+      const SimTime begin = std::max(at, free);
+      free = begin + static_cast<SimTime>(std::llround(line / kNvlEfficiency));
+      at = std::max(begin, free - static_cast<SimTime>(std::llround(line)));
+    }
   }
   const uint64_t key = connection_key(src, dst, channel);
   const uint32_t f = net_.create_flow(src, dst, wire, at, key, op, copies);  // (op: its totals' owner)
@@ -907,20 +908,8 @@ void Executor::plan(uint32_t op, OpRun& run) {
     if (cfg_.ring_slices > 0) slice = std::max(slice, ceil_div(chunk, static_cast<Bytes>(cfg_.ring_slices)));
     std::vector<std::vector<uint32_t>> orders;
     for (int ch = 0; ch < c; ++ch) orders.push_back(ring_order(group_ranks, groups, ch));
-    // with a protocol: each GPU's NVLink port carries the steps of the channels whose next
-    // rank is on its server (all c inside one server; one fewer where a channel leaves it)
-    std::unordered_map<uint32_t, int> nvl;
-    if (run.proto != kNoProto)
-      for (const auto& o : orders)
-        for (size_t i = 0; i < m; ++i) {
-          const int32_t srv = net_.gpu_server(o[i]);
-          if (srv >= 0 && srv == net_.gpu_server(o[(i + 1) % m])) ++nvl[o[i]];
-        }
     auto add = [&](std::vector<uint32_t> order, uint32_t channel, uint32_t copies) {
       auto ring = std::make_unique<Ring>(order, steps, chunk, slice, channel, copies);
-      ring->share = c;
-      if (!nvl.empty())
-        for (const uint32_t g : order) ring->shares.push_back(std::max(nvl[g], 1));
       out.push_back(std::move(ring));
     };
     if (c > 1 && cfg_.merge_channels && net_.merges_copies() && same_rings(orders)) {
@@ -983,7 +972,6 @@ void Executor::plan(uint32_t op, OpRun& run) {
             }
             phases[0].push_back(std::make_unique<TreeAllReduce>(
                 std::move(order), std::move(parent), std::move(chunks), static_cast<uint32_t>(2 * ch + t)));
-            phases[0].back()->share = c;
           }
         }
         return;
@@ -1102,7 +1090,6 @@ void Executor::plan(uint32_t op, OpRun& run) {
         phases[0].push_back(std::make_unique<Pipeline>(std::move(l.order), parent, std::move(l.chunks),
                                                        l.channels[0],
                                                        static_cast<uint32_t>(l.channels.size())));
-      for (auto& prog : phases[0]) prog->share = c;
       return;
     }
     case kSend:
@@ -1213,7 +1200,15 @@ double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<
   const double tree_port = servers >= 2 ? busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).second : 0;
   const double up_down =
       2 * ((static_cast<double>(m) - 1) * (lat_nvl + chunk / b_nvl * copy) + depth * (lat_tree + chunk / b_net));
-  return base + up_down + tree_port * bytes * w;
+  double tree = up_down + tree_port * bytes * w;
+  if (on && m >= 2) {
+    // the SM copy: a GPU's NVLink port sends each byte up and down its server's chain, but
+    // for the chain's ends (channels rotate the chain: (m-1)/m of it each way on average), at
+    // kNvlEfficiency of the link
+    const double mm = static_cast<double>(m);
+    tree = std::max(tree, 2 * bytes * w * (mm - 1) / mm / (kNvlEfficiency * b_nvl));
+  }
+  return base + tree;
 }
 
 const Executor::PathTerms& Executor::path_terms(const std::vector<uint32_t>& ranks,

@@ -111,9 +111,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// `ready`: when the flow's data became available at src (the arrival of what it forwards);
   /// -1: held since the op began. With the NCCL model the flow carries the protocol's wire
   /// bytes and starts no earlier than `ready` (or the op's launch) plus the hop's latency.
-  /// `share`: channels crossing src's NVLink port side by side (0: the program's count).
+  /// Over NVLink the flow also waits for src's SM copy (docs/nccl-model.md, "NVLink copy").
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, int share = 0);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1);
 
   // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
   bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
@@ -231,6 +231,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<int32_t> algo_ran_, proto_ran_, channels_ran_;
   std::vector<OpRun> runs_;
   std::vector<FlowRec> recs_;  ///< indexed by flow slot (reused once a flow retires)
+  /// per GPU: when the SM copy of its NVLink flows posted so far ends (send(), NCCL model)
+  std::unordered_map<uint32_t, SimTime> copy_free_;
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
   /// busiest_port() results by (ranks, channels)
