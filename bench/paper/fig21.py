@@ -15,12 +15,10 @@ time (and the iteration's) over the healthy run's. The paper's text names neithe
 nor which links fail. Default 128 GPUs; ``--quick``: 2 layers, batch 64.
 
 Backends: the full model on the flow backend (``backend="flow"``), and the NIC-EPS cases with
-a 2-layer, batch-64 model in packets (not with ``--quick`` or ``--no-packet``). The flow backend does not finish an RFabric (or
-RailOptimized) run once a NIC has failed: with PXN its flows to or from the failed NIC's GPU
-are left unroutable (``run["unroutable"]``), where the packet engine relays them through
-the server's other NICs (README "Failures"); those rows say ``complete False`` and
-``unroutable True``. A full iteration in packets takes hours on this machine (2 layers at
-batch 512: 10 minutes, 2.0 billion events).
+a 2-layer, batch-64 model in packets as a cross-check (not with ``--quick`` or
+``--no-packet``). With PXN a failed NIC's traffic is relayed through the server's other NICs
+on both backends (README "Failures"). A full iteration in packets takes hours on this
+machine (2 layers at batch 512: 10 minutes, 2.0 billion events).
 """
 
 from __future__ import annotations
@@ -47,9 +45,8 @@ def busiest_gpus(trace, stage: str, gpus: int, per_server: int = 8) -> list[int]
 
 
 def cases(args):
-    """(backend, layers label, trace): the full model on the flow backend, and, because the
-    flow backend leaves RFabric's flows unroutable after a NIC failure (below), a reduced
-    model (2 layers, batch 64) in packets, where a failed NIC's traffic is relayed."""
+    """(backend, layers label, trace): the full model on the flow backend, and a reduced model
+    (2 layers, batch 64) in packets as a cross-check of the NIC-EPS cases."""
     gpus = 128 if args.quick else args.gpus
     out = [
         ("flow", "2" if args.quick else "full", C.moe_quick(gpus, 0) if args.quick else C.moe_full(gpus, 0))
