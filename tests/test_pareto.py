@@ -202,7 +202,8 @@ def test_plot_of_a_time_draws_the_front_through_the_best_points(tmp_path):
         )
     ]
     want = sorted((r["network_cost_usd"] / 1e6, r["iteration_time_s"]) for r in best)
-    assert band(fig) == pytest.approx(want)
+    # (as arrays: pytest 9.2's approx refuses a list of tuples)
+    assert np.array(band(fig), dtype=float) == pytest.approx(np.array(want, dtype=float))
     # the cheapest row and the fastest row are on it
     assert want[0][0] == pytest.approx(min(r["network_cost_usd"] for r in rows) / 1e6)
     assert min(y for _, y in want) == pytest.approx(min(r["iteration_time_s"] for r in rows))
@@ -210,7 +211,7 @@ def test_plot_of_a_time_draws_the_front_through_the_best_points(tmp_path):
     got = sorted(
         zip(t["network_cost_usd"].to_numpy()[on] / 1e6, t["iteration_time_s"].to_numpy()[on], strict=True)
     )
-    assert got == pytest.approx(want)  # front() agrees
+    assert np.array(got, dtype=float) == pytest.approx(np.array(want, dtype=float))  # front() agrees
     assert fig.axes[0].get_ylabel() == "iteration time (s)"
 
 
