@@ -133,7 +133,11 @@ def test_bad_engine_settings(fab):
     flows = rf.Flows([0], [9], 1000)
     raises(r"unknown transport 'tcp' \(known: roce, dctcp\)", rf.simulate, fab, flows, transport="tcp")
     raises(r"unknown engine setting .mtu.; did you mean .mtu_bytes.", rf.simulate, fab, flows, mtu=1500)
-    raises(r"rfabric.EngineConfig: unknown engine setting .mtu.; did you mean .mtu_bytes.", rf.EngineConfig, mtu=1500)
+    raises(
+        r"rfabric.EngineConfig: unknown engine setting .mtu.; did you mean .mtu_bytes.",
+        rf.EngineConfig,
+        mtu=1500,
+    )
     raises(
         r"backend: unknown backend 'flw' \(allowed: 'packet', 'flow'\)",
         rf.simulate,

@@ -257,27 +257,26 @@ void bind_engine(py::module_& m) {
 
   py::class_<Simulator> cls(m, "Engine", "One packet-level simulation: network, flows, event loop.");
   bind_simulator(cls);
-  cls
-      .def(
-          "load_workload",
-          [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries, bool period_ends, bool nccl_model, const std::string& protocol) {
-            coll::Workload w = workload_from_dict(a);
-            coll::ExecutorConfig cfg =
-                executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
-            s.load_workload(std::move(w), cfg);
-          },
-          py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-          py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-          py::arg("nccl_model") = true, py::arg("protocol") = "auto",
-          "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
-          "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.\n"
-          "`boundaries`: 'none'; 'period': run() returns when an op of a period not seen before\n"
-          "becomes ready (its deps done); 'op': when any op becomes ready. The op stays queued to start\n"
-          "after its compute gap; boundary() describes the stop, resume() lets run() go on. `period_ends`\n"
-          "(with boundaries): also return when a period goes idle (its last ready or running op finished).\n"
-          "`nccl_model`: NCCL's protocol costs (docs/nccl-model.md; False: line-rate Simple); `protocol`:\n"
-          "'auto' (the tuner's choice per op) or a forced 'll', 'll128', 'simple'.")
+  cls.def(
+         "load_workload",
+         [](Simulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
+            const std::string& boundaries, bool period_ends, bool nccl_model, const std::string& protocol) {
+           coll::Workload w = workload_from_dict(a);
+           coll::ExecutorConfig cfg =
+               executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
+           s.load_workload(std::move(w), cfg);
+         },
+         py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
+         py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
+         py::arg("nccl_model") = true, py::arg("protocol") = "auto",
+         "Load a collective-op workload (rfabric.traces.Trace.arrays()) to replay; `rings` (channels x\n"
+         "GPUs, each row a permutation of the GPU ids) are the fabric's preferred ring orders.\n"
+         "`boundaries`: 'none'; 'period': run() returns when an op of a period not seen before\n"
+         "becomes ready (its deps done); 'op': when any op becomes ready. The op stays queued to start\n"
+         "after its compute gap; boundary() describes the stop, resume() lets run() go on. `period_ends`\n"
+         "(with boundaries): also return when a period goes idle (its last ready or running op finished).\n"
+         "`nccl_model`: NCCL's protocol costs (docs/nccl-model.md; False: line-rate Simple); `protocol`:\n"
+         "'auto' (the tuner's choice per op) or a forced 'll', 'll128', 'simple'.")
       .def(
           "event_counts",
           [](const Simulator& s) { return to_numpy(std::vector<uint64_t>(s.engine().kind_counts())); },
@@ -325,8 +324,9 @@ void bind_engine(py::module_& m) {
           "take_flow_log",
           [](Simulator& s) { return flow_log_dict(s.network(), s.network().take_flow_log()); },
           "Move out the rows of the flows that retired since the last call (for streaming them).")
-      .def_property_readonly("flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
-                             "Rows recorded and not yet taken.")
+      .def_property_readonly(
+          "flow_log_rows", [](const Simulator& s) { return s.network().flow_log_rows(); },
+          "Rows recorded and not yet taken.")
       .def(
           "op_flow_stats",
           [](const Simulator& s) {
@@ -343,11 +343,13 @@ void bind_engine(py::module_& m) {
             d["resent_bytes"] = col(&net::OwnerStats::resent_bytes);
             d["duplicate_bytes"] = col(&net::OwnerStats::duplicate_bytes);
             d["dropped_bytes"] = col(&net::OwnerStats::dropped_bytes);
-            d["max_fct_ps"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
+            d["max_fct_ps"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
             return d;
           },
           "Per op (workload rows): totals of its flows that retired so far: flows, retransmits,\n"
-          "delivered, resent, duplicate and dropped payload bytes, and the longest flow (max_fct_ps, -1: none).")
+          "delivered, resent, duplicate and dropped payload bytes, and the longest flow (max_fct_ps, -1: "
+          "none).")
       .def(
           "delivered_bytes",
           [](const Simulator& s) {
@@ -356,7 +358,8 @@ void bind_engine(py::module_& m) {
           "Bytes delivered so far per flow slot (for plain flow sets, whose flows keep their slots:\n"
           "per flow id; for sampling between run() epochs).")
       .def(
-          "payload_in_flight", [](const Simulator& s) { return to_numpy(s.network().flow_records().in_flight); },
+          "payload_in_flight",
+          [](const Simulator& s) { return to_numpy(s.network().flow_records().in_flight); },
           "Payload bytes per flow now inside the fabric (queued, on a wire or held), in flow_log()'s row\n"
           "order: with its sent, resent, delivered, duplicate and dropped bytes, for conservation checks.")
       .def(
@@ -392,8 +395,10 @@ void bind_engine(py::module_& m) {
             d["rate_bps"] = info_col(&net::PortInfo::rate_bps);
             d["buffer_bytes"] = info_col(&net::PortInfo::buffer_bytes);
             d["tx_bytes"] = col(&net::Port::tx_bytes);
-            d["tx_packets"] = column<int64_t>(n, [&](size_t i) { return net.tx_packets(static_cast<uint32_t>(i)); });
-            d["busy_ps"] = column<int64_t>(n, [&](size_t i) { return net.busy_ps(static_cast<uint32_t>(i)); });
+            d["tx_packets"] =
+                column<int64_t>(n, [&](size_t i) { return net.tx_packets(static_cast<uint32_t>(i)); });
+            d["busy_ps"] =
+                column<int64_t>(n, [&](size_t i) { return net.busy_ps(static_cast<uint32_t>(i)); });
             d["max_queue_bytes"] = col(&net::Port::max_queue_bytes);
             d["max_ingress_bytes"] = col(&net::Port::max_ingress_bytes);
             d["queued_bytes"] = col(&net::Port::queued_bytes);

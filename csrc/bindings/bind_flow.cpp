@@ -23,31 +23,30 @@ using flow::FlowSimulator;
 
 void bind_flow(py::module_& m) {
   py::class_<FlowSimulator> cls(m, "FlowEngine",
-                               "One flow-level simulation: max-min fair rates over the same forwarding, "
-                               "executor and event loop.");
+                                "One flow-level simulation: max-min fair rates over the same forwarding, "
+                                "executor and event loop.");
   bind_simulator(cls);
-  cls
-      .def(
-          "load_workload",
-          [](FlowSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-             const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
-             bool nccl_model, const std::string& protocol) {
-            if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
-              throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
-            coll::ExecutorConfig cfg =
-                executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
-            cfg.ring_slices = static_cast<uint32_t>(ring_slices);
-            cfg.merge_channels = merge_channels;
-            s.load_workload(workload_from_dict(a), std::move(cfg));
-          },
-          py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-          py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-          py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
-          py::arg("protocol") = "auto",
-          "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
-          "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).\n"
-          "`merge_channels`: a ring collective's channels whose rings have the same edges and paths\n"
-          "run as one flow of n copies per message (False: a flow per channel).")
+  cls.def(
+         "load_workload",
+         [](FlowSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
+            const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
+            bool nccl_model, const std::string& protocol) {
+           if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
+             throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
+           coll::ExecutorConfig cfg =
+               executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
+           cfg.ring_slices = static_cast<uint32_t>(ring_slices);
+           cfg.merge_channels = merge_channels;
+           s.load_workload(workload_from_dict(a), std::move(cfg));
+         },
+         py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
+         py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
+         py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
+         py::arg("protocol") = "auto",
+         "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
+         "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).\n"
+         "`merge_channels`: a ring collective's channels whose rings have the same edges and paths\n"
+         "run as one flow of n copies per message (False: a flow per channel).")
       .def(
           "counters",
           [](const FlowSimulator& s) {
@@ -95,17 +94,18 @@ void bind_flow(py::module_& m) {
             const size_t n = x ? x->op_start().size() : 0;
             const auto& st = s.network().owner_stats();
             py::dict d;
-            d["flows"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
-            d["delivered_bytes"] =
-                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
-            d["max_fct_ps"] = column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
+            d["flows"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
+            d["delivered_bytes"] = column<int64_t>(
+                n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
+            d["max_fct_ps"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
             return d;
           },
           "Per op (workload rows): totals of its flows that finished so far: flows, delivered payload\n"
           "bytes and the longest flow (max_fct_ps, -1: none).")
       .def(
-          "delivered_bytes",
-          [](const FlowSimulator& s) { return to_numpy(s.network().sent_bytes()); },
+          "delivered_bytes", [](const FlowSimulator& s) { return to_numpy(s.network().sent_bytes()); },
           "Payload bytes per flow slot that have left the source by now (the fluid's progress; for a\n"
           "flow set, whose flows keep their slots, per flow).")
       .def(
@@ -116,7 +116,8 @@ void bind_flow(py::module_& m) {
           [](const FlowSimulator& s) {
             const auto rows = s.network().sending();
             py::dict d;
-            d["flow_id"] = column<int64_t>(rows.size(), [&](size_t i) { return static_cast<int64_t>(rows[i].id); });
+            d["flow_id"] =
+                column<int64_t>(rows.size(), [&](size_t i) { return static_cast<int64_t>(rows[i].id); });
             d["src"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].src; });
             d["dst"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].dst; });
             d["hash"] = column<uint32_t>(rows.size(), [&](size_t i) { return rows[i].hash; });
@@ -139,8 +140,10 @@ void bind_flow(py::module_& m) {
             d["src"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).node; });
             d["dst"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).peer; });
             d["rate_bps"] = column<int64_t>(n, [&](size_t i) { return fwd.channel(i).rate_bps; });
-            d["tx_bytes"] = column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(bytes[i])); });
-            d["busy_ps"] = column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(busy[i])); });
+            d["tx_bytes"] =
+                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(bytes[i])); });
+            d["busy_ps"] =
+                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(busy[i])); });
             return d;
           },
           "Per-port columns (ports 2l and 2l+1 are link l's two directions): wire bytes carried\n"

@@ -53,7 +53,8 @@ void bind_simulator(py::class_<Sim>& c) {
           [](Sim& s, py::handle src, py::handle dst, py::handle size, py::handle start) {
             RF_CHECK(s.executor() == nullptr, "plain flows cannot be combined with a loaded workload");
             s.network().add_flows(from_numpy<uint32_t>(src, "src"), from_numpy<uint32_t>(dst, "dst"),
-                                  from_numpy<int64_t>(size, "size_bytes"), from_numpy<int64_t>(start, "start_ps"));
+                                  from_numpy<int64_t>(size, "size_bytes"),
+                                  from_numpy<int64_t>(start, "start_ps"));
           },
           py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("start_ps"),
           "Add flows: GPU ids, sizes in bytes, start times in ps. Once, before running.")
@@ -92,7 +93,8 @@ void bind_simulator(py::class_<Sim>& c) {
           "current_circuits", [](const Sim& s) { return to_numpy(s.network().current_circuits()); },
           "Circuits in place now as a flat array of (device, link a, link b) triples.")
       .def(
-          "current_circuits_lit_at", [](const Sim& s) { return to_numpy(s.network().current_circuits_lit_at()); },
+          "current_circuits_lit_at",
+          [](const Sim& s) { return to_numpy(s.network().current_circuits_lit_at()); },
           "When each circuit of current_circuits() carries light (ps; <= now: lit).")
       .def(
           "boundary", [executor](const Sim& s) { return boundary_dict(executor(s)); },
@@ -100,7 +102,8 @@ void bind_simulator(py::class_<Sim>& c) {
           "their periods and when each starts sending (ps; slack = start_ps - now); `ended`: the periods\n"
           "that went idle (load_workload(period_ends=True)). Both empty: none pending.")
       .def(
-          "resume", [executor](Sim& s) { executor(s).resume(); }, "Clear the pending boundary so that run() goes on.")
+          "resume", [executor](Sim& s) { executor(s).resume(); },
+          "Clear the pending boundary so that run() goes on.")
       .def(
           "active_periods", [executor](const Sim& s) { return to_numpy(executor(s).active_periods()); },
           "Periods (sorted) with an op running, or ready and waiting out its compute gap (with\n"
@@ -144,7 +147,9 @@ void bind_simulator(py::class_<Sim>& c) {
           "channels (-1 for an op not started).")
       .def(
           "set_link_state",
-          [](Sim& s, uint32_t link, SimTime time_ps, bool up) { s.network().schedule_link_state(link, time_ps, up); },
+          [](Sim& s, uint32_t link, SimTime time_ps, bool up) {
+            s.network().schedule_link_state(link, time_ps, up);
+          },
           py::arg("link"), py::arg("time_ps"), py::arg("up"),
           "Take link `link` (row of the link table) down or up at time_ps.")
       .def("run", &Sim::run, py::arg("until") = engine::kNever, py::arg("max_events") = 0,

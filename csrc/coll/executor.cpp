@@ -376,8 +376,8 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   return out;
 }
 
-std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const std::vector<SimTime>& dur,
-                                           SimTime now) const {
+std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
+                                            const std::vector<SimTime>& dur, SimTime now) const {
   const size_t n = w_.op_id.size();
   RF_CHECK(dur.size() == n, "start_bounds: dur has ", dur.size(), " entries, the workload ", n, " ops");
   // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not yet)
@@ -614,7 +614,9 @@ void Executor::plan(uint32_t op, OpRun& run) {
         const Bytes share = std::min(per_channel, size - ch * per_channel);
         if (share <= 0) break;
         size_t depth = n - 1;  // a chain; a binary tree over n ranks is floor(log2 n) deep
-        if (algo == kTree) for (depth = 0; (size_t{2} << depth) <= n; ++depth) {}
+        if (algo == kTree)
+          for (depth = 0; (size_t{2} << depth) <= n; ++depth) {
+          }
         const Bytes piece = pipeline_chunk(share, depth, step_bytes(proto));
         std::vector<Bytes> chunks;
         const Bytes k = ceil_div(share, piece);
@@ -683,7 +685,8 @@ bool Executor::same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edge
                           const std::vector<uint32_t>& channels) {
   for (const auto& [a, b] : edges)
     for (size_t i = 1; i < channels.size(); ++i)
-      if (!net_.same_route(a, b, connection_key(a, b, channels[0]), connection_key(a, b, channels[i]))) return false;
+      if (!net_.same_route(a, b, connection_key(a, b, channels[0]), connection_key(a, b, channels[i])))
+        return false;
   return true;
 }
 

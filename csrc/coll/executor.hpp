@@ -125,9 +125,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   const std::vector<int32_t>& ended_periods() const { return ended_periods_; }
   /// When op `op` starts (or started) sending: max(end of its deps) + compute_ps; -1 while
   /// some dependency is unfinished.
-  SimTime start_time(uint32_t op) const {
-    return pending_[op] == 0 ? ready_[op] + w_.compute_ps[op] : -1;
-  }
+  SimTime start_time(uint32_t op) const { return pending_[op] == 0 ? ready_[op] + w_.compute_ps[op] : -1; }
   int32_t period(uint32_t op) const { return w_.period.empty() ? 0 : w_.period[op]; }
   /// Clear the pending boundary and let the engine run on.
   void resume();
@@ -171,7 +169,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   struct OpRun {
     std::vector<std::vector<std::unique_ptr<Program>>> phases;
     size_t phase = 0;
-    size_t live = 0;  ///< programs of the current phase not yet done
+    size_t live = 0;                                       ///< programs of the current phase not yet done
     int32_t algo = kAuto, proto = kNoProto, channels = 0;  ///< what plan() chose
     SimTime t0 = 0;  ///< start plus the protocol's launch latency: when its data may first leave
     /// path latency and rate per (src, dst) the op's flows took, looked up once per op
@@ -211,7 +209,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// and each edge the same paths on every channel: then they run as one ring of copies.
   bool same_rings(const std::vector<std::vector<uint32_t>>& orders);
   /// Whether every edge (a, b) takes the same paths on each connection `channels` names.
-  bool same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edges, const std::vector<uint32_t>& channels);
+  bool same_paths(const std::vector<std::pair<uint32_t, uint32_t>>& edges,
+                  const std::vector<uint32_t>& channels);
   /// NCCL's channel count for an op of `total` bytes (at most `max_channels`).
   /// With the NCCL model the per-channel threshold is the protocol's (`proto`, over `nranks`).
   int channels_for(Bytes total, int max_channels, int32_t proto = kSimple, size_t nranks = 1) const;
@@ -248,11 +247,11 @@ class Executor final : public engine::Handler, public net::FlowObserver {
                               const std::vector<std::vector<uint32_t>>& groups) const;
   size_t ops_done_ = 0;
   // control-loop boundaries
-  std::vector<uint32_t> period_index_;  ///< op -> dense period index
-  std::vector<int64_t> period_epoch_;   ///< dense period -> epoch it was first seen in (-1: not yet)
-  std::vector<int32_t> period_ids_;     ///< dense period -> trace period id
+  std::vector<uint32_t> period_index_;   ///< op -> dense period index
+  std::vector<int64_t> period_epoch_;    ///< dense period -> epoch it was first seen in (-1: not yet)
+  std::vector<int32_t> period_ids_;      ///< dense period -> trace period id
   std::vector<uint32_t> period_active_;  ///< dense period -> ops ready or running (with boundaries)
-  int64_t epoch_ = 0;                   ///< resume() count
+  int64_t epoch_ = 0;                    ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   std::vector<int32_t> ended_periods_;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows

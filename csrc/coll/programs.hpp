@@ -65,7 +65,8 @@ class Ring final : public Program {
  public:
   /// `copies` > 1: the ring stands for that many channels' rings over the same edges and
   /// paths, each of its flows for their `copies` slices side by side (FlowFabric::merges_copies).
-  Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel, uint32_t copies = 1)
+  Ring(std::vector<uint32_t> order, uint32_t steps, Bytes chunk, Bytes slice, uint32_t channel,
+       uint32_t copies = 1)
       : order_(std::move(order)),
         steps_(steps),
         channel_(channel),
@@ -391,7 +392,8 @@ class TreeAllReduce final : public Program {
 };
 
 /// Ranks grouped by server, each group in order of first appearance.
-inline std::vector<std::vector<uint32_t>> by_server(net::FlowFabric& net, const std::vector<uint32_t>& ranks) {
+inline std::vector<std::vector<uint32_t>> by_server(net::FlowFabric& net,
+                                                    const std::vector<uint32_t>& ranks) {
   std::vector<std::vector<uint32_t>> groups;
   std::vector<int32_t> keys;
   for (const uint32_t r : ranks) {

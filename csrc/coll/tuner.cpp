@@ -10,19 +10,22 @@
 
 namespace rfabric::coll {
 
-Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<uint32_t>& ranks, Bytes size) const {
+Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<uint32_t>& ranks,
+                                Bytes size) const {
   const bool reduce_like = kind == kAllReduce || kind == kAllGather || kind == kReduceScatter;
   if (algo == kAuto && kind == kBroadcast) algo = kChain;
   if (algo == kAuto && !reduce_like) algo = kDirect;
   if (algo == kAuto && kind != kAllReduce) algo = kRing;
   // NCCL's pipelined kernels (ring, tree, and rfabric's hierarchical ring made of rings) run a
   // protocol; the others (direct, pairwise, halving-doubling, send, M2N) are not NCCL's.
-  const bool pipelined = (reduce_like && (algo == kAuto || algo == kRing || algo == kTree || algo == kHierRing)) ||
-                         (kind == kBroadcast && algo != kDirect);
+  const bool pipelined =
+      (reduce_like && (algo == kAuto || algo == kRing || algo == kTree || algo == kHierRing)) ||
+      (kind == kBroadcast && algo != kDirect);
   auto one_server = [&] { return by_server(net_, ranks).size() < 2; };
   if (!cfg_.nccl_model || !pipelined) {
     if (algo == kAuto)
-      algo = one_server() || !(predict(kTree, kNoProto, 2, ranks, size) < predict(kRing, kNoProto, 2, ranks, size))
+      algo = one_server() ||
+                     !(predict(kTree, kNoProto, 2, ranks, size) < predict(kRing, kNoProto, 2, ranks, size))
                  ? kRing
                  : kTree;
     return {algo, kNoProto};
@@ -45,7 +48,8 @@ Executor::Choice Executor::tune(int32_t kind, int32_t algo, const std::vector<ui
   return best;
 }
 
-double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<uint32_t>& ranks, Bytes size) const {
+double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<uint32_t>& ranks,
+                         Bytes size) const {
   // A latency-bandwidth model of each algorithm's structure, on the fabric's own latencies and
   // rates (the current paths between two servers' GPUs and between two GPUs of a server);
   // traces/README.md gives the formulas, docs/nccl-model.md the protocol terms. p = kNoProto:
@@ -73,14 +77,15 @@ double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<
     // proceeds. With the model: also the time each GPU's NVLink port copies its share.
     const double c = channels_for(size, cfg_.channels, chan_proto, ranks.size());
     // channels through a GPU's NVLink port: all c on one server, else (m-1)/m of them
-    const double nvl_share = servers >= 2 && m >= 1 ? c * (static_cast<double>(m) - 1) / static_cast<double>(m) : c;
+    const double nvl_share =
+        servers >= 2 && m >= 1 ? c * (static_cast<double>(m) - 1) / static_cast<double>(m) : c;
     const double copy = on ? 1 + nvl_share * (1 / kNvlEfficiency - 1) : 1;
     const double step = w * std::min(bytes / (c * n), static_cast<double>(step_bytes(chan_proto)));
-    const double chain =
-        passes * (s * (lat_net + step / b_net) + (n - s) * (lat_nvl + step / b_nvl * copy));
+    const double chain = passes * (s * (lat_net + step / b_net) + (n - s) * (lat_nvl + step / b_nvl * copy));
     double ring = chain;
-    if (servers >= 2) ring = std::max(ring, busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).first *
-                                               bytes * w * passes / 2);
+    if (servers >= 2)
+      ring = std::max(ring, busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).first * bytes * w *
+                                passes / 2);
     if (on && m >= 2) {
       const double mm = static_cast<double>(m);
       ring = std::max(ring, bytes * w * passes * (n - 1) / n * (mm - 1) / mm / (kNvlEfficiency * b_nvl));
@@ -98,9 +103,10 @@ double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<
   Bytes piece = pipeline_chunk(half, m - 1 + static_cast<size_t>(depth), step_bytes(chan_proto));
   if (on) piece = std::min(piece, std::max<Bytes>(half, 1));  // a chunk is no larger than the data
   const double chunk = w * static_cast<double>(piece);
-  const double tree_port = servers >= 2 ? busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).second : 0;
-  const double up_down =
-      2 * ((static_cast<double>(m) - 1) * (lat_nvl + chunk / b_nvl * copy) + depth * (lat_tree + chunk / b_net));
+  const double tree_port =
+      servers >= 2 ? busiest_port(ranks, groups, static_cast<int>(c), b_net * 8e12).second : 0;
+  const double up_down = 2 * ((static_cast<double>(m) - 1) * (lat_nvl + chunk / b_nvl * copy) +
+                              depth * (lat_tree + chunk / b_net));
   double tree = up_down + tree_port * bytes * w;
   if (on && m >= 2) {
     // the SM copy: a GPU's NVLink port sends each byte up and down its server's chain, but
@@ -157,8 +163,8 @@ const Executor::PathTerms& Executor::path_terms(const std::vector<uint32_t>& ran
 }
 
 std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ranks,
-                                                const std::vector<std::vector<uint32_t>>& groups, int c,
-                                                double nic_bps) const {
+                                                 const std::vector<std::vector<uint32_t>>& groups, int c,
+                                                 double nic_bps) const {
   // Every edge of the c channels' rings (and double trees) loads each port on its current
   // path with its share of the message; the busiest port's load over its rate is the
   // algorithm's time per byte. Cached per (ranks, channels): ops of one group repeat.
@@ -230,7 +236,8 @@ int Executor::channels_for(Bytes total, int max_channels, int32_t proto, size_t 
   if (!cfg_.rings.empty()) top = std::min<int>(top, static_cast<int>(cfg_.rings.size()));
   Bytes per = kBytesPerChannel;
   if (cfg_.nccl_model && proto == kLL128) per = kLL128BytesPerChannel;
-  if (cfg_.nccl_model && proto == kLL) per = kLLBytesPerChannel * static_cast<Bytes>(std::max<size_t>(nranks, 1));
+  if (cfg_.nccl_model && proto == kLL)
+    per = kLLBytesPerChannel * static_cast<Bytes>(std::max<size_t>(nranks, 1));
   return static_cast<int>(std::clamp<Bytes>(total / per, 1, std::max(top, 1)));
 }
 

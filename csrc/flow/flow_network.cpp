@@ -92,7 +92,8 @@ FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, cons
            " is outside [256, 65536]");
   mtu_ = cfg.mtu_bytes;
   header_ = cfg.header_bytes >= 0 ? cfg.header_bytes : header_bytes;
-  RF_CHECK(header_ >= 0 && header_ < mtu_, "header_bytes ", header_, " must be smaller than mtu_bytes ", mtu_);
+  RF_CHECK(header_ >= 0 && header_ < mtu_, "header_bytes ", header_, " must be smaller than mtu_bytes ",
+           mtu_);
   lossless_ = cfg.lossless >= 0 ? cfg.lossless != 0 : lossless;
   fwd_.set_per_frame_relays(lossless_);
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
@@ -144,12 +145,12 @@ FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t
   const PathKey key{src, dst, hash};
   if (path_table_.empty()) path_table_.resize(1024);
   size_t mask = path_table_.size() - 1;
-  size_t at = PathKeyHash{}(key) & mask;
+  size_t at = PathKeyHash{}(key)&mask;
   for (; path_table_[at].index != kNone; at = (at + 1) & mask)
     if (path_table_[at].key == key) return path_sets_[path_table_[at].index];
   if (path_sets_.size() >= kPathCacheMax) {
     clear_path_cache();
-    at = PathKeyHash{}(key) & mask;
+    at = PathKeyHash{}(key)&mask;
   } else if (2 * (path_sets_.size() + 1) > path_table_.size()) {
     // grow to keep the table at most half full, re-placing every entry
     std::vector<PathSlot> old(path_table_.size() * 2);
@@ -161,7 +162,7 @@ FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t
       while (path_table_[i].index != kNone) i = (i + 1) & mask;
       path_table_[i] = e;
     }
-    at = PathKeyHash{}(key) & mask;
+    at = PathKeyHash{}(key)&mask;
     while (path_table_[at].index != kNone) at = (at + 1) & mask;
   }
   PathSet ps;
@@ -219,7 +220,8 @@ double FlowNetwork::flow_cap(uint32_t f) const {
   // Network::line_rate: a flow whose GPU's NIC failed and that leaves the server is paced at
   // that NIC's rate (its frames spread over the server's other NICs), each copy.
   const uint32_t src = flows_.src[f], nic = fwd_.gpu_nic_port(src);
-  if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[f])) return 0;
+  if (nic == kNone || fwd_.nic_usable(src) || fwd_.gpu_server(src) == fwd_.gpu_server(flows_.dst[f]))
+    return 0;
   return static_cast<double>(fwd_.link_rate_bps(fwd_.channel(nic).link)) * flows_.copies[f];
 }
 
@@ -276,7 +278,8 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   RF_CHECK(size <= std::numeric_limits<Bytes>::max() / copies, "flow ", i, ": ", copies, " copies of ", size,
            " bytes overflow");
   const uint32_t hash = hash_of(i, ecmp_key);
-  RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
+  RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ",
+           src);
   next_id_ += copies;
   ++live_flows_;
   FlowRecords& t = flows_;
@@ -370,8 +373,9 @@ void FlowNetwork::start_flow(uint32_t f) {
     // It takes over the subflow, rate and bottleneck; nothing is recomputed.
     Subflow& sf = subs_[handoff_];
     const uint32_t g = sf.flow;
-    if (flows_.src[g] == flows_.src[f] && flows_.dst[g] == flows_.dst[f] && flows_.hash[g] == flows_.hash[f] &&
-        !sf.blocked && sf.weight == flows_.copies[f] && sf.cap == flow_cap(f)) {
+    if (flows_.src[g] == flows_.src[f] && flows_.dst[g] == flows_.dst[f] &&
+        flows_.hash[g] == flows_.hash[f] && !sf.blocked && sf.weight == flows_.copies[f] &&
+        sf.cap == flow_cap(f)) {
       const uint32_t s = handoff_;
       handoff_ = kNone;
       sf.flow = f;
@@ -466,7 +470,8 @@ void FlowNetwork::settle(uint32_t s) {
   Subflow& sf = subs_[s];
   const SimTime now = eng_.now();
   if (sf.rate > 0 && now > sf.last) {
-    const double bytes = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
+    const double bytes =
+        std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     sf.remaining -= bytes;
   }
   sf.last = now;
@@ -652,9 +657,12 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   Fill& w = fill_;
   const size_t ns = subs.size(), np = ports.size();
   // (level, global port << 32 | local port)
-  std::vector<LevelEntry>& heap = heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
+  std::vector<LevelEntry>& heap =
+      heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
   heap.clear();
-  auto entry = [&](double level, uint32_t lp) { return level_entry(level, (uint64_t{ports[lp]} << 32) | lp); };
+  auto entry = [&](double level, uint32_t lp) {
+    return level_entry(level, (uint64_t{ports[lp]} << 32) | lp);
+  };
   w.left.resize(np);
   w.load.assign(np, 0.0);
   w.unfrozen.resize(np);
@@ -677,7 +685,8 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   heap_build(heap);  // ((level, port) pairs: a total order)
   // a capped flow binds when the level reaches its ceiling per copy
   auto cap_level = [&](uint32_t i) { return w.cap[i] / w.weight[i]; };
-  std::stable_sort(capped.begin(), capped.end(), [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
+  std::stable_sort(capped.begin(), capped.end(),
+                   [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
   size_t next_cap = 0;
   size_t left = ns;
   auto level_of = [&](uint32_t lp) { return w.left[lp] / w.load[lp]; };
@@ -751,7 +760,8 @@ void FlowNetwork::topology_changed() {
   std::vector<uint32_t> sending;
   sending.reserve(active_.size());
   for (const uint32_t s : active_) sending.push_back(subs_[s].flow);
-  std::sort(sending.begin(), sending.end(), [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });
+  std::sort(sending.begin(), sending.end(),
+            [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });
   for (const uint32_t f : sending) {
     const uint32_t s = flow_sub_[f];
     const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
@@ -881,7 +891,8 @@ FlowRows FlowNetwork::flow_rows() const {
   FlowRows out;
   for (auto* v : {&out.id, &out.owner}) v->resize(n);
   for (auto* v : {&out.src, &out.dst, &out.hash}) v->resize(n);
-  for (auto* v : {&out.size_bytes, &out.sent_bytes, &out.delivered_bytes, &out.start_ps, &out.end_ps, &out.sent_ps})
+  for (auto* v :
+       {&out.size_bytes, &out.sent_bytes, &out.delivered_bytes, &out.start_ps, &out.end_ps, &out.sent_ps})
     v->resize(n);
   size_t k = 0;
   for (const auto& [id, r] : order) {
@@ -913,7 +924,8 @@ std::vector<double> FlowNetwork::port_bytes() const {
   const SimTime now = eng_.now();
   for (const uint32_t s : active_) {
     const Subflow& sf = subs_[s];
-    const double moved = std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
+    const double moved =
+        std::min(sf.remaining, sf.rate * static_cast<double>(now - sf.last) / kBitsPsPerByte);
     const double bytes = sf.accounted - sf.remaining + moved;  // since its bytes were last added
     const Hop* hops = sf.hops();
     for (size_t h = 0; h < sf.nhops; ++h) out[hops[h].port] += bytes * hops[h].coef;

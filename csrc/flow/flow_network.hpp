@@ -65,7 +65,7 @@ struct FlowRecords {
   std::vector<SimTime> sent_ps;  ///< when its last byte left the source (-1: not yet)
   std::vector<uint32_t> hash;
   std::vector<uint32_t> copies;  ///< messages it stands for (create_flow's copies; size_bytes is their total)
-  std::vector<uint8_t> live;  ///< the slot holds a flow (not retired)
+  std::vector<uint8_t> live;     ///< the slot holds a flow (not retired)
   size_t size() const { return src.size(); }
   /// Append slot f of `t`.
   void append(const FlowRecords& t, uint32_t f);
@@ -89,18 +89,18 @@ struct FlowRows {
 
 struct FlowCounters {
   uint64_t flows_done = 0;
-  SimTime last_flow_end_ps = -1;  ///< when the latest flow to finish finished
-  uint64_t recomputes = 0;        ///< max-min recomputations (one per batch of changes at one instant)
-  uint64_t rate_updates = 0;      ///< subflow rates that changed in a recomputation
-  uint64_t subflows = 0;          ///< subflows ever started
-  uint64_t max_component = 0;     ///< most subflows in one recomputed component
+  SimTime last_flow_end_ps = -1;    ///< when the latest flow to finish finished
+  uint64_t recomputes = 0;          ///< max-min recomputations (one per batch of changes at one instant)
+  uint64_t rate_updates = 0;        ///< subflow rates that changed in a recomputation
+  uint64_t subflows = 0;            ///< subflows ever started
+  uint64_t max_component = 0;       ///< most subflows in one recomputed component
   uint64_t component_subflows = 0;  ///< subflows recomputed, summed over recomputations
-  uint64_t blocked = 0;           ///< subflows ever left without a path (rate 0 until a change)
-  uint64_t reroutes = 0;          ///< active subflows moved to a new path by a topology change
-  uint64_t quiet_ends = 0;        ///< flows that finished sending without a recomputation
-                                  ///< (no other flow had its bottleneck on their ports)
-  uint64_t handoffs = 0;          ///< flows started in the place of their connection's last
-                                  ///< message as it left (no recomputation)
+  uint64_t blocked = 0;             ///< subflows ever left without a path (rate 0 until a change)
+  uint64_t reroutes = 0;            ///< active subflows moved to a new path by a topology change
+  uint64_t quiet_ends = 0;          ///< flows that finished sending without a recomputation
+                                    ///< (no other flow had its bottleneck on their ports)
+  uint64_t handoffs = 0;            ///< flows started in the place of their connection's last
+                                    ///< message as it left (no recomputation)
 };
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
@@ -116,7 +116,8 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
   uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
-                       int64_t owner = -1, uint32_t copies = 1) override;  // (owner: the executor's flow_ops())
+                       int64_t owner = -1,
+                       uint32_t copies = 1) override;  // (owner: the executor's flow_ops())
   bool merges_copies() const override { return true; }
   bool same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) override;
   void set_observer(net::FlowObserver* observer) override { observer_ = observer; }
@@ -223,11 +224,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double weight = 1;     ///< its flow's copies: it takes weight x the fair share
     double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
     Hop inline_hops[kInlineHops];
-    double rate = 0;       ///< bit/s
+    double rate = 0;  ///< bit/s
     SimTime finish_at = -1;
-    double remaining = 0;  ///< wire bytes left to send
-    double accounted = 0;  ///< `remaining` when its bytes sent were last added to its ports (account)
-    SimTime last = 0;      ///< when remaining was last settled
+    double remaining = 0;    ///< wire bytes left to send
+    double accounted = 0;    ///< `remaining` when its bytes sent were last added to its ports (account)
+    SimTime last = 0;        ///< when remaining was last settled
     std::vector<Hop> spill;  ///< the hops when there are more than kInlineHops
     Hop* hops() { return nhops <= kInlineHops ? inline_hops : spill.data(); }
     const Hop* hops() const { return nhops <= kInlineHops ? inline_hops : spill.data(); }
@@ -235,12 +236,12 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   struct PortState {
     std::vector<std::pair<uint32_t, uint32_t>> subs;  ///< (subflow, hop index)
     double capacity = 0;                              ///< bit/s, 0 while down
-    double bytes = 0;        ///< wire bytes carried
-    double busy_ps = 0;      ///< time busy up to the last capacity change, when bytes was
-    double bytes_mark = 0;   ///< bytes_mark (busy time since: the bytes after it at capacity)
-    uint32_t bnecks = 0;   ///< subflows whose bottleneck it is (Subflow::bneck)
-    uint64_t mark = 0;     ///< the recomputation that last reached it
-    uint32_t local = 0;    ///< its index in that recomputation's component (comp_ports_)
+    double bytes = 0;                                 ///< wire bytes carried
+    double busy_ps = 0;     ///< time busy up to the last capacity change, when bytes was
+    double bytes_mark = 0;  ///< bytes_mark (busy time since: the bytes after it at capacity)
+    uint32_t bnecks = 0;    ///< subflows whose bottleneck it is (Subflow::bneck)
+    uint64_t mark = 0;      ///< the recomputation that last reached it
+    uint32_t local = 0;     ///< its index in that recomputation's component (comp_ports_)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
@@ -310,8 +311,8 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   bool record_ = true;
   FlowRecords log_;  ///< rows of retired flows (when recording)
   std::vector<OwnerStats> owner_stats_;
-  std::vector<uint32_t> flow_sub_;  ///< per flow: its subflow while it sends (kNone otherwise)
-  std::vector<SimTime> flow_delay_;       ///< per flow: sent -> delivered
+  std::vector<uint32_t> flow_sub_;   ///< per flow: its subflow while it sends (kNone otherwise)
+  std::vector<SimTime> flow_delay_;  ///< per flow: sent -> delivered
   std::vector<Subflow> subs_;
   std::vector<uint32_t> free_subs_;
   std::vector<uint32_t> active_;  ///< live subflows
@@ -357,7 +358,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   struct Fill {
     std::vector<double> weight, cap, sub_coef;
     std::vector<uint32_t> sub_port, sub_end, port_sub, port_end;
-    std::vector<double> left, load, rate;  ///< (load: the unfrozen flows' coefficients x weights)
+    std::vector<double> left, load, rate;   ///< (load: the unfrozen flows' coefficients x weights)
     std::vector<uint32_t> unfrozen, bneck;  ///< (unfrozen: how many; load is exactly 0 with them gone)
     std::vector<uint8_t> frozen;
     void clear() {

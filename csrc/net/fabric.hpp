@@ -28,14 +28,15 @@ inline void check_flow(uint64_t id, uint32_t gpus, uint32_t src, uint32_t dst, B
 /// The checks both backends make of a flow set given to add_flows(), once and before any flow
 /// exists: one flow set per run, columns of one length, every start within the horizon
 /// (engine::kHorizon; a SpecError names the first flow past it).
-inline void check_flow_set(size_t existing, const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
-                           const std::vector<Bytes>& size, const std::vector<engine::SimTime>& start) {
+inline void check_flow_set(size_t existing, const std::vector<uint32_t>& src,
+                           const std::vector<uint32_t>& dst, const std::vector<Bytes>& size,
+                           const std::vector<engine::SimTime>& start) {
   RF_CHECK(existing == 0, "flows were already added");
   const size_t f = src.size();
   RF_CHECK(dst.size() == f && size.size() == f && start.size() == f, "flow arrays have different lengths");
   for (size_t i = 0; i < f; ++i)
-    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i], " is past the engine's horizon of ",
-             engine::kHorizon, " ps (2^62 - 1)");
+    RF_CHECK(start[i] <= engine::kHorizon, "flow ", i, ": start_ps ", start[i],
+             " is past the engine's horizon of ", engine::kHorizon, " ps (2^62 - 1)");
 }
 
 /// Told when a flow's last byte reaches its destination (the collective executor).

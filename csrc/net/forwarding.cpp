@@ -317,8 +317,12 @@ Forwarding::Ends Forwarding::relay_ends(uint32_t src, uint32_t dst, uint64_t key
   }
   // (the destination end starts from another offset, so the two ends do not move in step)
   // (a GPU whose NIC and NVLink both failed is cut off: no end, its frames wait unroutable)
-  const Ends e{nic_usable(src) ? src : nvl_usable(src) ? spread_nic(ss, key) : kNone,
-               nic_usable(dst) ? dst : nvl_usable(dst) ? spread_nic(ds, key + (key >> 32)) : kNone};
+  const Ends e{nic_usable(src)   ? src
+               : nvl_usable(src) ? spread_nic(ss, key)
+                                 : kNone,
+               nic_usable(dst)   ? dst
+               : nvl_usable(dst) ? spread_nic(ds, key + (key >> 32))
+                                 : kNone};
   if (e.a == kNone || e.b == kNone || relay_reaches(e.a, e.b)) return e;
   // Those NICs' switches no longer reach each other (a ToR cut off from the fabric): per
   // frame, a pair of working NICs of the two servers whose switches do.
@@ -344,7 +348,8 @@ uint32_t Forwarding::first_port(uint32_t src, uint32_t dst, uint32_t hash) const
   if (same_server && nvl_usable(src) && nvl_usable(dst)) return gpu_nvl_port_[src];
   // an NVLink of the two failed: out of src's NIC and in by dst's (host-forwarding fabrics:
   // their tables, which route around the failed NVLink)
-  if (same_server && !host_forwarding_) return nic_usable(src) && nic_usable(dst) ? gpu_nic_port_[src] : kNone;
+  if (same_server && !host_forwarding_)
+    return nic_usable(src) && nic_usable(dst) ? gpu_nic_port_[src] : kNone;
   if (host_forwarding_) {
     uint32_t count = 0;
     const uint32_t* hops = routes_.next_hops(gpu_node_[src], gpu_key_[dst], &count);

@@ -273,15 +273,15 @@ class Forwarding {
     const uint32_t m = bundle_size_[in];
     return static_cast<uint32_t>((bundle_slot_[in] + static_cast<uint64_t>(m) * c) % count);
   }
-  std::vector<uint32_t> gpu_node_;       ///< GPU id -> node
-  std::vector<uint32_t> gpu_nic_port_;   ///< GPU id -> its NIC's egress port (kNone if none)
-  std::vector<uint32_t> gpu_nvl_port_;   ///< GPU id -> its NVLink egress port (kNone if none)
-  std::vector<uint32_t> gpu_attach_;     ///< GPU id -> node its NIC connects to
-  std::vector<uint32_t> gpu_attach_in_;  ///< GPU id -> port from that node to the GPU
-  std::vector<uint32_t> gpu_nvs_in_;     ///< GPU id -> port from its NVSwitch to the GPU
-  std::vector<uint32_t> gpu_nvs_;        ///< GPU id -> its NVSwitch node (kNone if none)
-  std::vector<uint32_t> gpu_key_;        ///< GPU id -> routing key
-  std::vector<uint32_t> gpu_local_;      ///< GPU id -> position among its server's GPUs
+  std::vector<uint32_t> gpu_node_;                  ///< GPU id -> node
+  std::vector<uint32_t> gpu_nic_port_;              ///< GPU id -> its NIC's egress port (kNone if none)
+  std::vector<uint32_t> gpu_nvl_port_;              ///< GPU id -> its NVLink egress port (kNone if none)
+  std::vector<uint32_t> gpu_attach_;                ///< GPU id -> node its NIC connects to
+  std::vector<uint32_t> gpu_attach_in_;             ///< GPU id -> port from that node to the GPU
+  std::vector<uint32_t> gpu_nvs_in_;                ///< GPU id -> port from its NVSwitch to the GPU
+  std::vector<uint32_t> gpu_nvs_;                   ///< GPU id -> its NVSwitch node (kNone if none)
+  std::vector<uint32_t> gpu_key_;                   ///< GPU id -> routing key
+  std::vector<uint32_t> gpu_local_;                 ///< GPU id -> position among its server's GPUs
   std::vector<std::vector<uint32_t>> server_gpus_;  ///< server -> GPU ids in order
   std::vector<std::vector<uint32_t>> leaf_gpus_;    ///< switch -> GPUs whose NIC attaches to it
   /// Per destination GPU, what a packet switch needs to forward toward it on the fast path
@@ -331,7 +331,8 @@ uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_
       // into the server. (Back into the server too when its NIC has just failed.)
       const uint32_t g = static_cast<uint32_t>(nd.gpu);
       const bool from_server = from != kNone && from == gpu_nvs_[g];
-      if ((gpu_nvs_[g] == gpu_nvs_[d] && nvl_usable(d)) || !nic_usable(g) || !from_server) return gpu_nvl_port_[g];
+      if ((gpu_nvs_[g] == gpu_nvs_[d] && nvl_usable(d)) || !nic_usable(g) || !from_server)
+        return gpu_nvl_port_[g];
       return gpu_nic_port_[g];
     }
     // Which NICs this frame leaves and enters servers by: every node computes the same. Frame

@@ -45,12 +45,12 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
 
   // ---- line 0: arrivals, and the rest of a queued frame ----
   uint32_t peer = 0;
-  int32_t peer_gpu = -1;   ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
-  uint32_t live_gen = 1;   ///< gen | 1: what a frame sent on this channel as it is, live, carries
-  bool peer_eps = false;   ///< `peer` is a packet switch
-  uint8_t hop_step = 0;    ///< what an arrival over this channel adds to Packet::hops: 1 when
-                           ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
-                           ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
+  int32_t peer_gpu = -1;  ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  uint32_t live_gen = 1;  ///< gen | 1: what a frame sent on this channel as it is, live, carries
+  bool peer_eps = false;  ///< `peer` is a packet switch
+  uint8_t hop_step = 0;   ///< what an arrival over this channel adds to Packet::hops: 1 when
+                          ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
+                          ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
   bool pause_sent = false;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   Bytes max_ingress_bytes = 0;
@@ -63,10 +63,10 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
   /// channel generation, odd while up: new on every change of peer or state (new_channel);
   /// frames carry it when sent
   uint32_t gen = 1;
-  uint32_t ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
+  uint32_t ps_per_byte = 0;        ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
   bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
-  bool stopped = false;  ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool nic = false;      ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
+  bool stopped = false;            ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
+  bool nic = false;                ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
   /// Frames sent, modulo 2^32 (Network::tx_packets adds PortInfo::tx_packets_high): 32 bits
   /// and the NIC flag leave line 1 room for all a frame through an idle port writes.
   uint32_t tx_packets_low = 0;

@@ -97,8 +97,8 @@ void Network::set_thresholds(uint32_t port) {
   const SimTime reaction = 2 * info.prop_ps + nodes()[p.peer].latency_ps;
   const Bytes headroom =
       static_cast<Bytes>(static_cast<__int128>(reaction) * info.rate_bps / 8 / engine::kPsPerSec) + 2 * mtu_;
-  const Bytes xoff = std::max<Bytes>(
-      mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) * info.rate_bps / 8 / engine::kPsPerSec));
+  const Bytes xoff = std::max<Bytes>(mtu_, static_cast<Bytes>(static_cast<__int128>(cfg_.pfc_xoff_ps) *
+                                                              info.rate_bps / 8 / engine::kPsPerSec));
   p.xoff = std::min(xoff, info.buffer_bytes - headroom);
   RF_CHECK(p.xoff >= mtu_ || nodes()[p.peer].kind == NodeKind::Gpu, "link ", info.link, ": buffer ",
            info.buffer_bytes, " B leaves no room for PFC headroom of ", headroom,

@@ -37,8 +37,7 @@ void RoutingTable::share(size_t cell, size_t from, const std::vector<uint32_t>& 
   auto [it, end] = sets_.equal_range(h);
   for (; it != end; ++it) {
     const uint32_t b = it->second;
-    if (std::equal(ports_.begin() + static_cast<std::ptrdiff_t>(from), ports_.end(),
-                   ports_.begin() + b)) {
+    if (std::equal(ports_.begin() + static_cast<std::ptrdiff_t>(from), ports_.end(), ports_.begin() + b)) {
       ports_.resize(from);
       cells_[cell] = Cell{b, count | mark};
       return;

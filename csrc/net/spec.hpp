@@ -52,8 +52,9 @@ struct NetworkSpec {
   X(Bytes, header_bytes, -1, "header bytes per frame; -1: the transport's")                            \
   X(Bytes, control_bytes, 64, "ACK / CNP / pause frame size")                                          \
   X(int, lossless, -1, "1 PFC, 0 lossy drop-tail; -1: the transport's")                                \
-  X(SimTime, ecn_kmin_ps, -1, "ECN thresholds as queueing delay at the port's rate (one setting fits " \
-                              "every speed); -1: the transport's")                                     \
+  X(SimTime, ecn_kmin_ps, -1,                                                                          \
+    "ECN thresholds as queueing delay at the port's rate (one setting fits "                           \
+    "every speed); -1: the transport's")                                                               \
   X(SimTime, ecn_kmax_ps, -1, "see ecn_kmin_ps")                                                       \
   X(double, ecn_pmax, -1, "marking probability at kmax; -1: the transport's")                          \
   X(bool, ecmp_per_packet, false, "spray packets instead of hashing flows")                            \
@@ -61,7 +62,7 @@ struct NetworkSpec {
     "adaptive routing: each packet takes the shortest-path port with the least queued bytes (ties "    \
     "by hash), as InfiniBand AR / Spectrum-X; overrides ecmp_per_packet")                              \
   X(bool, ecmp_multipath, false,                                                                       \
-    "multi-path (host-forwarding fabrics; with ecmp_adaptive elsewhere): a server's NVSwitch spreads "  \
+    "multi-path (host-forwarding fabrics; with ecmp_adaptive elsewhere): a server's NVSwitch spreads " \
     "frames over all its NICs whose paths are at most 4 hops (one more server) longer than the "       \
     "shortest, least loaded first, weighted by the hops left")                                         \
   X(bool, ecmp_dmodk, true,                                                                            \

@@ -51,7 +51,7 @@ class Sampler final : public engine::Handler {
   const net::Network& net_;
   SimTime period_;
   uint32_t kind_;
-  bool pending_ = false;  ///< a sample event is queued
+  bool pending_ = false;               ///< a sample event is queued
   std::vector<Bytes> last_tx_;         ///< per port: tx_bytes at the last sample
   std::vector<uint64_t> last_id_;      ///< per flow slot: the flow it held at the last sample
   std::vector<Bytes> last_delivered_;  ///< per flow slot: its delivered bytes then
