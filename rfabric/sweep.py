@@ -82,6 +82,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import catalog
 from .errors import SpecError, SweepError, read_toml
 from .results import SWEEP_SCHEMA
 from .units import format_rate, parse_rate, parse_size
@@ -92,20 +93,11 @@ __all__ = ["sweep", "load_config", "run_config", "resolve_fabric", "derive_seed"
 EXECUTORS = ("local", "serial", "ray")
 #: Stages the generator emits, each with its own column (``stage_<name>_s``).
 STAGES = ("gen", "response_stream", "train", "weight_sync")
-FLOW_PATTERNS = ("permutation", "all_to_all", "incast")
+FLOW_PATTERNS = catalog.FLOW_PATTERNS
 
 
 #: Paper and class names of the built-in fabrics -> (family, constructor parameters).
-FABRIC_NAMES: dict[str, tuple[str, dict]] = {
-    "FT": ("fat_tree", {}),
-    "FatTree": ("fat_tree", {}),
-    "FT-OS": ("fat_tree", {"oversubscription": 3}),  # the paper's FT-OS: 3:1 at the ToRs
-    "RO": ("rail_optimized", {}),
-    "RailOptimized": ("rail_optimized", {}),
-    "TopoOpt": ("topoopt", {}),
-    "MixNet": ("mixnet", {}),
-    "RFabric": ("rfabric", {}),
-}
+FABRIC_NAMES: dict[str, tuple[str, dict]] = catalog.FABRICS
 _log = logging.getLogger("rfabric.sweep")
 _OS_RE = re.compile(r"^(?:FT|FatTree|fat_tree)-?OS(\d+)(?::1)?$", re.I)
 
