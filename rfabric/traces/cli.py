@@ -106,6 +106,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="when a given layout exceeds GPU memory (default warn)",
     )
     g.add_argument(
+        "--recompute",
+        choices=("none", "full"),
+        default="none",
+        help="activation recomputation of the training backward (default none)",
+    )
+    g.add_argument(
         "--placement",
         choices=("disaggregated", "colocated"),
         default="disaggregated",
@@ -243,6 +249,7 @@ def _generate(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         reward_model=args.reward_model,
         memory_check=args.memory_check,
+        recompute=args.recompute,
         placement=args.placement,
         weight_sync=args.weight_sync,
         weight_bucket_bytes=args.weight_bucket_bytes,

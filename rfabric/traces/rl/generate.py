@@ -26,7 +26,7 @@ from .context import RLContext
 from .experience import RL_ALGORITHMS, emit_experience, experience_passes
 from .generation import emit_generation, kv_pairs
 from .layout import GenLayout, TrainLayout
-from .memory import MEMORY_CHECKS, check_memory
+from .memory import MEMORY_CHECKS, RECOMPUTE, check_memory
 from .training import emit_training, receive_samples
 from .weight_sync import WEIGHT_SYNC_MODES, check_reshard, emit_weight_sync
 
@@ -77,6 +77,7 @@ def generate_rl(
     train_ranks: Sequence[int] | None = None,
     gen_ranks: Sequence[int] | None = None,
     memory_check: str = "warn",
+    recompute: str = "none",
 ) -> Trace:
     r"""Generate the communication trace of disaggregated RL post-training.
 
@@ -283,6 +284,14 @@ def generate_rl(
         `rfabric.LayoutFitError`. Framework buffers and prefill instances (``prefill``)
         are not counted, so passing does not prove a fit. The per-GPU bytes, in total and
         by part, go to the metadata (``memory_bytes_per_gpu``).
+    recompute : {"none", "full"}
+        Activation recomputation of the training backward. ``"none"`` (default) keeps every
+        activation of the micro-batches in flight. ``"full"`` keeps only each layer's input
+        (``h`` elements per token) and, in every backward, re-runs the layer's forward first:
+        its compute (so a layer's backward costs 3x its forward FLOPs instead of 2x) and its
+        TP all-reduces and EP all-to-alls, in phase ``fwd_recompute`` (Megatron-LM
+        ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``).
+        Default layouts are searched under the given setting.
 
     Returns
     -------
@@ -491,6 +500,8 @@ def generate_rl(
     for name, v in (("param_bytes", param_bytes), ("act_bytes", act_bytes), ("grad_bytes", grad_bytes)):
         integer(v, name, lo=1)
     seed = integer(seed, "seed", lo=0)
+    if recompute not in RECOMPUTE:
+        raise SpecError(f"recompute must be one of {', '.join(map(repr, RECOMPUTE))}, got {recompute!r}")
     if memory_check not in MEMORY_CHECKS:
         raise SpecError(
             f"memory_check must be one of {', '.join(map(repr, MEMORY_CHECKS))}, got {memory_check!r}"
@@ -573,6 +584,7 @@ def generate_rl(
             grad=grad_bytes,
             tokens=mbt,
             act=act_bytes,
+            recompute=recompute,
         )
         train = {k: v for k, v in choice.layout().items() if k != "ep" or mdl.is_moe}
         zero = choice.zero
@@ -650,6 +662,7 @@ def generate_rl(
         ws_bucket=weight_bucket_bytes,
         pl=pl,
         seq_max=prompt_len + r_max,
+        recompute=recompute,
     )
     need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
@@ -716,6 +729,7 @@ def generate_rl(
         "train_ranks": None if train_ranks is None else [int(r) for r in rank_map[:train_gpus]],
         "gen_ranks": None if gen_ranks is None else [int(r) for r in rank_map[train_gpus:]],
         "memory_check": memory_check,
+        "recompute": recompute,
         "memory_bytes_per_gpu": {k: int(v) for k, v in need.items()},
     }
     meta = {
