@@ -177,7 +177,23 @@ void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
   RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
   RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
   link_changes_.push_back({t, link, up});
+  unapplied_from_ = std::min(unapplied_from_, t);
   eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
+}
+
+void Network::apply_due_link_changes() {
+  const SimTime now = eng_.now();
+  if (now < unapplied_from_) return;
+  unapplied_from_ = kNever;
+  for (LinkChange& c : link_changes_) {
+    if (c.applied) continue;
+    if (c.t > now) {
+      unapplied_from_ = std::min(unapplied_from_, c.t);
+      continue;
+    }
+    c.applied = true;
+    set_link_state(c.link, c.up);
+  }
 }
 
 void Network::set_link_state(uint32_t link, bool up) {

@@ -429,7 +429,9 @@ void Network::on_event(const engine::Event& ev) {
       start_one(ev.target);
       break;
     case kLinkState: {
-      const LinkChange& c = link_changes_[ev.target];
+      LinkChange& c = link_changes_[ev.target];
+      if (c.applied) break;  // applied already, at the start of a flow at this instant
+      c.applied = true;
       set_link_state(c.link, c.up);
       break;
     }

@@ -464,6 +464,9 @@ class Network final : public engine::Handler, public FlowFabric {
       maybe_retire(f);
   }
   void set_link_state(uint32_t link, bool up);
+  /// Apply, in call order, the link changes due now whose events have not run yet, so a flow
+  /// starting at t sees every change at t, whichever was scheduled first.
+  void apply_due_link_changes();
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
@@ -515,8 +518,10 @@ class Network final : public engine::Handler, public FlowFabric {
     SimTime t;
     uint32_t link;
     bool up;
+    bool applied = false;  ///< already applied early, by apply_due_link_changes (its event skips it)
   };
   std::vector<LinkChange> link_changes_;
+  SimTime unapplied_from_ = engine::kNever;  ///< no change before this time is still to apply
 
   PacketPool pool_;
   std::unique_ptr<Transport> transport_;
