@@ -148,3 +148,54 @@ def test_switch_link_failing_as_flows_start_carries_nothing(backend):
     at_t = _run(fab, flows, backend, [(link, T, False)])
     assert _on(at_t, link) == 0
     _same(at_t, _run(fab, flows, backend, [(link, T - 1, False)]))
+
+
+def _topoopt_plans():
+    """TopoOpt(32) (its NICs end at optical devices, so a circuit is a flow's first hop), its
+    plan, that plan without GPU 3's circuit, and GPU 3's NIC link."""
+    from rfabric.spec import CircuitTable
+
+    fab = rf.topologies.TopoOpt(32)
+    spec = fab.to_spec()
+    plan, nic = spec.circuits, int(spec.nic_link(GPU))
+    keep = (plan.a != nic) & (plan.b != nic)
+    assert not keep.all()
+    return fab, plan, CircuitTable.build(plan.ocs[keep], plan.a[keep], plan.b[keep]), nic
+
+
+def _run_plans(fab, flows, backend, plans):
+    """As _run, with circuit plans ``[(plan, at, t_ocs), ...]`` applied after the flows."""
+    sim = rf.Simulation(fab, flows, backend=backend)
+    for plan, at, t_ocs in plans:
+        sim.apply_circuits(plan, at=at, t_ocs=t_ocs)
+    sim.run()
+    res = sim.results()
+    assert res.complete
+    assert res.flows["delivered_bytes"].to_pylist() == flows.size_bytes.tolist()
+    return res
+
+
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+def test_circuit_taken_down_as_flows_start_carries_nothing(backend):
+    # A plan without GPU 3's circuit takes effect as its flows start: their first frames
+    # leave over NVLink, as with the plan 1 ps earlier (before, the first went into the
+    # circuit as it went dark and was lost).
+    fab, _, without, nic = _topoopt_plans()
+    flows = _flows()
+    at_t = _run_plans(fab, flows, backend, [(without, T, "0ps")])
+    assert _on(at_t, nic) == 0
+    _same(at_t, _run_plans(fab, flows, backend, [(without, T - 1, "0ps")]))
+
+
+def test_circuit_lit_as_flows_start_carries_their_first_frame():
+    # GPU 3's circuit comes back (its dark time ends) as its flows start: the first frame
+    # takes it, as when it is lit 1 ps earlier (before, that frame went the long way round).
+    fab, plan, without, nic = _topoopt_plans()
+    flows = _flows()
+
+    def lit_at(t):
+        return _run_plans(fab, flows, "packet", [(without, 0, "0ps"), (plan, "1ps", t - 1)])
+
+    at_t = lit_at(T)
+    _same(at_t, lit_at(T - 1))
+    assert _on(at_t, nic) > 0
