@@ -206,8 +206,9 @@ void Network::apply_change(uint32_t i) {
 void Network::apply_due_changes() {
   const SimTime now = eng_.now();
   if (now < unapplied_from_) return;
+  while (first_open_ < changes_.size() && changes_[first_open_].applied) ++first_open_;
   unapplied_from_ = kNever;
-  for (uint32_t i = 0; i < changes_.size(); ++i) {
+  for (uint32_t i = first_open_; i < changes_.size(); ++i) {
     if (changes_[i].applied) continue;
     if (changes_[i].t > now) {
       unapplied_from_ = std::min(unapplied_from_, changes_[i].t);

@@ -528,6 +528,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// Record a change due at t and schedule its event (of kind `sub`).
   void schedule_change(const TopologyChange& c, uint32_t sub);
   std::vector<TopologyChange> changes_;
+  uint32_t first_open_ = 0;                  ///< changes_ before this one are all applied
   SimTime unapplied_from_ = engine::kNever;  ///< no change before this time is still to apply
 
   PacketPool pool_;
