@@ -199,3 +199,22 @@ def test_circuit_lit_as_flows_start_carries_their_first_frame():
     at_t = lit_at(T)
     _same(at_t, lit_at(T - 1))
     assert _on(at_t, nic) > 0
+
+
+def test_a_change_made_after_the_run_reached_its_instant_is_like_a_later_one():
+    # run(until=T) runs the events at T: the flows starting at T have sent their first
+    # frame, so a failure at T scheduled now finds it on the wire, as a failure at T + 1 ps
+    # does (README "Failures"); stopping 1 ps earlier leaves the instant whole.
+    fab = _fabric("FatTree")
+    nic = int(fab.to_spec().nic_link(GPU))
+    flows = _flows()
+    runs = {}
+    for stop in (T - 1, T):
+        sim = rf.Simulation(fab, flows)
+        sim.run(until=stop)
+        sim.fail_nic(GPU, at=T)
+        sim.run()
+        runs[stop] = sim.results()
+    _same(runs[T - 1], _run(fab, flows, "packet", [(nic, T, False)]))
+    assert _on(runs[T], nic) == MTU
+    assert runs[T].flows["delivered_bytes"].to_pylist() == flows.size_bytes.tolist()
