@@ -653,8 +653,9 @@ class Simulation:
     def set_link_state(self, link: int, at, up: bool) -> None:
         """Take link row ``link`` down (``up=False``) or up at simulated time ``at``.
 
-        Routing avoids a down link from that instant; frames on it are lost (lossy) or
-        re-forwarded (lossless). A link that ends at an optical device is an OCS port: it is
+        Routing avoids a down link from that instant, for flows starting at ``at`` too (unless
+        the run already ran that instant's events: ``run(until=at)`` does); frames on it are
+        lost (lossy) or re-forwarded (lossless). A link that ends at an optical device is an OCS port: it is
         masked from circuit plans applied afterwards.
         """
         link = integer(link, "link")

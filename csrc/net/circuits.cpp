@@ -149,7 +149,7 @@ void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<ui
                             std::vector<uint32_t> b, SimTime dark_ps) {
   RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
   const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
-  eng_.schedule(t, index, kind_base_ + kPlan);
+  schedule_change({t, index, TopologyChange::kPlanChange, false}, kPlan);
 }
 
 void Network::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
@@ -163,7 +163,8 @@ void Network::apply_plan(uint32_t index) {
   const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
   circuit_log_.push_back({now, index, added, removed, plan.dark_ps});
   topology_changed();
-  if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, index, kind_base_ + kLight);
+  if (added > 0 && plan.dark_ps > 0)
+    schedule_change({now + plan.dark_ps, index, TopologyChange::kLightChange, false}, kLight);
 }
 
 void Network::light(uint32_t /*index*/) {
@@ -176,8 +177,45 @@ std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_ci
 void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
   RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
   RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
-  link_changes_.push_back({t, link, up});
-  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
+  schedule_change({t, link, TopologyChange::kLinkChange, up}, kLinkState);
+}
+
+void Network::schedule_change(const TopologyChange& c, uint32_t sub) {
+  changes_.push_back(c);
+  unapplied_from_ = std::min(unapplied_from_, c.t);
+  eng_.schedule(c.t, static_cast<uint32_t>(changes_.size() - 1), kind_base_ + sub);
+}
+
+void Network::apply_change(uint32_t i) {
+  TopologyChange& c = changes_[i];
+  if (c.applied) return;
+  c.applied = true;
+  switch (c.kind) {
+    case TopologyChange::kLinkChange:
+      set_link_state(c.index, c.up);
+      break;
+    case TopologyChange::kPlanChange:
+      apply_plan(c.index);
+      break;
+    case TopologyChange::kLightChange:
+      light(c.index);
+      break;
+  }
+}
+
+void Network::apply_due_changes() {
+  const SimTime now = eng_.now();
+  if (now < unapplied_from_) return;
+  while (first_open_ < changes_.size() && changes_[first_open_].applied) ++first_open_;
+  unapplied_from_ = kNever;
+  for (uint32_t i = first_open_; i < changes_.size(); ++i) {
+    if (changes_[i].applied) continue;
+    if (changes_[i].t > now) {
+      unapplied_from_ = std::min(unapplied_from_, changes_[i].t);
+      continue;
+    }
+    apply_change(i);
+  }
 }
 
 void Network::set_link_state(uint32_t link, bool up) {

@@ -428,16 +428,10 @@ void Network::on_event(const engine::Event& ev) {
     case kStartOne:
       start_one(ev.target);
       break;
-    case kLinkState: {
-      const LinkChange& c = link_changes_[ev.target];
-      set_link_state(c.link, c.up);
-      break;
-    }
+    case kLinkState:
     case kPlan:
-      apply_plan(ev.target);
-      break;
     case kLight:
-      light(ev.target);
+      apply_change(ev.target);  // (nothing if a flow starting at this instant applied it)
       break;
     default:
       break;

@@ -464,6 +464,11 @@ class Network final : public engine::Handler, public FlowFabric {
       maybe_retire(f);
   }
   void set_link_state(uint32_t link, bool up);
+  /// Apply changes_[i] unless it was applied already.
+  void apply_change(uint32_t i);
+  /// Apply, in call order, the link changes, circuit plans and ends of dark time due now whose
+  /// events have not run yet, so a flow starting at t sees every change at t, whichever was scheduled first.
+  void apply_due_changes();
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
@@ -511,12 +516,20 @@ class Network final : public engine::Handler, public FlowFabric {
   std::vector<OwnerStats> owner_stats_;
   std::vector<uint32_t> start_order_;  ///< flows by start time
   size_t next_start_ = 0;
-  struct LinkChange {
+  /// A scheduled link change, circuit plan or end of a plan's dark time, in call order.
+  struct TopologyChange {
+    enum Kind : uint8_t { kLinkChange, kPlanChange, kLightChange };
     SimTime t;
-    uint32_t link;
-    bool up;
+    uint32_t index;  ///< link row, or plan index (plans_)
+    Kind kind;
+    bool up;               ///< a link change's new state
+    bool applied = false;  ///< applied early, by apply_due_changes (its event skips it)
   };
-  std::vector<LinkChange> link_changes_;
+  /// Record a change due at t and schedule its event (of kind `sub`).
+  void schedule_change(const TopologyChange& c, uint32_t sub);
+  std::vector<TopologyChange> changes_;
+  uint32_t first_open_ = 0;                  ///< changes_ before this one are all applied
+  SimTime unapplied_from_ = engine::kNever;  ///< no change before this time is still to apply
 
   PacketPool pool_;
   std::unique_ptr<Transport> transport_;
