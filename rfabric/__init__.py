@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
 
 from . import bounds, controllers, cost, pareto, rewrites, topology, traces, units
 from .collective import collective, op_trace
-from .errors import LayoutFitError, SpecError, SweepError, TraceError
+from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
 from .results import Results
@@ -40,6 +40,7 @@ __all__ = [
     "Flows",
     "Forwarding",
     "LayoutFitError",
+    "MissingDependency",
     "NetworkSpec",
     "Results",
     "Simulation",

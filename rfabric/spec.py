@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._graph import connected_components
 from .errors import SpecError
 from .units import MAX_RATE_BPS, MAX_SIZE_BYTES
 from .validators import integer
@@ -357,11 +358,7 @@ class NetworkSpec:
             raise SpecError(f"{self.name}: {kind} {self.node_label(bad[0])} has no links{more}")
         # and every node is wired, through links, to the GPUs: an island of switches carries
         # nothing either
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        graph = coo_matrix((np.ones(len(links), dtype=np.int8), (links.src, links.dst)), shape=(n, n))
-        _, label = connected_components(graph, directed=False)
+        label = connected_components(n, links.src, links.dst)
         gpu_labels = np.unique(label[nodes.kind == NODE_KINDS["gpu"]])
         off = np.flatnonzero(~np.isin(label, gpu_labels))
         if off.size:
