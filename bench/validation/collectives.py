@@ -62,7 +62,7 @@ def rail_fabric(servers: int, nic: str, nvlink: str, *, pxn: bool = True):
 
 
 def _op(kind: str, fabric, size: int, algorithm: str, backend: str) -> dict:
-    return rf.collective(kind, fabric, sizes=[size], algorithm=algorithm, backend=backend).to_pylist()[0]
+    return rf.collective(fabric, kind, sizes=[size], algorithm=algorithm, backend=backend).to_pylist()[0]
 
 
 def busbw(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm="auto", backend="packet"):
@@ -90,7 +90,7 @@ def time_us(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm
     """Completion time (us) of one collective."""
 
     def run() -> float:
-        return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["time_us"]
+        return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["time_ps"] / 1e6
 
     run.backend = backend
     return run
@@ -105,7 +105,7 @@ def a2a_bottleneck_bw(servers: int, nic: str, nvlink: str, size: int, *, pxn=Tru
         op = _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)
         n = servers * GPUS_PER_SERVER
         peers = n - GPUS_PER_SERVER if servers > 1 else n - 1
-        return size * peers / n / (op["time_us"] * 1e3)
+        return size * peers / n / (op["time_ps"] / 1e3)
 
     run.backend = backend
     return run
@@ -113,7 +113,10 @@ def a2a_bottleneck_bw(servers: int, nic: str, nvlink: str, size: int, *, pxn=Tru
 
 def a2a_time_us(servers: int, nic: str, nvlink: str, size: int, *, pxn=True, backend="packet"):
     def run() -> float:
-        return _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)["time_us"]
+        return (
+            _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)["time_ps"]
+            / 1e6
+        )
 
     run.backend = backend
     return run
