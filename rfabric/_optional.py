@@ -24,6 +24,7 @@ EXTRAS = {
     "chakra": (("protobuf",), "rf.traces.importers.chakra (MLCommons Chakra ET files)"),
     "ray": (("ray",), "rf.sweep(executor='ray')"),
     "pandas": (("pandas",), "to_pandas() on any result table"),
+    "graph": (("networkx",), "NetworkSpec.to_networkx"),
     "progress": (("tqdm",), "rf.sweep's tqdm progress bar (without it: a plain one)"),
 }
 

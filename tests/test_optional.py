@@ -52,6 +52,7 @@ _SCRIPT = textwrap.dedent(
     missing("bounds", lambda: rf.bounds.collective_bound(fab, "all_reduce", "1MiB"))
     missing("chakra", lambda: rf.traces.importers.chakra.read(sys.argv[1]))
     missing("chakra-node", lambda: rf.traces.importers.chakra.Node)
+    missing("graph", lambda: fab.to_spec().to_networkx())
     from rfabric._optional import progress_bar
     print("bar", type(progress_bar(3, desc="sweep", unit="point")).__name__)
     print("loaded", sorted({m.split(".")[0] for m in sys.modules} & set(BLOCK)))
@@ -78,6 +79,10 @@ def test_rfabric_runs_without_any_optional_package(tmp_path):
     assert lines["chakra"].startswith("True rf.traces.importers.chakra (Chakra ET files) needs google")
     assert "pip install 'rfabric[chakra]' (or protobuf)" in lines["chakra"]
     assert "pip install 'rfabric[chakra]'" in lines["chakra-node"]
+    assert lines["graph"] == (
+        "True NetworkSpec.to_networkx needs networkx, which is not installed: "
+        "pip install 'rfabric[graph]' (or networkx)"
+    )
     assert lines["bar"] == "_PlainBar"
     assert lines["loaded"] == "[]"
 
