@@ -61,7 +61,12 @@ _SCRIPT = textwrap.dedent(
 
 
 def test_rfabric_runs_without_any_optional_package(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # the rfabric this test imported (the installed package in CI, a checkout with its engine
+    # here), not necessarily ROOT's source tree, which may hold no compiled engine
+    import rfabric
+
+    pkg_parent = str(Path(rfabric.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg_parent, os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run(
         [sys.executable, "-c", _SCRIPT, str(tmp_path)],
         capture_output=True,
