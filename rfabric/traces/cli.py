@@ -88,7 +88,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--distributed-optimizer", action="store_true", help="reduce-scatter + all-gather gradients"
     )
     g.add_argument(
-        "--grad-bucket-bytes", type=int, default=None, help="gradient buckets overlapping the backward"
+        "--grad-bucket-bytes",
+        default=None,
+        help="gradient buckets overlapping the backward ('25MiB' or bytes)",
     )
     g.add_argument(
         "--algorithm", choices=("grpo", "ppo", "none"), default="grpo", help="make-experience passes"
@@ -125,7 +127,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
     )
     g.add_argument(
-        "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
+        "--weight-bucket-bytes", default="512MiB", help="gather_broadcast bucket ('512MiB' or bytes)"
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(

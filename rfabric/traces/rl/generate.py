@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
+from ...units import parse_size
 from ...validators import boolean, integer, known_keys
 from ..models import H800, Hardware, ModelConfig, get_model
 from ..schema import SCHEMA_VERSION, encode_metadata
@@ -194,8 +195,8 @@ def generate_rl(
         PyTorch FSDP ``FULL_SHARD`` with one unit per decoder layer, as veRL's FSDP
         workers wrap them). Default None: 1 with ``distributed_optimizer``, else 0
         (Megatron-LM's default).
-    grad_bucket_bytes : int, optional
-        Gradient sync in buckets of this many bytes per rank, each reduced as soon as the
+    grad_bucket_bytes : int or str, optional
+        Gradient sync in buckets of this many bytes per rank (``"25MiB"`` or bytes), each reduced as soon as the
         last micro-batch's backward has produced it, overlapping the rest of the backward
         (PyTorch DDP: ``bucket_cap_mb=25``, 25 MiB; Megatron-Core with
         ``--overlap-grad-reduce``: ``max(40e6, 1e6 dp)`` parameters, times grad_bytes).
@@ -229,8 +230,8 @@ def generate_rl(
         ideal shards. ``gather_broadcast``: as frameworks do it (slime's
         ``update_weights_from_distributed``; veRL's one-step off-policy recipe): gather
         full tensors on the trainer, then broadcast them in buckets to every gen GPU.
-    weight_bucket_bytes : int
-        Bucket of ``gather_broadcast``; default 512 MiB (slime's
+    weight_bucket_bytes : int or str
+        Bucket of ``gather_broadcast`` (``"512MiB"`` or bytes); default 512 MiB (slime's
         ``--update-weight-buffer-size``).
     pod_gpus : int, optional
         Gen GPUs per pod for ``two_level`` (a multiple of the instance size); default all
@@ -517,7 +518,7 @@ def generate_rl(
         if distributed_optimizer and zero != 1:
             raise SpecError(f"distributed_optimizer=True is ZeRO stage 1; it contradicts zero_stage={zero}")
     if grad_bucket_bytes is not None:
-        grad_bucket_bytes = integer(grad_bucket_bytes, "grad_bucket_bytes", lo=1)
+        grad_bucket_bytes = parse_size(grad_bucket_bytes, allow_zero=False, name="grad_bucket_bytes")
         if zero >= 2:
             raise SpecError(
                 f"grad_bucket_bytes applies to zero_stage 0 and 1; zero_stage={zero} reduce-scatters "
@@ -552,7 +553,7 @@ def generate_rl(
         raise SpecError(
             f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
         )
-    weight_bucket_bytes = integer(weight_bucket_bytes, "weight_bucket_bytes", lo=1)
+    weight_bucket_bytes = parse_size(weight_bucket_bytes, allow_zero=False, name="weight_bucket_bytes")
     if not isinstance(hardware, Hardware):
         raise SpecError(f"hardware must be a Hardware, not {type(hardware).__name__}")
     if optimizer_steps > global_batch:
