@@ -19,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
         "a minute on 2 cores)."
     ) from exc
 
-from . import bounds, controllers, cost, pareto, rewrites, topology, traces, units
+from . import bounds, controllers, cost, pareto, plot, rewrites, sweeps, topology, traces, units
 from .collective import collective, op_trace
 from .errors import LayoutFitError, SpecError, SweepError, TraceError
 from .flows import Flows
@@ -27,7 +27,7 @@ from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
-from .sweep import sweep
+from .sweeps import sweep
 from .topology import Topology
 
 topologies = topology  # DESIGN §11 spells it rf.topologies
@@ -53,9 +53,11 @@ __all__ = [
     "op_trace",
     "cost",
     "pareto",
+    "plot",
     "rewrites",
     "simulate",
     "sweep",
+    "sweeps",
     "topologies",
     "topology",
     "traces",

@@ -16,6 +16,7 @@ from . import _engine
 
 __all__ = [
     "Results",
+    "register_view",
     "FLOW_SCHEMA",
     "LINK_SCHEMA",
     "OP_SCHEMA",
@@ -303,6 +304,10 @@ class Results:
     flows_path : str or None
         The directory the per-flow rows were streamed to (``flows_path=``): read them with
         ``pyarrow.parquet.read_table(res.flows_path)``.
+    plot : rfabric.plot.ResultPlots
+        The run's plots: ``res.plot.fct_cdf()``, ``link_utilization()``, ``stage_timeline()``;
+        each returns a matplotlib Figure (a view registered by rfabric.plot, which depends on
+        this module, not the reverse: ``register_view``).
     run : dict
         Run summary: ``backend``, ``transport``, ``events``, ``packets``, ``packet_hops``
         (packets leaving a link), ``drops``, ``ecn_marks``, ``pfc_pauses``, ``flows``,
@@ -330,14 +335,6 @@ class Results:
     queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
     rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
     samples_path: str | None = None
-
-    @property
-    def plot(self):
-        """The run's plots (rfabric.plot.ResultPlots): ``fct_cdf()``, ``link_utilisation()``,
-        ``stage_timeline()``; each returns a matplotlib Figure."""
-        from .plot import ResultPlots
-
-        return ResultPlots(self)
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -400,6 +397,31 @@ class Results:
 
     def __repr__(self) -> str:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
+
+
+class _View:
+    """A registered view of Results: ``res.<name>`` is ``cls(res)``; on the class, ``cls``."""
+
+    def __init__(self, cls):
+        self._cls = cls
+
+    def __get__(self, obj, owner=None):
+        return self._cls if obj is None else self._cls(obj)
+
+
+def register_view(name: str):
+    """Class decorator: make ``res.<name>`` a ``cls(res)`` for every Results. The layers above
+    Results (rfabric.plot's ``plot``) register their views here, so this module imports none
+    of them. A name Results already has (a field or a method) is refused."""
+
+    def decorate(cls):
+        existing = Results.__dict__.get(name)
+        if name in Results.__dataclass_fields__ or (existing is not None and not isinstance(existing, _View)):
+            raise ValueError(f"register_view: Results already has {name!r}")
+        setattr(Results, name, _View(cls))
+        return cls
+
+    return decorate
 
 
 def build_op_tables(

@@ -8,10 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import rfabric as rf
-import rfabric.sweep  # noqa: F401  (rf.sweep is the function; the module is in sys.modules)
+import rfabric.sweeps as sweep_mod
 from rfabric.results import SWEEP_SCHEMA
-
-sweep_mod = sys.modules["rfabric.sweep"]
 
 PERM = {"flows": {"pattern": "permutation", "size": "64KiB"}}
 GRID = dict(fabrics=["FT", "RFabric"], links=["100Gbps", "200Gbps"], gpus=[16], workload=PERM)
@@ -523,7 +521,9 @@ def test_the_readme_config_and_the_example_config_resolve(tmp_path):
 def grid(kw):
     """The points a config's sweep would run, without running them."""
     args = [kw["fabrics"], kw["links"], kw["gpus"], kw["workload"], kw.get("controller"), kw.get("seed", 0)]
-    return sweep_mod._grid(*args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"])
+    return sweep_mod.points._grid(
+        *args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"]
+    )
 
 
 TINY_RL = {
