@@ -31,3 +31,8 @@ def _print_rewrites(rows: list[dict], rule: str) -> None:
     for text, fabs in by.items():
         who = "all fabrics" if len(fabs) == len(rows) else ", ".join(fabs)
         print(f"  {who}: {text}")
+
+
+def _ms(ps) -> float:
+    """A time column's value (int ps, or None when the run did not finish) in ms for printing."""
+    return float("nan") if ps is None else ps / 1e9

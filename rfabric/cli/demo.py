@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import catalog
-from .common import _print_rewrites, _table
+from .common import _ms, _print_rewrites, _table
 
 #: The rows ``rfabric demo --workload flows`` writes: one per fabric and pattern.
 DEMO_FLOWS_SCHEMA_FIELDS = (
@@ -104,15 +104,15 @@ def cmd_demo(args) -> int:
     )
     table = pareto.front(table, cost="network_cost_usd", perf="throughput_iter_per_s")
     rows = table.to_pylist()
-    base = {r["link_speed"]: r["iteration_time_s"] for r in rows if r["fabric"] == "FT"}
+    base = {r["link_speed"]: _ms(r["iteration_time_ps"]) for r in rows if r["fabric"] == "FT"}
     for r in rows:
-        stage = dict(r["stage_s"] or [])
-        r["iteration_ms"] = r["iteration_time_s"] * 1e3
-        r["vs_FT"] = r["iteration_time_s"] / base[r["link_speed"]]
+        stage = dict(r["stage_ps"] or [])
+        r["iteration_ms"] = _ms(r["iteration_time_ps"])
+        r["vs_FT"] = r["iteration_ms"] / base[r["link_speed"]]
         r["cost_kusd"] = r["network_cost_usd"] / 1e3
-        r["train_ms"] = 1e3 * (stage.get("train") or float("nan"))
-        r["gen_ms"] = 1e3 * (stage.get("gen") or float("nan"))
-        r["weight_sync_ms"] = 1e3 * (stage.get("weight_sync") or float("nan"))
+        r["train_ms"] = _ms(stage.get("train"))
+        r["gen_ms"] = _ms(stage.get("gen"))
+        r["weight_sync_ms"] = _ms(stage.get("weight_sync"))
         r["pareto"] = "yes" if r["pareto"] else ""
     print(
         _table(

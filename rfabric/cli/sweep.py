@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _print_rewrites, _table
+from .common import _ms, _print_rewrites, _table
 
 
 def cmd_sweep(args) -> int:
@@ -30,7 +30,7 @@ def cmd_sweep(args) -> int:
     ran = {k: meta.get(f"rfabric.sweep.{k}".encode(), b"?").decode() for k in ("resumed", "ran")}
     rows = table.to_pylist()
     for r in rows:
-        r["iteration_ms"] = r["iteration_time_s"] * 1e3
+        r["iteration_ms"] = _ms(r["iteration_time_ps"])
         r["cost_kusd"] = r["network_cost_usd"] / 1e3
         r["iter_per_s_per_musd"] = r["throughput_per_musd"]
         r["pareto"] = "yes" if r["pareto"] else ""

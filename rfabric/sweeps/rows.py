@@ -18,7 +18,7 @@ from ..units import format_rate
 from .digests import _config_id, _object_digest, fabric_digest, workload_digest
 from .points import _Point
 
-#: Stages with a column of their own (``stage_<name>_s``): the catalog's.
+#: Stages with a column of their own (``stage_<name>_ps``): the catalog's.
 STAGES = catalog.STAGES
 
 
@@ -64,7 +64,7 @@ def _run_point(p: _Point) -> dict:
     complete = makespan_ps > 0
     makespan_s = makespan_ps / 1e12 if complete else math.nan
     iterations, samples = 1, None
-    stage_s: dict[str, float | None] = {}
+    stage_ps: dict[str, int | None] = {}
     if isinstance(workload, Trace):
         it = workload.table["iteration"].to_numpy()
         iterations = max(1, len(np.unique(it)))
@@ -75,15 +75,17 @@ def _run_point(p: _Point) -> dict:
         # end; None if any of its ops did not finish
         for row in res.stages.to_pylist():
             name = row["stage"]
-            span = (row["end_ps"] - row["start_ps"]) / 1e12 if row["end_ps"] >= 0 else None
-            if name not in stage_s:
-                stage_s[name] = span
-            elif stage_s[name] is not None and span is not None:
-                stage_s[name] += span
+            span = row["end_ps"] - row["start_ps"] if row["end_ps"] >= 0 else None
+            if name not in stage_ps:
+                stage_ps[name] = span
+            elif stage_ps[name] is not None and span is not None:
+                stage_ps[name] += span
             else:
-                stage_s[name] = None
+                stage_ps[name] = None
     iter_s = makespan_s / iterations if complete else math.nan
     thr = 1.0 / iter_s if complete else math.nan
+    # the makespan per iteration, rounded to the nearest ps (half up)
+    iter_ps = (2 * makespan_ps + iterations) // (2 * iterations) if complete else None
     cluster = None if p.gpu_price_usd is None else net_usd + p.gpus * p.gpu_price_usd
     row = {
         "point": p.index,
@@ -103,14 +105,14 @@ def _run_point(p: _Point) -> dict:
         "network_cost_usd": net_usd,
         "cluster_cost_usd": cluster,
         "complete": complete,
-        "makespan_s": makespan_s,
+        "makespan_ps": makespan_ps if complete else None,
         "iterations": iterations,
-        "iteration_time_s": iter_s,
+        "iteration_time_ps": iter_ps,
         "throughput_iter_per_s": thr,
         "samples_per_s": samples / makespan_s if samples is not None and complete else None,
         "throughput_per_musd": thr / (net_usd / 1e6) if net_usd > 0 else math.nan,
-        **{f"stage_{s}_s": stage_s.get(s) for s in STAGES},
-        "stage_s": sorted((k, v) for k, v in stage_s.items() if v is not None),
+        **{f"stage_{s}_ps": stage_ps.get(s) for s in STAGES},
+        "stage_ps": sorted((k, v) for k, v in stage_ps.items() if v is not None),
         "events": run["events"],
         "packets": run["packets"],
         "packet_hops": run["packet_hops"],

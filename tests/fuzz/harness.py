@@ -1011,7 +1011,7 @@ def sweep_config(rng: random.Random, workdir: Path) -> None:
     expect = len(fabrics) * len(links) * len(gpus)
     assert table.num_rows == expect, (table.num_rows, expect)
     assert all(table["complete"].to_pylist()), "a sweep point did not complete"
-    assert all(m > 0 for m in table["makespan_s"].to_pylist())
+    assert all(m > 0 for m in table["makespan_ps"].to_pylist())
 
 
 _ARGS = [None, 5, 2.5, True, "", b"x", [1], {"a": 1}, np.int64(4), -1, "16", object()]
