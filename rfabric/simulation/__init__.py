@@ -5,15 +5,16 @@ Python builds the spec and the flows, the C++ engine runs the event loop with th
 released, and results come back as numpy columns wrapped into Arrow tables. Python never
 runs per packet or per event; it may run between ``run(until=...)`` epochs.
 
-Modules (docs/python-layers.md): ``config`` (EngineConfig), ``setup`` (the workload's
+Modules (docs/python-layers.md): ``setup`` (the workload's
 rewrites and a controller's checks), ``core`` (the Simulation class), ``circuits`` (failures
 and circuit plans), ``stepping`` (``run``), ``streams`` (rows and samples out of the engine),
-``collect`` (``results()``), ``runner`` (``simulate()``).
+``collect`` (``results()``), ``runner`` (``simulate()``). The engine's settings
+(EngineConfig) are ``rfabric.config``, re-exported here.
 """
 
 from __future__ import annotations
 
-from .config import (
+from ..config import (
     BACKENDS,
     ECMP_MODES,
     ENGINE_FIELDS,

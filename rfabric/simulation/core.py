@@ -2,7 +2,7 @@
 
 Its methods come from one mixin per concern: ``circuits.py`` (failures and circuit plans),
 ``stepping.py`` (``run``), ``streams.py`` (rows and samples out of the engine) and
-``collect.py`` (``results()``); ``setup.py`` prepares the workload and ``config.py`` holds
+``collect.py`` (``results()``); ``setup.py`` prepares the workload and ``rfabric/config.py`` holds
 the engine settings.
 """
 
@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _engine
+from ..config import BACKENDS, EngineConfig, as_spec, make_config
 from ..errors import SpecError
 from ..flows import Flows
 from ..units import parse_size, parse_time
 from ..validators import boolean
 from .circuits import CircuitsAndFailures
 from .collect import ResultsAssembly
-from .config import BACKENDS, EngineConfig, as_spec, make_config
 from .setup import check_controller, prepare_workload, rewrite_workload
 from .stepping import Stepping
 from .streams import Streams, stream_dir

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
+from ..config import EngineConfig
 from ..errors import SpecError
 from ..results import Results
-from .config import EngineConfig
 from .core import Simulation
 
 __all__ = ["simulate"]

@@ -1,4 +1,6 @@
-"""Engine settings: :class:`EngineConfig`, built from the engine's own list of fields.
+"""Engine settings: :class:`EngineConfig`, built from the engine's own list of fields (the run
+layer's configuration; rfabric.forwarding and rfabric.simulation read it, and it imports
+neither, nor the topologies or controllers).
 
 The one list of the engine's settings and their defaults is ``RF_ENGINE_CONFIG_FIELDS`` in
 csrc/net/spec.hpp (each documented there with its source); this module reads it
@@ -13,12 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _engine
-from ..errors import SpecError
-from ..spec import ROUTING_MODES, NetworkSpec
-from ..topology.base import Topology
-from ..units import format_time, parse_rate, parse_size, parse_time
-from ..validators import boolean, integer, known_keys
+from . import _engine
+from .errors import SpecError
+from .spec import ROUTING_MODES, NetworkSpec
+from .units import format_time, parse_rate, parse_size, parse_time
+from .validators import boolean, integer, known_keys
 
 __all__ = ["EngineConfig", "ENGINE_FIELDS", "BACKENDS", "ECMP_MODES", "PYTHON_ONLY", "as_spec", "make_config"]
 
@@ -294,8 +295,13 @@ def as_spec(topology) -> NetworkSpec:
     """The NetworkSpec of a Topology (``to_spec()``), or ``topology`` itself if it is one."""
     if isinstance(topology, NetworkSpec):
         return topology
-    if isinstance(topology, Topology):
-        return topology.to_spec()
+    # a Topology (rfabric.topology.base), known by its to_spec: this module stays below the
+    # topology package, which imports the controllers, which import rfabric.forwarding
+    to_spec = getattr(type(topology), "to_spec", None)
+    if callable(to_spec):
+        spec = topology.to_spec()
+        if isinstance(spec, NetworkSpec):
+            return spec
     raise SpecError(f"expected a Topology or NetworkSpec, got {type(topology).__name__}")
 
 

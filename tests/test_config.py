@@ -1,11 +1,11 @@
-"""rfabric/simulation/config.py: EngineConfig, as_spec and make_config."""
+"""rfabric/config.py: EngineConfig, as_spec and make_config."""
 
 import dataclasses
 
 import pytest
 
 import rfabric as rf
-from rfabric.simulation import ENGINE_FIELDS, EngineConfig, as_spec, make_config
+from rfabric.config import ENGINE_FIELDS, EngineConfig, as_spec, make_config
 
 
 def test_make_config_replaces_only_the_given_fields():
