@@ -404,25 +404,6 @@ out = "rows.parquet"
 WORKLOAD = '[workload.flows]\npattern = "permutation"\nsize = "64KiB"\n'
 
 
-def test_config_file_and_cli(tmp_path, capsys):
-    from rfabric.cli import main
-
-    path = write(tmp_path, GOOD.format(links='"100Gbps", "200Gbps"', workload=WORKLOAD, extra=""))
-    assert main(["sweep", str(path), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "FT-OS k8" in out and "4 points (0 resumed, 4 run)" in out
-    t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
-    assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
-    assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
-    # again, with a plot: every point comes from rows.parquet (nothing reruns)
-    assert main(["sweep", str(path), "--no-progress", "--plot", str(tmp_path / "f.png")]) == 0
-    out = capsys.readouterr().out
-    assert "pareto" in out and f"wrote {tmp_path / 'f.png'}" in out
-    assert "4 points (4 resumed, 0 run)" in out
-    assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
-    assert pq.read_table(tmp_path / "rows.parquet").equals(t)
-
-
 @pytest.mark.parametrize(
     "links, workload, message",
     [

@@ -15,7 +15,7 @@ def _fabric_arg(text: str, gpus: int, link: str):
     path = Path(text)
     if path.suffix == ".toml" or path.exists():
         return load(path)
-    preset = Path(__file__).resolve().parent.parent / "topologies" / f"{text}.toml"
+    preset = Path(__file__).resolve().parents[2] / "topologies" / f"{text}.toml"  # the repository's
     if preset.exists():
         return load(preset)
     return resolve_fabric(text, where="rfabric cost").build(gpus, parse_rate(link, name="--link"))
