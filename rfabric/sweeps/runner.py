@@ -56,7 +56,8 @@ def sweep(
         What each point runs (module docstring).
     controller : optional
         Passed to ``rf.simulate(controller=...)``: a Controller instance (each point runs a
-        fresh deep copy), a class (instantiated per point), a name in ``rf.controllers``, or a
+        fresh deep copy), a class (instantiated per point), a name (``rfabric.catalog.CONTROLLERS``:
+        ``"stage_aware"``, ``"uniform"``, ...; or a class name in ``rf.controllers``), or a
         dict ``{fabric label: controller}``, or ``"own"``: each fabric's own
         (``Topology.controller()``: StageAware on RFabric, MixNet's on MixNet, TopoOpt's
         static plan; for flow workloads, which have no periods, the initial circuits).
