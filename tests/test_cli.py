@@ -61,3 +61,21 @@ def test_every_cli_option_has_help_and_shows_its_default():
     assert not missing
     run = next(p for p in _parsers(build_parser()) if p.prog.endswith(" run"))
     assert "(default: 9216)" in " ".join(run.format_help().split())
+
+
+def test_python_dash_m_runs_the_command():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run(
+        [sys.executable, "-m", "rfabric.cli", "run", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "all_to_all" in done.stdout and "stage_aware" in done.stdout
