@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
 import sys as _sys
 import warnings as _warnings
 
-from . import bounds, collectives, controllers, cost, pareto, rewrites, traces, units
+from . import bounds, collectives, controllers, cost, pareto, plot, rewrites, sweeps, traces, units
 from . import topology as topologies  # the package's directory is renamed to topologies/ later
 from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
@@ -31,7 +31,7 @@ from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
-from .sweep import sweep
+from .sweeps import sweep
 from .topology import Topology
 
 # One public name per module (docs/api-style.md). `rfabric.topologies` is the fabrics'
@@ -81,9 +81,11 @@ __all__ = [
     "op_trace",
     "cost",
     "pareto",
+    "plot",
     "rewrites",
     "simulate",
     "sweep",
+    "sweeps",
     "topologies",
     "traces",
     "units",

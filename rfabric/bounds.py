@@ -84,7 +84,7 @@ class FabricGraph:
 
     @classmethod
     def of(cls, fabric, plan=None) -> FabricGraph:
-        from .simulation import _as_spec
+        from .config import as_spec as _as_spec
 
         spec = _as_spec(fabric)
         links = spec.links

@@ -139,7 +139,7 @@ def collective(
         topology, kind = kind, topology
     if topology is None or kind is None:
         raise SpecError("rf.collective(topology, kind, ...): both the fabric and the collective are needed")
-    from .simulation import _as_spec
+    from .config import as_spec as _as_spec
 
     spec = _as_spec(topology)
     ranks = list(range(spec.num_gpus)) if ranks is None else [int(r) for r in ranks]

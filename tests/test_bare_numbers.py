@@ -65,7 +65,7 @@ def _sweep(links, tmp_path):
 
 
 def _sweep_toml(link, tmp_path):
-    from rfabric.sweep import run_config
+    from rfabric.sweeps import run_config
 
     p = tmp_path / "sweep.toml"
     p.write_text(

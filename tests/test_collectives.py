@@ -281,15 +281,9 @@ def test_collective_table_and_command(ft16, capsys):
     assert table.column_names[:3] == ["size_bytes", "count", "kind"]
     busbw = table["busbw_GBps"].to_pylist()
     assert busbw[1] > busbw[0] > 0
-    import warnings
-
     from rfabric.cli import main
 
-    with warnings.catch_warnings():
-        # rfabric/cli.py still calls rf.collective(kind, fabric) (the merger swaps it; then
-        # this filter is inert and goes)
-        warnings.filterwarnings("ignore", r"rf\.collective\(kind, topology", DeprecationWarning)
-        assert main(["collective", "--gpus", "16", "-b", "1MiB", "-e", "4MiB", "--op", "all_gather"]) == 0
+    assert main(["collective", "--gpus", "16", "-b", "1MiB", "-e", "4MiB", "--op", "all_gather"]) == 0
     out = capsys.readouterr().out
     assert "busbw (GB/s)" in out and "Avg bus bandwidth" in out and "1048576" in out
 

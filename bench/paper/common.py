@@ -135,6 +135,12 @@ def moe_quick(gpus: int, seed: int):
 # -- output -----------------------------------------------------------------------------------
 
 
+def seconds(ps) -> float:
+    """A sweep row's time column (int ps; None if the point did not finish) in seconds, as
+    the paper's tables give them (NaN for None)."""
+    return float("nan") if ps is None else ps / 1e12
+
+
 def rewrites_of(row: dict) -> str:
     """The workload rewrites a sweep row says it ran, if the sweep records them."""
     for key in ("rewrites", "rewrite", "workload_rewrites"):
