@@ -1,0 +1,255 @@
+// test_max_min.cpp: the flow backend's rates (flow/flow_network.hpp), max-min fair by
+// progressive filling. Oracles: allocations computed by hand on small fabrics; on random
+// tree fabrics (one path per pair, found here from the spec, not by the forwarding layer) the
+// definition of max-min fairness (feasible, and every flow crosses a saturated port on which
+// no flow gets more) and a textbook progressive filling written here.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "flow/flow_network.hpp"
+#include "spec_builder.hpp"
+
+using rfabric::engine::Engine;
+using rfabric::flow::FlowNetwork;
+using rftest::port_of;
+using rftest::SpecBuilder;
+
+namespace {
+
+constexpr int64_t G = 1'000'000'000;         // 1 Gb/s
+constexpr int64_t kHuge = int64_t{1} << 50;  // bytes: no flow finishes while the tests look
+
+/// A flow network over `b`, default configuration (D-mod-K: one path per flow).
+struct FlowRun {
+  Engine eng{1};
+  rfabric::net::EngineConfig cfg;
+  FlowNetwork net;
+  explicit FlowRun(const SpecBuilder& b) : net(eng, b.spec, cfg, /*header_bytes=*/64, /*lossless=*/true) {}
+  /// Add flows (GPU ids) of `size` bytes at t = 0, run past their start, return their rates.
+  std::vector<double> rates(const std::vector<std::pair<uint32_t, uint32_t>>& pairs, int64_t size = kHuge) {
+    std::vector<uint32_t> src, dst;
+    for (const auto& [s, d] : pairs) src.push_back(s), dst.push_back(d);
+    net.add_flows(src, dst, std::vector<int64_t>(pairs.size(), size), std::vector<int64_t>(pairs.size(), 0));
+    eng.run(1000);
+    return net.flow_rates();
+  }
+};
+
+bool near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-6; }
+
+}  // namespace
+
+TEST_CASE("max-min: flows into one bottleneck share it equally") {
+  // g0, g1, g2 -> switch -> g3, every link 100 Gb/s: the port into g3 carries all three.
+  SpecBuilder b;
+  const uint32_t g0 = b.gpu(), g1 = b.gpu(), g2 = b.gpu(), g3 = b.gpu(), s = b.eps();
+  for (const uint32_t g : {g0, g1, g2, g3}) b.link(g, s, 100 * G);
+  FlowRun run(b);
+  const auto r = run.rates({{0, 3}, {1, 3}, {2, 3}});
+  REQUIRE(r.size() == 3);
+  for (const double x : r) CHECK(near(x, 100.0 * G / 3));
+}
+
+TEST_CASE("max-min: two links with different shares") {
+  // f0: g0 -> g2, f1: g1 -> g2, f2: g1 -> g3. g1's link is 4 Gb/s (f1 and f2 leave by it),
+  // g2's 10 Gb/s (f0 and f1 enter by it), the others 100. By hand: g1's port fills first at
+  // 2 each (f1 = f2 = 2), then f0 takes what f1 leaves of g2's port: 10 - 2 = 8.
+  SpecBuilder b;
+  const uint32_t g0 = b.gpu(), g1 = b.gpu(), g2 = b.gpu(), g3 = b.gpu(), s = b.eps();
+  b.link(g0, s, 100 * G);
+  b.link(g1, s, 4 * G);
+  b.link(g2, s, 10 * G);
+  b.link(g3, s, 100 * G);
+  FlowRun run(b);
+  const auto r = run.rates({{0, 2}, {1, 2}, {1, 3}});
+  CHECK(near(r[0], 8.0 * G));
+  CHECK(near(r[1], 2.0 * G));
+  CHECK(near(r[2], 2.0 * G));
+}
+
+TEST_CASE("max-min: a flow crossing two bottlenecks (parking lot)") {
+  // Switches s0 - s1 - s2 in a line, trunks of 10 Gb/s, GPUs on 100 Gb/s links. The long flow
+  // (s0 -> s2) crosses both trunks; one short flow shares the first (s0 -> s1), two the
+  // second (s1 -> s2). By hand: the second trunk fills first at 10/3 for its three flows; the
+  // short flow on the first trunk then takes 10 - 10/3 = 20/3.
+  SpecBuilder b;
+  const uint32_t a0 = b.gpu(), a1 = b.gpu();                // at s0: long, short 1
+  const uint32_t m0 = b.gpu(), m1 = b.gpu(), m2 = b.gpu();  // at s1: short 1's dst, shorts 2, 3
+  const uint32_t z0 = b.gpu(), z1 = b.gpu(), z2 = b.gpu();  // at s2: dsts of long, shorts 2, 3
+  const uint32_t s0 = b.eps(), s1 = b.eps(), s2 = b.eps();
+  for (const uint32_t g : {a0, a1}) b.link(g, s0, 100 * G);
+  for (const uint32_t g : {m0, m1, m2}) b.link(g, s1, 100 * G);
+  for (const uint32_t g : {z0, z1, z2}) b.link(g, s2, 100 * G);
+  b.link(s0, s1, 10 * G);
+  b.link(s1, s2, 10 * G);
+  FlowRun run(b);
+  const auto r = run.rates({{0, 5}, {1, 2}, {3, 6}, {4, 7}});
+  CHECK(near(r[0], 10.0 * G / 3));
+  CHECK(near(r[1], 20.0 * G / 3));
+  CHECK(near(r[2], 10.0 * G / 3));
+  CHECK(near(r[3], 10.0 * G / 3));
+}
+
+TEST_CASE("max-min: a flow that finishes leaves its share to the others") {
+  // Two flows into g2 over one 10 Gb/s port, 5 each; the small one (f1) ends, and f0 then
+  // runs alone at the port's full rate.
+  SpecBuilder b;
+  const uint32_t g0 = b.gpu(), g1 = b.gpu(), g2 = b.gpu(), s = b.eps();
+  b.link(g0, s, 100 * G);
+  b.link(g1, s, 100 * G);
+  b.link(g2, s, 10 * G);
+  FlowRun run(b);
+  run.net.add_flows({0, 1}, {2, 2}, {kHuge, 1'000'000}, {0, 0});
+  run.eng.run(1000);
+  auto r = run.net.flow_rates();
+  CHECK(near(r[0], 5.0 * G));
+  CHECK(near(r[1], 5.0 * G));
+  // 1 MB + headers at 5 Gb/s is ~1.6 ms: by 10 ms f1 is done
+  run.eng.run(10'000'000'000);
+  CHECK(run.net.counters().flows_done == 1);
+  r = run.net.flow_rates();
+  CHECK(r[1] == 0.0);
+  CHECK(near(r[0], 10.0 * G));
+}
+
+TEST_CASE("max-min: a flow standing for several copies takes a share per copy") {
+  // create_flow(copies = 3) and a single flow through one 8 Gb/s port: per copy 2 Gb/s, so
+  // the merged flow runs at 6 and the single one at 2.
+  SpecBuilder b;
+  const uint32_t g0 = b.gpu(), g1 = b.gpu(), g2 = b.gpu(), s = b.eps();
+  b.link(g0, s, 100 * G);
+  b.link(g1, s, 100 * G);
+  b.link(g2, s, 8 * G);
+  FlowRun run(b);
+  run.net.create_flow(0, 2, 3 * kHuge, 0, /*ecmp_key=*/0, /*owner=*/-1, /*copies=*/3);
+  run.net.create_flow(1, 2, kHuge, 0);
+  run.eng.run(1000);
+  const auto r = run.net.flow_rates();
+  CHECK(near(r[0], 6.0 * G));
+  CHECK(near(r[1], 2.0 * G));
+}
+
+namespace {
+
+/// Textbook progressive filling: raise every unfrozen flow's rate by the same amount until a
+/// port saturates, freeze the flows crossing it, repeat. `paths`: ports per flow.
+std::vector<double> progressive_filling(const std::vector<std::vector<uint32_t>>& paths,
+                                        const std::vector<double>& cap) {
+  const size_t nf = paths.size();
+  std::vector<double> rate(nf, 0.0), left = cap;
+  std::vector<bool> frozen(nf, false);
+  size_t unfrozen = nf;
+  while (unfrozen > 0) {
+    std::vector<uint32_t> users(cap.size(), 0);
+    for (size_t f = 0; f < nf; ++f)
+      if (!frozen[f])
+        for (const uint32_t p : paths[f]) ++users[p];
+    double step = INFINITY;
+    for (size_t p = 0; p < cap.size(); ++p)
+      if (users[p] > 0) step = std::min(step, left[p] / users[p]);
+    for (size_t f = 0; f < nf; ++f)
+      if (!frozen[f]) {
+        rate[f] += step;
+        for (const uint32_t p : paths[f]) left[p] -= step;
+      }
+    for (size_t f = 0; f < nf; ++f) {
+      if (frozen[f]) continue;
+      for (const uint32_t p : paths[f])
+        if (left[p] <= 1e-9 * cap[p]) {
+          frozen[f] = true;
+          --unfrozen;
+          break;
+        }
+    }
+  }
+  return rate;
+}
+
+/// The unique path in a tree: the ports from node a to node b (spec-only BFS).
+std::vector<uint32_t> tree_path(const SpecBuilder& b, uint32_t a, uint32_t z) {
+  const uint32_t n = b.num_nodes();
+  std::vector<uint32_t> via(n, UINT32_MAX);  // port by which a node was reached
+  std::vector<uint32_t> queue{a};
+  std::vector<bool> seen(n, false);
+  seen[a] = true;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const uint32_t x = queue[i];
+    for (uint32_t p = 0; p < 2 * b.num_links(); ++p) {
+      if (rftest::port_tail(b, p) != x) continue;
+      const uint32_t y = rftest::port_head(b, p);
+      // GPUs forward nothing: only the destination may be one on the way
+      if (seen[y] || (b.spec.node_kind[y] == 0 && y != z)) continue;
+      seen[y] = true;
+      via[y] = p;
+      queue.push_back(y);
+    }
+  }
+  std::vector<uint32_t> path;
+  for (uint32_t x = z; x != a; x = rftest::port_tail(b, via[x])) path.push_back(via[x]);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("max-min: random tree fabrics against the definition and a textbook filling") {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed);
+    SpecBuilder b;
+    const uint32_t nsw = 2 + static_cast<uint32_t>(rng() % 5);
+    const uint32_t ngpu = 3 + static_cast<uint32_t>(rng() % 8);
+    std::vector<uint32_t> gpu_nodes;
+    for (uint32_t g = 0; g < ngpu; ++g) gpu_nodes.push_back(b.gpu());
+    std::vector<uint32_t> sw;
+    for (uint32_t i = 0; i < nsw; ++i) sw.push_back(b.eps());
+    auto rate = [&] { return static_cast<int64_t>(1 + rng() % 20) * G; };     // few distinct: ties
+    for (uint32_t i = 1; i < nsw; ++i) b.link(sw[rng() % i], sw[i], rate());  // a random tree
+    for (const uint32_t g : gpu_nodes) b.link(g, sw[rng() % nsw], rate());
+    const uint32_t nflows = 1 + static_cast<uint32_t>(rng() % 14);
+    std::vector<std::pair<uint32_t, uint32_t>> pairs;
+    while (pairs.size() < nflows) {
+      const uint32_t s = static_cast<uint32_t>(rng() % ngpu), d = static_cast<uint32_t>(rng() % ngpu);
+      if (s != d) pairs.emplace_back(s, d);
+    }
+    FlowRun run(b);
+    const std::vector<double> got = run.rates(pairs);
+    REQUIRE(got.size() == nflows);
+
+    std::vector<double> cap(2 * b.num_links());
+    for (uint32_t p = 0; p < cap.size(); ++p) cap[p] = static_cast<double>(b.spec.link_rate_bps[p / 2]);
+    std::vector<std::vector<uint32_t>> paths;
+    for (const auto& [s, d] : pairs) paths.push_back(tree_path(b, gpu_nodes[s], gpu_nodes[d]));
+    // the engine routes the flow where the tree leads (a check of the oracle's premise)
+    for (size_t f = 0; f < nflows; ++f)
+      REQUIRE(run.net.trace_path(pairs[f].first, pairs[f].second, run.net.flows().hash[f]) == paths[f]);
+
+    // the definition: feasible, and each flow has a bottleneck, a saturated port on its path
+    // where no flow gets more than it
+    std::vector<double> load(cap.size(), 0.0);
+    for (size_t f = 0; f < nflows; ++f)
+      for (const uint32_t p : paths[f]) load[p] += got[f];
+    for (size_t p = 0; p < cap.size(); ++p) CHECK(load[p] <= cap[p] * (1 + 1e-9));
+    for (size_t f = 0; f < nflows; ++f) {
+      CHECK(got[f] > 0);
+      bool has_bottleneck = false;
+      for (const uint32_t p : paths[f]) {
+        if (load[p] < cap[p] * (1 - 1e-9)) continue;
+        bool largest = true;
+        for (size_t g = 0; g < nflows; ++g)
+          if (std::find(paths[g].begin(), paths[g].end(), p) != paths[g].end() &&
+              got[g] > got[f] * (1 + 1e-9))
+            largest = false;
+        has_bottleneck = has_bottleneck || largest;
+      }
+      CHECK_MESSAGE(has_bottleneck, "seed ", seed, " flow ", f);
+    }
+    const std::vector<double> want = progressive_filling(paths, cap);
+    for (size_t f = 0; f < nflows; ++f) CHECK_MESSAGE(near(got[f], want[f]), "seed ", seed, " flow ", f);
+  }
+}
