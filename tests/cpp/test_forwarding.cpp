@@ -154,6 +154,38 @@ TEST_CASE("forwarding: D-mod-K reaches each destination over one tree, neighbour
   }
 }
 
+TEST_CASE("forwarding: D-mod-K on a k = 4 fat-tree spreads a remote pod's GPUs over all cores") {
+  // 4 pods of 2 edge and 2 aggregation switches, 4 cores, 2 GPUs per edge switch; agg j of
+  // every pod connects to cores 2j and 2j + 1. D-mod-K picks the agg by a destination's place
+  // under its edge switch and the core by that switch's rank: the four GPUs of a remote pod
+  // come in over the four cores, so a source leaf's traffic to them shares no core link.
+  SpecBuilder b;
+  std::vector<uint32_t> gpu, edge, agg, core;
+  for (uint32_t g = 0; g < 16; ++g) gpu.push_back(b.gpu());
+  for (uint32_t e = 0; e < 8; ++e) edge.push_back(b.eps());
+  for (uint32_t a = 0; a < 8; ++a) agg.push_back(b.eps());
+  for (uint32_t c = 0; c < 4; ++c) core.push_back(b.eps());
+  for (uint32_t g = 0; g < 16; ++g) b.link(gpu[g], edge[g / 2]);
+  for (uint32_t e = 0; e < 8; ++e)
+    for (uint32_t j = 0; j < 2; ++j) b.link(edge[e], agg[2 * (e / 2) + j]);
+  for (uint32_t a = 0; a < 8; ++a)
+    for (uint32_t j = 0; j < 2; ++j) b.link(agg[a], core[2 * (a % 2) + j]);
+  const std::vector<bool> up(b.num_links(), true);
+  Forwarding fwd(b.spec, EngineConfig{});
+  for (uint32_t s = 0; s < 4; ++s)  // the GPUs of pod 0
+    for (uint32_t pod = 1; pod < 4; ++pod) {
+      std::set<uint32_t> cores;
+      for (uint32_t d = 4 * pod; d < 4 * pod + 4; ++d) {
+        const auto path = fwd.path(s, d, 0);
+        check_shortest_path(b, up, path, gpu[s], gpu[d]);
+        REQUIRE(path.size() == 6);
+        for (uint32_t h = 1; h < 20; ++h) CHECK(fwd.path(s, d, h * 40503u) == path);  // one tree
+        cores.insert(port_head(b, path[2]));
+      }
+      CHECK(cores.size() == 4);
+    }
+}
+
 TEST_CASE("forwarding: a failed link is avoided, and used again once repaired") {
   LeafSpine ls(2, 2, 2);
   for (const EngineConfig& cfg : {EngineConfig{}, flow_hashing()}) {
