@@ -302,6 +302,156 @@ TEST_CASE(
   CHECK(per_link.size() == 2);
 }
 
+namespace {
+
+/// A random connected fabric of `nsw` switches (a random tree plus extra links, parallel
+/// ones possible) with one GPU on each switch; GPU g on switch g.
+SpecBuilder random_fabric(std::mt19937_64& rng, uint32_t nsw, uint32_t extra) {
+  SpecBuilder b;
+  for (uint32_t i = 0; i < nsw; ++i) b.gpu();
+  for (uint32_t i = 0; i < nsw; ++i) b.eps();
+  for (uint32_t i = 0; i < nsw; ++i) b.link(i, nsw + i);
+  for (uint32_t i = 1; i < nsw; ++i) b.link(nsw + static_cast<uint32_t>(rng() % i), nsw + i);
+  for (uint32_t k = 0; k < extra; ++k) {
+    const uint32_t a = static_cast<uint32_t>(rng() % nsw), c = static_cast<uint32_t>(rng() % nsw);
+    if (a != c) b.link(nsw + a, nsw + c);
+  }
+  return b;
+}
+
+/// The channel dependency graph of `paths` (an edge from each port to the next on a path,
+/// between switches) has a cycle: under PFC, a possible deadlock.
+bool dependency_cycle(uint32_t ports, const std::vector<std::vector<uint32_t>>& paths) {
+  std::vector<std::set<uint32_t>> next(ports);
+  for (const auto& path : paths)
+    for (size_t i = 0; i + 1 < path.size(); ++i) next[path[i]].insert(path[i + 1]);
+  std::vector<uint8_t> state(ports, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<uint32_t, std::set<uint32_t>::const_iterator>> stack;
+  for (uint32_t s = 0; s < ports; ++s) {
+    if (state[s]) continue;
+    state[s] = 1;
+    stack.emplace_back(s, next[s].begin());
+    while (!stack.empty()) {
+      auto& [v, it] = stack.back();
+      if (it == next[v].end()) {
+        state[v] = 2;
+        stack.pop_back();
+        continue;
+      }
+      const uint32_t w = *it++;
+      if (state[w] == 1) return true;
+      if (state[w] == 0) {
+        state[w] = 1;
+        stack.emplace_back(w, next[w].begin());
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("forwarding: random fabrics with failed links: paths are shortest where BFS finds a way") {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed);
+    const uint32_t nsw = 3 + static_cast<uint32_t>(rng() % 6);
+    SpecBuilder b = random_fabric(rng, nsw, 1 + static_cast<uint32_t>(rng() % (2 * nsw)));
+    EngineConfig cfg;
+    cfg.ecmp_dmodk = seed % 2 == 0;  // D-mod-K and flow hashing alike
+    Forwarding fwd(b.spec, cfg);
+    std::vector<bool> up(b.num_links(), true);
+    for (uint32_t l = nsw; l < b.num_links(); ++l)  // switch-to-switch links only
+      if (rng() % 4 == 0) {
+        up[l] = false;
+        fwd.set_link_up(l, false);
+      }
+    fwd.update_channels(0);
+    fwd.rebuild();
+    for (uint32_t s = 0; s < nsw; ++s)
+      for (uint32_t d = 0; d < nsw; ++d) {
+        if (s == d) continue;
+        const bool reachable = bfs_hops(b, up, s, d) != UINT32_MAX;
+        for (uint32_t h = 0; h < 4; ++h) {
+          const auto path = fwd.path(s, d, static_cast<uint32_t>(rng()));
+          CAPTURE(seed);
+          CAPTURE(s);
+          CAPTURE(d);
+          if (reachable) {
+            check_shortest_path(b, up, path, s, d);
+          } else {
+            CHECK((path.empty() || port_head(b, path.back()) != d));
+          }
+        }
+      }
+  }
+}
+
+TEST_CASE("forwarding: up*/down* routes every pair with no cyclic buffer dependency") {
+  // On random meshes of switches (deadlock_free: up*/down*), every pair is reached and the
+  // channel dependency graph of all the paths is acyclic, so PFC cannot deadlock; shortest-
+  // path routing on a ring of six switches has a cycle (the check can fail).
+  {
+    SpecBuilder ring;
+    for (uint32_t i = 0; i < 6; ++i) ring.gpu();
+    for (uint32_t i = 0; i < 6; ++i) ring.eps();
+    for (uint32_t i = 0; i < 6; ++i) ring.link(i, 6 + i);
+    for (uint32_t i = 0; i < 6; ++i) ring.link(6 + i, 6 + (i + 1) % 6);
+    for (const bool updown : {false, true}) {
+      ring.spec.deadlock_free = updown;
+      Forwarding fwd(ring.spec, EngineConfig{});
+      std::vector<std::vector<uint32_t>> paths;
+      for (uint32_t s = 0; s < 6; ++s)
+        for (uint32_t d = 0; d < 6; ++d)
+          for (uint32_t h = 0; h < 8 && s != d; ++h) paths.push_back(fwd.path(s, d, h * 2654435761u));
+      CHECK(dependency_cycle(fwd.num_ports(), paths) == !updown);
+    }
+  }
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    const uint32_t nsw = 4 + static_cast<uint32_t>(rng() % 6);
+    SpecBuilder b = random_fabric(rng, nsw, nsw + static_cast<uint32_t>(rng() % nsw));
+    b.spec.deadlock_free = true;
+    EngineConfig cfg;
+    cfg.ecmp_dmodk = seed % 2 == 0;
+    Forwarding fwd(b.spec, cfg);
+    REQUIRE(fwd.updown());
+    // the orientation: every switch-to-switch link descends one way only, and the hops down
+    // form no cycle (a total order of the switches), so a path never returns to a switch
+    std::vector<std::vector<uint32_t>> down_hops;
+    for (uint32_t l = nsw; l < b.num_links(); ++l) {
+      const uint32_t x = b.spec.link_src[l], y = b.spec.link_dst[l];
+      CHECK(fwd.descends(x, y) != fwd.descends(y, x));
+      down_hops.push_back(fwd.descends(x, y) ? std::vector<uint32_t>{2 * l}
+                                             : std::vector<uint32_t>{2 * l + 1});
+    }
+    std::vector<std::vector<uint32_t>> chains;  // down hops chained port to port
+    for (const auto& a : down_hops)
+      for (const auto& c : down_hops)
+        if (port_head(b, a[0]) == port_tail(b, c[0])) chains.push_back({a[0], c[0]});
+    CHECK_FALSE(dependency_cycle(fwd.num_ports(), chains));
+    std::vector<std::vector<uint32_t>> paths;
+    for (uint32_t s = 0; s < nsw; ++s)
+      for (uint32_t d = 0; d < nsw; ++d)
+        for (uint32_t h = 0; h < 6 && s != d; ++h) {
+          const auto path = fwd.path(s, d, static_cast<uint32_t>(rng()));
+          CAPTURE(seed);
+          REQUIRE(!path.empty());
+          CHECK(port_tail(b, path.front()) == s);
+          CHECK(port_head(b, path.back()) == d);
+          for (size_t i = 1; i < path.size(); ++i) CHECK(port_tail(b, path[i]) == port_head(b, path[i - 1]));
+          // up*/down*: between switches, no hop up after a hop down
+          bool down = false;
+          for (size_t i = 1; i + 1 < path.size(); ++i) {
+            const bool d_hop = fwd.descends(port_tail(b, path[i]), port_head(b, path[i]));
+            CHECK_FALSE((down && !d_hop));
+            down = down || d_hop;
+          }
+          paths.push_back(path);
+        }
+    CHECK_MESSAGE(!dependency_cycle(fwd.num_ports(), paths), "seed ", seed);
+  }
+}
+
 TEST_CASE("routing tables: ECMP next-hop sets on random graphs match distances found by relaxation") {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     std::mt19937_64 rng(seed);
