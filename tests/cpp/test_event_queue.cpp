@@ -143,7 +143,8 @@ TEST_CASE("EventQueue pop_due stops at the bound and pops nothing past it") {
 
 TEST_CASE("EventQueue matches the oracle on random engine-like schedules") {
   // As the Engine uses it: every push at or after the time of the last event popped, at
-  // distances from 0 (ties) through one bucket, the wheel, to beyond it; peeks (top) between,
+  // distances from 0 (ties) through one bucket, the wheel, to beyond it, and on a grid of
+  // far times that many events share; peeks (top) between,
   // which may move the window past later pushes; pop_due with random bounds.
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
@@ -152,7 +153,7 @@ TEST_CASE("EventQueue matches the oracle on random engine-like schedules") {
     SimTime now = 0;
     uint32_t target = 0;
     auto ahead = [&]() -> SimTime {
-      switch (rng() % 6) {
+      switch (rng() % 7) {
         case 0:
           return 0;
         case 1:
@@ -163,6 +164,10 @@ TEST_CASE("EventQueue matches the oracle on random engine-like schedules") {
           return static_cast<SimTime>(rng() % static_cast<uint64_t>(kWheelPs));
         case 4:
           return static_cast<SimTime>(rng() % static_cast<uint64_t>(4 * kWheelPs));
+        case 5: {  // a grid of absolute times up to three wheels ahead: ties in the far heap
+          const SimTime grid = kWheelPs / 2;
+          return (now / grid + 1 + static_cast<SimTime>(rng() % 6)) * grid - now;
+        }
         default:
           return static_cast<SimTime>(rng() % 4) * 512;  // bucket edges
       }
