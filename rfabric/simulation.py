@@ -44,7 +44,7 @@ BACKENDS = ("packet", "flow")
 ECMP_MODES = ROUTING_MODES
 
 #: The engine's config fields and their defaults in base units (-1: the transport's choice).
-#: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp, which also documents each
+#: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/fabric/spec.hpp, which also documents each
 #: default and its source; EngineConfig takes its defaults from here.
 ENGINE_FIELDS: dict = _engine.config_fields()
 
@@ -123,7 +123,7 @@ def _to_engine_value(engine_name: str, value):
 class EngineConfig:
     """Engine settings. Times accept unit strings ("1us") or int ps; sizes "9216B" or bytes;
     rates "5Mbps" or bit/s. Defaults are the engine's (``ENGINE_FIELDS``, from
-    ``RF_ENGINE_CONFIG_FIELDS`` in csrc/net/spec.hpp, where each is documented with its source).
+    ``RF_ENGINE_CONFIG_FIELDS`` in csrc/fabric/spec.hpp, where each is documented with its source).
 
     Parameters
     ----------
@@ -167,7 +167,7 @@ class EngineConfig:
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
     dcqcn_* , dctcp_* :
-        Transport parameters (defaults and their sources in csrc/net/spec.hpp).
+        Transport parameters (defaults and their sources in csrc/fabric/spec.hpp).
     coll_channels : int
         Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
         carry under 64 KiB per rank). Each channel's ring leaves every server from a

@@ -39,9 +39,9 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
-#include "net/fabric.hpp"
-#include "net/forwarding.hpp"
-#include "net/spec.hpp"
+#include "fabric/flow_fabric.hpp"
+#include "fabric/forwarding.hpp"
+#include "fabric/spec.hpp"
 
 namespace rfabric::flow {
 
@@ -105,7 +105,7 @@ struct FlowCounters {
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
  public:
-  /// `header_bytes`, `lossless`: the transport's (proto::transport_traits), used where the
+  /// `header_bytes`, `lossless`: the transport's (net::transport_traits), used where the
   /// config leaves them at -1.
   FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg,
               Bytes header_bytes, bool lossless);
@@ -196,6 +196,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
 
  private:
   enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
+  static constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
+  /// The latest time a subflow's finish is queued at (saturated, well clear of kNever so that
+  /// now + ps, rounded through double, cannot wrap).
+  static constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 
   /// One port a subflow's paths cross: its position in the port's list, and the share of
   /// the flow's frames crossing it.
@@ -344,7 +348,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
-  std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (flow_network.cpp)
+  std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
   /// Per subflow slot: the recomputation that last reached it and its index in that
   /// component (beside subs_, so the walk over a port's list reads 16 bytes per subflow).
   struct Mark {

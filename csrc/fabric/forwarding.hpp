@@ -13,8 +13,8 @@
 #include "engine/check.hpp"
 #include "engine/event_queue.hpp"  // RF_HOT
 #include "engine/rng.hpp"
-#include "net/routing.hpp"
-#include "net/spec.hpp"
+#include "fabric/routing.hpp"
+#include "fabric/spec.hpp"
 
 namespace rfabric::net {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "fabric/transport_traits.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::proto {
 namespace {
@@ -34,8 +35,8 @@ class Dctcp final : public net::Transport {
     RF_CHECK(c.dctcp_max_timeouts >= 1, "dctcp_max_timeouts must be at least 1, got ", c.dctcp_max_timeouts);
   }
 
-  Bytes header_bytes() const override { return 58; }  // Eth 14 + IPv4 20 + TCP 20 + FCS 4
-  bool lossless() const override { return false; }
+  Bytes header_bytes() const override { return net::kDctcpTraits.header_bytes; }
+  bool lossless() const override { return net::kDctcpTraits.lossless; }
   // Step marking at K; K ~ 0.4 RTT of a 3-tier fabric (DCTCP's guideline K > C x RTT / 7).
   EcnDefaults ecn_defaults() const override { return {5'000'000, 5'000'000, 1.0}; }
 

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "fabric/transport_traits.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::proto {
 namespace {
@@ -37,8 +38,8 @@ class Roce final : public net::Transport {
     RF_CHECK(c.dcqcn_rai_bps > 0 && c.dcqcn_rhai_bps > 0, "dcqcn_rai and dcqcn_rhai must be positive");
   }
 
-  Bytes header_bytes() const override { return 62; }  // Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4
-  bool lossless() const override { return true; }
+  Bytes header_bytes() const override { return net::kRoceTraits.header_bytes; }
+  bool lossless() const override { return net::kRoceTraits.lossless; }
   // DCQCN paper (Zhu et al., SIGCOMM 2015): Kmin 5 KB, Kmax 200 KB, Pmax 1% at 40 Gb/s,
   // i.e. 1 us and 40 us of queueing.
   EcnDefaults ecn_defaults() const override { return {1'000'000, 40'000'000, 0.01}; }

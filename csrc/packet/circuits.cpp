@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 

@@ -23,11 +23,11 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
-#include "net/fabric.hpp"
-#include "net/forwarding.hpp"
-#include "net/packet.hpp"
-#include "net/spec.hpp"
-#include "net/transport.hpp"
+#include "fabric/flow_fabric.hpp"
+#include "fabric/forwarding.hpp"
+#include "fabric/spec.hpp"
+#include "packet/packet.hpp"
+#include "packet/transport.hpp"
 
 namespace rfabric::net {
 
@@ -226,7 +226,7 @@ struct CircuitChange {
 class Network final : public engine::Handler, public FlowFabric {
  public:
   using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
-  /// Build ports, tables and the transport made by `make_transport` (proto/registry).
+  /// Build ports, tables and the transport made by `make_transport` (packet/transports/registry).
   Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
           TransportFactory make_transport);
   ~Network() override;

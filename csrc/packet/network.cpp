@@ -2,7 +2,7 @@
 // arrivals, forwarding's fast path, PFC pause/resume, NIC pulls, and the event dispatch. The
 // RF_HOT functions are defined here and inlined into their callers in this file only; cold code
 // elsewhere reaches them through the *_cold wrappers.
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 #include <algorithm>
 
