@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/check.hpp"
+#include "fabric/ecmp.hpp"
 
 namespace rfabric::flow {
 
@@ -27,6 +28,7 @@ FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, cons
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
   kind_base_ = eng_.register_handler(this);
   for (uint32_t k = 1; k < kNumSub; ++k) eng_.register_handler(this);
+  changes_.attach(eng_, *this, fwd_, kind_base_ + kLinkState, kind_base_ + kPlan);
   ports_.resize(fwd_.num_ports());
   set_capacities();
 }
@@ -51,15 +53,8 @@ double FlowNetwork::wire_bytes(uint32_t f) const {
   return static_cast<double>(n * (size + (size + pp - 1) / pp * header_));
 }
 
-uint32_t FlowNetwork::hash_of(uint64_t id, uint64_t ecmp_key) const {
-  // the packet Network's hashes (of the flow's id, or of its connection), so both backends
-  // route a flow alike
-  if (ecmp_key != 0) return static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
-  return static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + id) >> 32);
-}
-
 bool FlowNetwork::same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) {
-  const uint32_t a = hash_of(0, key_a), b = hash_of(0, key_b);
+  const uint32_t a = net::ecmp_hash(cfg_.seed, 0, key_a), b = net::ecmp_hash(cfg_.seed, 0, key_b);
   if (a == b) return true;
   const uint64_t clears = path_cache_clears_;
   const auto ia = static_cast<size_t>(&paths_of(src, dst, a) - path_sets_.data());
@@ -87,49 +82,22 @@ void FlowRecords::append(const FlowRecords& t, uint32_t f) {
 
 uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
                                   int64_t owner, uint32_t copies) {
-  const uint64_t i = next_id_;
+  const uint64_t i = flows_.next_id();
   net::check_flow(i, num_gpus(), src, dst, size, start_ps, eng_.now());
   RF_CHECK(copies >= 1, "flow ", i, ": copies must be at least 1");
   RF_CHECK(size <= std::numeric_limits<Bytes>::max() / copies, "flow ", i, ": ", copies, " copies of ", size,
            " bytes overflow");
-  const uint32_t hash = hash_of(i, ecmp_key);
+  const uint32_t hash = net::ecmp_hash(cfg_.seed, i, ecmp_key);
   RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ",
            src);
-  next_id_ += copies;
-  ++live_flows_;
   FlowRecords& t = flows_;
-  uint32_t f;
-  if (!free_slots_.empty()) {
-    f = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    f = static_cast<uint32_t>(t.size());
-    RF_CHECK(f != kNone, "more than ", kNone, " flows alive at once");
-    t.id.emplace_back();
-    t.owner.emplace_back();
-    t.src.emplace_back();
-    t.dst.emplace_back();
-    t.size_bytes.emplace_back();
-    t.start_ps.emplace_back();
-    t.end_ps.emplace_back();
-    t.sent_ps.emplace_back();
-    t.hash.emplace_back();
-    t.copies.emplace_back();
-    t.live.emplace_back();
+  const uint32_t f = t.acquire(copies, owner, src, dst, size * copies, start_ps, hash);
+  if (flow_sub_.size() < t.size()) {
     flow_sub_.emplace_back();
     flow_delay_.emplace_back();
   }
-  t.id[f] = i;
-  t.owner[f] = owner;
-  t.src[f] = src;
-  t.dst[f] = dst;
-  t.size_bytes[f] = size * copies;
-  t.start_ps[f] = start_ps;
-  t.end_ps[f] = -1;
   t.sent_ps[f] = -1;
-  t.hash[f] = hash;
   t.copies[f] = copies;
-  t.live[f] = 1;
   flow_sub_[f] = kNone;
   flow_delay_[f] = 0;
   return f;
@@ -137,18 +105,9 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
 
 void FlowNetwork::retire(uint32_t f) {
   FlowRecords& t = flows_;
-  if (t.owner[f] >= 0) {
-    const auto o = static_cast<size_t>(t.owner[f]);
-    if (owner_stats_.size() <= o) owner_stats_.resize(o + 1);
-    OwnerStats& s = owner_stats_[o];
-    s.flows += t.copies[f];
-    s.delivered_bytes += t.size_bytes[f];
-    s.max_fct_ps = std::max(s.max_fct_ps, t.end_ps[f] - t.start_ps[f]);
-  }
+  owners_.fold(t.owner[f], t.copies[f], t.size_bytes[f], t.end_ps[f] - t.start_ps[f]);
   if (record_) log_.append(t, f);
-  t.live[f] = 0;
-  --live_flows_;
-  free_slots_.push_back(f);
+  t.release(f);
 }
 
 void FlowNetwork::finish(uint32_t f) {
@@ -407,26 +366,6 @@ void FlowNetwork::topology_changed() {
   request_recompute();
 }
 
-void FlowNetwork::schedule_link_state(uint32_t link, SimTime t, bool up) {
-  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
-  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
-  link_changes_.push_back({t, link, up});
-  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
-}
-
-void FlowNetwork::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
-                                std::vector<uint32_t> b, SimTime dark_ps) {
-  RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
-  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
-  eng_.schedule(t, index, kind_base_ + kPlan);
-}
-
-void FlowNetwork::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                                 SimTime dark_ps) {
-  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
-  on_event(engine::Event{eng_.now(), index, kind_base_ + kPlan});
-}
-
 void FlowNetwork::on_event(const engine::Event& ev) {
   switch (ev.kind - kind_base_) {
     case kStart: {
@@ -454,20 +393,13 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     case kRecompute:
       recompute();
       break;
-    case kLinkState: {
-      const LinkChange& c = link_changes_[ev.target];
-      if (fwd_.link_up(c.link) == c.up) break;
-      fwd_.set_link_up(c.link, c.up);
-      topology_changed();
+    case kLinkState:
+      if (changes_.apply_link_state(ev.target)) topology_changed();
       break;
-    }
     case kPlan: {
-      const auto& plan = plans_[ev.target];
-      const SimTime now = eng_.now();
-      const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
-      circuit_log_.push_back({now, ev.target, added, removed, plan.dark_ps});
+      const SimTime lit_at = changes_.apply_plan(ev.target);
       topology_changed();
-      if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, ev.target, kind_base_ + kLight);
+      if (lit_at >= 0) eng_.schedule(lit_at, ev.target, kind_base_ + kLight);
       break;
     }
     case kLight:
@@ -501,7 +433,7 @@ std::vector<Bytes> FlowNetwork::sent_bytes() const {
 FlowRows FlowNetwork::flow_rows() const {
   // recorded rows, then the flows alive (retired ones are in the log, when recorded)
   std::vector<std::pair<uint64_t, uint32_t>> order;  // (id, row: log row, or log size + slot)
-  order.reserve(log_.size() + live_flows_);
+  order.reserve(log_.size() + flows_.live_flows());
   for (uint32_t r = 0; r < log_.size(); ++r) order.emplace_back(log_.id[r], r);
   const auto base = static_cast<uint32_t>(log_.size());
   for (uint32_t f = 0; f < flows_.size(); ++f)

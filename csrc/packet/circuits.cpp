@@ -145,25 +145,10 @@ void Network::evacuate(uint32_t port) {
   }
 }
 
-void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
-                            std::vector<uint32_t> b, SimTime dark_ps) {
-  RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
-  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
-  eng_.schedule(t, index, kind_base_ + kPlan);
-}
-
-void Network::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                             SimTime dark_ps) {
-  apply_plan(fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps));
-}
-
 void Network::apply_plan(uint32_t index) {
-  const auto& plan = plans_[index];
-  const SimTime now = eng_.now();
-  const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
-  circuit_log_.push_back({now, index, added, removed, plan.dark_ps});
+  const SimTime lit_at = changes_.apply_plan(index);
   topology_changed();
-  if (added > 0 && plan.dark_ps > 0) eng_.schedule(now + plan.dark_ps, index, kind_base_ + kLight);
+  if (lit_at >= 0) eng_.schedule(lit_at, index, kind_base_ + kLight);
 }
 
 void Network::light(uint32_t /*index*/) {
@@ -173,17 +158,8 @@ void Network::light(uint32_t /*index*/) {
 
 std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_circuits(); }
 
-void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
-  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
-  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
-  link_changes_.push_back({t, link, up});
-  eng_.schedule(t, static_cast<uint32_t>(link_changes_.size() - 1), kind_base_ + kLinkState);
-}
-
-void Network::set_link_state(uint32_t link, bool up) {
-  if (fwd_.link_up(link) == up) return;
-  fwd_.set_link_up(link, up);
-  topology_changed();
+void Network::link_state_due(uint32_t index) {
+  if (changes_.apply_link_state(index)) topology_changed();
 }
 
 }  // namespace rfabric::net

@@ -429,8 +429,7 @@ void Network::on_event(const engine::Event& ev) {
       start_one(ev.target);
       break;
     case kLinkState: {
-      const LinkChange& c = link_changes_[ev.target];
-      set_link_state(c.link, c.up);
+      link_state_due(ev.target);
       break;
     }
     case kPlan:
