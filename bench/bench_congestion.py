@@ -3,7 +3,7 @@
 Three scenarios on 200 Gb/s fat-trees, for the default settings and for alternatives:
   * 16:1 incast into one GPU, 2 MB / 4 MiB / 16 MiB messages: makespan / bottleneck bound
   * 4 MiB permutation on FT and on FT-OS 3:1 (128 GPUs, radix 16): makespan and their ratio
-  * 8 long flows into one GPU, each on its own switch ingress: Jain index and utilisation
+  * 8 long flows into one GPU, each on its own switch ingress: Jain index and utilization
     of the bottleneck over 2..6 ms
 
     python bench/bench_congestion.py

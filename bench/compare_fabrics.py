@@ -52,8 +52,8 @@ def time_of(fab, kind: str, size: int, seed: int, settings: dict) -> float:
         if res.run["makespan_ps"] < 0:
             raise RuntimeError(f"{fab.name}: the permutation did not finish")
         return res.run["makespan_ps"] * 1e-12
-    table = rf.collective(kind, fab, sizes=[size], seed=seed, **settings)
-    return table["time_us"][0].as_py() * 1e-6
+    table = rf.collective(fab, kind, sizes=[size], seed=seed, **settings)
+    return table["time_ps"][0].as_py() * 1e-12
 
 
 def main(argv=None) -> int:

@@ -93,8 +93,8 @@ def measure(name: str, fab, kind: str, size: int, *, lp: bool, seed: int, graph=
     else:
         # the fabric's efficiency: the bound counts its links only, so NCCL's protocol costs
         # (the GPUs' and software's, docs/nccl-model.md) are off
-        table = rf.collective(kind, fab, sizes=[size], seed=seed, nccl_model=False)
-        sim_s = table["time_us"][0].as_py() * 1e-6
+        table = rf.collective(fab, kind, sizes=[size], seed=seed, nccl_model=False)
+        sim_s = table["time_ps"][0].as_py() * 1e-12
         bound = collective_bound(fab, kind, size, lp=lp, graph=graph)
         extra = {}
     return {

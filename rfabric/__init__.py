@@ -19,18 +19,44 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
         "a minute on 2 cores)."
     ) from exc
 
-from . import bounds, controllers, cost, pareto, rewrites, topology, traces, units
-from .collective import collective, op_trace
-from .errors import LayoutFitError, SpecError, SweepError, TraceError
+import sys as _sys
+import warnings as _warnings
+
+from . import bounds, collectives, controllers, cost, pareto, plot, rewrites, sweeps, traces, units
+from . import topology as topologies  # the package's directory is renamed to topologies/ later
+from .collectives import collective, op_trace
+from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
-from .sweep import sweep
+from .sweeps import sweep
 from .topology import Topology
 
-topologies = topology  # DESIGN §11 spells it rf.topologies
+# One public name per module (docs/api-style.md). `rfabric.topologies` is the fabrics'
+# module: importable by that name too (`from rfabric.topologies import FatTree`).
+_sys.modules.setdefault(__name__ + ".topologies", topologies)
+
+# `rfabric.collective` was the module that the function rf.collective shadowed; the module
+# is `rfabric.collectives` now, and the old path still imports it for a release (an alias in
+# sys.modules does not rebind the function's name here, as importing a submodule would).
+_sys.modules.setdefault(__name__ + ".collective", collectives)
+# `rf.topology`: the old second name of rf.topologies, deprecated (__getattr__ below).
+del topology  # noqa: F821  (bound by the submodule import above)
+
+
+def __getattr__(name: str):
+    if name == "topology":
+        _warnings.warn(
+            "rf.topology is deprecated: the module is rf.topologies (docs/api-style.md); "
+            "rf.topology goes in rfabric 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return topologies
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -40,6 +66,7 @@ __all__ = [
     "Flows",
     "Forwarding",
     "LayoutFitError",
+    "MissingDependency",
     "NetworkSpec",
     "Results",
     "Simulation",
@@ -50,14 +77,16 @@ __all__ = [
     "bounds",
     "controllers",
     "collective",
+    "collectives",
     "op_trace",
     "cost",
     "pareto",
+    "plot",
     "rewrites",
     "simulate",
     "sweep",
+    "sweeps",
     "topologies",
-    "topology",
     "traces",
     "units",
     "__version__",

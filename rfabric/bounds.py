@@ -15,7 +15,8 @@ larger wins:
   ``b`` consecutive servers for every ``b`` up to 16 and every power of two up to half the
   servers (every built-in fabric numbers servers so that its ToRs, rail groups, pods and
   regions are such blocks). The most a group can send out or take in
-  per second is its min-cut capacity to the rest of the fabric (max-flow, scipy). Each
+  per second is its min-cut capacity to the rest of the fabric (max-flow, scipy: the ``lp``
+  extra, ``pip install 'rfabric[lp]'``). Each
   collective has a volume that must cross each group's boundary, whatever the algorithm:
 
   ==============  =======================================  ==================================
@@ -54,6 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._optional import require
 from .errors import SpecError
 from .spec import NODE_KINDS, NetworkSpec
 
@@ -82,7 +84,7 @@ class FabricGraph:
 
     @classmethod
     def of(cls, fabric, plan=None) -> FabricGraph:
-        from .simulation import _as_spec
+        from .config import as_spec as _as_spec
 
         spec = _as_spec(fabric)
         links = spec.links
@@ -117,8 +119,8 @@ class FabricGraph:
         """Max-flow (bytes/s) from GPU set ``gpus`` to all other GPUs: the most the set can
         send out per second. Links are full duplex with equal rates, so it is also the most
         the set can take in."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import maximum_flow
+        csr_matrix = require("scipy.sparse", "lp", "rf.bounds").csr_matrix
+        maximum_flow = require("scipy.sparse.csgraph", "lp", "rf.bounds").maximum_flow
 
         n = self.spec.num_nodes
         inside = np.zeros(n, dtype=bool)
@@ -201,8 +203,9 @@ def _partition_bound(graph: FabricGraph, ranks: np.ndarray, need, volume=None) -
 def _lp_bound(graph: FabricGraph, demand_src: np.ndarray, demand_dst: np.ndarray, demand_bytes) -> float:
     """Minimum time (s) to route the GPU-to-GPU demands over the graph (multi-commodity flow,
     one commodity per source server; HiGHS)."""
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix, hstack
+    linprog = require("scipy.optimize", "lp", "rf.bounds").linprog
+    sparse = require("scipy.sparse", "lp", "rf.bounds")
+    coo_matrix, hstack = sparse.coo_matrix, sparse.hstack
 
     spec = graph.spec
     n = spec.num_nodes

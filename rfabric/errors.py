@@ -7,7 +7,7 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["LayoutFitError", "SpecError", "SweepError", "TraceError", "read_toml"]
+__all__ = ["LayoutFitError", "MissingDependency", "SpecError", "SweepError", "TraceError", "read_toml"]
 
 
 class SpecError(ValueError):
@@ -28,6 +28,11 @@ class LayoutFitError(SpecError):
 
 class TraceError(ValueError):
     """A communication trace (Arrow IPC or Parquet) is malformed."""
+
+
+class MissingDependency(ImportError):
+    """An optional feature's package is not installed; the message names the extra that
+    installs it (``pip install 'rfabric[lp]'``; docs/api-style.md lists the extras)."""
 
 
 def read_toml(path, what: str) -> dict:

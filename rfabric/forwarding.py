@@ -13,8 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import _engine
+from .config import EngineConfig
+from .config import as_spec as _as_spec
+from .config import make_config as _make_config
 from .errors import SpecError
-from .simulation import EngineConfig, _as_spec, _make_config
 from .validators import integer
 
 

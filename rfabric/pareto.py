@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from .errors import SpecError
 
-__all__ = ["front", "export", "plot", "direction", "LABELS", "DIRECTIONS", "DEFAULT_BY"]
+__all__ = ["front", "export", "plot", "direction", "LABELS", "DIRECTIONS", "DEFAULT_BY", "RENAMED"]
 
 #: Axis labels (with units) of the sweep columns one usually plots.
 LABELS = {
@@ -32,8 +33,8 @@ LABELS = {
     "cluster_cost_usd": "cluster cost (network + GPUs)",
     "throughput_iter_per_s": "throughput (RL iterations/s)",
     "samples_per_s": "throughput (samples/s)",
-    "iteration_time_s": "iteration time (s)",
-    "makespan_s": "makespan (s)",
+    "iteration_time_ps": "iteration time",
+    "makespan_ps": "makespan",
     "throughput_per_musd": "throughput per network dollar (iterations/s per M USD)",
 }
 
@@ -42,8 +43,8 @@ LABELS = {
 DIRECTIONS = {
     "network_cost_usd": "min",
     "cluster_cost_usd": "min",
-    "iteration_time_s": "min",
-    "makespan_s": "min",
+    "iteration_time_ps": "min",
+    "makespan_ps": "min",
     "throughput_iter_per_s": "max",
     "samples_per_s": "max",
     "throughput_per_musd": "max",
@@ -51,10 +52,44 @@ DIRECTIONS = {
 _MAX_SUFFIXES = ("_per_s", "_per_musd")
 _MIN_SUFFIXES = ("_usd", "_s", "_ps")
 
+#: Sweep columns renamed in rfabric 0.2 (simulated times in integer ps, as in every table):
+#: ``front`` and ``plot`` still take the old name for a table that has the new column, with a
+#: DeprecationWarning, until the release after.
+RENAMED = {
+    "makespan_s": "makespan_ps",
+    "iteration_time_s": "iteration_time_ps",
+    "stage_gen_s": "stage_gen_ps",
+    "stage_response_stream_s": "stage_response_stream_ps",
+    "stage_train_s": "stage_train_ps",
+    "stage_weight_sync_s": "stage_weight_sync_ps",
+}
+
 #: Columns whose distinct values get separate fronts by default (when the table has them).
 DEFAULT_BY = ("workload", "gpus")
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def _renamed(table: pa.Table, name, where: str):
+    """``name``, or the column it was renamed to (``RENAMED``) when the table has only that,
+    with a DeprecationWarning."""
+    new = RENAMED.get(name) if isinstance(name, str) else None
+    if new is None or name in table.column_names or new not in table.column_names:
+        return name
+    warnings.warn(
+        f"{where}: column {name!r} is now {new!r} (integer ps, as every time column); the old name "
+        "goes after rfabric 0.2",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+def _time_scale(values: np.ndarray) -> tuple[float, str]:
+    from .plot import time_scale
+
+    top = np.nanmax(values) if np.any(np.isfinite(values)) else 0.0
+    return time_scale(top)
 
 
 def _column(table: pa.Table, name: str, what: str) -> np.ndarray:
@@ -148,14 +183,17 @@ def front(
     """Return ``table`` with a bool column ``pareto`` (replaced if present) marking its
     non-dominated rows: lower ``cost`` is better, and higher or lower ``perf`` as
     ``higher_is_better`` says; None (default): as ``direction(perf)`` says (times such as
-    ``iteration_time_s`` lower, throughputs higher; another column raises SpecError asking for
+    ``iteration_time_ps`` lower, throughputs higher; another column raises SpecError asking for
     it). Rows with a null or NaN cost or performance are not on the front.
 
     ``by``: column name(s) whose distinct values get separate fronts. None (default): those of
     ``DEFAULT_BY`` (``workload``, ``gpus``) the table has, since performances of different
     workloads, and costs of different scales, are not comparable; ``by=[]``: one front over
     all rows. The ``pareto`` field's metadata records cost, perf, direction and groups (what
-    ``plot`` checks its axes against)."""
+    ``plot`` checks its axes against). A column's name before rfabric 0.2 (``RENAMED``, e.g.
+    ``iteration_time_s``) reads as its new one, with a DeprecationWarning."""
+    cost = _renamed(table, cost, "pareto.front")
+    perf = _renamed(table, perf, "pareto.front")
     c = _column(table, cost, "cost")
     p = _column(table, perf, "performance")
     _check_cost(cost)
@@ -255,10 +293,14 @@ def plot(
     ``front(table, cost, perf, higher_is_better)``. ``higher_is_better``: as in ``front``
     (None: from the column's name, ``direction``). The table must hold a single workload
     (performances of different workloads are not comparable); filter it first. Returns the
-    matplotlib Figure.
+    matplotlib Figure. Time axes (``*_ps``) are drawn in the largest unit that fits; a
+    column's name before rfabric 0.2 (``RENAMED``) reads as its new one, with a
+    DeprecationWarning.
     """
-    import matplotlib
-    from matplotlib.lines import Line2D
+    from ._optional import require
+
+    matplotlib = require("matplotlib", "plot", "rf.pareto.plot")
+    Line2D = require("matplotlib.lines", "plot", "rf.pareto.plot").Line2D
 
     from .plot import new_axes
 
@@ -277,6 +319,8 @@ def plot(
             + ", ".join(sorted(set(map(str, table["workload"].to_pylist()))))
             + "); plot one at a time, e.g. table.filter(pc.field('workload') == NAME)"
         )
+    cost = _renamed(table, cost, "pareto.plot")
+    perf = _renamed(table, perf, "pareto.plot")
     x = _column(table, cost, "cost")
     y = _column(table, perf, "performance")
     if "pareto" not in table.column_names:
@@ -310,9 +354,17 @@ def plot(
     if cost.endswith("_usd"):
         scale, unit = _money_scale(x)
         xlabel = f"{LABELS.get(cost, cost)} ({unit})"
+    elif cost.endswith("_ps"):
+        scale, unit = _time_scale(x)
+        xlabel = f"{LABELS.get(cost, cost)} ({unit})"
     else:
         scale, xlabel = 1.0, LABELS.get(cost, cost)
     xs = x / scale
+    ylabel = LABELS.get(perf, perf)
+    if perf.endswith("_ps"):
+        yscale, unit = _time_scale(y)
+        y = y / yscale
+        ylabel = f"{ylabel} ({unit})"
 
     fig, ax = new_axes(figsize=(8.5, 5.0))
     cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
@@ -355,7 +407,7 @@ def plot(
     fig.legend(handles=[*fabric_handles, front_handle], title="fabric", loc="outside right upper", fontsize=8)
     fig.legend(handles=speed_handles, title="link speed", loc="outside right lower", fontsize=8)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(LABELS.get(perf, perf))
+    ax.set_ylabel(ylabel)
     ax.grid(True, linewidth=0.4, alpha=0.5)
     if title is None:
         parts = []

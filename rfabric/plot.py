@@ -1,5 +1,8 @@
-"""What a researcher looks at after a run: ``res.plot.fct_cdf()``, ``res.plot.link_utilisation()``
+"""What a researcher looks at after a run: ``res.plot.fct_cdf()``, ``res.plot.link_utilization()``
 and ``res.plot.stage_timeline()``.
+
+This module depends on rfabric.results, not the reverse: it registers ``ResultPlots`` as the
+``plot`` view of every Results (``rfabric.results.register_view``) when rfabric is imported.
 
 Each draws with matplotlib's Agg backend (no display needed) into a new Figure, or into the
 axes given as ``ax=``, and returns the Figure. Axis labels carry units. A result that lacks what
@@ -8,12 +11,14 @@ a plot needs (no per-flow rows, no stages) raises ``SpecError`` saying what to e
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from .errors import SpecError
+from .results import QUEUE_SAMPLE_SCHEMA, register_view
 from .units import format_time
 
 __all__ = ["ResultPlots", "new_axes", "time_scale"]
@@ -26,8 +31,10 @@ def new_axes(ax=None, figsize=(6.4, 4.0)):
     display) with one constrained-layout axes."""
     if ax is not None:
         return ax.figure, ax
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from ._optional import require
+
+    FigureCanvasAgg = require("matplotlib.backends.backend_agg", "plot", "Results.plot").FigureCanvasAgg
+    Figure = require("matplotlib.figure", "plot", "Results.plot").Figure
 
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
@@ -48,6 +55,7 @@ def cdf_points(values) -> tuple[np.ndarray, np.ndarray]:
     return x, np.arange(1, len(x) + 1) / max(len(x), 1)
 
 
+@register_view("plot")
 class ResultPlots:
     """The plots of one ``Results`` (``res.plot``)."""
 
@@ -72,8 +80,6 @@ class ResultPlots:
         if res.samples_path is None:
             return res.queue_samples
         import pyarrow.parquet as pq
-
-        from .results import QUEUE_SAMPLE_SCHEMA
 
         parts = sorted((Path(res.samples_path) / "queues").glob("*.parquet"))
         return (
@@ -113,22 +119,32 @@ class ResultPlots:
         return fig
 
     def link_utilisation(self, ax=None, *, kinds=None, over_time: bool = False):
-        """CDF, per link kind (``nic``, ``tor-agg``, ...), of the link directions' utilisation:
+        """Deprecated spelling of :meth:`link_utilization` (removed after 0.2)."""
+        warnings.warn(
+            "res.plot.link_utilisation() is now res.plot.link_utilization() (one spelling); "
+            "the old name goes after rfabric 0.2",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.link_utilization(ax, kinds=kinds, over_time=over_time)
+
+    def link_utilization(self, ax=None, *, kinds=None, over_time: bool = False):
+        """CDF, per link kind (``nic``, ``tor-agg``, ...), of the link directions' utilization:
         the share of the run (its makespan, or its simulated time if unfinished) each spent
         serializing, in percent. ``over_time=True`` (a run with ``sample_every``): instead,
-        per kind, the mean utilisation of its link directions in each sampling window, in
+        per kind, the mean utilization of its link directions in each sampling window, in
         percent, against time. ``kinds``: the kinds to draw (default all, in table order).
         Returns the Figure."""
         res = self._res
         links = res.links
         if links.num_rows == 0:
-            raise SpecError("link_utilisation: the run has no links")
+            raise SpecError("link_utilization: the run has no links")
         kind = np.asarray(links["kind"].to_pylist(), dtype=object)
         names = list(dict.fromkeys(kind)) if kinds is None else list(kinds)
         unknown = [k for k in names if k not in set(kind)]
         if unknown:
             raise SpecError(
-                f"link_utilisation: no links of kind {', '.join(map(repr, unknown))} "
+                f"link_utilization: no links of kind {', '.join(map(repr, unknown))} "
                 f"(kinds: {', '.join(dict.fromkeys(kind))})"
             )
         fig, ax = new_axes(ax)
@@ -136,7 +152,7 @@ class ResultPlots:
             period = res.run.get("sample_every_ps")
             if period is None:
                 raise SpecError(
-                    "link_utilisation(over_time=True) needs samples: simulate with "
+                    "link_utilization(over_time=True) needs samples: simulate with "
                     "sample_every='10us' (or another period; packet backend)"
                 )
             q = self._queue_samples()
@@ -154,13 +170,13 @@ class ResultPlots:
             ax.set_xlabel(
                 f"simulated time ({unit}; each point: the window of {format_time(period)} ending there)"
             )
-            ax.set_ylabel("mean link utilisation (% of the window)")
+            ax.set_ylabel("mean link utilization (% of the window)")
         else:
             util = links["utilization"].to_numpy() * 100
             for k in names:
                 x, y = cdf_points(util[kind == k])
                 ax.step(x, y, where="post", label=f"{k} ({len(x)})", gid=f"cdf:{k}")
-            ax.set_xlabel("link utilisation (% of the run spent serializing)")
+            ax.set_xlabel("link utilization (% of the run spent serializing)")
             ax.set_ylabel("fraction of link directions")
             ax.set_ylim(0, 1.02)
         ax.grid(True, linewidth=0.4, alpha=0.5)

@@ -16,6 +16,7 @@ from . import _engine
 
 __all__ = [
     "Results",
+    "register_view",
     "FLOW_SCHEMA",
     "LINK_SCHEMA",
     "OP_SCHEMA",
@@ -154,8 +155,11 @@ RATE_SAMPLE_SCHEMA = pa.schema(
     ]
 )
 
-#: One row per sweep point (``rf.sweep``). Times in seconds (``_s``), money in US dollars
-#: (``_usd``); a point whose workload did not finish has ``complete`` false and NaN times.
+#: One row per sweep point (``rf.sweep``). Simulated times in integer picoseconds (``_ps``), as
+#: in every other table; money in US dollars (``_usd``); rates per second of simulated time
+#: (``_per_s``). ``wall_s`` and ``controller_wall_s`` are host wall-clock seconds (a
+#: measurement of the machine, not of the simulation: float seconds, as ``Results.run``'s). A
+#: point whose workload did not finish has ``complete`` false, null times and NaN rates.
 SWEEP_SCHEMA = pa.schema(
     [
         ("point", pa.int64()),  # index in the grid (fabric, link, gpus, workload; last fastest)
@@ -176,17 +180,17 @@ SWEEP_SCHEMA = pa.schema(
         ("network_cost_usd", pa.float64()),  # rf.cost.network_cost
         ("cluster_cost_usd", pa.float64()),  # network + GPUs; null without a GPU price
         ("complete", pa.bool_()),  # every flow / op finished
-        ("makespan_s", pa.float64()),  # simulated time from 0 to the last flow's or op's end
+        ("makespan_ps", pa.int64()),  # simulated time from 0 to the last flow's or op's end
         ("iterations", pa.int64()),  # RL iterations in the trace; 1 for a flow set
-        ("iteration_time_s", pa.float64()),  # makespan_s / iterations
-        ("throughput_iter_per_s", pa.float64()),  # iterations / makespan_s
-        ("samples_per_s", pa.float64()),  # global_batch x iterations / makespan_s; null if unknown
+        ("iteration_time_ps", pa.int64()),  # makespan_ps / iterations, rounded to the nearest ps
+        ("throughput_iter_per_s", pa.float64()),  # iterations / makespan (per simulated second)
+        ("samples_per_s", pa.float64()),  # global_batch x iterations / makespan; null if unknown
         ("throughput_per_musd", pa.float64()),  # throughput_iter_per_s per million USD of network
-        ("stage_gen_s", pa.float64()),  # per stage: sum over iterations of first start to last end
-        ("stage_response_stream_s", pa.float64()),
-        ("stage_train_s", pa.float64()),
-        ("stage_weight_sync_s", pa.float64()),
-        ("stage_s", pa.map_(pa.string(), pa.float64())),  # every stage of the trace, by name
+        ("stage_gen_ps", pa.int64()),  # per stage: sum over iterations of first start to last end
+        ("stage_response_stream_ps", pa.int64()),
+        ("stage_train_ps", pa.int64()),
+        ("stage_weight_sync_ps", pa.int64()),
+        ("stage_ps", pa.map_(pa.string(), pa.int64())),  # every stage of the trace, by name
         ("events", pa.int64()),  # engine counters (Results.run)
         ("packets", pa.int64()),
         ("packet_hops", pa.int64()),
@@ -303,6 +307,10 @@ class Results:
     flows_path : str or None
         The directory the per-flow rows were streamed to (``flows_path=``): read them with
         ``pyarrow.parquet.read_table(res.flows_path)``.
+    plot : rfabric.plot.ResultPlots
+        The run's plots: ``res.plot.fct_cdf()``, ``link_utilization()``, ``stage_timeline()``;
+        each returns a matplotlib Figure (a view registered by rfabric.plot, which depends on
+        this module, not the reverse: ``register_view``).
     run : dict
         Run summary: ``backend``, ``transport``, ``events``, ``packets``, ``packet_hops``
         (packets leaving a link), ``drops``, ``ecn_marks``, ``pfc_pauses``, ``flows``,
@@ -330,14 +338,6 @@ class Results:
     queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
     rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
     samples_path: str | None = None
-
-    @property
-    def plot(self):
-        """The run's plots (rfabric.plot.ResultPlots): ``fct_cdf()``, ``link_utilisation()``,
-        ``stage_timeline()``; each returns a matplotlib Figure."""
-        from .plot import ResultPlots
-
-        return ResultPlots(self)
 
     @property
     def fct_ps(self) -> np.ndarray:
@@ -400,6 +400,31 @@ class Results:
 
     def __repr__(self) -> str:
         return f"Results({self.run.get('flows_done')}/{self.run.get('flows')} flows, backend={self.run.get('backend')})"
+
+
+class _View:
+    """A registered view of Results: ``res.<name>`` is ``cls(res)``; on the class, ``cls``."""
+
+    def __init__(self, cls):
+        self._cls = cls
+
+    def __get__(self, obj, owner=None):
+        return self._cls if obj is None else self._cls(obj)
+
+
+def register_view(name: str):
+    """Class decorator: make ``res.<name>`` a ``cls(res)`` for every Results. The layers above
+    Results (rfabric.plot's ``plot``) register their views here, so this module imports none
+    of them. A name Results already has (a field or a method) is refused."""
+
+    def decorate(cls):
+        existing = Results.__dict__.get(name)
+        if name in Results.__dataclass_fields__ or (existing is not None and not isinstance(existing, _View)):
+            raise ValueError(f"register_view: Results already has {name!r}")
+        setattr(Results, name, _View(cls))
+        return cls
+
+    return decorate
 
 
 def build_op_tables(

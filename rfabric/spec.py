@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._graph import connected_components
+from ._optional import require
 from .errors import SpecError
 from .units import MAX_RATE_BPS, MAX_SIZE_BYTES
 from .validators import integer
@@ -357,11 +359,7 @@ class NetworkSpec:
             raise SpecError(f"{self.name}: {kind} {self.node_label(bad[0])} has no links{more}")
         # and every node is wired, through links, to the GPUs: an island of switches carries
         # nothing either
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        graph = coo_matrix((np.ones(len(links), dtype=np.int8), (links.src, links.dst)), shape=(n, n))
-        _, label = connected_components(graph, directed=False)
+        label = connected_components(n, links.src, links.dst)
         gpu_labels = np.unique(label[nodes.kind == NODE_KINDS["gpu"]])
         off = np.flatnonzero(~np.isin(label, gpu_labels))
         if off.size:
@@ -554,6 +552,61 @@ class NetworkSpec:
                 f"{self.name}: GPU {bad[0]} ({self.nodes.name[g1]}) cannot reach "
                 f"GPU 0 ({self.nodes.name[g0]}): the network is disconnected"
             )
+
+    def to_networkx(self):
+        """The fabric as a ``networkx.MultiDiGraph``, for analysis with networkx's algorithms
+        (the ``graph`` extra: ``pip install 'rfabric[graph]'``).
+
+        Nodes are the spec's node rows ``0 .. num_nodes - 1``, with attributes ``kind`` (a
+        `NODE_KINDS` name), ``name``, ``server`` (-1: none), ``latency_ps`` (the node's
+        processing latency) and ``gpu`` (the GPU id; -1 for other nodes). Each full-duplex
+        link is two directed edges, ``src -> dst`` and ``dst -> src``, each with key and
+        attribute ``link`` the link's row and attributes ``kind`` (the link's label: ``nic``,
+        ``nvlink``, ``tor-agg``, ...), ``rate_bps``, ``latency_ps`` (propagation) and
+        ``buffer_bytes``. A circuit is not an edge: an optical device is a node that its
+        ports' links end at (`resolve_circuits` gives the channels a circuit plan lights).
+        The graph's own attributes are ``name``, ``host_forwarding``, ``pxn``,
+        ``deadlock_free`` and ``routing``.
+        """
+        nx = require("networkx", "graph", "NetworkSpec.to_networkx")
+        g = nx.MultiDiGraph(
+            name=self.name,
+            host_forwarding=self.host_forwarding,
+            pxn=self.pxn,
+            deadlock_free=self.deadlock_free,
+            routing=self.routing,
+        )
+        gpu = np.full(self.num_nodes, -1, dtype=np.int64)
+        gpu[self.gpu_nodes] = np.arange(self.num_gpus)
+        g.add_nodes_from(
+            (i, {"kind": k, "name": str(name), "server": srv, "latency_ps": lat, "gpu": gid})
+            for i, (k, name, srv, lat, gid) in enumerate(
+                zip(
+                    self.nodes.kind_names().tolist(),
+                    self.nodes.name.tolist(),
+                    self.nodes.server.tolist(),
+                    self.nodes.latency_ps.tolist(),
+                    gpu.tolist(),
+                    strict=True,
+                )
+            )
+        )
+        links = self.links
+        for row, (u, v, kind, rate, lat, buf) in enumerate(
+            zip(
+                links.src.tolist(),
+                links.dst.tolist(),
+                links.kind.tolist(),
+                links.rate_bps.tolist(),
+                links.latency_ps.tolist(),
+                links.buffer_bytes.tolist(),
+                strict=True,
+            )
+        ):
+            attrs = {"link": row, "kind": str(kind), "rate_bps": rate, "latency_ps": lat, "buffer_bytes": buf}
+            g.add_edge(u, v, key=row, **attrs)
+            g.add_edge(v, u, key=row, **attrs)
+        return g
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays the engine is built from (one crossing, copied into the engine)."""

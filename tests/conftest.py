@@ -91,13 +91,13 @@ def rows(table, **equal):
 def engine_invariants(monkeypatch):
     """Every run of every test keeps the engine's own rules: no frame started on a port that
     is still serialising another (busy_starts) and none put on a down or dark channel."""
-    import rfabric.simulation as sim
+    import rfabric.simulation.collect as collect
 
-    class Checked(sim.Results):
+    class Checked(collect.Results):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             packet = self.run.get("backend") != "flow"  # (the flow backend has no frames: None)
             for key in ("busy_starts", "dark_transmits") if packet else ():
                 assert self.run.get(key, 0) == 0, f"engine invariant broken: run[{key!r}] = {self.run[key]}"
 
-    monkeypatch.setattr(sim, "Results", Checked)
+    monkeypatch.setattr(collect, "Results", Checked)

@@ -65,7 +65,7 @@ def _sweep(links, tmp_path):
 
 
 def _sweep_toml(link, tmp_path):
-    from rfabric.sweep import run_config
+    from rfabric.sweeps import run_config
 
     p = tmp_path / "sweep.toml"
     p.write_text(
@@ -79,7 +79,7 @@ def _toml_preset(link, tmp_path):
     p = tmp_path / "ft.toml"
     value = f'"{link}"' if isinstance(link, str) else str(link)
     p.write_text(f'family = "fat_tree"\n\n[params]\ngpus = 16\nlink = {value}\n')
-    return rf.topology.load(p).to_spec()
+    return rf.topologies.load(p).to_spec()
 
 
 def _cli(args):
@@ -158,7 +158,7 @@ def test_sizes_of_messages_have_no_floor():
     assert BARE_FLOOR["size"] == 0
     res = rf.simulate(FT(16), rf.Flows([0], [9], 8))
     assert res.flows.column("end_ps")[0].as_py() > 0
-    table = rf.collective("all_reduce", FT(16), sizes=[64])
+    table = rf.collective(FT(16), "all_reduce", sizes=[64])
     assert table.column("size_bytes")[0].as_py() == 64
     rf.Simulation(FT(16), rf.Flows([0], [9], 8), coll_chunk=4096)
 

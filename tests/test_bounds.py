@@ -82,7 +82,7 @@ def test_oversubscription_raises_the_bound(ft128):
 def test_bound_never_exceeds_the_simulated_time(fabric, kind):
     fab = getattr(rf.topologies, fabric)(64)
     size = 16 * MiB
-    sim = rf.collective(kind, fab, sizes=[size])["time_us"][0].as_py() * 1e-6
+    sim = rf.collective(fab, kind, sizes=[size])["time_ps"][0].as_py() * 1e-12
     bound = collective_bound(fab, kind, size).time_s
     assert 0 < bound <= sim
 
@@ -118,7 +118,7 @@ def _efficiency(fab, kind, size, seed=1):
         return flows_bound(fab, flows, lp=False).time_s / (res.run["makespan_ps"] * 1e-12)
     # the fabric's efficiency: the bound counts its links only, so NCCL's protocol costs (the
     # GPUs' and software's, docs/nccl-model.md) are off, as in bench/fabric_bounds.py
-    sim = rf.collective(kind, fab, sizes=[size], seed=seed, nccl_model=False)["time_us"][0].as_py() * 1e-6
+    sim = rf.collective(fab, kind, sizes=[size], seed=seed, nccl_model=False)["time_ps"][0].as_py() * 1e-12
     return collective_bound(fab, kind, size, lp=kind == "all_to_all").time_s / sim
 
 

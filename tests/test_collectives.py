@@ -1,6 +1,7 @@
 """Collective executor: bandwidth, analytical completion times, dependencies and bytes."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import tiny_rl_trace
 
@@ -276,7 +277,7 @@ def test_generated_rl_iteration_replays_end_to_end():
 
 
 def test_collective_table_and_command(ft16, capsys):
-    table = rf.collective("all_reduce", ft16, sizes=["1MiB", "64MiB"])
+    table = rf.collective(ft16, "all_reduce", sizes=["1MiB", "64MiB"])
     assert table.column_names[:3] == ["size_bytes", "count", "kind"]
     busbw = table["busbw_GBps"].to_pylist()
     assert busbw[1] > busbw[0] > 0
@@ -285,6 +286,41 @@ def test_collective_table_and_command(ft16, capsys):
     assert main(["collective", "--gpus", "16", "-b", "1MiB", "-e", "4MiB", "--op", "all_gather"]) == 0
     out = capsys.readouterr().out
     assert "busbw (GB/s)" in out and "Avg bus bandwidth" in out and "1048576" in out
+
+
+def test_collective_time_column_is_the_ops_time_in_ps(ft16):
+    """The table's time_ps is the simulated op's own time_ps (int64), size by size."""
+    table = rf.collective(ft16, "all_gather", sizes=["64KiB", "1MiB"], algorithm="ring")
+    assert table.schema.field("time_ps").type == pa.int64()
+    assert not any(c.startswith("time_") and c != "time_ps" for c in table.column_names)
+    for size, t in zip([64 << 10, 1 << 20], table["time_ps"].to_pylist(), strict=True):
+        op = rf.simulate(ft16, rf.op_trace("all_gather", range(16), size, "ring")).ops
+        assert t == op["time_ps"][0].as_py()
+
+
+def test_collective_old_argument_order_warns_and_still_works(ft16):
+    new = rf.collective(ft16, "broadcast", sizes=["256KiB"])
+    with pytest.warns(DeprecationWarning, match=r"rf\.collective\(kind, topology, \.\.\.\) is deprecated"):
+        old = rf.collective("broadcast", ft16, sizes=["256KiB"])
+    assert old.equals(new)
+    with pytest.warns(DeprecationWarning, match=r"fabric=\.\.\.\) is deprecated"):
+        assert rf.collective("broadcast", fabric=ft16, sizes=["256KiB"]).equals(new)
+    with pytest.warns(DeprecationWarning, match="fabric="):
+        assert rf.collective(kind="broadcast", fabric=ft16, sizes=["256KiB"]).equals(new)
+    with pytest.raises(rf.SpecError, match="both the fabric and the collective"):
+        rf.collective(ft16)
+
+
+def test_collectives_module_has_one_name():
+    """rf.collective is the function, rfabric.collectives its module; the old module path
+    still imports for a release without rebinding rf.collective to a module."""
+    from rfabric.collective import format_table  # the old path
+
+    import rfabric.collectives as mod
+
+    assert format_table is mod.format_table
+    assert callable(rf.collective) and rf.collective is mod.collective
+    assert rf.collectives is mod
 
 
 def test_tree_all_reduce_bytes_and_small_message_latency(ft64):
@@ -327,7 +363,7 @@ def test_auto_all_reduce_picks_the_faster_of_tree_and_ring(gpus, nvlink):
     fab = rf.topologies.FatTree(gpus=gpus, radix=16, **({} if nvlink is None else {"nvlink": nvlink}))
     sizes = ["16KiB", "256KiB", "4MiB", "64MiB"]
     times = {
-        a: rf.collective("all_reduce", fab, sizes=sizes, algorithm=a)["time_us"].to_pylist()
+        a: rf.collective(fab, "all_reduce", sizes=sizes, algorithm=a)["time_ps"].to_pylist()
         for a in ("auto", "ring", "tree")
     }
     for auto, ring, tree in zip(times["auto"], times["ring"], times["tree"], strict=True):

@@ -416,3 +416,28 @@ def test_start_bounds_match_a_plain_walk_over_the_dependencies():
     got = sim.engine.start_bounds(rows, dur, now)
     assert got.tolist() == [bound(r) for r in range(n)]
     assert (got[start < 0] > now).any()  # some bound is ahead of now
+
+
+def test_the_loop_uses_only_the_simulations_public_surface():
+    """controllers/loop.py reads no private member of the Simulation it drives (issue 24)."""
+    import ast
+    import inspect
+
+    import rfabric.controllers.loop as loop
+
+    tree = ast.parse(inspect.getsource(loop))
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and (
+                (isinstance(node.value, ast.Name) and node.value.id == "sim")
+                or (isinstance(node.value, ast.Attribute) and node.value.attr == "sim")
+            )
+        }
+    )
+    assert private == []
+    for name in ("check_plan", "apply_circuits_now", "down_links", "circuits_lit_at", "current_circuits"):
+        assert callable(getattr(rf.Simulation, name)) and getattr(rf.Simulation, name).__doc__

@@ -259,7 +259,7 @@ def test_engine_config_fields_have_one_source():
     import dataclasses
 
     from rfabric import _engine
-    from rfabric.simulation import PYTHON_ONLY, _python_name
+    from rfabric.config import PYTHON_ONLY, _python_name
 
     fields = _engine.config_fields()
     python = [f.name for f in dataclasses.fields(rf.EngineConfig)]

@@ -15,7 +15,7 @@ import pytest
 import rfabric as rf
 from rfabric.errors import SpecError, TraceError
 from rfabric.spec import MAX_LINKS, MAX_NODES
-from rfabric.sweep import load_config
+from rfabric.sweeps import load_config
 from rfabric.traces import Trace
 
 # -- traces -----------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_the_fabrics_have_the_same_bisection():
 
 
 def _runs(fab, ecmp, backend):
-    busbw = rf.collective("all_reduce", fab, sizes=["4MiB"], ecmp=ecmp, backend=backend)["busbw_GBps"][0]
+    busbw = rf.collective(fab, "all_reduce", sizes=["4MiB"], ecmp=ecmp, backend=backend)["busbw_GBps"][0]
     res = rf.simulate(fab, rf.Flows.permutation(GPUS, 4 << 20, seed=3), ecmp=ecmp, backend=backend)
     assert res.run["flows_done"] == GPUS
     return busbw.as_py(), res.run["makespan_ps"]

@@ -32,22 +32,42 @@ def test_front_on_known_points():
 
 
 def test_lower_is_better_and_replacing_the_column():
-    t = pa.table({"network_cost_usd": [1.0, 2.0, 3.0], "iteration_time_s": [5.0, 6.0, 1.0]})
-    t = pareto.front(t, perf="iteration_time_s", higher_is_better=False)
+    t = pa.table({"network_cost_usd": [1.0, 2.0, 3.0], "iteration_time_ps": [5, 6, 1]})
+    t = pareto.front(t, perf="iteration_time_ps", higher_is_better=False)
     assert t["pareto"].to_pylist() == [True, False, True]
-    t = pareto.front(t, perf="iteration_time_s", higher_is_better=True)  # recomputed, not appended
+    t = pareto.front(t, perf="iteration_time_ps", higher_is_better=True)  # recomputed, not appended
     assert t["pareto"].to_pylist() == [True, True, False]
     assert t.column_names.count("pareto") == 1
     # without higher_is_better, the column's name says: a time is better lower
-    assert pareto.front(t, perf="iteration_time_s")["pareto"].to_pylist() == [True, False, True]
+    assert pareto.front(t, perf="iteration_time_ps")["pareto"].to_pylist() == [True, False, True]
+
+
+def test_old_column_names_read_as_the_new_ones_with_a_warning(tmp_path):
+    t = pa.table({"network_cost_usd": [1.0, 2.0, 3.0], "iteration_time_ps": [5, 6, 1]})
+    with pytest.warns(DeprecationWarning, match="'iteration_time_s' is now 'iteration_time_ps'"):
+        old = pareto.front(t, perf="iteration_time_s")
+    assert old.equals(pareto.front(t, perf="iteration_time_ps"))  # same marks, same metadata
+    with pytest.warns(DeprecationWarning, match="'makespan_s' is now 'makespan_ps'"):
+        pareto.plot(
+            pa.table(
+                {"fabric": ["A"], "link_speed": ["1Gbps"], "network_cost_usd": [1.0], "makespan_ps": [7]}
+            ),
+            tmp_path / "m.png",
+            perf="makespan_s",
+        )
+    assert set(pareto.RENAMED.values()) <= set(rf.results.SWEEP_SCHEMA.names)
+    # a table that has the old column itself is read as it is, without a warning
+    kept = pa.table({"network_cost_usd": [1.0, 2.0], "iteration_time_s": [2.0, 1.0]})
+    assert pareto.front(kept, perf="iteration_time_s")["pareto"].to_pylist() == [True, True]
 
 
 def test_direction_is_one_mapping_from_the_column_name():
     for col in (
         "network_cost_usd",
         "cluster_cost_usd",
-        "iteration_time_s",
-        "makespan_s",
+        "iteration_time_ps",
+        "makespan_ps",
+        "stage_train_ps",
         "stage_train_s",
         "sim_ps",
     ):
@@ -111,11 +131,11 @@ def test_front_properties(pts):
 
 def test_export_parquet_and_csv(tmp_path):
     t = pareto.front(points([1.0, 2.0], [2.0, 1.0]))
-    t = t.append_column("stage_s", pa.array([[("train", 1.5)], []], pa.map_(pa.string(), pa.float64())))
+    t = t.append_column("stage_ps", pa.array([[("train", 1500)], []], pa.map_(pa.string(), pa.int64())))
     assert pq.read_table(pareto.export(t, tmp_path / "f.parquet")).equals(t)
     back = pacsv.read_csv(pareto.export(t, tmp_path / "f.csv"))
     assert back["pareto"].to_pylist() == [True, False]
-    assert back["stage_s"].to_pylist() == ['{"train": 1.5}', "{}"]
+    assert back["stage_ps"].to_pylist() == ['{"train": 1500}', "{}"]
     with pytest.raises(rf.SpecError, match=r"unknown suffix '\.xlsx'"):
         pareto.export(t, tmp_path / "f.xlsx")
 
@@ -185,8 +205,9 @@ def band(fig, gid="front"):
 
 def test_plot_of_a_time_draws_the_front_through_the_best_points(tmp_path):
     t = sweep_like()
-    t = t.append_column("iteration_time_s", pc.divide(1.0, t["throughput_iter_per_s"]))
-    fig = pareto.plot(t, tmp_path / "time.png", perf="iteration_time_s")
+    ps = np.round(1e12 / t["throughput_iter_per_s"].to_numpy()).astype(np.int64)
+    t = t.append_column("iteration_time_ps", pa.array(ps))
+    fig = pareto.plot(t, tmp_path / "time.png", perf="iteration_time_ps")
     # the oracle: brute force over the rows, lower time and lower cost better
     rows = t.to_pylist()
     best = [
@@ -194,22 +215,28 @@ def test_plot_of_a_time_draws_the_front_through_the_best_points(tmp_path):
         for r in rows
         if not any(
             o["network_cost_usd"] <= r["network_cost_usd"]
-            and o["iteration_time_s"] <= r["iteration_time_s"]
+            and o["iteration_time_ps"] <= r["iteration_time_ps"]
             and (
-                o["network_cost_usd"] < r["network_cost_usd"] or o["iteration_time_s"] < r["iteration_time_s"]
+                o["network_cost_usd"] < r["network_cost_usd"]
+                or o["iteration_time_ps"] < r["iteration_time_ps"]
             )
             for o in rows
         )
     ]
-    want = sorted((r["network_cost_usd"] / 1e6, r["iteration_time_s"]) for r in best)
+    # (drawn in s: the largest unit in which the longest time is at least 1)
+    want = sorted((r["network_cost_usd"] / 1e6, r["iteration_time_ps"] / 1e12) for r in best)
     # (as arrays: pytest 9.2's approx refuses a list of tuples)
     assert np.array(band(fig), dtype=float) == pytest.approx(np.array(want, dtype=float))
     # the cheapest row and the fastest row are on it
     assert want[0][0] == pytest.approx(min(r["network_cost_usd"] for r in rows) / 1e6)
-    assert min(y for _, y in want) == pytest.approx(min(r["iteration_time_s"] for r in rows))
-    on = pareto.front(t, perf="iteration_time_s")["pareto"].to_numpy(zero_copy_only=False)
+    assert min(y for _, y in want) == pytest.approx(min(r["iteration_time_ps"] for r in rows) / 1e12)
+    on = pareto.front(t, perf="iteration_time_ps")["pareto"].to_numpy(zero_copy_only=False)
     got = sorted(
-        zip(t["network_cost_usd"].to_numpy()[on] / 1e6, t["iteration_time_s"].to_numpy()[on], strict=True)
+        zip(
+            t["network_cost_usd"].to_numpy()[on] / 1e6,
+            t["iteration_time_ps"].to_numpy()[on] / 1e12,
+            strict=True,
+        )
     )
     assert np.array(got, dtype=float) == pytest.approx(np.array(want, dtype=float))  # front() agrees
     assert fig.axes[0].get_ylabel() == "iteration time (s)"

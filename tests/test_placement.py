@@ -145,7 +145,7 @@ def test_broadcast_splits_over_channels_and_nics():
 def test_gather_and_scatter_reach_the_nic_bound_at_128_gpus(fab, kind):
     size = 256 << 20
     # against the NICs' line rate: NCCL's protocol costs off (docs/nccl-model.md)
-    t = rf.collective(kind, fab, sizes=[size], nccl_model=False)["time_us"][0].as_py() / 1e6
+    t = rf.collective(fab, kind, sizes=[size], nccl_model=False)["time_ps"][0].as_py() / 1e12
     bound = 15 / 16 * size / (8 * B)  # (s-1)/s * S over a server's 8 NICs
     assert bound / t >= 0.8
 
@@ -156,7 +156,7 @@ def test_all_reduce_time_grows_with_size_as_nccl_tests_shows():
     # only: with NCCL's protocol costs (docs/nccl-model.md) the latency-bound stretch is longer
     fab = T.FatTree(128)
     sizes = ["1MiB", "4MiB", "16MiB", "64MiB", "256MiB"]
-    t = rf.collective("all_reduce", fab, sizes=sizes, nccl_model=False)["time_us"].to_pylist()
+    t = rf.collective(fab, "all_reduce", sizes=sizes, nccl_model=False)["time_ps"].to_pylist()
     ratios = [b / a for a, b in zip(t, t[1:], strict=False)]
     assert all(r > 1.2 for r in ratios), ratios
     assert ratios[0] < 2 and 3.5 < ratios[-1] <= 4.05, ratios
@@ -167,7 +167,7 @@ def test_auto_all_reduce_grows_with_size_on_direct_connect_fabrics(fab):
     # auto weighs the tree's edges on their real paths (not circuit neighbours here), so it
     # never takes a tree slower than the ring of a larger message
     sizes = ["64KiB", "1MiB", "4MiB", "16MiB", "64MiB"]
-    auto = rf.collective("all_reduce", fab, sizes=sizes)["time_us"].to_pylist()
+    auto = rf.collective(fab, "all_reduce", sizes=sizes)["time_ps"].to_pylist()
     assert all(b > a for a, b in zip(auto, auto[1:], strict=False)), auto
 
 
@@ -190,6 +190,6 @@ def test_double_binary_tree_reaches_the_nic_bound():
     # sends 2 halves, not 3: within 80% of the ring's bound 2(n-1)/n * S / (8 B)
     size = 64 << 20
     # against the NICs' line rate: NCCL's protocol costs off (docs/nccl-model.md)
-    table = rf.collective("all_reduce", T.FatTree(128), sizes=[size], algorithm="tree", nccl_model=False)
-    t = table["time_us"][0].as_py() / 1e6
+    table = rf.collective(T.FatTree(128), "all_reduce", sizes=[size], algorithm="tree", nccl_model=False)
+    t = table["time_ps"][0].as_py() / 1e12
     assert 2 * 127 / 128 * size / (8 * B) / t >= 0.8

@@ -1,4 +1,4 @@
-"""res.plot: the plotted data is the result's (FCT CDF, link utilisation CDF, stage timeline),
+"""res.plot: the plotted data is the result's (FCT CDF, link utilization CDF, stage timeline),
 on both backends, for flow sets and traces; missing data raises a SpecError saying what to
 enable."""
 
@@ -93,9 +93,9 @@ def test_fct_cdf_reads_streamed_flows(tmp_path):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_link_utilisation_plots_each_kind(backend):
+def test_link_utilization_plots_each_kind(backend):
     res = incast(backend)
-    ax = res.plot.link_utilisation().axes[0]
+    ax = res.plot.link_utilization().axes[0]
     kinds = list(dict.fromkeys(res.links["kind"].to_pylist()))
     util = res.links["utilization"].to_numpy() * 100
     kind = np.array(res.links["kind"].to_pylist())
@@ -106,10 +106,41 @@ def test_link_utilisation_plots_each_kind(backend):
     nic = by_gid(ax, "cdf:nic").get_xdata()
     assert 0 < nic.max() <= 100  # the incast's receiver NIC: busy most of the run
     assert "%" in ax.get_xlabel() and ax.get_ylabel() == "fraction of link directions"
-    only = res.plot.link_utilisation(kinds=["nic"]).axes[0]
+    only = res.plot.link_utilization(kinds=["nic"]).axes[0]
     assert [ln.get_gid() for ln in only.lines] == ["cdf:nic"]
     with pytest.raises(rf.SpecError, match="no links of kind 'optical'"):
-        res.plot.link_utilisation(kinds=["optical"])
+        res.plot.link_utilization(kinds=["optical"])
+
+
+def test_old_spelling_link_utilisation_warns_and_draws_the_same():
+    res = incast("packet")
+    with pytest.warns(DeprecationWarning, match="link_utilization"):
+        old = res.plot.link_utilisation(kinds=["nic"]).axes[0]
+    new = res.plot.link_utilization(kinds=["nic"]).axes[0]
+    np.testing.assert_array_equal(by_gid(old, "cdf:nic").get_xdata(), by_gid(new, "cdf:nic").get_xdata())
+
+
+def test_results_import_no_plotting_code_plot_registers_its_view():
+    """The layers: rfabric.plot depends on rfabric.results (it registers res.plot), and
+    rfabric.results names no plotting module, not even lazily."""
+    import ast
+    import inspect
+
+    import rfabric.plot
+    import rfabric.results
+
+    tree = ast.parse(inspect.getsource(rfabric.results))
+    imported = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    assert not any("plot" in name for name in imported), imported
+    assert rf.Results.plot is rfabric.plot.ResultPlots
+    assert isinstance(res_plot := incast("flow").plot, rfabric.plot.ResultPlots) and res_plot._res is not None
+    with pytest.raises(ValueError, match="already has 'flows'"):
+        rfabric.results.register_view("flows")(object)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -149,11 +180,11 @@ def test_stage_timeline_of_a_flow_set_says_it_needs_a_trace():
         res.plot.stage_timeline()
 
 
-def test_link_utilisation_over_time_is_the_sampled_mean_per_kind():
+def test_link_utilization_over_time_is_the_sampled_mean_per_kind():
     fab = rf.topologies.FatTree(gpus=128, link="200Gbps", radix=16)
     period = 10**7  # 10 us
     res = rf.simulate(fab, rf.Flows([0], [64], [4 << 20]), ecmp="flow", sample_every=period)
-    ax = res.plot.link_utilisation(over_time=True).axes[0]
+    ax = res.plot.link_utilization(over_time=True).axes[0]
     q = res.queue_samples
     kind = np.array(res.links["kind"].to_pylist())
     n_windows = q["time_ps"].to_numpy().max() // period
@@ -170,4 +201,4 @@ def test_link_utilisation_over_time_is_the_sampled_mean_per_kind():
     assert by_gid(ax, "time:nic").get_ydata()[3] == pytest.approx(100 * 2 / 256, rel=0.05)
     assert "%" in ax.get_ylabel() and "µs" in ax.get_xlabel()
     with pytest.raises(rf.SpecError, match="sample_every"):
-        incast("flow").plot.link_utilisation(over_time=True)
+        incast("flow").plot.link_utilization(over_time=True)

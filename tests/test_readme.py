@@ -60,8 +60,8 @@ def test_traces_readme_all_reduce_curve():
     assert m, "traces/README.md's all-reduce curve moved; update this test"
     said = [float(x) for x in m.group(1).replace("\n", " ").split(",")]
     sizes = [f"{1 << k}MiB" for k in range(9)]
-    got = rf.collective("all_reduce", rf.topologies.FatTree(128), sizes=sizes)["time_us"].to_pylist()
-    assert said == [round(t, 1) for t in got]
+    got = rf.collective(rf.topologies.FatTree(128), "all_reduce", sizes=sizes)["time_ps"].to_pylist()
+    assert said == [round(t / 1e6, 1) for t in got]
 
 
 # Cells of the README's efficiency table that are cheap to recompute (about 1 s each; the

@@ -177,8 +177,8 @@ def test_samples_stream_to_parquet(ft128, tmp_path):
         streamed = streamed.combine_chunks()
         assert streamed.equals(table.combine_chunks())
     # the over-time plot reads them back
-    line = res.plot.link_utilisation(over_time=True, kinds=["nic"]).axes[0].lines[0]
-    mem = memory.plot.link_utilisation(over_time=True, kinds=["nic"]).axes[0].lines[0]
+    line = res.plot.link_utilization(over_time=True, kinds=["nic"]).axes[0].lines[0]
+    mem = memory.plot.link_utilization(over_time=True, kinds=["nic"]).axes[0].lines[0]
     np.testing.assert_allclose(line.get_ydata(), mem.get_ydata())
     with pytest.raises(rf.SpecError, match="samples_path: give sample_every"):
         rf.Simulation(ft128, flows, samples_path=tmp_path / "t")

@@ -88,7 +88,7 @@ def _runs():
 
             def run(kind=kind, backend=backend):
                 t = rf.collective(
-                    kind, rf.topologies.RailOptimized(32), sizes=[1 << 10, 1 << 16, 1 << 22], backend=backend
+                    rf.topologies.RailOptimized(32), kind, sizes=[1 << 10, 1 << 16, 1 << 22], backend=backend
                 )
                 h = hashlib.sha256()
                 _digest_table(h, kind, t)

@@ -114,11 +114,11 @@ def test_passes_per_algorithm(algorithm, passes):
     [
         (dict(algorithm="dpo"), "algorithm must be one of 'grpo', 'ppo', 'none', got 'dpo'"),
         (dict(reward_model="yes"), "reward_model must be True or False, got 'yes'"),
-        (dict(grad_bucket_bytes=0), "grad_bucket_bytes must be an integer >= 1, got 0"),
+        (dict(grad_bucket_bytes=0), "grad_bucket_bytes: size 0 must be positive"),
         (dict(optimizer_bytes_per_param=-1), "optimizer_bytes_per_param must be an integer >= 0"),
         (dict(memory_check="ignore"), "memory_check must be one of 'warn', 'error', 'off'"),
         (dict(zero_stage=4), "zero_stage must be an integer in 0..3, got 4"),
-        (dict(weight_bucket_bytes=0), "weight_bucket_bytes must be an integer >= 1, got 0"),
+        (dict(weight_bucket_bytes=0), "weight_bucket_bytes: size 0 must be positive"),
         (dict(zero_stage=3, distributed_optimizer=True), "contradicts zero_stage=3"),
         (dict(zero_stage=2, grad_bucket_bytes=1 << 20), "grad_bucket_bytes applies to zero_stage 0 and 1"),
     ],
@@ -126,6 +126,15 @@ def test_passes_per_algorithm(algorithm, passes):
 def test_option_errors(kwargs, message):
     with pytest.raises(SpecError, match=message):
         rt.generate_rl("qwen2.5-14b", train_gpus=8, gen_gpus=8, **kwargs)
+
+
+def test_bucket_sizes_take_unit_strings():
+    """Bucket sizes follow the units rule (docs/units.md): "25MiB" is 25 << 20 bytes."""
+    common = dict(train_gpus=8, gen_gpus=8, weight_sync="gather_broadcast")
+    strings = rt.generate_rl("qwen2.5-14b", grad_bucket_bytes="25MiB", weight_bucket_bytes="256MiB", **common)
+    ints = rt.generate_rl("qwen2.5-14b", grad_bucket_bytes=25 << 20, weight_bucket_bytes=256 << 20, **common)
+    assert strings.equals(ints)
+    assert strings.metadata["parameters"]["weight_bucket_bytes"] == 256 << 20
 
 
 # -- bucketed gradient sync and the optimizer step ----------------------------------------------

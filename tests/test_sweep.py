@@ -8,10 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import rfabric as rf
-import rfabric.sweep  # noqa: F401  (rf.sweep is the function; the module is in sys.modules)
+import rfabric.sweeps as sweep_mod
 from rfabric.results import SWEEP_SCHEMA
-
-sweep_mod = sys.modules["rfabric.sweep"]
 
 PERM = {"flows": {"pattern": "permutation", "size": "64KiB"}}
 GRID = dict(fabrics=["FT", "RFabric"], links=["100Gbps", "200Gbps"], gpus=[16], workload=PERM)
@@ -35,11 +33,12 @@ def test_rows_have_the_schema_cost_and_performance(tmp_path):
         fab = sweep_mod.resolve_fabric(r["fabric"]).build(16, r["link_bps"])
         assert r["network_cost_usd"] == rf.cost.network_cost(fab)
         assert r["complete"] and r["flows"] == r["flows_done"] == 16
-        assert r["iteration_time_s"] == r["makespan_s"] > 0  # a flow set is one iteration
-        assert r["throughput_iter_per_s"] == pytest.approx(1 / r["makespan_s"])
+        assert r["iteration_time_ps"] == r["makespan_ps"] > 0  # a flow set is one iteration
+        assert isinstance(r["makespan_ps"], int)  # integer ps, as every simulated time
+        assert r["throughput_iter_per_s"] == pytest.approx(1e12 / r["makespan_ps"])
         assert r["controller"] == "none" and r["cluster_cost_usd"] is None
     # 64 KiB at 200 Gb/s finishes before 64 KiB at 100 Gb/s
-    ms = {(r["fabric"], r["link_speed"]): r["makespan_s"] for r in t.to_pylist()}
+    ms = {(r["fabric"], r["link_speed"]): r["makespan_ps"] for r in t.to_pylist()}
     assert ms[("FT", "200Gbps")] < ms[("FT", "100Gbps")]
     assert pq.read_table(out).equals(t)
     assert not (tmp_path / "s.parquet.parts").exists()
@@ -231,7 +230,9 @@ def test_a_changed_build_or_trace_content_is_recomputed_not_resumed(tmp_path, mo
     third = rf.sweep(**grid, executor="serial", out=out, progress=False)
     assert runs == [16, 16, 16] and counts(third)["replaced"] == 1
     assert third["config_id"][0].as_py() != second["config_id"][0].as_py()
-    assert third["makespan_s"][0].as_py() > second["makespan_s"][0].as_py()  # 4x the bytes on the same fabric
+    assert (
+        third["makespan_ps"][0].as_py() > second["makespan_ps"][0].as_py()
+    )  # 4x the bytes on the same fabric
 
     again = rf.sweep(**grid, executor="serial", out=out, progress=False)  # nothing changed
     assert runs == [16, 16, 16] and counts(again) == {"points": 1, "resumed": 1, "ran": 0, "replaced": 0}
@@ -256,33 +257,6 @@ def test_a_fabric_that_builds_differently_in_the_worker_is_named():
             out=None,
             progress=False,
         )
-
-
-def test_fabric_and_workload_digests_see_every_table_and_stay_cheap():
-    import time
-
-    ft = rf.topologies.FatTree(16, "200Gbps")
-    base = sweep_mod.fabric_digest(ft)
-    assert sweep_mod.fabric_digest(rf.topologies.FatTree(16, "200Gbps")) == base
-    for other in (
-        rf.topologies.FatTree(16, "100Gbps"),  # rates
-        rf.topologies.FatTree(16, "200Gbps", link_latency="2us"),  # latencies
-        rf.topologies.FatTree(16, "200Gbps", buffer="2MiB"),  # buffers
-        rf.topologies.FatTree(16, "200Gbps", oversubscription=3),  # nodes and links
-    ):
-        assert sweep_mod.fabric_digest(other) != base
-    flows = rf.Flows.permutation(16, 1 << 16, seed=1)
-    assert sweep_mod.workload_digest(flows) == sweep_mod.workload_digest(
-        rf.Flows.permutation(16, 1 << 16, seed=1)
-    )
-    assert sweep_mod.workload_digest(flows) != sweep_mod.workload_digest(
-        rf.Flows.permutation(16, 1 << 16, seed=2)
-    )
-    big = rf.topologies.RFabric(2048, "200Gbps")
-    big.to_spec()
-    t0 = time.perf_counter()
-    sweep_mod.fabric_digest(big)
-    assert time.perf_counter() - t0 < 0.5  # about 1 ms: bytes into BLAKE2b, no per-element Python
 
 
 def test_workload_forms_trace_flows_factory_and_rl_generator():
@@ -313,9 +287,9 @@ def test_workload_forms_trace_flows_factory_and_rl_generator():
     assert rows["fixed"]["flows"] == rows["made"]["flows"] == 16
     r = rows["rl"]
     assert r["complete"] and r["iterations"] == 1
-    assert r["samples_per_s"] == pytest.approx(4 / r["makespan_s"])
-    assert r["stage_train_s"] > 0 and r["stage_weight_sync_s"] > 0
-    assert dict(r["stage_s"])["train"] == r["stage_train_s"]
+    assert r["samples_per_s"] == pytest.approx(4e12 / r["makespan_ps"])
+    assert r["stage_train_ps"] > 0 and r["stage_weight_sync_ps"] > 0
+    assert dict(r["stage_ps"])["train"] == r["stage_train_ps"]
     assert r["cluster_cost_usd"] == r["network_cost_usd"] + 16 * 20_000
 
 
@@ -430,25 +404,6 @@ out = "rows.parquet"
 WORKLOAD = '[workload.flows]\npattern = "permutation"\nsize = "64KiB"\n'
 
 
-def test_config_file_and_cli(tmp_path, capsys):
-    from rfabric.cli import main
-
-    path = write(tmp_path, GOOD.format(links='"100Gbps", "200Gbps"', workload=WORKLOAD, extra=""))
-    assert main(["sweep", str(path), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "FT-OS k8" in out and "4 points (0 resumed, 4 run)" in out
-    t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
-    assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
-    assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
-    # again, with a plot: every point comes from rows.parquet (nothing reruns)
-    assert main(["sweep", str(path), "--no-progress", "--plot", str(tmp_path / "f.png")]) == 0
-    out = capsys.readouterr().out
-    assert "pareto" in out and f"wrote {tmp_path / 'f.png'}" in out
-    assert "4 points (4 resumed, 0 run)" in out
-    assert (tmp_path / "f.png").read_bytes().startswith(b"\x89PNG")
-    assert pq.read_table(tmp_path / "rows.parquet").equals(t)
-
-
 @pytest.mark.parametrize(
     "links, workload, message",
     [
@@ -497,13 +452,6 @@ def test_bad_arguments_to_sweep():
         rf.sweep(**dict(GRID, fabrics=[rf.topologies.FatTree(16)]), out=None)
 
 
-def test_fabric_names():
-    assert sweep_mod.resolve_fabric("FT-OS").build(128, 200 * 10**9).oversubscription == 3
-    assert sweep_mod.resolve_fabric("FT-OS7").build(128, 200 * 10**9).tor_ports == (14, 2)
-    for name, family in [("RO", "rail_optimized"), ("fat_tree", "fat_tree"), ("TopoOpt", "topoopt")]:
-        assert sweep_mod.resolve_fabric(name).build(16, 100 * 10**9).family == family
-
-
 def test_the_readme_config_and_the_example_config_resolve(tmp_path):
     import re
 
@@ -523,7 +471,9 @@ def test_the_readme_config_and_the_example_config_resolve(tmp_path):
 def grid(kw):
     """The points a config's sweep would run, without running them."""
     args = [kw["fabrics"], kw["links"], kw["gpus"], kw["workload"], kw.get("controller"), kw.get("seed", 0)]
-    return sweep_mod._grid(*args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"])
+    return sweep_mod.points._grid(
+        *args, kw.get("prices"), kw.get("gpu_price_usd"), kw.get("settings"), kw["where"]
+    )
 
 
 TINY_RL = {

@@ -81,6 +81,17 @@ def test_user_subclass_gets_simulation_for_free():
     res = rf.simulate(fab, rf.Flows([0], [8], 9154))
     # one full frame over two links through one switch: 2 x serialization + 2 x 1us + 0.8us
     assert res.flows["fct_ps"][0].as_py() == 2 * 9216 * 40 + 2 * 10**6 + 800_000
-    rf.topology.register(Star)
-    assert rf.topology.FAMILIES["star_test"] is Star
-    del rf.topology.FAMILIES["star_test"]
+    rf.topologies.register(Star)
+    assert rf.topologies.FAMILIES["star_test"] is Star
+    del rf.topologies.FAMILIES["star_test"]
+
+
+def test_topologies_is_the_one_name_of_the_fabrics_module():
+    """rf.topologies is the module (also importable as rfabric.topologies); rf.topology, its
+    old second name, still works for a release with a DeprecationWarning."""
+    from rfabric.topologies import FatTree
+
+    assert FatTree is rf.topologies.FatTree
+    assert "topology" not in rf.__all__ and "topologies" in rf.__all__
+    with pytest.warns(DeprecationWarning, match="rf.topology is deprecated: the module is rf.topologies"):
+        assert rf.topology is rf.topologies

@@ -84,7 +84,7 @@ def test_rows_use_the_public_api_at_run_time(mod, monkeypatch):
     real = rf.collective
 
     def spy(*a, **k):
-        calls.append(a[0])
+        calls.append(a[1])  # rf.collective(fabric, kind, ...)
         return real(*a, **k)
 
     monkeypatch.setattr(mod.rf, "collective", spy)

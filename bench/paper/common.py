@@ -97,7 +97,9 @@ AFD = dict(attn=16, ffn=16)
 @functools.lru_cache(maxsize=1)
 def moe(gpus: int, seed: int, layers: int | None = None, batch: int | None = None) -> rf.traces.Trace:
     """Qwen2-57B-A14B, half the GPUs train (TP 4, EP 16, DP the rest: Appendix C), half
-    generate in AFD mode (figure 14: ``AFD`` above). The train half must be a multiple of 64."""
+    generate in AFD mode (figure 14: ``AFD`` above). The train half must be a multiple of 64.
+    Full activation recomputation: without it the layout needs 105.6 GB per GPU (55.3 GB of
+    activations), more than an H800 holds; the paper does not say how it fits."""
     half = gpus // 2
     if half % 64:
         raise SystemExit(f"moe: {gpus} GPUs: the train half must be a multiple of 64 (TP4 EP16)")
@@ -109,6 +111,7 @@ def moe(gpus: int, seed: int, layers: int | None = None, batch: int | None = Non
         gen=dict(tp=4, afd=AFD),
         global_batch=batch or batch_for(gpus),
         seed=seed,
+        recompute="full",
     )
 
 
@@ -130,6 +133,12 @@ def moe_quick(gpus: int, seed: int):
 
 
 # -- output -----------------------------------------------------------------------------------
+
+
+def seconds(ps) -> float:
+    """A sweep row's time column (int ps; None if the point did not finish) in seconds, as
+    the paper's tables give them (NaN for None)."""
+    return float("nan") if ps is None else ps / 1e12
 
 
 def rewrites_of(row: dict) -> str:

@@ -77,7 +77,7 @@ def run(args) -> list[dict]:
                     "backend": "flow",
                     "layers": "2" if args.quick else "full",
                     "network_cost_usd": r["network_cost_usd"],
-                    "iteration_s": r["iteration_time_s"],
+                    "iteration_s": C.seconds(r["iteration_time_ps"]),
                     "throughput_iter_per_s": r["throughput_iter_per_s"],
                     "throughput_per_musd": eff,
                     "eff_vs_FT": eff / ref[("FT", r["link_speed"])]["throughput_per_musd"],

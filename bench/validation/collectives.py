@@ -61,15 +61,15 @@ def rail_fabric(servers: int, nic: str, nvlink: str, *, pxn: bool = True):
     return rf.topologies.RailOptimized(servers * GPUS_PER_SERVER, link=nic, nvlink=nvlink, pxn=pxn)
 
 
-def _op(kind: str, fabric, size: int, algorithm: str, backend: str) -> dict:
-    return rf.collective(kind, fabric, sizes=[size], algorithm=algorithm, backend=backend).to_pylist()[0]
+def _op(fabric, kind: str, size: int, algorithm: str, backend: str) -> dict:
+    return rf.collective(fabric, kind, sizes=[size], algorithm=algorithm, backend=backend).to_pylist()[0]
 
 
 def busbw(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm="auto", backend="packet"):
     """nccl-tests busbw (GB/s) of one collective."""
 
     def run() -> float:
-        return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["busbw_GBps"]
+        return _op(rail_fabric(servers, nic, nvlink), kind, size, algorithm, backend)["busbw_GBps"]
 
     run.backend = backend
     return run
@@ -90,7 +90,7 @@ def time_us(kind: str, servers: int, nic: str, nvlink: str, size: int, algorithm
     """Completion time (us) of one collective."""
 
     def run() -> float:
-        return _op(kind, rail_fabric(servers, nic, nvlink), size, algorithm, backend)["time_us"]
+        return _op(rail_fabric(servers, nic, nvlink), kind, size, algorithm, backend)["time_ps"] / 1e6
 
     run.backend = backend
     return run
@@ -102,10 +102,10 @@ def a2a_bottleneck_bw(servers: int, nic: str, nvlink: str, size: int, *, pxn=Tru
     server: to the other GPUs) divided by the completion time, in GB/s."""
 
     def run() -> float:
-        op = _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)
+        op = _op(rail_fabric(servers, nic, nvlink, pxn=pxn), "all_to_all", size, "auto", backend)
         n = servers * GPUS_PER_SERVER
         peers = n - GPUS_PER_SERVER if servers > 1 else n - 1
-        return size * peers / n / (op["time_us"] * 1e3)
+        return size * peers / n / (op["time_ps"] / 1e3)
 
     run.backend = backend
     return run
@@ -113,7 +113,10 @@ def a2a_bottleneck_bw(servers: int, nic: str, nvlink: str, size: int, *, pxn=Tru
 
 def a2a_time_us(servers: int, nic: str, nvlink: str, size: int, *, pxn=True, backend="packet"):
     def run() -> float:
-        return _op("all_to_all", rail_fabric(servers, nic, nvlink, pxn=pxn), size, "auto", backend)["time_us"]
+        return (
+            _op(rail_fabric(servers, nic, nvlink, pxn=pxn), "all_to_all", size, "auto", backend)["time_ps"]
+            / 1e6
+        )
 
     run.backend = backend
     return run

@@ -28,7 +28,7 @@ FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, cons
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
   kind_base_ = eng_.register_handler(this);
   for (uint32_t k = 1; k < kNumSub; ++k) eng_.register_handler(this);
-  changes_.attach(eng_, *this, fwd_, kind_base_ + kLinkState, kind_base_ + kPlan);
+  changes_.attach(eng_, *this, fwd_, kind_base_ + kTopologyChange);
   ports_.resize(fwd_.num_ports());
   set_capacities();
 }
@@ -393,18 +393,8 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     case kRecompute:
       recompute();
       break;
-    case kLinkState:
-      if (changes_.apply_link_state(ev.target)) topology_changed();
-      break;
-    case kPlan: {
-      const SimTime lit_at = changes_.apply_plan(ev.target);
-      topology_changed();
-      if (lit_at >= 0) eng_.schedule(lit_at, ev.target, kind_base_ + kLight);
-      break;
-    }
-    case kLight:
-      fwd_.circuits_lit();
-      topology_changed();
+    case kTopologyChange:
+      changes_.apply(ev.target, [this] { topology_changed(); });
       break;
     default:
       break;

@@ -179,7 +179,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   static constexpr uint32_t kSamples = 56;  // divisible by 1, 2, 4, 7 and 8 (NICs of a server)
 
  private:
-  enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
+  enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kTopologyChange, kNumSub };
   static constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
   /// The latest time a subflow's finish is queued at (saturated, well clear of kNever so that
   /// now + ps, rounded through double, cannot wrap).

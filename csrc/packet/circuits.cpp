@@ -145,21 +145,14 @@ void Network::evacuate(uint32_t port) {
   }
 }
 
-void Network::apply_plan(uint32_t index) {
-  const SimTime lit_at = changes_.apply_plan(index);
-  topology_changed();
-  if (lit_at >= 0) eng_.schedule(lit_at, index, kind_base_ + kLight);
-}
-
-void Network::light(uint32_t /*index*/) {
-  fwd_.circuits_lit();
-  topology_changed();
-}
-
 std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_circuits(); }
 
-void Network::link_state_due(uint32_t index) {
-  if (changes_.apply_link_state(index)) topology_changed();
+void Network::topology_change_due(uint32_t index) {
+  changes_.apply(index, [this] { topology_changed(); });
+}
+
+void Network::apply_due_changes() {
+  changes_.apply_due([this] { topology_changed(); });
 }
 
 }  // namespace rfabric::net

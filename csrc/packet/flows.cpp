@@ -129,6 +129,10 @@ uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
 }
 
 void Network::start_one(uint32_t f) {
+  // A link change, circuit plan or end of dark time at this instant applies to the flow even if
+  // it was scheduled after the flow (equal times otherwise go by call order): its first frame
+  // takes the new topology.
+  apply_due_changes();
   if (flows_.size_bytes[f] == 0) {
     complete_flow(f);
   } else {

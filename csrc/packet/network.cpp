@@ -428,15 +428,8 @@ void Network::on_event(const engine::Event& ev) {
     case kStartOne:
       start_one(ev.target);
       break;
-    case kLinkState: {
-      link_state_due(ev.target);
-      break;
-    }
-    case kPlan:
-      apply_plan(ev.target);
-      break;
-    case kLight:
-      light(ev.target);
+    case kTopologyChange:
+      topology_change_due(ev.target);  // (nothing if a flow starting at this instant applied it)
       break;
     default:
       break;

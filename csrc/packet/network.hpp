@@ -347,10 +347,8 @@ class Network final : public engine::Handler, public FlowFabric {
     kResume,
     kWake,
     kFlowStart,
-    kLinkState,
+    kTopologyChange,
     kStartOne,
-    kPlan,
-    kLight,
     kNumSub
   };
 
@@ -383,10 +381,11 @@ class Network final : public engine::Handler, public FlowFabric {
   void topology_changed();
   void evacuate(uint32_t port);
   void rehome_flows();
-  void apply_plan(uint32_t index);
-  void light(uint32_t index);
-  /// The link change queued as `index` is due (TopologyChanges::apply_link_state).
-  void link_state_due(uint32_t index);
+  /// The topology change queued as `index` is due (TopologyChanges::apply).
+  void topology_change_due(uint32_t index);
+  /// Apply the topology changes due now whose events have not come yet, so a flow starting at
+  /// t sees every change at t, whichever was scheduled first (TopologyChanges::apply_due).
+  void apply_due_changes();
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);

@@ -50,7 +50,7 @@ class ControlLoop:
     def __init__(self, sim, controller):
         self.sim = sim
         self.controller = controller
-        self.name = _name(controller)
+        self.name = controller_name(controller)
         self.granularity = getattr(controller, "granularity", "period")  # checked by Simulation
         self.calls = 0
         self.wall_s = 0.0
@@ -150,7 +150,7 @@ class ControlLoop:
         earliest first."""
         if not self._candidates:
             return []
-        now = int(self.sim.engine.now)
+        now = int(self.sim.now)
         periods, rows = [], []
         for p in sorted(self._candidates):
             roots = self._roots[p]
@@ -305,10 +305,10 @@ class ControlLoop:
 
     def view(self, start_ps: int) -> FabricView:
         sim = self.sim
-        now = int(sim.engine.now)
+        now = int(sim.now)
         plan = sim.current_circuits()
-        lit = sim.engine.current_circuits_lit_at() <= now
-        down = [link for link in sim._link_changes if sim._link_down_at(link, now)]
+        lit = sim.circuits_lit_at() <= now
+        down = sim.down_links()
         failed = np.isin(self.ocs_ports, down) if down else np.zeros(len(self.ocs_ports), dtype=bool)
         used = np.zeros(sim.spec.num_links, dtype=bool)
         used[plan.a] = True
@@ -371,13 +371,14 @@ class ControlLoop:
             got = type(plan).__name__
             raise SpecError(f"{where}: plan() returned {got}, expected a CircuitTable or None")
         # checked even when it equals the plan in force: a returned plan never uses a masked port
-        self.sim._check_plan(plan, view.now_ps, where)
+        self.sim.check_plan(plan, where=where)
         if same_plan(plan, view.plan):
             return
-        self.sim._apply_plan_now(plan, where, period=intent.period)
+        self.sim.apply_circuits_now(plan, period=intent.period, where=where)
         self.changes += 1
 
 
-def _name(controller) -> str:
+def controller_name(controller) -> str:
+    """A controller's name: its ``name`` attribute if that is a string, else its class name."""
     name = getattr(controller, "name", None)
     return name if isinstance(name, str) else type(controller).__name__

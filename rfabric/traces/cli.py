@@ -88,7 +88,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--distributed-optimizer", action="store_true", help="reduce-scatter + all-gather gradients"
     )
     g.add_argument(
-        "--grad-bucket-bytes", type=int, default=None, help="gradient buckets overlapping the backward"
+        "--grad-bucket-bytes",
+        default=None,
+        help="gradient buckets overlapping the backward ('25MiB' or bytes)",
     )
     g.add_argument(
         "--algorithm", choices=("grpo", "ppo", "none"), default="grpo", help="make-experience passes"
@@ -106,6 +108,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="when a given layout exceeds GPU memory (default warn)",
     )
     g.add_argument(
+        "--recompute",
+        choices=("none", "full"),
+        default="none",
+        help="activation recomputation of the training backward (default none)",
+    )
+    g.add_argument(
         "--placement",
         choices=("disaggregated", "colocated"),
         default="disaggregated",
@@ -119,7 +127,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
     )
     g.add_argument(
-        "--weight-bucket-bytes", type=int, default=512 << 20, help="gather_broadcast bucket (default 512 MiB)"
+        "--weight-bucket-bytes", default="512MiB", help="gather_broadcast bucket ('512MiB' or bytes)"
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(
@@ -243,6 +251,7 @@ def _generate(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         reward_model=args.reward_model,
         memory_check=args.memory_check,
+        recompute=args.recompute,
         placement=args.placement,
         weight_sync=args.weight_sync,
         weight_bucket_bytes=args.weight_bucket_bytes,

@@ -463,9 +463,9 @@ class Hardware:
     hbm_bytes_per_s : float
         HBM bandwidth, bytes/s.
     train_mfu : float
-        Model FLOPs utilisation of training (fraction of ``peak_flops``).
+        Model FLOPs utilization of training (fraction of ``peak_flops``).
     gen_mfu : float
-        FLOPs utilisation of prefill and of the compute side of decode.
+        FLOPs utilization of prefill and of the compute side of decode.
     hbm_efficiency : float
         Fraction of ``hbm_bytes_per_s`` that decode reaches.
     hbm_capacity_bytes : float

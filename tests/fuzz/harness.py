@@ -956,7 +956,7 @@ def trace_schema(rng: random.Random, workdir: Path) -> None:
 def toml_bytes(rng: random.Random, workdir: Path) -> None:
     """A preset or sweep config that is not text: random bytes, a preset with a byte
     flipped, a directory; read by rf.topologies.load or the sweep config loader."""
-    from rfabric.sweep import load_config
+    from rfabric.sweeps import load_config
 
     load = rng.choice([rf.topologies.load, load_config])
     intact = rng.choice(_PRESETS) if load is rf.topologies.load else ROOT / "examples" / "sweep.toml"
@@ -977,7 +977,7 @@ def toml_bytes(rng: random.Random, workdir: Path) -> None:
 def sweep_config(rng: random.Random, workdir: Path) -> None:
     """A small sweep config (TOML) with odd fabrics, link speeds, GPU counts, workloads and
     settings, run serially. Accepted: one complete row per grid point, positive times."""
-    from rfabric.sweep import run_config
+    from rfabric.sweeps import run_config
 
     good_fabrics = ['"FT"', '"RO"', '"TopoOpt"', '"MixNet"', '{ family = "fat_tree", oversubscription = 3 }']
     bad_fabrics = ['"XX"', '{ family = "nope" }', "3", '{ family = "fat_tree", radix = 3 }']
@@ -1011,7 +1011,7 @@ def sweep_config(rng: random.Random, workdir: Path) -> None:
     expect = len(fabrics) * len(links) * len(gpus)
     assert table.num_rows == expect, (table.num_rows, expect)
     assert all(table["complete"].to_pylist()), "a sweep point did not complete"
-    assert all(m > 0 for m in table["makespan_s"].to_pylist())
+    assert all(m > 0 for m in table["makespan_ps"].to_pylist())
 
 
 _ARGS = [None, 5, 2.5, True, "", b"x", [1], {"a": 1}, np.int64(4), -1, "16", object()]
@@ -1022,7 +1022,7 @@ def api_args(rng: random.Random, workdir: Path) -> None:
     that is None or a number, gpus as a string, a folder that does not exist, metadata that
     is not a dict): each is accepted (a valid value) or refused by name, never a TypeError
     from deep inside. Accepted reads equal the sample they read."""
-    from rfabric.sweep import load_config
+    from rfabric.sweeps import load_config
     from rfabric.traces import Trace
     from rfabric.traces.importers import chakra, htsim, simai
 

@@ -29,36 +29,36 @@ import glob
 import json
 import re
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.internal import decoder, encoder
-from google.protobuf.message import DecodeError
-
+from ..._optional import require
 from ...errors import TraceError
 from ...validators import file_path
 from ._common import Op, OpList, fail
 
-__all__ = ["read", "write_rank", "GlobalMetadata", "Node", "AttributeProto"]
+# GlobalMetadata, Node, AttributeProto: module __getattr__ builds them on first use
+__all__ = ["read", "write_rank", "GlobalMetadata", "Node", "AttributeProto"]  # noqa: F822
 
-_F = descriptor_pb2.FieldDescriptorProto
-_SCALARS = {
-    "double": _F.TYPE_DOUBLE,
-    "float": _F.TYPE_FLOAT,
-    "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64,
-    "uint32": _F.TYPE_UINT32,
-    "uint64": _F.TYPE_UINT64,
-    "sint32": _F.TYPE_SINT32,
-    "sint64": _F.TYPE_SINT64,
-    "fixed32": _F.TYPE_FIXED32,
-    "fixed64": _F.TYPE_FIXED64,
-    "sfixed32": _F.TYPE_SFIXED32,
-    "sfixed64": _F.TYPE_SFIXED64,
-    "bool": _F.TYPE_BOOL,
-    "string": _F.TYPE_STRING,
-    "bytes": _F.TYPE_BYTES,
-}
+#: protobuf's scalar value types (FieldDescriptorProto.TYPE_<NAME>).
+_SCALARS = (
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "uint32",
+    "uint64",
+    "sint32",
+    "sint64",
+    "fixed32",
+    "fixed64",
+    "sfixed32",
+    "sfixed64",
+    "bool",
+    "string",
+    "bytes",
+)
 
 #: NodeType and CollectiveCommType of et_def.proto (name -> number).
 NODE_TYPES = {
@@ -99,10 +99,11 @@ _NAME_OF_NODE = {v: k for k, v in NODE_TYPES.items()}
 
 
 def _field(msg, name, number, typ, *, repeated=False, oneof=None):
+    _F = _protobuf().descriptor_pb2.FieldDescriptorProto
     f = msg.field.add(name=name, number=number)
     f.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
     if typ in _SCALARS:
-        f.type = _SCALARS[typ]
+        f.type = getattr(_F, f"TYPE_{typ.upper()}")
     elif typ in ("NodeType", "CollectiveCommType"):
         f.type, f.type_name = _F.TYPE_ENUM, f".ChakraProtoMsg.{typ}"
     else:
@@ -112,9 +113,12 @@ def _field(msg, name, number, typ, *, repeated=False, oneof=None):
     return f
 
 
-def _schema() -> descriptor_pb2.FileDescriptorProto:
-    """et_def.proto's messages and enums that a network replay reads (not the storage ones)."""
-    fd = descriptor_pb2.FileDescriptorProto(name="rfabric_chakra_et_def.proto", package="ChakraProtoMsg")
+def _schema():
+    """et_def.proto's messages and enums that a network replay reads (not the storage ones):
+    a FileDescriptorProto."""
+    fd = _protobuf().descriptor_pb2.FileDescriptorProto(
+        name="rfabric_chakra_et_def.proto", package="ChakraProtoMsg"
+    )
     fd.syntax = "proto3"
     value_types = [
         "double",
@@ -167,11 +171,42 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     return fd
 
 
-_POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_schema())
-GlobalMetadata = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("ChakraProtoMsg.GlobalMetadata"))
-Node = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("ChakraProtoMsg.Node"))
-AttributeProto = message_factory.GetMessageClass(_POOL.FindMessageTypeByName("ChakraProtoMsg.AttributeProto"))
+@cache
+def _protobuf() -> SimpleNamespace:
+    """The protobuf modules this importer uses (the ``chakra`` extra), imported on first use."""
+    feature = "rf.traces.importers.chakra (Chakra ET files)"
+    pb = SimpleNamespace(
+        descriptor_pb2=require("google.protobuf.descriptor_pb2", "chakra", feature),
+        descriptor_pool=require("google.protobuf.descriptor_pool", "chakra", feature),
+        message_factory=require("google.protobuf.message_factory", "chakra", feature),
+        decoder=require("google.protobuf.internal.decoder", "chakra", feature),
+        encoder=require("google.protobuf.internal.encoder", "chakra", feature),
+        DecodeError=require("google.protobuf.message", "chakra", feature).DecodeError,
+    )
+    return pb
+
+
+@cache
+def _messages_of_schema() -> SimpleNamespace:
+    """The message classes GlobalMetadata, Node and AttributeProto, built once from _schema()."""
+    pb = _protobuf()
+    pool = pb.descriptor_pool.DescriptorPool()
+    pool.Add(_schema())
+    return SimpleNamespace(
+        **{
+            name: pb.message_factory.GetMessageClass(pool.FindMessageTypeByName(f"ChakraProtoMsg.{name}"))
+            for name in ("GlobalMetadata", "Node", "AttributeProto")
+        }
+    )
+
+
+def __getattr__(name: str):
+    # GlobalMetadata, Node and AttributeProto are built on first use: importing rfabric must
+    # not need protobuf
+    if name in ("GlobalMetadata", "Node", "AttributeProto"):
+        return getattr(_messages_of_schema(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _INT_VALUES = {
     f"{t}_val" for t in ("int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64")
@@ -182,7 +217,8 @@ def write_rank(path, nodes, metadata=None) -> Path:
     """Write one rank's ET file: ``metadata`` (a GlobalMetadata, default version "0.0.4")
     then ``nodes`` (Node messages), each preceded by its varint length."""
     path = Path(path)
-    meta = metadata if metadata is not None else GlobalMetadata(version="0.0.4")
+    encoder = _protobuf().encoder
+    meta = metadata if metadata is not None else _messages_of_schema().GlobalMetadata(version="0.0.4")
     with open(path, "wb") as fh:
         for msg in [meta, *nodes]:
             blob = msg.SerializeToString()
@@ -193,12 +229,13 @@ def write_rank(path, nodes, metadata=None) -> Path:
 
 def _messages(path: Path, data: bytes):
     """(offset, bytes) of each length-delimited message of ``data``."""
+    pb = _protobuf()
     pos = 0
     while pos < len(data):
         start = pos
         try:
-            size, pos = decoder._DecodeVarint32(data, pos)
-        except (DecodeError, IndexError):
+            size, pos = pb.decoder._DecodeVarint32(data, pos)
+        except (pb.DecodeError, IndexError):
             raise TraceError(f"{path}: byte {start}: bad varint length prefix") from None
         if pos + size > len(data):
             raise TraceError(
@@ -275,9 +312,10 @@ def _read_rank(path: Path) -> tuple[object, dict[int, object]]:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot be read ({exc})") from None
+    msgs, DecodeError = _messages_of_schema(), _protobuf().DecodeError
     meta, nodes = None, {}
     for offset, blob in _messages(path, data):
-        msg = GlobalMetadata() if meta is None else Node()
+        msg = msgs.GlobalMetadata() if meta is None else msgs.Node()
         try:
             msg.ParseFromString(blob)
         except DecodeError as exc:
@@ -395,7 +433,10 @@ def read(path, *, gpus: int | None = None, comm_groups=None):
     ------
     TraceError
         On any malformed input, naming the file and the node id (or byte offset).
+    rfabric._optional.MissingDependency
+        When protobuf is not installed (``pip install 'rfabric[chakra]'``).
     """
+    _protobuf()
     files = _rank_files(path)
     n = len(files)
     world = gpus if gpus is not None else max(files) + 1

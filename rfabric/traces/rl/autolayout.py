@@ -83,8 +83,10 @@ def _is_paper_model(m: ModelConfig) -> bool:
     return MODELS.get(m.name) == m
 
 
-def _train_fits(m, c: TrainChoice, cap, param, grad, tokens, act) -> bool:
-    total, _, _ = train_bytes(m, c, zero=c.zero, param=param, grad=grad, tokens=tokens, act=act)
+def _train_fits(m, c: TrainChoice, cap, param, grad, tokens, act, recompute="none") -> bool:
+    total, _, _ = train_bytes(
+        m, c, zero=c.zero, param=param, grad=grad, tokens=tokens, act=act, recompute=recompute
+    )
     return total <= cap
 
 
@@ -108,9 +110,9 @@ def _train_candidates(m: ModelConfig, gpus: int, zeros: tuple[int, ...]):
     return [c for _, c in out]
 
 
-def _search_train(m, gpus, zeros, cap, param, grad, tokens, act) -> TrainChoice | None:
+def _search_train(m, gpus, zeros, cap, param, grad, tokens, act, recompute="none") -> TrainChoice | None:
     for c in _train_candidates(m, gpus, zeros):
-        if _train_fits(m, c, cap, param, grad, tokens, act):
+        if _train_fits(m, c, cap, param, grad, tokens, act, recompute):
             return c
     return None
 
@@ -125,11 +127,13 @@ def default_train(
     grad: int,
     tokens: int,
     act: int,
+    recompute: str = "none",
 ) -> tuple[TrainChoice, str]:
     """The default training layout and where it comes from (``"paper"`` or ``"search"``).
 
     ``zero`` None lets the search use ZeRO stage 0 or 1; ``tokens`` is the micro-batch
-    capacity (``micro_batch_tokens``). Raises `LayoutFitError` when nothing fits."""
+    capacity (``micro_batch_tokens``); ``recompute`` the activation recomputation the
+    memory count assumes. Raises `LayoutFitError` when nothing fits."""
     zeros = (0, 1) if zero is None else (zero,)
     paper = PAPER_TRAIN.get(m.name) if _is_paper_model(m) else None
     if paper is not None:
@@ -138,14 +142,16 @@ def default_train(
         if gpus % mp == 0 and (gpus // mp * cp) % ep == 0:
             for z in zeros:
                 c = TrainChoice(tp, pp, cp, gpus // mp, ep, z)
-                if _train_fits(m, c, cap, param, grad, tokens, act):
+                if _train_fits(m, c, cap, param, grad, tokens, act, recompute):
                     return c, "paper"
-    c = _search_train(m, gpus, zeros, cap, param, grad, tokens, act)
+    c = _search_train(m, gpus, zeros, cap, param, grad, tokens, act, recompute)
     if c is not None:
         return c, "search"
     hint = "no layout fits up to 64x the GPUs; lower micro_batch_tokens (activations) or the response max"
+    if recompute == "none" and _search_train(m, gpus, zeros, cap, param, grad, tokens, act, "full"):
+        hint = "recompute='full' (activation recomputation) would fit"
     for k in _MULTIPLES:
-        more = _search_train(m, gpus * k, zeros, cap, param, grad, tokens, act)
+        more = _search_train(m, gpus * k, zeros, cap, param, grad, tokens, act, recompute)
         if more is not None:
             hint = f"{gpus * k} train GPUs would fit ({_fmt(more.layout())}, ZeRO {more.zero})"
             break

@@ -46,6 +46,7 @@ class RLContext:
         ws_bucket: int = 512 << 20,
         pl: GenLayout | None = None,
         seq_max: int = 0,
+        recompute: str = "none",
     ):
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
@@ -55,6 +56,8 @@ class RLContext:
         #: ZeRO stage of the data-parallel training: 0 all-reduce (Megatron DDP), 1
         #: distributed optimizer, 2 gradients sharded too, 3 parameters too (FSDP).
         self.zero = zero
+        #: Activation recomputation of the training backward (`memory.RECOMPUTE`).
+        self.recompute = recompute
         self.rs_last: dict[tuple[int, int], np.ndarray] = {}  # (stage, family) -> last reduce-scatter ids
         self.ws_mode, self.pod_inst, self.ws_bucket = weight_sync, pod_inst, ws_bucket
         self.experience = experience

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import SpecError
+from ...units import parse_size
 from ...validators import boolean, integer, known_keys
 from ..models import H800, Hardware, ModelConfig, get_model
 from ..schema import SCHEMA_VERSION, encode_metadata
@@ -26,7 +27,7 @@ from .context import RLContext
 from .experience import RL_ALGORITHMS, emit_experience, experience_passes
 from .generation import emit_generation, kv_pairs
 from .layout import GenLayout, TrainLayout
-from .memory import MEMORY_CHECKS, check_memory
+from .memory import MEMORY_CHECKS, RECOMPUTE, check_memory
 from .training import emit_training, receive_samples
 from .weight_sync import WEIGHT_SYNC_MODES, check_reshard, emit_weight_sync
 
@@ -77,6 +78,7 @@ def generate_rl(
     train_ranks: Sequence[int] | None = None,
     gen_ranks: Sequence[int] | None = None,
     memory_check: str = "warn",
+    recompute: str = "none",
 ) -> Trace:
     r"""Generate the communication trace of disaggregated RL post-training.
 
@@ -193,8 +195,8 @@ def generate_rl(
         PyTorch FSDP ``FULL_SHARD`` with one unit per decoder layer, as veRL's FSDP
         workers wrap them). Default None: 1 with ``distributed_optimizer``, else 0
         (Megatron-LM's default).
-    grad_bucket_bytes : int, optional
-        Gradient sync in buckets of this many bytes per rank, each reduced as soon as the
+    grad_bucket_bytes : int or str, optional
+        Gradient sync in buckets of this many bytes per rank (``"25MiB"`` or bytes), each reduced as soon as the
         last micro-batch's backward has produced it, overlapping the rest of the backward
         (PyTorch DDP: ``bucket_cap_mb=25``, 25 MiB; Megatron-Core with
         ``--overlap-grad-reduce``: ``max(40e6, 1e6 dp)`` parameters, times grad_bytes).
@@ -228,8 +230,8 @@ def generate_rl(
         ideal shards. ``gather_broadcast``: as frameworks do it (slime's
         ``update_weights_from_distributed``; veRL's one-step off-policy recipe): gather
         full tensors on the trainer, then broadcast them in buckets to every gen GPU.
-    weight_bucket_bytes : int
-        Bucket of ``gather_broadcast``; default 512 MiB (slime's
+    weight_bucket_bytes : int or str
+        Bucket of ``gather_broadcast`` (``"512MiB"`` or bytes); default 512 MiB (slime's
         ``--update-weight-buffer-size``).
     pod_gpus : int, optional
         Gen GPUs per pod for ``two_level`` (a multiple of the instance size); default all
@@ -283,6 +285,14 @@ def generate_rl(
         `rfabric.LayoutFitError`. Framework buffers and prefill instances (``prefill``)
         are not counted, so passing does not prove a fit. The per-GPU bytes, in total and
         by part, go to the metadata (``memory_bytes_per_gpu``).
+    recompute : {"none", "full"}
+        Activation recomputation of the training backward. ``"none"`` (default) keeps every
+        activation of the micro-batches in flight. ``"full"`` keeps only each layer's input
+        (``h`` elements per token) and, in every backward, re-runs the layer's forward first:
+        its compute (so a layer's backward costs 3x its forward FLOPs instead of 2x) and its
+        TP all-reduces and EP all-to-alls, in phase ``fwd_recompute`` (Megatron-LM
+        ``--recompute-granularity full --recompute-method uniform --recompute-num-layers 1``).
+        Default layouts are searched under the given setting.
 
     Returns
     -------
@@ -491,6 +501,8 @@ def generate_rl(
     for name, v in (("param_bytes", param_bytes), ("act_bytes", act_bytes), ("grad_bytes", grad_bytes)):
         integer(v, name, lo=1)
     seed = integer(seed, "seed", lo=0)
+    if recompute not in RECOMPUTE:
+        raise SpecError(f"recompute must be one of {', '.join(map(repr, RECOMPUTE))}, got {recompute!r}")
     if memory_check not in MEMORY_CHECKS:
         raise SpecError(
             f"memory_check must be one of {', '.join(map(repr, MEMORY_CHECKS))}, got {memory_check!r}"
@@ -506,7 +518,7 @@ def generate_rl(
         if distributed_optimizer and zero != 1:
             raise SpecError(f"distributed_optimizer=True is ZeRO stage 1; it contradicts zero_stage={zero}")
     if grad_bucket_bytes is not None:
-        grad_bucket_bytes = integer(grad_bucket_bytes, "grad_bucket_bytes", lo=1)
+        grad_bucket_bytes = parse_size(grad_bucket_bytes, allow_zero=False, name="grad_bucket_bytes")
         if zero >= 2:
             raise SpecError(
                 f"grad_bucket_bytes applies to zero_stage 0 and 1; zero_stage={zero} reduce-scatters "
@@ -541,7 +553,7 @@ def generate_rl(
         raise SpecError(
             f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
         )
-    weight_bucket_bytes = integer(weight_bucket_bytes, "weight_bucket_bytes", lo=1)
+    weight_bucket_bytes = parse_size(weight_bucket_bytes, allow_zero=False, name="weight_bucket_bytes")
     if not isinstance(hardware, Hardware):
         raise SpecError(f"hardware must be a Hardware, not {type(hardware).__name__}")
     if optimizer_steps > global_batch:
@@ -573,6 +585,7 @@ def generate_rl(
             grad=grad_bytes,
             tokens=mbt,
             act=act_bytes,
+            recompute=recompute,
         )
         train = {k: v for k, v in choice.layout().items() if k != "ep" or mdl.is_moe}
         zero = choice.zero
@@ -650,6 +663,7 @@ def generate_rl(
         ws_bucket=weight_bucket_bytes,
         pl=pl,
         seq_max=prompt_len + r_max,
+        recompute=recompute,
     )
     need = check_memory(g, memory_check)
     rng = np.random.default_rng(int(seed))
@@ -716,6 +730,7 @@ def generate_rl(
         "train_ranks": None if train_ranks is None else [int(r) for r in rank_map[:train_gpus]],
         "gen_ranks": None if gen_ranks is None else [int(r) for r in rank_map[train_gpus:]],
         "memory_check": memory_check,
+        "recompute": recompute,
         "memory_bytes_per_gpu": {k: int(v) for k, v in need.items()},
     }
     meta = {

@@ -22,6 +22,7 @@ from ..models import ModelConfig
 
 __all__ = [
     "MemoryFitWarning",
+    "RECOMPUTE",
     "check_memory",
     "train_state_bytes",
     "train_activation_bytes",
@@ -43,6 +44,13 @@ LOGIT_FP32_BYTES = 4
 
 #: How `generate_rl` reacts when a layout does not fit (its ``memory_check``).
 MEMORY_CHECKS = ("warn", "error", "off")
+
+#: Activation recomputation of the training backward (`generate_rl`'s ``recompute``):
+#: ``"none"`` keeps every activation of the micro-batches in flight; ``"full"`` keeps only
+#: each layer's input and re-runs the layer's forward (its compute and its TP all-reduces
+#: and EP all-to-alls) in the backward, as Megatron-LM's ``--recompute-granularity full
+#: --recompute-method uniform --recompute-num-layers 1`` does.
+RECOMPUTE = ("none", "full")
 
 
 class MemoryFitWarning(UserWarning):
@@ -99,11 +107,16 @@ def _stage_states(m, pp, s, tp, cp, dp, ep, zero, param, grad) -> float:
     return states
 
 
-def _stage_acts(m, pp, s, tp, cp, tokens, act) -> float:
+def _stage_acts(m, pp, s, tp, cp, tokens, act, recompute="none") -> float:
     L, _, _ = _stage_params(m, pp, s)
     t = math.ceil(tokens / cp)
     in_flight = pp - s  # 1F1B: stage s runs pp - s forwards before its first backward
-    b = in_flight * L * t * activation_bytes_per_token(m, tp, act)
+    if recompute == "full":
+        # each layer's input (h per token, replicated over TP: no sequence parallelism), plus
+        # the full activations of the one layer being recomputed and back-propagated
+        b = in_flight * L * t * m.hidden * act + t * activation_bytes_per_token(m, tp, act)
+    else:
+        b = in_flight * L * t * activation_bytes_per_token(m, tp, act)
     if s == pp - 1:
         b += t * m.vocab / tp * (act + LOGIT_FP32_BYTES)
     return b
@@ -118,22 +131,24 @@ def train_state_bytes(m: ModelConfig, tl, zero: int, param: int, grad: int) -> f
     )
 
 
-def train_activation_bytes(m: ModelConfig, tl, tokens: int, act: int) -> float:
+def train_activation_bytes(m: ModelConfig, tl, tokens: int, act: int, recompute: str = "none") -> float:
     """Largest per-GPU activation memory over the stages: micro-batches of ``tokens``
     tokens (``tokens / cp`` per CP rank), stage s holding ``pp - s`` of them (1F1B, every
     micro-batch as long as the largest; fewer in flight when a replica has fewer
-    micro-batches), the last stage also the output layer's logits."""
-    return max(_stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act) for s in _stages(tl.pp))
+    micro-batches), the last stage also the output layer's logits. With ``recompute``
+    ``"full"`` a micro-batch in flight keeps only each layer's input (``h`` per token), and
+    one layer's full activations are live while it is recomputed and back-propagated."""
+    return max(_stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act, recompute) for s in _stages(tl.pp))
 
 
 def train_bytes(
-    m: ModelConfig, tl, *, zero: int, param: int, grad: int, tokens: int, act: int
+    m: ModelConfig, tl, *, zero: int, param: int, grad: int, tokens: int, act: int, recompute: str = "none"
 ) -> tuple[float, float, float]:
     """(total, states, activations) of the worst stage: the stage with the largest sum."""
     best = (-1.0, 0.0, 0.0)
     for s in _stages(tl.pp):
         st = _stage_states(m, tl.pp, s, tl.tp, tl.cp, tl.dp, tl.ep, zero, param, grad)
-        ac = _stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act)
+        ac = _stage_acts(m, tl.pp, s, tl.tp, tl.cp, tokens, act, recompute)
         if st + ac > best[0]:
             best = (st + ac, st, ac)
     return best
@@ -163,7 +178,14 @@ def gen_kv_bytes(m: ModelConfig, tp: int, tokens: int, act: int) -> float:
 def memory_need(ctx) -> dict[str, float]:
     """Per-GPU bytes of a generation run: totals ``train`` and ``gen`` and their parts."""
     total, states, acts = train_bytes(
-        ctx.m, ctx.tl, zero=ctx.zero, param=ctx.param, grad=ctx.grad, tokens=ctx.mbt, act=ctx.act
+        ctx.m,
+        ctx.tl,
+        zero=ctx.zero,
+        param=ctx.param,
+        grad=ctx.grad,
+        tokens=ctx.mbt,
+        act=ctx.act,
+        recompute=ctx.recompute,
     )
     m, gl = ctx.m, ctx.gl
     kv = gen_kv_bytes(m, gl.tp, ctx.seq_max, ctx.act)
@@ -182,6 +204,11 @@ def memory_need(ctx) -> dict[str, float]:
         "gen_weights": w,
         "gen_kv": kv,
     }
+
+
+def _train_hint(ctx) -> str:
+    hint = "tp/pp/cp/ep, a ZeRO stage or smaller micro_batch_tokens"
+    return hint if ctx.recompute == "full" else hint + ", recompute='full'"
 
 
 def check_memory(ctx, how: str) -> dict[str, float]:
@@ -207,7 +234,7 @@ def check_memory(ctx, how: str) -> dict[str, float]:
             msg = (
                 f"{ctx.m.name} does not fit the {side} layout: {nbytes / 1e9:.1f} GB per GPU "
                 f"({what[side]}) > {cap / 1e9:.0f} GB ({ctx.hw.name}); use more GPUs or more "
-                f"{'tp/pp/cp/ep, a ZeRO stage or smaller micro_batch_tokens' if side == 'train' else 'gen tp/ep'}"
+                f"{_train_hint(ctx) if side == 'train' else 'gen tp/ep'}"
                 ", or leave the layout out for a fitting default"
             )
             if how == "error":

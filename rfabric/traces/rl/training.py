@@ -92,9 +92,27 @@ def _train_sizes(ctx: RLContext, t_mb: int) -> dict[str, int]:
 def _layer(
     ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict[str, float], ps: Pass
 ) -> None:
-    """One layer of stage s, forward or backward, on every group of the stage."""
+    """One layer of stage s, forward or backward, on every group of the stage. Under full
+    activation recomputation a backward first re-runs the layer's forward (phase
+    ``<fwd>_recompute``): its compute, TP all-reduces and EP all-to-alls."""
+    if ctx.zero == 3:
+        _gather(ctx, s, ctx.m.layer_dense_params, ctx.m.layer_expert_params, ps.stage)
+    if backward:
+        if ctx.recompute == "full":
+            _layer_body(ctx, s, False, sz, sec, ps.stage, f"{ps.fwd}_recompute")
+        _layer_body(ctx, s, True, sz, sec, ps.stage, ps.bwd)
+        if ctx.zero >= 2:
+            _scatter(ctx, s, ctx.m.layer_dense_params, ctx.m.layer_expert_params)
+    else:
+        _layer_body(ctx, s, False, sz, sec, ps.stage, ps.fwd)
+
+
+def _layer_body(
+    ctx: RLContext, s: int, backward: bool, sz: dict[str, int], sec: dict[str, float], stage: str, ph: str
+) -> None:
+    """A layer's compute and collectives, forward or backward (backward: twice the FLOPs,
+    the blocks in reverse order)."""
     m, tl, b = ctx.m, ctx.tl, ctx.b
-    ph, stage = (ps.bwd if backward else ps.fwd), ps.stage
     x = 2.0 if backward else 1.0
     ranks = tl.grid[s]
     tp_g = tl.tp_groups(s)
@@ -132,13 +150,9 @@ def _layer(
                 b.compute(ranks, x * sec["shared"])
                 tp_ar()
 
-    if ctx.zero == 3:
-        _gather(ctx, s, m.layer_dense_params, m.layer_expert_params, stage)
     if backward:
         ffn()
         attention()
-        if ctx.zero >= 2:
-            _scatter(ctx, s, m.layer_dense_params, m.layer_expert_params)
     else:
         attention()
         ffn()

@@ -1,12 +1,18 @@
 """nccl-tests-style collective benchmarks on a simulated fabric.
 
-``collective("all_reduce", fabric, sizes=...)`` runs one op per message size, each in its
+``rf.collective(fabric, "all_reduce", sizes=...)`` runs one op per message size, each in its
 own simulation of an idle fabric, and returns the table nccl-tests prints: size, count,
 time, algbw and busbw (GB/s = 1e9 bytes/s, nccl-tests' bus-bandwidth factors), so the
 figures can be set beside ``all_reduce_perf`` output from a real cluster.
+
+This module is ``rfabric.collectives``; ``rf.collective`` is its function. (Until 0.2 the
+module was ``rfabric.collective``, shadowed by the function of the same name:
+``import rfabric.collective`` still finds this module, see rfabric/__init__.py.)
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +32,7 @@ COLLECTIVE_SCHEMA = pa.schema(
         ("protocol", pa.string()),  # NCCL protocol that ran (null: none modelled)
         ("channels", pa.int32()),
         ("n_ranks", pa.int32()),
-        ("time_us", pa.float64()),
+        ("time_ps", pa.int64()),  # the op's time, start to end (the ops table's time_ps)
         ("algbw_GBps", pa.float64()),
         ("busbw_GBps", pa.float64()),
     ]
@@ -68,15 +74,23 @@ def size_range(min_bytes="8MiB", max_bytes="1GiB", factor: int = 2) -> list[int]
 
 
 def collective(
-    kind: str, fabric, *, sizes=None, ranks=None, algorithm: str = "auto", dtype_bytes: int = 4, **settings
+    topology=None,
+    kind: str | None = None,
+    *,
+    sizes=None,
+    ranks=None,
+    algorithm: str = "auto",
+    dtype_bytes: int = 4,
+    **settings,
 ) -> pa.Table:
     """Time one collective per message size on an idle fabric.
 
     Parameters
     ----------
+    topology : Topology or NetworkSpec
+        The fabric (first, as in every rfabric call).
     kind : str
         ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, ``broadcast``.
-    fabric : Topology or NetworkSpec
     sizes : list of sizes, optional
         Message sizes (nccl-tests ``size``); default ``size_range()`` (8 MiB .. 1 GiB).
     ranks : list of int, optional
@@ -87,15 +101,47 @@ def collective(
     dtype_bytes : int
         Element size for the ``count`` column (4: float32, as nccl-tests' default).
     **settings
-        EngineConfig fields (``transport``, ``ecmp``, ``coll_channels``, ``nccl_model``,
-        ``coll_protocol``, ...).
+        `rf.simulate` settings: ``backend``, ``transport``, ``seed`` and EngineConfig fields
+        (``ecmp``, ``coll_channels``, ``nccl_model``, ``coll_protocol``, ...).
 
-    The ``algorithm``, ``protocol`` and ``channels`` columns say what ran (``auto`` resolved
-    by the NCCL-like tuner; docs/nccl-model.md).
+    Returns
+    -------
+    pyarrow.Table
+        One row per size (`COLLECTIVE_SCHEMA`): ``time_ps`` is the op's time in ps (int64;
+        `format_table` prints it in us, as nccl-tests). The ``algorithm``, ``protocol`` and
+        ``channels`` columns say what ran (``auto`` resolved by the NCCL-like tuner;
+        docs/nccl-model.md).
+
+    The order before 0.2, ``collective(kind, topology, ...)``, still works with a
+    DeprecationWarning (a str first argument is taken as the kind); it goes in 0.3.
     """
-    from .simulation import _as_spec
+    if "fabric" in settings:  # the keyword's name before 0.2
+        warnings.warn(
+            "rf.collective(fabric=...) is deprecated: pass the fabric first, or as topology=; "
+            "fabric= goes in rfabric 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if topology is not None:
+            if kind is None and isinstance(topology, str):
+                kind = topology
+            else:
+                raise SpecError("rf.collective: the fabric given twice (topology and fabric=)")
+        topology = settings.pop("fabric")
+    elif isinstance(topology, str) and not isinstance(kind, str):
+        warnings.warn(
+            "rf.collective(kind, topology, ...) is deprecated: the fabric comes first, "
+            f"rf.collective(topology, {topology!r}, ...) (docs/api-style.md); the old order "
+            "goes in rfabric 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        topology, kind = kind, topology
+    if topology is None or kind is None:
+        raise SpecError("rf.collective(topology, kind, ...): both the fabric and the collective are needed")
+    from .config import as_spec as _as_spec
 
-    spec = _as_spec(fabric)
+    spec = _as_spec(topology)
     ranks = list(range(spec.num_gpus)) if ranks is None else [int(r) for r in ranks]
     sizes = size_range() if sizes is None else [parse_size(s, allow_zero=False, name="sizes") for s in sizes]
     rows = []
@@ -114,7 +160,7 @@ def collective(
                 "protocol": op["protocol"],
                 "channels": op["channels"],
                 "n_ranks": len(ranks),
-                "time_us": op["time_ps"] / 1e6,
+                "time_ps": op["time_ps"],
                 "algbw_GBps": op["algbw_GBps"],
                 "busbw_GBps": op["busbw_GBps"],
             }
@@ -130,7 +176,7 @@ def format_table(table: pa.Table) -> str:
     ]
     for r in table.to_pylist():
         lines.append(
-            f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_us']:>10.1f} "
+            f"{r['size_bytes']:>15} {r['count']:>13} {'float':>6}   {r['time_ps'] / 1e6:>10.1f} "
             f"{r['algbw_GBps']:>12.2f} {r['busbw_GBps']:>12.2f}"
             f"  {r['algorithm']:>16} {r['protocol'] or '-':>8} {r['channels']:>8}"
         )

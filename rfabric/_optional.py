@@ -1,0 +1,89 @@
+"""Optional dependencies: imported where their feature runs, never at ``import rfabric``.
+
+rfabric itself needs numpy and pyarrow only. Each optional feature names the extra that
+installs what it needs (pyproject.toml ``[project.optional-dependencies]``, docs/api-style.md)
+and, when that is missing, fails at the feature with `MissingDependency` saying which extra
+to install, rather than at import or deep inside the feature.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+from .errors import MissingDependency
+
+__all__ = ["EXTRAS", "MissingDependency", "require", "progress_bar"]
+
+#: extra -> (pip distributions it installs, the features that need it). pyproject.toml lists
+#: the same distributions with their version floors; tests/test_optional.py checks the two agree.
+EXTRAS = {
+    "plot": (("matplotlib",), "Results.plot, rf.pareto.plot"),
+    "lp": (("scipy",), "rf.bounds (max-flow cuts and the max-concurrent-flow LP)"),
+    "chakra": (("protobuf",), "rf.traces.importers.chakra (MLCommons Chakra ET files)"),
+    "ray": (("ray",), "rf.sweep(executor='ray')"),
+    "pandas": (("pandas",), "to_pandas() on any result table"),
+    "graph": (("networkx",), "NetworkSpec.to_networkx"),
+    "progress": (("tqdm",), "rf.sweep's tqdm progress bar (without it: a plain one)"),
+}
+
+
+def require(module: str, extra: str, feature: str):
+    """Import and return ``module`` for ``feature``, or raise `MissingDependency` naming
+    ``extra``: ``require("scipy.optimize", "lp", "rf.bounds")``."""
+    if extra not in EXTRAS:
+        raise ValueError(f"rfabric._optional: unknown extra {extra!r} (known: {', '.join(EXTRAS)})")
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise MissingDependency(
+            f"{feature} needs {top}, which is not installed: pip install 'rfabric[{extra}]'"
+            f" (or {' '.join(EXTRAS[extra][0])})"
+        ) from exc
+
+
+class _PlainBar:
+    """What rf.sweep uses of tqdm (update, set_postfix_str, close), as one stderr line."""
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "it"):
+        self.total, self.n, self.desc, self.unit = total, initial, desc, unit
+        self._initial, self._t0, self._postfix = initial, time.perf_counter(), ""
+        self._draw()
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self._postfix = text
+        if refresh:
+            self._draw()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self._draw()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def _draw(self) -> None:
+        width = 30
+        filled = int(width * self.n / self.total) if self.total else width
+        elapsed = time.perf_counter() - self._t0
+        done = self.n - self._initial
+        eta = f"  eta {elapsed / done * (self.total - self.n):.0f} s" if done > 0 else ""
+        tail = f"  {self._postfix}" if self._postfix else ""
+        sys.stderr.write(
+            f"\r{self.desc}: [{'#' * filled}{'.' * (width - filled)}] {self.n}/{self.total} {self.unit}"
+            f"  {elapsed:.0f} s{eta}{tail} "
+        )
+        sys.stderr.flush()
+
+
+def progress_bar(total: int, initial: int = 0, desc: str = "", unit: str = "it"):
+    """A progress bar on stderr: tqdm's when tqdm is installed (``rfabric[progress]``), else a
+    plain one-line bar with the same methods (update, set_postfix_str, close)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _PlainBar(total, initial, desc, unit)
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit)

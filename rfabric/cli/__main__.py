@@ -1,0 +1,7 @@
+"""``python -m rfabric.cli``: the ``rfabric`` command."""
+
+import sys
+
+from .parser import main
+
+sys.exit(main())

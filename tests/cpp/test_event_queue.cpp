@@ -1,0 +1,297 @@
+// test_event_queue.cpp: the pending-event set (engine/event_queue.hpp) and the Engine's run
+// loop. Oracle: a std::priority_queue ordered by (time, push serial), i.e. the documented
+// contract "by time, and among equal times in the order scheduled". The queue has no
+// cancellation to test: it is lazy, handlers drop stale events themselves (event_queue.hpp).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <queue>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "engine/event_queue.hpp"
+
+using rfabric::engine::Engine;
+using rfabric::engine::Event;
+using rfabric::engine::EventQueue;
+using rfabric::engine::HeapQueue;
+using rfabric::engine::SimTime;
+
+namespace {
+
+/// Width of the calendar's wheel in ps: events further ahead go to its far heap.
+constexpr SimTime kWheelPs = static_cast<SimTime>(EventQueue::kBuckets) << EventQueue::kBucketBits;
+
+/// The oracle: a min-heap on (time, serial), serial = push order.
+struct Oracle {
+  using Item = std::tuple<SimTime, uint64_t, uint32_t>;  // time, serial, target
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> q;
+  uint64_t serial = 0;
+  void push(SimTime t, uint32_t target) { q.emplace(t, serial++, target); }
+  Item pop() {
+    const Item it = q.top();
+    q.pop();
+    return it;
+  }
+};
+
+template <class Q>
+void check_pop(Q& queue, Oracle& oracle) {
+  REQUIRE(!queue.empty());
+  REQUIRE(!oracle.q.empty());
+  const auto [t, serial, target] = oracle.pop();
+  const Event ev = queue.pop();
+  CHECK(ev.time == t);
+  CHECK(ev.target == target);
+}
+
+}  // namespace
+
+TEST_CASE("EventQueue pops by time, equal times in push order") {
+  EventQueue q;
+  Oracle o;
+  // scrambled times with many ties, within one bucket, across buckets and beyond the wheel
+  const SimTime times[] = {700,          5,         5, 512,          0,   5,           511, 700,
+                           kWheelPs + 3, 1'000'000, 0, kWheelPs + 3, 512, 2 * kWheelPs};
+  uint32_t target = 0;
+  for (const SimTime t : times) {
+    q.push(Event{t, target, 7});
+    o.push(t, target);
+    ++target;
+  }
+  CHECK(q.size() == std::size(times));
+  while (!o.q.empty()) check_pop(q, o);
+  CHECK(q.empty());
+  CHECK(q.size() == 0);
+}
+
+TEST_CASE("EventQueue keeps the kind and the target of each event") {
+  EventQueue q;
+  q.push(10, 4, 2);
+  q.push(Event{3, 9, 5});
+  const Event a = q.pop();
+  CHECK(a.time == 3);
+  CHECK(a.target == 9);
+  CHECK(a.kind == 5);
+  const Event b = q.pop();
+  CHECK(b.time == 10);
+  CHECK(b.target == 4);
+  CHECK(b.kind == 2);
+}
+
+TEST_CASE("EventQueue ties across the far heap and the wheel stay in push order") {
+  // A at T lands in the far heap; popping an event shortly before T brings T's bucket into
+  // the wheel; B and C, pushed later at T, must still pop after A.
+  EventQueue q;
+  Oracle o;
+  const SimTime T = 3 * kWheelPs + 1234;
+  q.push(T, 0, 0);
+  o.push(T, 0);
+  q.push(T - 100, 1, 0);
+  o.push(T - 100, 1);
+  check_pop(q, o);  // T - 100: the window now starts next to T
+  q.push(T, 2, 0);
+  o.push(T, 2);
+  q.push(T, 3, 0);
+  o.push(T, 3);
+  while (!o.q.empty()) check_pop(q, o);
+}
+
+TEST_CASE("EventQueue takes an earlier event after a peek moved its window ahead") {
+  // top() advances the wheel to a far event; an event scheduled before it afterwards (the
+  // Engine peeks at the next event time, then a handler schedules something sooner) must
+  // still come first, and the far ones keep their order.
+  EventQueue q;
+  Oracle o;
+  const SimTime far = 5 * kWheelPs;
+  for (uint32_t i = 0; i < 5; ++i) {
+    q.push(far + i * kWheelPs / 3, i, 0);
+    o.push(far + i * kWheelPs / 3, i);
+  }
+  CHECK(q.top().time == far);
+  q.push(17, 10, 0);
+  o.push(17, 10);
+  q.push(far - 1, 11, 0);
+  o.push(far - 1, 11);
+  q.push(far, 12, 0);  // a tie with the first far event, pushed after it
+  o.push(far, 12);
+  CHECK(q.top().time == 17);
+  while (!o.q.empty()) check_pop(q, o);
+  CHECK(q.empty());
+}
+
+TEST_CASE("EventQueue pop_due stops at the bound and pops nothing past it") {
+  EventQueue q;
+  q.push(100, 1, 0);
+  q.push(200, 2, 0);
+  q.push(kWheelPs * 4, 3, 0);
+  Event ev{};
+  REQUIRE(q.pop_due(150, ev));
+  CHECK(ev.target == 1);
+  CHECK_FALSE(q.pop_due(150, ev));
+  CHECK(q.size() == 2);
+  REQUIRE(q.pop_due(200, ev));  // inclusive bound
+  CHECK(ev.target == 2);
+  CHECK_FALSE(q.pop_due(kWheelPs * 4 - 1, ev));
+  REQUIRE(q.pop_due(kWheelPs * 4, ev));
+  CHECK(ev.target == 3);
+  CHECK_FALSE(q.pop_due(rfabric::engine::kNever, ev));
+  CHECK(q.empty());
+}
+
+TEST_CASE("EventQueue matches the oracle on random engine-like schedules") {
+  // As the Engine uses it: every push at or after the time of the last event popped, at
+  // distances from 0 (ties) through one bucket, the wheel, to beyond it, and on a grid of
+  // far times that many events share; peeks (top) between,
+  // which may move the window past later pushes; pop_due with random bounds.
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    Oracle o;
+    SimTime now = 0;
+    uint32_t target = 0;
+    auto ahead = [&]() -> SimTime {
+      switch (rng() % 7) {
+        case 0:
+          return 0;
+        case 1:
+          return static_cast<SimTime>(rng() % 600);
+        case 2:
+          return static_cast<SimTime>(rng() % 100'000);
+        case 3:
+          return static_cast<SimTime>(rng() % static_cast<uint64_t>(kWheelPs));
+        case 4:
+          return static_cast<SimTime>(rng() % static_cast<uint64_t>(4 * kWheelPs));
+        case 5: {  // a grid of absolute times up to three wheels ahead: ties in the far heap
+          const SimTime grid = kWheelPs / 2;
+          return (now / grid + 1 + static_cast<SimTime>(rng() % 6)) * grid - now;
+        }
+        default:
+          return static_cast<SimTime>(rng() % 4) * 512;  // bucket edges
+      }
+    };
+    for (int step = 0; step < 4000; ++step) {
+      const uint64_t r = rng() % 10;
+      if (r < 5 || o.q.empty()) {
+        const SimTime t = now + ahead();
+        q.push(t, target, static_cast<uint32_t>(seed));
+        o.push(t, target);
+        ++target;
+      } else if (r < 8) {
+        const auto [t, serial, tg] = o.pop();
+        const Event ev = q.pop();
+        REQUIRE(ev.time == t);
+        REQUIRE(ev.target == tg);
+        now = t;
+      } else if (r < 9) {
+        REQUIRE(q.top().time == std::get<0>(o.q.top()));
+      } else {
+        const SimTime until = now + ahead();
+        Event ev{};
+        const bool due = std::get<0>(o.q.top()) <= until;
+        REQUIRE(q.pop_due(until, ev) == due);
+        if (due) {
+          const auto [t, serial, tg] = o.pop();
+          REQUIRE(ev.time == t);
+          REQUIRE(ev.target == tg);
+          now = t;
+        }
+      }
+      if (step % 500 == 0) REQUIRE(q.size() == o.q.size());
+    }
+    while (!o.q.empty()) check_pop(q, o);
+    CHECK(q.empty());
+  }
+}
+
+TEST_CASE("HeapQueue matches the oracle on random pushes and pops") {
+  // the reference heap has no monotone-time contract: any order of times
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    HeapQueue q;
+    Oracle o;
+    uint32_t target = 0;
+    for (int step = 0; step < 3000; ++step) {
+      if (rng() % 3 != 0 || o.q.empty()) {
+        const SimTime t = static_cast<SimTime>(rng() % 50);  // dense: many ties
+        q.push(Event{t, target, 0});
+        o.push(t, target);
+        ++target;
+      } else {
+        REQUIRE(q.top().time == std::get<0>(o.q.top()));
+        check_pop(q, o);
+      }
+      REQUIRE(q.size() == o.q.size());
+    }
+    while (!o.q.empty()) check_pop(q, o);
+  }
+}
+
+namespace {
+/// Records (time, target) of every event it gets, and can schedule follow-ups.
+struct Recorder : rfabric::engine::Handler {
+  Engine* eng = nullptr;
+  uint32_t kind = 0;
+  std::vector<std::pair<SimTime, uint32_t>> seen;
+  SimTime follow_up_ps = -1;  ///< >= 0: every event schedules target + 100 that far ahead
+  uint32_t stop_at = UINT32_MAX;
+  void on_event(const Event& ev) override {
+    seen.emplace_back(ev.time, ev.target);
+    if (follow_up_ps >= 0 && ev.target < 100) eng->schedule(ev.time + follow_up_ps, ev.target + 100, kind);
+    if (ev.target == stop_at) eng->request_stop();
+  }
+};
+}  // namespace
+
+TEST_CASE("Engine runs events in order up to a bound and sets its clock") {
+  Engine eng(1);
+  Recorder r;
+  r.eng = &eng;
+  r.kind = eng.register_handler(&r);
+  r.follow_up_ps = 0;  // a follow-up at the same instant runs after the events already due then
+  eng.schedule(50, 2, r.kind);
+  eng.schedule(10, 1, r.kind);
+  eng.schedule(50, 3, r.kind);
+  eng.schedule(900, 4, r.kind);
+  CHECK(eng.peek() == 10);
+  CHECK(eng.run(100) == 6);
+  const std::vector<std::pair<SimTime, uint32_t>> want{{10, 1}, {10, 101}, {50, 2},
+                                                       {50, 3}, {50, 102}, {50, 103}};
+  CHECK(r.seen == want);
+  CHECK(eng.now() == 100);  // nothing left before the bound: the clock ends at it
+  CHECK(eng.pending() == 1);
+  CHECK(eng.events_processed() == 6);
+  CHECK(eng.kind_count(r.kind) == 6);
+  CHECK(eng.run(rfabric::engine::kNever) == 2);  // 4 at 900, then its follow-up 104
+  CHECK(r.seen.back() == std::pair<SimTime, uint32_t>{900, 104});
+  CHECK(eng.idle());
+}
+
+TEST_CASE("Engine stops after max_events with the clock at the last event") {
+  Engine eng(1);
+  Recorder r;
+  r.eng = &eng;
+  r.kind = eng.register_handler(&r);
+  for (uint32_t i = 0; i < 5; ++i) eng.schedule(10 * (i + 1), i, r.kind);
+  CHECK(eng.run(1000, 3) == 3);
+  CHECK(eng.now() == 30);  // stopped early: the clock stays at the last event run
+  CHECK(eng.run(1000, 3) == 2);
+  CHECK(eng.now() == 1000);  // ran dry before the limit: the clock ends at the bound
+}
+
+TEST_CASE("Engine run_stoppable returns after the event that requested the stop") {
+  Engine eng(1);
+  Recorder r;
+  r.eng = &eng;
+  r.kind = eng.register_handler(&r);
+  r.stop_at = 2;
+  for (uint32_t i = 0; i < 5; ++i) eng.schedule(10 * (i + 1), i, r.kind);
+  CHECK(eng.run_stoppable(1000) == 3);
+  CHECK(eng.now() == 30);
+  CHECK(eng.run_stoppable(1000) == 0);  // still requested: runs nothing
+  eng.clear_stop();
+  CHECK(eng.run_stoppable(1000) == 2);
+  CHECK(r.seen.size() == 5);
+}

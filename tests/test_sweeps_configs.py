@@ -1,0 +1,40 @@
+"""rfabric/sweeps/configs.py: TOML sweep configs into sweep() arguments."""
+
+import pytest
+
+import rfabric as rf
+from rfabric.sweeps import load_config
+
+
+def write(tmp_path, text):
+    path = tmp_path / "conf" / "s.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+HEAD = 'fabrics = ["FT"]\nlinks = ["100Gbps"]\ngpus = [16]\n'
+
+
+def test_relative_paths_are_the_config_files_folder(tmp_path):
+    path = write(
+        tmp_path, HEAD + 'out = "rows.parquet"\ncontroller = "stage-aware"\n[workload]\ntrace = "t.arrow"\n'
+    )
+    kw = load_config(path)
+    assert kw["out"] == str(tmp_path / "conf" / "rows.parquet")
+    assert kw["workload"] == {"trace": {"path": str(tmp_path / "conf" / "t.arrow")}}
+    assert kw["where"] == str(path) and kw["controller"] == "stage-aware"
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (HEAD, "missing key 'workload'"),
+        ('links = ["100Gbps"]\ngpus = [16]\n[workload.flows]\n', "missing key 'fabrics'"),
+        (HEAD + "[workload.flows]\n[workloads.a.flows]\n", "give 'workload' or 'workloads', not both"),
+        (HEAD + "execuutor = 'serial'\n[workload.flows]\n", "executor"),
+    ],
+)
+def test_config_errors_name_the_file_and_key(tmp_path, text, match):
+    with pytest.raises(rf.SpecError, match=match):
+        load_config(write(tmp_path, text))
