@@ -3,7 +3,7 @@ layer's configuration; rfabric.forwarding and rfabric.simulation read it, and it
 neither, nor the topologies or controllers).
 
 The one list of the engine's settings and their defaults is ``RF_ENGINE_CONFIG_FIELDS`` in
-csrc/net/spec.hpp (each documented there with its source); this module reads it
+csrc/fabric/spec.hpp (each documented there with its source); this module reads it
 (``ENGINE_FIELDS``), gives each a Python field taking unit strings, and converts a config to
 the engine's base units (:meth:`EngineConfig.to_engine`).
 """
@@ -29,7 +29,7 @@ BACKENDS = ("packet", "flow")
 ECMP_MODES = ROUTING_MODES
 
 #: The engine's config fields and their defaults in base units (-1: the transport's choice).
-#: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp, which also documents each
+#: The one list is RF_ENGINE_CONFIG_FIELDS in csrc/fabric/spec.hpp, which also documents each
 #: default and its source; EngineConfig takes its defaults from here.
 ENGINE_FIELDS: dict = _engine.config_fields()
 
@@ -108,7 +108,7 @@ def _to_engine_value(engine_name: str, value):
 class EngineConfig:
     """Engine settings. Times accept unit strings ("1us") or int ps; sizes "9216B" or bytes;
     rates "5Mbps" or bit/s. Defaults are the engine's (``ENGINE_FIELDS``, from
-    ``RF_ENGINE_CONFIG_FIELDS`` in csrc/net/spec.hpp, where each is documented with its source).
+    ``RF_ENGINE_CONFIG_FIELDS`` in csrc/fabric/spec.hpp, where each is documented with its source).
 
     Parameters
     ----------
@@ -152,7 +152,7 @@ class EngineConfig:
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
     dcqcn_* , dctcp_* :
-        Transport parameters (defaults and their sources in csrc/net/spec.hpp).
+        Transport parameters (defaults and their sources in csrc/fabric/spec.hpp).
     coll_channels : int
         Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
         carry under 64 KiB per rank). Each channel's ring leaves every server from a

@@ -1,6 +1,6 @@
 """A fabric's forwarding without a simulation: paths between GPUs on its routing tables.
 
-``Forwarding`` holds the engine's forwarding layer alone (``csrc/net/forwarding.hpp``): the
+``Forwarding`` holds the engine's forwarding layer alone (``csrc/fabric/forwarding.hpp``): the
 topology, each channel's state (links up or down, circuits in place) and the routing tables,
 with no packets, queues or event loop. Its paths are the ones the packet engine's frames take
 on the same fabric state (``Simulation.engine.trace_path``), so controllers, cost models and

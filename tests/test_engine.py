@@ -253,7 +253,7 @@ def test_simulate_keeps_the_configs_transport_seed_and_mtu(ft128):
 
 
 def test_engine_config_fields_have_one_source():
-    # RF_ENGINE_CONFIG_FIELDS (csrc/net/spec.hpp) is the one list: EngineConfig must have a
+    # RF_ENGINE_CONFIG_FIELDS (csrc/fabric/spec.hpp) is the one list: EngineConfig must have a
     # field for each engine field (unit suffix dropped), take the engine's default, and send
     # exactly the engine's fields; its own extras are the named Python-only ones.
     import dataclasses

@@ -14,8 +14,8 @@
 #include "engine/check.hpp"
 #include "engine/event_queue.hpp"
 #include "engine/rng.hpp"
-#include "proto/registry.hpp"
-#include "sim/simulator.hpp"
+#include "packet/simulator.hpp"
+#include "packet/transports/registry.hpp"
 
 namespace rfabric::bindings {
 
@@ -247,7 +247,7 @@ void bind_engine(py::module_& m) {
   m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
   m.def("config_fields", &config_fields,
         "Engine config fields and their defaults (base units; -1: the transport's choice), in\n"
-        "declaration order: the one list (RF_ENGINE_CONFIG_FIELDS in csrc/net/spec.hpp).");
+        "declaration order: the one list (RF_ENGINE_CONFIG_FIELDS in csrc/fabric/spec.hpp).");
   m.def("op_kinds", &coll::kind_names, "Collective op kind names, in the executor's code order.");
   m.def("op_algorithms", &coll::algo_names, "Collective algorithm names, in the executor's code order.");
   m.def("op_protocols", &coll::proto_names, "NCCL protocol names, in the executor's code order.");

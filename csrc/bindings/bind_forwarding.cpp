@@ -7,7 +7,7 @@
 
 #include "bindings/ndarray.hpp"
 #include "bindings/spec_dict.hpp"
-#include "net/forwarding.hpp"
+#include "fabric/forwarding.hpp"
 
 namespace rfabric::bindings {
 

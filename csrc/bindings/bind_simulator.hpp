@@ -61,16 +61,18 @@ void bind_simulator(py::class_<Sim>& c) {
       .def(
           "schedule_plan",
           [](Sim& s, SimTime at_ps, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
-            s.network().schedule_plan(at_ps, from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
-                                      from_numpy<uint32_t>(b, "b"), dark_ps);
+            s.network().changes().schedule_plan(at_ps, from_numpy<uint32_t>(ocs, "ocs"),
+                                                from_numpy<uint32_t>(a, "a"), from_numpy<uint32_t>(b, "b"),
+                                                dark_ps);
           },
           py::arg("at_ps"), py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
           "Replace the circuit plan at at_ps; new circuits are dark for dark_ps.")
       .def(
           "apply_plan",
           [](Sim& s, py::handle ocs, py::handle a, py::handle b, SimTime dark_ps) {
-            s.network().apply_plan_now(from_numpy<uint32_t>(ocs, "ocs"), from_numpy<uint32_t>(a, "a"),
-                                       from_numpy<uint32_t>(b, "b"), dark_ps);
+            s.network().changes().apply_plan_now(from_numpy<uint32_t>(ocs, "ocs"),
+                                                 from_numpy<uint32_t>(a, "a"), from_numpy<uint32_t>(b, "b"),
+                                                 dark_ps);
           },
           py::arg("ocs"), py::arg("a"), py::arg("b"), py::arg("dark_ps"),
           "Replace the circuit plan now, at once (before events already queued for this instant);\n"
@@ -78,7 +80,7 @@ void bind_simulator(py::class_<Sim>& c) {
       .def(
           "circuit_log",
           [](const Sim& s) {
-            const auto& log = s.network().circuit_log();
+            const auto& log = s.network().changes().circuit_log();
             const size_t n = log.size();
             py::dict d;
             d["time_ps"] = column<int64_t>(n, [&](size_t i) { return log[i].time_ps; });
@@ -148,7 +150,7 @@ void bind_simulator(py::class_<Sim>& c) {
       .def(
           "set_link_state",
           [](Sim& s, uint32_t link, SimTime time_ps, bool up) {
-            s.network().schedule_link_state(link, time_ps, up);
+            s.network().changes().schedule_link_state(link, time_ps, up);
           },
           py::arg("link"), py::arg("time_ps"), py::arg("up"),
           "Take link `link` (row of the link table) down or up at time_ps.")

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "coll/executor.hpp"
-#include "net/spec.hpp"
+#include "fabric/spec.hpp"
 
 namespace rfabric::bindings {
 

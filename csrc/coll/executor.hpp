@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "net/fabric.hpp"
+#include "fabric/flow_fabric.hpp"
 
 namespace rfabric::coll {
 

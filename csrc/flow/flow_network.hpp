@@ -39,9 +39,11 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
-#include "net/fabric.hpp"
-#include "net/forwarding.hpp"
-#include "net/spec.hpp"
+#include "fabric/flow_fabric.hpp"
+#include "fabric/flow_slots.hpp"
+#include "fabric/forwarding.hpp"
+#include "fabric/spec.hpp"
+#include "fabric/topology_changes.hpp"
 
 namespace rfabric::flow {
 
@@ -50,33 +52,23 @@ using engine::Bytes;
 using engine::SimTime;
 using net::kNone;
 
-/// Per-flow state, struct-of-arrays, indexed by slot. As in the packet Network's FlowTable, a
-/// slot holds one flow from its creation until it retires (its last byte delivered, after
-/// on_flow_done); then a later flow reuses it, so the table is as large as the most flows
-/// alive at once (FlowNetwork::peak_live_flows), not the flows ever created. A flow's public
-/// id is its creation serial (`id`). The same columns hold the rows of retired flows when
-/// they are recorded (FlowNetwork::set_record_flows).
-struct FlowRecords {
-  std::vector<uint64_t> id;    ///< creation serial (add_flows: the row)
-  std::vector<int64_t> owner;  ///< who created it (the collective executor: op index), or -1
-  std::vector<uint32_t> src, dst;
-  std::vector<Bytes> size_bytes;
-  std::vector<SimTime> start_ps, end_ps;
+/// Per-flow state, struct-of-arrays, indexed by slot: the columns both backends keep
+/// (fabric/flow_slots.hpp: id, owner, src, dst, size, start, end, hash, live; the slot's reuse
+/// once its flow retires, after on_flow_done) and the flow model's own. The same columns hold
+/// the rows of retired flows when they are recorded (FlowNetwork::set_record_flows).
+struct FlowRecords : net::FlowSlots<FlowRecords> {
   std::vector<SimTime> sent_ps;  ///< when its last byte left the source (-1: not yet)
-  std::vector<uint32_t> hash;
   std::vector<uint32_t> copies;  ///< messages it stands for (create_flow's copies; size_bytes is their total)
-  std::vector<uint8_t> live;     ///< the slot holds a flow (not retired)
-  size_t size() const { return src.size(); }
+  /// One more row in each of these columns (FlowSlots::acquire).
+  void grow_row() {
+    sent_ps.emplace_back();
+    copies.emplace_back();
+  }
   /// Append slot f of `t`.
   void append(const FlowRecords& t, uint32_t f);
 };
 
-/// What the flows an owner (an op) created came to, folded in as each retires.
-struct OwnerStats {
-  int64_t flows = 0;
-  Bytes delivered_bytes = 0;
-  SimTime max_fct_ps = -1;  ///< longest flow (end - start)
-};
+using net::OwnerStats;
 
 /// The per-flow result rows: recorded flows, then the flows alive, sorted by id.
 struct FlowRows {
@@ -105,7 +97,7 @@ struct FlowCounters {
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
  public:
-  /// `header_bytes`, `lossless`: the transport's (proto::transport_traits), used where the
+  /// `header_bytes`, `lossless`: the transport's (net::transport_traits), used where the
   /// config leaves them at -1.
   FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg,
               Bytes header_bytes, bool lossless);
@@ -131,32 +123,24 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   size_t num_flows() const override { return flows_.size(); }
   /// Messages created so far (the next flow's id: a flow of n copies takes n ids), flows
   /// alive now, and alive at most at once.
-  uint64_t flows_created() const { return next_id_; }
-  size_t live_flows() const { return live_flows_; }
+  uint64_t flows_created() const { return flows_.next_id(); }
+  size_t live_flows() const { return flows_.live_flows(); }
   size_t peak_live_flows() const { return flows_.size(); }
   /// Keep a row for every flow that retires (the per-flow result table); off, only the
   /// per-owner totals. On by default. Set before the run.
   void set_record_flows(bool on) { record_ = on; }
   bool record_flows() const { return record_; }
   /// Per-owner totals (index: owner) of the flows retired so far.
-  const std::vector<OwnerStats>& owner_stats() const { return owner_stats_; }
+  const std::vector<OwnerStats>& owner_stats() const { return owners_.all(); }
   /// Rows recorded, then the flows alive now, sorted by id.
   FlowRows flow_rows() const;
 
   /// Add flows (GPU ids, bytes, ps) before the first run.
   void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                  const std::vector<Bytes>& size, const std::vector<SimTime>& start);
-  void schedule_link_state(uint32_t link, SimTime t, bool up);
-  void schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                     SimTime dark_ps);
-  void apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                      SimTime dark_ps);
-  struct CircuitChange {
-    SimTime time_ps;
-    uint32_t plan_id, added, removed;
-    SimTime dark_ps;
-  };
-  const std::vector<CircuitChange>& circuit_log() const { return circuit_log_; }
+  /// Link failures and repairs, circuit plans, the circuit log (fabric/topology_changes.hpp).
+  net::TopologyChanges& changes() { return changes_; }
+  const net::TopologyChanges& changes() const { return changes_; }
   std::vector<uint32_t> current_circuits() const { return fwd_.current_circuits(); }
   std::vector<SimTime> current_circuits_lit_at() const { return fwd_.current_circuits_lit_at(); }
 
@@ -195,7 +179,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   static constexpr uint32_t kSamples = 56;  // divisible by 1, 2, 4, 7 and 8 (NICs of a server)
 
  private:
-  enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kLinkState, kPlan, kLight, kNumSub };
+  enum Sub : uint32_t { kStart, kSent, kDone, kRecompute, kTopologyChange, kNumSub };
+  static constexpr double kBitsPsPerByte = 8e12;  // bytes * 8e12 / rate_bps = ps
+  /// The latest time a subflow's finish is queued at (saturated, well clear of kNever so that
+  /// now + ps, rounded through double, cannot wrap).
+  static constexpr SimTime kLastFinish = engine::kNever - (SimTime{1} << 20);
 
   /// One port a subflow's paths cross: its position in the port's list, and the share of
   /// the flow's frames crossing it.
@@ -257,8 +245,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
                        int64_t owner, uint32_t copies = 1);
-  /// The ECMP hash of a flow with serial `id` and connection `ecmp_key` (the packet Network's).
-  uint32_t hash_of(uint64_t id, uint64_t ecmp_key) const;
   /// Bytes flow f puts on the wire, headers included (each copy framed on its own).
   double wire_bytes(uint32_t f) const;
   /// The flow in slot f is done and told: fold it into its owner's totals, record it, free the slot.
@@ -305,12 +291,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
 
   FlowRecords flows_;
-  std::vector<uint32_t> free_slots_;  ///< retired slots, reused last-in first-out
-  uint64_t next_id_ = 0;
-  size_t live_flows_ = 0;
   bool record_ = true;
   FlowRecords log_;  ///< rows of retired flows (when recording)
-  std::vector<OwnerStats> owner_stats_;
+  net::OwnerTotals owners_;
   std::vector<uint32_t> flow_sub_;   ///< per flow: its subflow while it sends (kNone otherwise)
   std::vector<SimTime> flow_delay_;  ///< per flow: sent -> delivered
   std::vector<Subflow> subs_;
@@ -344,7 +327,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
-  std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (flow_network.cpp)
+  std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
   /// Per subflow slot: the recomputation that last reached it and its index in that
   /// component (beside subs_, so the walk over a port's list reads 16 bytes per subflow).
   struct Mark {
@@ -375,14 +358,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   bool recompute_pending_ = false;
   uint64_t mark_ = 0;
 
-  struct LinkChange {
-    SimTime t;
-    uint32_t link;
-    bool up;
-  };
-  std::vector<LinkChange> link_changes_;
-  std::vector<net::Forwarding::PendingPlan> plans_;
-  std::vector<CircuitChange> circuit_log_;
+  net::TopologyChanges changes_;  ///< link and plan queues, circuit log
 
   net::FlowObserver* observer_ = nullptr;
   FlowCounters counters_;

@@ -1,13 +1,13 @@
 #include "flow/flow_sim.hpp"
 
 #include "engine/check.hpp"
-#include "proto/registry.hpp"
+#include "fabric/transport_traits.hpp"
 
 namespace rfabric::flow {
 
 namespace {
 FlowNetwork* make_network(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg) {
-  const proto::TransportTraits t = proto::transport_traits(cfg.transport);
+  const net::TransportTraits& t = net::transport_traits(cfg.transport);
   return new FlowNetwork(eng, spec, cfg, t.header_bytes, t.lossless);
 }
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "net/spec.hpp"
+#include "fabric/spec.hpp"
 
 namespace rftest {
 

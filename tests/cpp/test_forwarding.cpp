@@ -13,8 +13,8 @@
 #include <set>
 #include <vector>
 
-#include "net/forwarding.hpp"
-#include "net/routing.hpp"
+#include "fabric/forwarding.hpp"
+#include "fabric/routing.hpp"
 #include "spec_builder.hpp"
 
 using rfabric::net::EngineConfig;

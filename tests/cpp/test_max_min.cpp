@@ -154,8 +154,8 @@ TEST_CASE("max-min: a failed trunk moves its flow, which then shares the other; 
   const auto r = run.rates({{0, 2}, {1, 3}});
   REQUIRE(near(r[0], 10.0 * G));  // (D-mod-K puts the two destinations on different spines)
   REQUIRE(near(r[1], 10.0 * G));
-  run.net.schedule_link_state(t00, 1'000'000, false);
-  run.net.schedule_link_state(t00, 2'000'000, true);
+  run.net.changes().schedule_link_state(t00, 1'000'000, false);
+  run.net.changes().schedule_link_state(t00, 2'000'000, true);
   run.eng.run(1'500'000);
   auto now = run.net.flow_rates();
   CHECK(near(now[0], 5.0 * G));
@@ -464,8 +464,8 @@ TEST_CASE("max-min: flows cut off by failed links wait, the others share what is
       if (rng() % 2) continue;
       const int64_t down = static_cast<int64_t>(rng() % 1'500'000'000) + 1;
       const int64_t up = down + 1 + static_cast<int64_t>(rng() % 1'000'000'000);
-      run.net.schedule_link_state(l, down, false);
-      run.net.schedule_link_state(l, up, true);
+      run.net.changes().schedule_link_state(l, down, false);
+      run.net.changes().schedule_link_state(l, up, true);
       outages.push_back({l, static_cast<double>(down), static_cast<double>(up)});
     }
     run.eng.run(rfabric::engine::kNever);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "net/packet.hpp"
+#include "packet/packet.hpp"
 
 using rfabric::net::Packet;
 using rfabric::net::PacketPool;

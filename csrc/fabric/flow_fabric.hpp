@@ -1,5 +1,5 @@
-// fabric.hpp: what the collective executor needs of a network, whichever backend moves the
-// bytes: the packet Network (net/network.hpp) or the flow-level model (flow/flow_network.hpp).
+// flow_fabric.hpp: what the collective executor needs of a network, whichever backend moves the
+// bytes: the packet Network (packet/network.hpp) or the flow-level model (flow/flow_network.hpp).
 // Flows are created with create_flow and reported back through a FlowObserver; paths, rates
 // and latencies come from the same forwarding layer in both.
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "net/spec.hpp"
+#include "fabric/spec.hpp"
 
 namespace rfabric::net {
 

@@ -2,7 +2,7 @@
 // arrivals, forwarding's fast path, PFC pause/resume, NIC pulls, and the event dispatch. The
 // RF_HOT functions are defined here and inlined into their callers in this file only; cold code
 // elsewhere reaches them through the *_cold wrappers.
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 #include <algorithm>
 
@@ -428,10 +428,8 @@ void Network::on_event(const engine::Event& ev) {
     case kStartOne:
       start_one(ev.target);
       break;
-    case kLinkState:
-    case kPlan:
-    case kLight:
-      apply_change(ev.target);  // (nothing if a flow starting at this instant applied it)
+    case kTopologyChange:
+      topology_change_due(ev.target);  // (nothing if a flow starting at this instant applied it)
       break;
     default:
       break;

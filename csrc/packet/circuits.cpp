@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 
@@ -145,83 +145,14 @@ void Network::evacuate(uint32_t port) {
   }
 }
 
-void Network::schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
-                            std::vector<uint32_t> b, SimTime dark_ps) {
-  RF_CHECK(t >= eng_.now(), "circuit plan at ", t, " ps is in the past (now ", eng_.now(), " ps)");
-  const uint32_t index = fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps);
-  schedule_change({t, index, TopologyChange::kPlanChange, false}, kPlan);
-}
-
-void Network::apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                             SimTime dark_ps) {
-  apply_plan(fwd_.push_plan(plans_, std::move(ocs), std::move(a), std::move(b), dark_ps));
-}
-
-void Network::apply_plan(uint32_t index) {
-  const auto& plan = plans_[index];
-  const SimTime now = eng_.now();
-  const auto [added, removed] = fwd_.set_plan(plan.circuits, now + plan.dark_ps);
-  circuit_log_.push_back({now, index, added, removed, plan.dark_ps});
-  topology_changed();
-  if (added > 0 && plan.dark_ps > 0)
-    schedule_change({now + plan.dark_ps, index, TopologyChange::kLightChange, false}, kLight);
-}
-
-void Network::light(uint32_t /*index*/) {
-  fwd_.circuits_lit();
-  topology_changed();
-}
-
 std::vector<uint32_t> Network::current_circuits() const { return fwd_.current_circuits(); }
 
-void Network::schedule_link_state(uint32_t link, SimTime t, bool up) {
-  RF_CHECK(link < num_links(), "link ", link, " does not exist (the fabric has ", num_links(), ")");
-  RF_CHECK(t >= eng_.now(), "link ", link, ": change at ", t, " ps is in the past (now ", eng_.now(), ")");
-  schedule_change({t, link, TopologyChange::kLinkChange, up}, kLinkState);
-}
-
-void Network::schedule_change(const TopologyChange& c, uint32_t sub) {
-  changes_.push_back(c);
-  unapplied_from_ = std::min(unapplied_from_, c.t);
-  eng_.schedule(c.t, static_cast<uint32_t>(changes_.size() - 1), kind_base_ + sub);
-}
-
-void Network::apply_change(uint32_t i) {
-  TopologyChange& c = changes_[i];
-  if (c.applied) return;
-  c.applied = true;
-  switch (c.kind) {
-    case TopologyChange::kLinkChange:
-      set_link_state(c.index, c.up);
-      break;
-    case TopologyChange::kPlanChange:
-      apply_plan(c.index);
-      break;
-    case TopologyChange::kLightChange:
-      light(c.index);
-      break;
-  }
+void Network::topology_change_due(uint32_t index) {
+  changes_.apply(index, [this] { topology_changed(); });
 }
 
 void Network::apply_due_changes() {
-  const SimTime now = eng_.now();
-  if (now < unapplied_from_) return;
-  while (first_open_ < changes_.size() && changes_[first_open_].applied) ++first_open_;
-  unapplied_from_ = kNever;
-  for (uint32_t i = first_open_; i < changes_.size(); ++i) {
-    if (changes_[i].applied) continue;
-    if (changes_[i].t > now) {
-      unapplied_from_ = std::min(unapplied_from_, changes_[i].t);
-      continue;
-    }
-    apply_change(i);
-  }
-}
-
-void Network::set_link_state(uint32_t link, bool up) {
-  if (fwd_.link_up(link) == up) return;
-  fwd_.set_link_up(link, up);
-  topology_changed();
+  changes_.apply_due([this] { topology_changed(); });
 }
 
 }  // namespace rfabric::net

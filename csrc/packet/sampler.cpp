@@ -1,5 +1,5 @@
 // sampler.cpp: the periodic sample (see sampler.hpp).
-#include "record/sampler.hpp"
+#include "packet/sampler.hpp"
 
 namespace rfabric::record {
 

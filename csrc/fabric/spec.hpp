@@ -47,7 +47,7 @@ struct NetworkSpec {
 /// ecn_defaults). Names carry their unit: _ps, _bps, _bytes.
 #define RF_ENGINE_CONFIG_FIELDS(X)                                                                     \
   X(uint64_t, seed, 1, "seeds ECMP hashing and ECN marking draws")                                     \
-  X(std::string, transport, "roce", "transport name, as listed in proto/registry.cpp")                 \
+  X(std::string, transport, "roce", "transport name, as listed in fabric/transport_traits.hpp")        \
   X(Bytes, mtu_bytes, 9216, "frame size including headers (paper 7.2)")                                \
   X(Bytes, header_bytes, -1, "header bytes per frame; -1: the transport's")                            \
   X(Bytes, control_bytes, 64, "ACK / CNP / pause frame size")                                          \

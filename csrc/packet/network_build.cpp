@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 
@@ -61,6 +61,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   kind_base_ = eng_.register_handler(&arrive_handler_);
   eng_.register_handler(&tx_done_handler_);
   for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
+  changes_.attach(eng_, *this, fwd_, kind_base_ + kTopologyChange);
 
   transport_ = make_transport(*this);
   header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();

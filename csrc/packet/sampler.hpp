@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::record {
 

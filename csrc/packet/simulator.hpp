@@ -6,8 +6,8 @@
 
 #include "coll/executor.hpp"
 #include "engine/engine.hpp"
-#include "net/network.hpp"
-#include "record/sampler.hpp"
+#include "packet/network.hpp"
+#include "packet/sampler.hpp"
 
 namespace rfabric::sim {
 
@@ -25,7 +25,7 @@ class Simulator {
   const coll::Executor* executor() const { return executor_.get(); }
   coll::Executor* executor() { return executor_.get(); }
 
-  /// Sample queues and flow rates every `period_ps` from now on (once; record/sampler.hpp).
+  /// Sample queues and flow rates every `period_ps` from now on (once; packet/sampler.hpp).
   void enable_sampling(engine::SimTime period_ps);
   record::Sampler* sampler() { return sampler_.get(); }
   const record::Sampler* sampler() const { return sampler_.get(); }

@@ -10,7 +10,7 @@
 
 #include "engine/check.hpp"
 #include "engine/time.hpp"
-#include "net/spec.hpp"  // kNone
+#include "fabric/spec.hpp"  // kNone
 
 namespace rfabric::net {
 

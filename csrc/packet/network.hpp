@@ -23,11 +23,13 @@
 
 #include "engine/engine.hpp"
 #include "engine/rng.hpp"
-#include "net/fabric.hpp"
-#include "net/forwarding.hpp"
-#include "net/packet.hpp"
-#include "net/spec.hpp"
-#include "net/transport.hpp"
+#include "fabric/flow_fabric.hpp"
+#include "fabric/flow_slots.hpp"
+#include "fabric/forwarding.hpp"
+#include "fabric/spec.hpp"
+#include "fabric/topology_changes.hpp"
+#include "packet/packet.hpp"
+#include "packet/transport.hpp"
 
 namespace rfabric::net {
 
@@ -130,29 +132,28 @@ inline void set_rate(Port& pt, PortInfo& info, BitsPerSec rate) {
 
 static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
 
-/// Per-flow state of the flows alive now, struct-of-arrays, indexed by slot. A slot holds one
-/// flow from its creation until it retires (finished, no frame of it left in the fabric, no
-/// transport timer pending); then the slot goes back to a free list and a later flow reuses
-/// it, so the table is as large as the most flows ever alive at once, not the flows ever
-/// created (Network::peak_live_flows). A flow's public id is its creation serial (`id`).
-struct FlowTable {
-  std::vector<uint64_t> id;    ///< creation serial: the flow id in results (add_flows: the row)
-  std::vector<int64_t> owner;  ///< who created it (the collective executor: op index), or -1
-  std::vector<uint32_t> src, dst;
-  std::vector<Bytes> size_bytes, delivered_bytes, sent_bytes;
+/// Per-flow state of the flows alive now, struct-of-arrays, indexed by slot: the columns both
+/// backends keep (fabric/flow_slots.hpp: id, owner, src, dst, size, start, end, hash, live;
+/// the slot's reuse once its flow retires) and the packet network's own.
+struct FlowTable : FlowSlots<FlowTable> {
+  std::vector<Bytes> delivered_bytes, sent_bytes;
   /// Payload accounting beyond the first copy of each byte: sent again (retransmissions),
   /// reaching the destination again (duplicates), lost in the fabric. INVARIANT, per flow at
   /// any time: sent + resent = delivered + duplicate + dropped + in flight (tests check it).
   std::vector<Bytes> resent_bytes, duplicate_bytes, dropped_bytes;
-  std::vector<SimTime> start_ps, end_ps;
   std::vector<uint32_t> first_port;
-  std::vector<uint32_t> hash;
   std::vector<uint32_t> retransmits;
   std::vector<SimTime> nic_ready;      ///< the flow's valid NIC slot; other heap entries are stale
   std::vector<uint32_t> packets;       ///< frames of this flow in the pool (data and control)
   std::vector<uint8_t> sent_notified;  ///< FlowObserver::on_flow_sent already told
-  std::vector<uint8_t> live;           ///< the slot holds a flow (not retired)
-  size_t size() const { return src.size(); }
+  /// One more row in each of these columns (FlowSlots::acquire).
+  void grow_row() {
+    for (auto* v : {&first_port, &retransmits, &packets}) v->emplace_back();
+    for (auto* v :
+         {&delivered_bytes, &sent_bytes, &resent_bytes, &duplicate_bytes, &dropped_bytes, &nic_ready})
+      v->emplace_back();
+    sent_notified.emplace_back();
+  }
 };
 
 /// Rows of retired flows, columnar: the per-flow result table (FLOW_SCHEMA), kept only when
@@ -168,14 +169,6 @@ struct FlowLog {
   size_t size() const { return id.size(); }
   /// Append slot f of `t` (in_flight 0).
   void append(const FlowTable& t, uint32_t f);
-};
-
-/// What the flows an owner (an op) created came to, folded in as each retires, so results per
-/// op need no per-flow table.
-struct OwnerStats {
-  int64_t flows = 0, retransmits = 0;
-  Bytes delivered_bytes = 0, resent_bytes = 0, duplicate_bytes = 0, dropped_bytes = 0;
-  SimTime max_fct_ps = -1;  ///< longest flow (end - start) among the finished ones
 };
 
 /// Per-port NIC arbitration: flows ready to send, earliest first, FIFO among equals.
@@ -215,18 +208,10 @@ struct RunCounters {
   SimTime last_flow_end_ps = -1;  ///< when the latest flow to finish finished
 };
 
-/// One applied circuit change (the res.circuits table).
-struct CircuitChange {
-  SimTime time_ps;
-  uint32_t plan_id;
-  uint32_t added, removed;
-  SimTime dark_ps;
-};
-
 class Network final : public engine::Handler, public FlowFabric {
  public:
   using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
-  /// Build ports, tables and the transport made by `make_transport` (proto/registry).
+  /// Build ports, tables and the transport made by `make_transport` (packet/transports/registry).
   Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
           TransportFactory make_transport);
   ~Network() override;
@@ -249,17 +234,9 @@ class Network final : public engine::Handler, public FlowFabric {
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
   /// Server of a GPU (from the spec), for locality-aware collectives.
   int32_t gpu_server(uint32_t gpu) const override { return fwd_.gpu_server(gpu); }
-  /// Take a link down or up at absolute time t (>= now).
-  void schedule_link_state(uint32_t link, SimTime t, bool up);
-  /// Replace the circuit plan at time t (>= now): circuits not in the new plan go dark at t,
-  /// new ones light up at t + dark_ps; circuits in both keep carrying traffic.
-  void schedule_plan(SimTime t, std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                     SimTime dark_ps);
-  /// schedule_plan at the current time, applied at once (between runs: before any event
-  /// already queued for this instant, such as an op start a control-loop boundary left).
-  void apply_plan_now(std::vector<uint32_t> ocs, std::vector<uint32_t> a, std::vector<uint32_t> b,
-                      SimTime dark_ps);
-  const std::vector<CircuitChange>& circuit_log() const { return circuit_log_; }
+  /// Link failures and repairs, circuit plans, the circuit log (fabric/topology_changes.hpp).
+  TopologyChanges& changes() { return changes_; }
+  const TopologyChanges& changes() const { return changes_; }
   /// Current circuits as (device, link a, link b) triples, lit or not.
   std::vector<uint32_t> current_circuits() const;
   /// When each current circuit (current_circuits() order) carries light, ps.
@@ -321,7 +298,7 @@ class Network final : public engine::Handler, public FlowFabric {
   }
   const std::vector<Node>& nodes() const { return fwd_.nodes(); }
   /// The forwarding layer: topology, channel states, tables (read-only; changes go through
-  /// schedule_link_state and schedule_plan, which keep the ports in step).
+  /// changes(), whose events keep the ports in step).
   const Forwarding& forwarding() const { return fwd_; }
   /// Run counters; packet_hops is the engine's count of arrival events (one per frame
   /// leaving a link), so the arrival path keeps no counter of its own.
@@ -341,10 +318,10 @@ class Network final : public engine::Handler, public FlowFabric {
   FlowLog flow_records() const;
   size_t flow_log_rows() const { return log_.size(); }
   /// Per-owner totals (index: owner) of the flows retired so far.
-  const std::vector<OwnerStats>& owner_stats() const { return owner_stats_; }
+  const std::vector<OwnerStats>& owner_stats() const { return owners_.all(); }
   /// Flows created so far (the next flow's id).
-  uint64_t flows_created() const { return next_id_; }
-  size_t live_flows() const { return live_flows_; }
+  uint64_t flows_created() const { return flows_.next_id(); }
+  size_t live_flows() const { return flows_.live_flows(); }
   /// The most flows alive at once so far: the size of the per-flow table.
   size_t peak_live_flows() const { return flows_.size(); }
   uint32_t num_links() const { return fwd_.num_links(); }
@@ -370,10 +347,8 @@ class Network final : public engine::Handler, public FlowFabric {
     kResume,
     kWake,
     kFlowStart,
-    kLinkState,
+    kTopologyChange,
     kStartOne,
-    kPlan,
-    kLight,
     kNumSub
   };
 
@@ -406,8 +381,11 @@ class Network final : public engine::Handler, public FlowFabric {
   void topology_changed();
   void evacuate(uint32_t port);
   void rehome_flows();
-  void apply_plan(uint32_t index);
-  void light(uint32_t index);
+  /// The topology change queued as `index` is due (TopologyChanges::apply).
+  void topology_change_due(uint32_t index);
+  /// Apply the topology changes due now whose events have not come yet, so a flow starting at
+  /// t sees every change at t, whichever was scheduled first (TopologyChanges::apply_due).
+  void apply_due_changes();
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);
@@ -463,12 +441,6 @@ class Network final : public engine::Handler, public FlowFabric {
     if (--flows_.packets[f] == 0 && flows_.end_ps[f] >= 0) [[unlikely]]
       maybe_retire(f);
   }
-  void set_link_state(uint32_t link, bool up);
-  /// Apply changes_[i] unless it was applied already.
-  void apply_change(uint32_t i);
-  /// Apply, in call order, the link changes, circuit plans and ends of dark time due now whose
-  /// events have not run yet, so a flow starting at t sees every change at t, whichever was scheduled first.
-  void apply_due_changes();
   void set_thresholds(uint32_t port);
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
@@ -490,9 +462,8 @@ class Network final : public engine::Handler, public FlowFabric {
 
   std::vector<Port> ports_;
   std::vector<PortInfo> port_info_;
-  std::vector<Forwarding::PendingPlan> plans_;
   bool built_ = false;
-  std::vector<CircuitChange> circuit_log_;
+  TopologyChanges changes_;  ///< link and plan queues, circuit log
   /// Lossless: frames a node could not route (e.g. while a circuit is dark), FIFO per node
   /// through Packet::next; they keep their ingress (PFC) accounting and are re-forwarded
   /// when the topology next changes.
@@ -508,28 +479,11 @@ class Network final : public engine::Handler, public FlowFabric {
   uint64_t nic_seq_ = 0;
 
   FlowTable flows_;
-  std::vector<uint32_t> free_slots_;  ///< retired slots, reused last-in first-out
-  uint64_t next_id_ = 0;
-  size_t live_flows_ = 0;
+  OwnerTotals owners_;
   bool record_ = true;
   FlowLog log_;
-  std::vector<OwnerStats> owner_stats_;
   std::vector<uint32_t> start_order_;  ///< flows by start time
   size_t next_start_ = 0;
-  /// A scheduled link change, circuit plan or end of a plan's dark time, in call order.
-  struct TopologyChange {
-    enum Kind : uint8_t { kLinkChange, kPlanChange, kLightChange };
-    SimTime t;
-    uint32_t index;  ///< link row, or plan index (plans_)
-    Kind kind;
-    bool up;               ///< a link change's new state
-    bool applied = false;  ///< applied early, by apply_due_changes (its event skips it)
-  };
-  /// Record a change due at t and schedule its event (of kind `sub`).
-  void schedule_change(const TopologyChange& c, uint32_t sub);
-  std::vector<TopologyChange> changes_;
-  uint32_t first_open_ = 0;                  ///< changes_ before this one are all applied
-  SimTime unapplied_from_ = engine::kNever;  ///< no change before this time is still to apply
 
   PacketPool pool_;
   std::unique_ptr<Transport> transport_;

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
+#include "packet/transports/dctcp_params.hpp"
 
 namespace rfabric::proto {
 namespace {
@@ -34,10 +35,9 @@ class Dctcp final : public net::Transport {
     RF_CHECK(c.dctcp_max_timeouts >= 1, "dctcp_max_timeouts must be at least 1, got ", c.dctcp_max_timeouts);
   }
 
-  Bytes header_bytes() const override { return 58; }  // Eth 14 + IPv4 20 + TCP 20 + FCS 4
-  bool lossless() const override { return false; }
-  // Step marking at K; K ~ 0.4 RTT of a 3-tier fabric (DCTCP's guideline K > C x RTT / 7).
-  EcnDefaults ecn_defaults() const override { return {5'000'000, 5'000'000, 1.0}; }
+  Bytes header_bytes() const override { return DctcpParams::traits.header_bytes; }
+  bool lossless() const override { return DctcpParams::traits.lossless; }
+  EcnDefaults ecn_defaults() const override { return DctcpParams::ecn; }
 
   void prepare(uint32_t num_flows) override {
     st_.resize(num_flows);
@@ -55,7 +55,7 @@ class Dctcp final : public net::Transport {
     const Bytes size = net_.flows().size_bytes[f];
     s.npkts = static_cast<uint32_t>((size + mss - 1) / mss);
     s.cwnd = static_cast<double>(net_.config().dctcp_init_cwnd_packets);
-    s.ssthresh = 1e18;
+    s.ssthresh = DctcpParams::initial_ssthresh;
     s.rto = net_.config().dctcp_min_rto_ps;
     rx_[f].got.assign(s.npkts, 0);
     wake(f);
@@ -156,12 +156,12 @@ class Dctcp final : public net::Transport {
       return;
     }
     // Retransmission timeout: go back to the first unacknowledged packet.
-    s.ssthresh = std::max(s.cwnd / 2, 2.0);
+    s.ssthresh = std::max(s.cwnd / 2, DctcpParams::min_ssthresh);
     s.cwnd = 1;
     s.snd_nxt = s.snd_una;
     s.recovering = false;
     s.dupacks = 0;
-    s.rto = std::min<SimTime>(s.rto * 2, 64 * net_.config().dctcp_min_rto_ps);
+    s.rto = std::min<SimTime>(s.rto * 2, DctcpParams::max_rto_backoff * net_.config().dctcp_min_rto_ps);
     s.rto_deadline = kNever;
     arm(f);
     wake(f);
@@ -233,7 +233,7 @@ class Dctcp final : public net::Transport {
         s.rttvar = (3 * s.rttvar + err) / 4;
         s.srtt = (7 * s.srtt + rtt) / 8;
       }
-      s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + 4 * s.rttvar);
+      s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + DctcpParams::rto_k * s.rttvar);
       const uint32_t newly = cum - s.snd_una;
       s.timeouts = 0;
       s.retransmit = false;  // the hole a pending fast retransmit was for is acknowledged
@@ -274,10 +274,10 @@ class Dctcp final : public net::Transport {
       }
       arm(f);
     } else if (cum == s.snd_una && s.snd_una < s.snd_nxt) {
-      if (++s.dupacks == 3 && !s.recovering) {
+      if (++s.dupacks == DctcpParams::dupack_threshold && !s.recovering) {
         s.recovering = true;
         s.recover = s.snd_nxt;
-        s.ssthresh = std::max(s.cwnd / 2, 2.0);
+        s.ssthresh = std::max(s.cwnd / 2, DctcpParams::min_ssthresh);
         s.cwnd = s.ssthresh;
         s.retransmit = true;
       }

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "packet/network.hpp"
+#include "packet/transports/roce_params.hpp"
 
 namespace rfabric::proto {
 namespace {
@@ -37,11 +38,9 @@ class Roce final : public net::Transport {
     RF_CHECK(c.dcqcn_rai_bps > 0 && c.dcqcn_rhai_bps > 0, "dcqcn_rai and dcqcn_rhai must be positive");
   }
 
-  Bytes header_bytes() const override { return 62; }  // Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4
-  bool lossless() const override { return true; }
-  // DCQCN paper (Zhu et al., SIGCOMM 2015): Kmin 5 KB, Kmax 200 KB, Pmax 1% at 40 Gb/s,
-  // i.e. 1 us and 40 us of queueing.
-  EcnDefaults ecn_defaults() const override { return {1'000'000, 40'000'000, 0.01}; }
+  Bytes header_bytes() const override { return RoceParams::traits.header_bytes; }
+  bool lossless() const override { return RoceParams::traits.lossless; }
+  EcnDefaults ecn_defaults() const override { return RoceParams::ecn; }
 
   void prepare(uint32_t num_flows) override { st_.resize(num_flows); }
   bool quiet(uint32_t f) const override { return !st_[f].timer_pending; }
@@ -51,7 +50,7 @@ class Roce final : public net::Transport {
     State& s = st_[f];
     s.line = static_cast<double>(net_.line_rate(f));
     s.rc = s.rt = s.line;
-    s.alpha = 1.0;
+    s.alpha = RoceParams::initial_alpha;
     s.alpha_time = net_.now();
     s.last_cnp_sent = std::numeric_limits<SimTime>::min() / 2;  // no CNP yet
     net_.activate(f, net_.now());
@@ -183,7 +182,7 @@ class Roce final : public net::Transport {
     }
     s.rt = std::min(s.rt, s.line);
     s.rc = std::min(s.line, (s.rt + s.rc) / 2);
-    if (s.line - s.rc < 1.0) s.rc = s.line;
+    if (s.line - s.rc < RoceParams::line_rate_snap_bps) s.rc = s.line;
     // A NIC re-paces at once: the next frame may leave earlier at the higher rate.
     const auto& flows = net_.flows();
     if (s.last_size > 0 && flows.sent_bytes[f] < flows.size_bytes[f]) {

@@ -6,52 +6,27 @@
 #include <numeric>
 
 #include "engine/check.hpp"
-#include "net/network.hpp"
+#include "fabric/ecmp.hpp"
+#include "packet/network.hpp"
 
 namespace rfabric::net {
 
 using engine::kNever;
 
 uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start, int64_t owner) {
-  const uint64_t i = next_id_;
+  const uint64_t i = flows_.next_id();
   net::check_flow(i, num_gpus(), src, dst, size, start, eng_.now());
-  const uint32_t hash = static_cast<uint32_t>(engine::mix64(cfg_.seed * 0x9e3779b97f4a7c15ULL + i) >> 32);
+  const uint32_t hash = flow_hash(cfg_.seed, i);
   const uint32_t fp = first_port_for(src, dst, hash);
   RF_CHECK(fp != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ", src);
-  ++next_id_;
-  ++live_flows_;
   FlowTable& t = flows_;
-  uint32_t f;
-  if (!free_slots_.empty()) {
-    f = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    f = static_cast<uint32_t>(t.size());
-    RF_CHECK(f != kNone, "more than ", kNone, " flows alive at once");
-    for (auto* v : {&t.src, &t.dst, &t.first_port, &t.hash, &t.retransmits, &t.packets}) v->emplace_back();
-    for (auto* v : {&t.size_bytes, &t.delivered_bytes, &t.sent_bytes, &t.resent_bytes, &t.duplicate_bytes,
-                    &t.dropped_bytes, &t.start_ps, &t.end_ps, &t.nic_ready})
-      v->emplace_back();
-    t.id.emplace_back();
-    t.owner.emplace_back();
-    t.sent_notified.emplace_back();
-    t.live.emplace_back();
-  }
-  t.id[f] = i;
-  t.owner[f] = owner;
-  t.src[f] = src;
-  t.dst[f] = dst;
-  t.size_bytes[f] = size;
-  t.start_ps[f] = start;
-  t.end_ps[f] = -1;
+  const uint32_t f = t.acquire(1, owner, src, dst, size, start, hash);
   t.delivered_bytes[f] = t.sent_bytes[f] = t.resent_bytes[f] = t.duplicate_bytes[f] = t.dropped_bytes[f] = 0;
   t.retransmits[f] = 0;
   t.packets[f] = 0;
   t.nic_ready[f] = kNever;
   t.sent_notified[f] = 0;
-  t.live[f] = 1;
   t.first_port[f] = fp;
-  t.hash[f] = hash;
   return f;
 }
 
@@ -78,23 +53,15 @@ void Network::retire_if_quiet(uint32_t f) {
   // (a flow that still holds a NIC slot sends again: its frames bring it back here)
   if (flows_.nic_ready[f] != kNever) return;
   FlowTable& t = flows_;
-  if (t.owner[f] >= 0) {
-    const auto o = static_cast<size_t>(t.owner[f]);
-    if (owner_stats_.size() <= o) owner_stats_.resize(o + 1);
-    OwnerStats& s = owner_stats_[o];
-    ++s.flows;
-    s.retransmits += t.retransmits[f];
-    s.delivered_bytes += t.delivered_bytes[f];
-    s.resent_bytes += t.resent_bytes[f];
-    s.duplicate_bytes += t.duplicate_bytes[f];
-    s.dropped_bytes += t.dropped_bytes[f];
-    s.max_fct_ps = std::max(s.max_fct_ps, t.end_ps[f] - t.start_ps[f]);
+  if (OwnerStats* s = owners_.fold(t.owner[f], 1, t.delivered_bytes[f], t.end_ps[f] - t.start_ps[f])) {
+    s->retransmits += t.retransmits[f];
+    s->resent_bytes += t.resent_bytes[f];
+    s->duplicate_bytes += t.duplicate_bytes[f];
+    s->dropped_bytes += t.dropped_bytes[f];
   }
   if (record_) log_.append(t, f);
-  t.live[f] = 0;
-  --live_flows_;
+  t.release(f);
   transport_->recycle(f);
-  free_slots_.push_back(f);
 }
 
 FlowLog Network::flow_records() const {
@@ -153,7 +120,7 @@ uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   RF_CHECK(copies == 1, "the packet network moves every message as its own flow (copies ", copies, ")");
   const uint32_t f = append_flow(src, dst, size, start_ps, owner);
   if (ecmp_key != 0) {
-    flows_.hash[f] = static_cast<uint32_t>(engine::mix64(cfg_.seed ^ engine::mix64(ecmp_key)) >> 32);
+    flows_.hash[f] = connection_hash(cfg_.seed, ecmp_key);
     if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
   }
   transport_->prepare(static_cast<uint32_t>(flows_.size()));
@@ -226,7 +193,7 @@ void Network::drop_nic_entries(uint32_t port, uint32_t flow) {
 void Network::rehome_flows() {
   // The flows alive, in creation order (the order in which they take new NIC slots).
   std::vector<uint32_t> alive;
-  alive.reserve(live_flows_);
+  alive.reserve(flows_.live_flows());
   for (uint32_t f = 0; f < flows_.size(); ++f)
     if (flows_.live[f] && flows_.end_ps[f] < 0) alive.push_back(f);
   std::sort(alive.begin(), alive.end(), [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });

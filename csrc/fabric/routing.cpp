@@ -1,4 +1,4 @@
-#include "net/routing.hpp"
+#include "fabric/routing.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
-#include "sim/simulator.hpp"
+#include "packet/simulator.hpp"
 
 #include "engine/check.hpp"
-#include "proto/registry.hpp"
+#include "packet/transports/registry.hpp"
 
 namespace rfabric::sim {
 

@@ -1,14 +1,14 @@
 // transport.hpp: the interface between the network and an end-host transport protocol.
 // The network owns NIC scheduling and forwarding; a transport decides what each flow sends
 // next, when it may send again, and what to do with packets that reach their destination.
-// Concrete transports live in csrc/proto/ and are listed only in proto/registry.cpp.
+// Concrete transports live in packet/transports/ (fabric/transport_traits.hpp lists them).
 #pragma once
 
 #include <cstdint>
 
 #include "engine/engine.hpp"
-#include "net/packet.hpp"
-#include "net/spec.hpp"
+#include "fabric/spec.hpp"
+#include "packet/packet.hpp"
 
 namespace rfabric::net {
 

@@ -1,6 +1,6 @@
 // forwarding.cpp: building the topology a Forwarding answers from, resolving channels
 // through circuit chains, and the relay and first-hop choices (see forwarding.hpp).
-#include "net/forwarding.hpp"
+#include "fabric/forwarding.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,8 +13,8 @@
 #include "engine/check.hpp"
 #include "engine/event_queue.hpp"  // RF_HOT
 #include "engine/rng.hpp"
-#include "net/routing.hpp"
-#include "net/spec.hpp"
+#include "fabric/routing.hpp"
+#include "fabric/spec.hpp"
 
 namespace rfabric::net {
 
@@ -89,21 +89,12 @@ class Forwarding {
   };
   /// SpecError naming the first bad circuit.
   void check_plan(const Plan& plan) const;
-  /// A plan waiting for its instant: the circuits and the dark time of the change.
+  /// A plan waiting for its instant: the circuits and the dark time of the change
+  /// (TopologyChanges keeps them, fabric/topology_changes.hpp).
   struct PendingPlan {
     Plan circuits;
     SimTime dark_ps;
   };
-  /// Check a plan (valid circuits, dark time >= 0) and append it to `plans`; returns its
-  /// index (both engines keep their plans this way until the change is applied).
-  uint32_t push_plan(std::vector<PendingPlan>& plans, std::vector<uint32_t> ocs, std::vector<uint32_t> a,
-                     std::vector<uint32_t> b, SimTime dark_ps) const {
-    RF_CHECK(dark_ps >= 0, "circuit plan: negative reconfiguration time");
-    PendingPlan plan{{std::move(ocs), std::move(a), std::move(b)}, dark_ps};
-    check_plan(plan.circuits);
-    plans.push_back(std::move(plan));
-    return static_cast<uint32_t>(plans.size() - 1);
-  }
   /// Replace the circuits: those not in `plan` are gone, those new in it carry light from
   /// `lit_at_ps` on, those in both are untouched. Returns (added, removed). Call
   /// update_channels() and rebuild() after (at lit_at_ps again for the new ones to carry).

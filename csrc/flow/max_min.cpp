@@ -1,0 +1,272 @@
+// max_min.cpp: the flow backend's rates (see flow_network.hpp for the model).
+//
+// Rates: progressive filling over one connected component of sending flows ("subflows":
+// a flow's state while it sends, renewed when a change re-routes it) and ports at a time.
+// All ports start with their capacity and every flow unfrozen; repeatedly the tightest
+// constraint (the port with the least capacity left per unit of unfrozen load through it,
+// each flow weighing its coefficient there, or a flow's own ceiling) fixes the rate of the
+// flows it binds, which then use up their share of every other port they cross. The result
+// is the (weighted) max-min fair allocation. A recomputation is requested by whatever
+// changes (a flow starts or finishes sending, a link or circuit changes) and runs once per
+// instant as one event, after the changes of that instant, over the components that hold
+// them (found by a walk over ports and the flows through them). Flows whose rate did not
+// change keep their completion event; a flow that ends where no other flow has its
+// bottleneck requests nothing (remove_subflow).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "engine/check.hpp"
+#include "flow/flow_network.hpp"
+
+namespace rfabric::flow {
+
+namespace {
+/// Rates within this relative difference count as unchanged (summation order only).
+constexpr double kRateEps = 1e-12;
+
+/// The filling's heap of ports: a 4-ary min-heap in a vector (half the depth of a binary
+/// one), with replace_top, which re-keys a stale top in one sift where a pop and a push took
+/// two (nothing else is pushed once it is built). An entry is a port's level and its key
+/// (global port << 32 | local port) as one unsigned 128-bit integer, the level's bits above:
+/// a level is never negative nor NaN, so its bits order as it does, and one integer
+/// comparison orders the pairs without the branches a (double, key) pair's takes on the
+/// double's equality. Keys are unique (one entry per port at most), so the pops come in the
+/// one order of the pairs, whatever the heap's shape.
+using LevelEntry = unsigned __int128;
+LevelEntry level_entry(double level, uint64_t key) {
+  RF_DCHECK(!std::signbit(level) && !std::isnan(level));
+  return (LevelEntry{std::bit_cast<uint64_t>(level)} << 64) | key;
+}
+double entry_level(LevelEntry e) { return std::bit_cast<double>(static_cast<uint64_t>(e >> 64)); }
+uint32_t entry_local(LevelEntry e) { return static_cast<uint32_t>(e); }
+void heap_down(std::vector<LevelEntry>& h, size_t i) {
+  const size_t n = h.size();
+  const LevelEntry e = h[i];
+  for (;;) {
+    const size_t c = 4 * i + 1;
+    if (c >= n) break;
+    size_t best = c;
+    LevelEntry least = h[c];
+    for (size_t j = c + 1; j < std::min(c + 4, n); ++j) {
+      const LevelEntry v = h[j];
+      const bool lower = v < least;  // (selected, not branched on)
+      least = lower ? v : least;
+      best = lower ? j : best;
+    }
+    if (!(least < e)) break;
+    h[i] = least;
+    i = best;
+  }
+  h[i] = e;
+}
+void heap_build(std::vector<LevelEntry>& h) {
+  if (h.size() < 2) return;
+  for (size_t i = (h.size() - 2) / 4 + 1; i-- > 0;) heap_down(h, i);
+}
+void heap_pop(std::vector<LevelEntry>& h) {
+  h.front() = h.back();
+  h.pop_back();
+  if (!h.empty()) heap_down(h, 0);
+}
+void heap_replace_top(std::vector<LevelEntry>& h, LevelEntry e) {
+  h.front() = e;
+  heap_down(h, 0);
+}
+}  // namespace
+
+// ---- rates ----
+
+void FlowNetwork::dirty_port(uint32_t p) {
+  seed_ports_.push_back(p);
+  request_recompute();
+}
+
+void FlowNetwork::dirty_sub(uint32_t s) {
+  seed_subs_.push_back(s);
+  request_recompute();
+}
+
+void FlowNetwork::request_recompute() {
+  if (recompute_pending_) return;
+  recompute_pending_ = true;
+  eng_.schedule(eng_.now(), 0, kind_base_ + kRecompute);
+}
+
+void FlowNetwork::recompute() {
+  recompute_pending_ = false;
+  ++counters_.recomputes;
+  const uint64_t mark = ++mark_;
+  // The walk gathers the component into dense local arrays (Fill): each subflow's ports as
+  // local indices with their coefficients, each port's subflows in the order of its list;
+  // the fill then reads only those, not the subflow and port records spread over the heap.
+  Fill& w = fill_;
+  w.clear();
+  std::vector<uint32_t>& comp_subs = comp_subs_;
+  std::vector<uint32_t>& comp_ports = comp_ports_;
+  comp_subs.clear();
+  comp_ports.clear();
+  if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
+  auto visit_port = [&](uint32_t p) {
+    PortState& ps = ports_[p];
+    if (ps.mark == mark) return ps.local;
+    ps.mark = mark;
+    ps.local = static_cast<uint32_t>(comp_ports.size());
+    comp_ports.push_back(p);
+    return ps.local;
+  };
+  auto visit_sub = [&](uint32_t s) {
+    Mark& m = sub_mark_[s];
+    if (m.mark == mark) return m.local;
+    m.mark = mark;
+    m.local = static_cast<uint32_t>(comp_subs.size());
+    comp_subs.push_back(s);
+    const Subflow& sf = subs_[s];
+    w.weight.push_back(sf.weight);
+    w.cap.push_back(sf.cap);
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) {
+      w.sub_port.push_back(visit_port(hops[h].port));
+      w.sub_coef.push_back(hops[h].coef);
+    }
+    w.sub_end.push_back(static_cast<uint32_t>(w.sub_port.size()));
+    return m.local;
+  };
+  for (const uint32_t s : seed_subs_)
+    if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
+  for (const uint32_t p : seed_ports_) visit_port(p);
+  seed_subs_.clear();
+  seed_ports_.clear();
+  // (every subflow in a port's list is active and has a path: blocked ones are not attached)
+  for (size_t i = 0; i < comp_ports.size(); ++i) {
+    for (const auto& [s, h] : ports_[comp_ports[i]].subs) w.port_sub.push_back(visit_sub(s));
+    w.port_end.push_back(static_cast<uint32_t>(w.port_sub.size()));
+  }
+  if (comp_subs.empty()) return;
+  counters_.component_subflows += comp_subs.size();
+  counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
+  water_fill(comp_subs, comp_ports);
+  const SimTime now = eng_.now();
+  for (size_t i = 0; i < comp_subs.size(); ++i) {
+    Subflow& sf = subs_[comp_subs[i]];
+    const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
+    if (bneck != sf.bneck) {
+      if (sf.bneck != kNone) --ports_[sf.bneck].bnecks;
+      if (bneck != kNone) ++ports_[bneck].bnecks;
+      sf.bneck = bneck;
+    }
+    const double r = w.rate[i];
+    if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
+    settle(comp_subs[i]);  // (at the rate it had since it was last settled; unchanged rates need none)
+    sf.rate = r;
+    ++counters_.rate_updates;
+    schedule_finish(comp_subs[i]);
+  }
+}
+
+void FlowNetwork::schedule_finish(uint32_t s) {
+  Subflow& sf = subs_[s];
+  if (sf.rate <= 0) {
+    sf.finish_at = -1;
+    return;
+  }
+  // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
+  // wrapping, and reaching it (the rate never rose again) is an error in kSent.
+  const SimTime now = eng_.now();
+  const double ps = std::ceil(sf.remaining * kBitsPsPerByte / sf.rate);
+  const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
+  sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
+  eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
+}
+
+void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
+  // Progressive filling with weights: raising every unfrozen flow's rate to L per copy takes
+  // L x (their coefficients x copies, summed) of a port, so the port fills at L = left / load. The
+  // fill goes in increasing L, and freezing a flow at the current (smallest) L can only
+  // raise the level of its other ports ((left - Lc) / (load - c) >= left / load when
+  // L <= left / load), so a heap entry is never above its port's level: an entry that
+  // comes up below it is re-keyed to the new level, and freezing pushes nothing.
+  // Works on the local arrays recompute gathered (fill_); ties between ports at one level
+  // go by global port id, as they did over the port records.
+  Fill& w = fill_;
+  const size_t ns = subs.size(), np = ports.size();
+  // (level, global port << 32 | local port)
+  std::vector<LevelEntry>& heap =
+      heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
+  heap.clear();
+  auto entry = [&](double level, uint32_t lp) {
+    return level_entry(level, (uint64_t{ports[lp]} << 32) | lp);
+  };
+  w.left.resize(np);
+  w.load.assign(np, 0.0);
+  w.unfrozen.resize(np);
+  for (size_t lp = 0; lp < np; ++lp) {
+    w.left[lp] = ports_[ports[lp]].capacity;
+    w.unfrozen[lp] = w.port_end[lp] - (lp ? w.port_end[lp - 1] : 0);
+  }
+  w.frozen.assign(ns, 0);
+  w.rate.assign(ns, 0.0);
+  w.bneck.assign(ns, kNone);
+  std::vector<uint32_t>& capped = capped_;
+  capped.clear();
+  for (size_t i = 0; i < ns; ++i) {
+    if (w.cap[i] > 0) capped.push_back(static_cast<uint32_t>(i));
+    for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k)
+      w.load[w.sub_port[k]] += w.sub_coef[k] * w.weight[i];
+  }
+  for (size_t lp = 0; lp < np; ++lp)
+    if (w.unfrozen[lp] > 0) heap.push_back(entry(w.left[lp] / w.load[lp], static_cast<uint32_t>(lp)));
+  heap_build(heap);  // ((level, port) pairs: a total order)
+  // a capped flow binds when the level reaches its ceiling per copy
+  auto cap_level = [&](uint32_t i) { return w.cap[i] / w.weight[i]; };
+  std::stable_sort(capped.begin(), capped.end(),
+                   [&](uint32_t a, uint32_t b) { return cap_level(a) < cap_level(b); });
+  size_t next_cap = 0;
+  size_t left = ns;
+  auto level_of = [&](uint32_t lp) { return w.left[lp] / w.load[lp]; };
+  auto freeze = [&](uint32_t i, double level, uint32_t bneck) {
+    const double rate = level * w.weight[i];
+    w.frozen[i] = 1;
+    w.rate[i] = rate;
+    w.bneck[i] = bneck;
+    --left;
+    // (selections, not branches: std::max's, and whether the port has unfrozen flows left)
+    for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) {
+      const uint32_t lp = w.sub_port[k];
+      const double left_after = w.left[lp] - rate * w.sub_coef[k];
+      w.left[lp] = 0.0 < left_after ? left_after : 0.0;
+      const double load_after = w.load[lp] - w.sub_coef[k] * w.weight[i];
+      const double load_kept = load_after < 1e-300 ? 1e-300 : load_after;
+      w.load[lp] = --w.unfrozen[lp] > 0 ? load_kept : 0.0;
+    }
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  while (left > 0) {
+    while (!heap.empty()) {
+      const double level = entry_level(heap.front());
+      const uint32_t lp = entry_local(heap.front());
+      if (w.unfrozen[lp] > 0 && level == level_of(lp)) break;
+      if (w.unfrozen[lp] > 0) {
+        heap_replace_top(heap, entry(level_of(lp), lp));  // risen since pushed
+      } else {
+        heap_pop(heap);
+      }
+    }
+    while (next_cap < capped.size() && w.frozen[capped[next_cap]]) ++next_cap;
+    const double port_level = heap.empty() ? kInf : entry_level(heap.front());
+    const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
+    if (cap < port_level) {
+      freeze(capped[next_cap], cap, kNone);
+      continue;
+    }
+    if (heap.empty()) break;  // (every flow crosses a port: not reached)
+    const uint32_t lp = entry_local(heap.front());
+    heap_pop(heap);
+    // (freeze() pushes nothing; the port's own list is not changed by it)
+    for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)
+      if (!w.frozen[w.port_sub[k]]) freeze(w.port_sub[k], port_level, lp);
+  }
+}
+
+}  // namespace rfabric::flow

@@ -1,0 +1,34 @@
+// dctcp_params.hpp: DCTCP (dctcp.cpp): the transport's fixed parameters, each with its
+// source. What a run may change (g, initial window, minimum RTO, timeouts before giving up) is
+// in the engine configuration (RF_ENGINE_CONFIG_FIELDS, fabric/spec.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "fabric/transport_traits.hpp"
+#include "packet/transport.hpp"
+
+namespace rfabric::proto {
+
+struct DctcpParams {
+  /// Header bytes per frame (TCP/IPv4 over Ethernet) and lossy drop-tail queues; both
+  /// backends read them.
+  static constexpr net::TransportTraits traits = net::kDctcpTraits;
+  /// Step marking at K (kmin = kmax, pmax 1); K ~ 0.4 RTT of a 3-tier fabric (DCTCP's
+  /// guideline K > C x RTT / 7, Alizadeh et al., SIGCOMM 2010).
+  static constexpr net::Transport::EcnDefaults ecn{5'000'000, 5'000'000, 1.0};
+  /// Duplicate ACKs that start fast retransmit (RFC 5681).
+  static constexpr uint32_t dupack_threshold = 3;
+  /// Slow-start threshold of a new flow: unbounded (RFC 5681: "arbitrarily high").
+  static constexpr double initial_ssthresh = 1e18;
+  /// The least ssthresh a loss leaves, packets (RFC 5681's floor of 2 SMSS in
+  /// max(FlightSize / 2, 2 SMSS); here half the window).
+  static constexpr double min_ssthresh = 2.0;
+  /// RTO = SRTT + K x RTTVAR (RFC 6298, K = 4).
+  static constexpr int64_t rto_k = 4;
+  /// Exponential backoff stops at this multiple of the minimum RTO: rfabric's cap, not a
+  /// measured value (Linux stops at 120 s, 600x its 200 ms minimum).
+  static constexpr int64_t max_rto_backoff = 64;
+};
+
+}  // namespace rfabric::proto
