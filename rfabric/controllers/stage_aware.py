@@ -205,12 +205,21 @@ class StageAwareController(Controller):
         group's tree into a ring over one circuit, predicted 8.0 s, simulated 31.2 s
         against uniform's 12.1 s; now predicted 31.0 s and kept). ``check_gain=False``
         commits every feasible candidate, as before.
-    11. **Routability guard.** Before the gain check, every ToR pair the coming period and
-        each still-running period send between must stay joined by circuits (the ToR graph of
-        the candidate's channels, relays allowed, pairs mapped as :meth:`RFabricLayout.tor_pairs`
-        maps them) wherever the plan in force joins it; a candidate that cuts one is dropped:
-        ``None`` and ``"keep: would strand"`` with the count and an example pair (forest
-        waves and teardowns included). Found at
+    11. **Routability guard.** Before the gain check, the candidate must keep joined (the
+        ToR graph of its channels, relays allowed) every two ToRs that must reach each other
+        (with PXN the ToRs of one rail, else all ToRs: §5.4, "RFabric maintains
+        switch-to-switch connectivity") wherever the plan in force joins them, and every ToR
+        pair the coming period and each still-running period send between (pairs mapped as
+        :meth:`RFabricLayout.tor_pairs` maps them). The first rule covers traffic the
+        controller cannot see: ``view.active_periods`` lists periods with an op running or
+        ready, not a period whose next ops wait on compute elsewhere (issue 23: on RFabric 256
+        without PXN, radix 8, a train period planned ahead turned PoD 0's uplinks into ToR-ToR
+        circuits only, while response-stream sends into PoD 0, ready later, still had to come;
+        they stranded). A candidate that breaks a rule is built again with a spanning forest
+        of the plan in force's channels over those ToR groups pinned (the allocation takes the
+        ports it leaves); if that one breaks a rule too, it is dropped: ``None`` and
+        ``"keep: would strand"`` with the count and an example pair (forest waves and
+        teardowns included). Found at
         2,048 GPUs (Qwen3-235B): each forest wave re-planned every PoD into core chains only
         while Phase B's fan-out of the shards already seeded still ran on its intra-PoD
         circuits, and 384 of Phase B's ToR pairs were left without a route until the run ended
@@ -489,7 +498,10 @@ class StageAwareController(Controller):
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
-        for pinned in tries:
+        skeleton = False
+        at = 0
+        while at < len(tries):
+            pinned = tries[at]
             result = self._materialize(lay, view, base, D, tpl.pods, protected, chains, running, pinned)
             if isinstance(result, str):
                 return self._keep(intent, view, "keep: infeasible", result)
@@ -498,6 +510,14 @@ class StageAwareController(Controller):
             stranded = self._strands(lay, intent, view, plan)
             if not stranded:
                 break
+            at += 1
+            if at == len(tries) and not skeleton:
+                # last resort: keep a spanning forest of the plan in force over every group of
+                # ToRs that must reach each other, and allocate the ports it leaves (§5.4)
+                skeleton = True
+                tries.append(tries[-1] | _spanning_rows(lay, base, lay.reach_codes(), view.failed_ports))
+        if skeleton and not stranded:
+            detail += ", a spanning forest of the plan in force kept to keep its ToRs connected"
         if stranded:
             return self._keep(intent, view, "keep: would strand", stranded)
         if self.check_gain and chains is None and not teardown:
@@ -545,6 +565,15 @@ class StageAwareController(Controller):
         is refused (the plan in force is kept). Connectivity is taken on the ToR graph of
         the plan's channels (the forwarding relays through any ToR), ToR pairs as
         :meth:`RFabricLayout.tor_pairs` maps GPU pairs (PXN included)."""
+        before = lay.components(view.plan, view.failed_ports)
+        split = lay.splits(before, lay.components(plan))
+        if split:
+            a, b = split[0]
+            return (
+                f"the new plan leaves {len(split)} part(s) of a ToR group (with PXN a rail, else the "
+                f"whole fabric) that the plan in force joins without a route to the rest, e.g. ToR "
+                f"{int(lay.tors[a])} to ToR {int(lay.tors[b])}: traffic pending between them would strand"
+            )
         periods = [intent.period] + [int(p) for p in view.active_periods if p != intent.period]
         parts = [self._period_pairs[p] for p in periods if p in self._period_pairs]
         if not parts:
