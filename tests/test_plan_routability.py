@@ -116,3 +116,25 @@ def test_every_flow_had_a_route_under_every_plan_in_force_while_it_ran(run):
         pairs = np.unique(src[live] * spec.num_gpus + dst[live])
         apart = orc.apart(plan, pairs // spec.num_gpus, pairs % spec.num_gpus)
         assert not apart, (name, i, t0, apart[:3])
+
+
+@pytest.mark.parametrize(
+    "fab",
+    [
+        dict(gpus=256, pxn=False, radix=8),
+        dict(gpus=512, radix=8),
+        dict(gpus=1024, pxn=False),
+        dict(gpus=1024, pod_servers=4),
+        dict(gpus=256, core_ports=16),
+    ],
+)
+def test_the_initial_plan_joins_every_group(fab):
+    # the induction's base: the guard keeps what the plan in force joins, so every group
+    # must start joined (with PXN each rail's ToRs, else all); checked with the oracle on
+    # the switches of GPU NICs, pairs of one rail (PXN) or any two GPUs of other servers
+    spec = rf.topologies.RFabric(**fab).to_spec()
+    orc = PlanOracle(spec)
+    g = spec.num_gpus
+    src = np.arange(g)
+    for shift in (8, g // 2, g - 8):
+        assert not orc.apart(spec.circuits, src, (src + shift) % g)

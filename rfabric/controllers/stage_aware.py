@@ -11,7 +11,8 @@ This module holds the controller's decisions (stages, safe windows, look-ahead, 
 routability guard, the forest's waves and teardown); the pieces it calls live in modules of
 their own: :mod:`.templates` (decision log, Phase 1 templates), :mod:`.materialize` (plans
 from ToR-level demand, appendix D), :mod:`.connectivity` (keeping ToRs joined),
-:mod:`.gain` (the gain check's prediction) and :mod:`.plan_rows`.
+:mod:`.waves` (the weight-sync forest's waves and teardown), :mod:`.gain` (the gain
+check's prediction) and :mod:`.plan_rows`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from .connectivity import _spanning_rows
 from .gain import Predictor
 from .layout import RFabricLayout
 from .materialize import materialize
-from .plan_rows import _contains, _in_pods, _rows, _rows_touching, _table
+from .plan_rows import _contains, _rows_touching
 from .templates import Decision, Template, template_key
+from .waves import forest_schedule, restore, wave_pins
 
 __all__ = ["Decision", "StageAwareController"]
 
@@ -431,22 +433,7 @@ class StageAwareController(Controller):
         protected = frozenset(others - tpl.tors)
         running, tries = None, [frozenset()]
         if chains is not None:  # a wave's ToR-ToR circuits carry the periods still running
-            running = np.zeros((n, n), dtype=np.float64)
-            need = []
-            for p in view.active_periods:
-                if p != intent.period and int(p) in self._period_demand:
-                    codes, nbytes = self._period_demand[int(p)]
-                    np.add.at(running, (codes // n, codes % n), nbytes)
-                    need.append(codes)
-            # first the running periods' routes pinned, then (if some edge of the wave found
-            # no chain and no route) the wave's own too
-            pin = [need, need + [tpl.pairs]]
-            tries = [
-                _spanning_rows(lay, view.plan, np.unique(np.concatenate(c)), view.failed_ports)
-                if c
-                else frozenset()
-                for c in pin
-            ]
+            running, tries = wave_pins(lay, view, intent.period, self._period_demand, tpl.pairs)
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
@@ -551,25 +538,8 @@ class StageAwareController(Controller):
 
     def _restore(self, lay, view, replanned) -> CircuitTable:
         """``view.plan`` with the PoDs the forest used (and this period does not re-plan)
-        set back to their rows from before the weight sync, where those ports work."""
-        pods = self._ws_pods - set(replanned)
-        if not pods:
-            return view.plan
-        failed = set(view.failed_ports.tolist())
-        cur = _rows(view.plan)
-        old = _rows(self._pre_ws)
-        keep = [r for r in cur if not _in_pods(lay, r, pods)]
-        used = {x for r in keep for x in (r[1], r[2])}
-        for r in old:
-            if (
-                _in_pods(lay, r, pods)
-                and r[1] not in used
-                and r[2] not in used
-                and not ({r[1], r[2]} & failed)
-            ):
-                keep.append(r)
-                used |= {r[1], r[2]}
-        return _table(keep)
+        set back to their rows from before the weight sync (:func:`.waves.restore`)."""
+        return restore(lay, view, self._pre_ws, self._ws_pods - set(replanned))
 
     # -- materialisation (App. D) ------------------------------------------------------------
 
@@ -604,17 +574,4 @@ class StageAwareController(Controller):
         a period whose plan is its edges' chains (step 12), the first period of each forest
         obeys the safe window, later ones commit whatever the slack. Without a forest (a run
         with ``rewrites="none"``) the weight sync is planned like any period."""
-        self._forest_waves, self._ws_periods, self._ws_first = {}, set(), set()
-        self.forest_plan = None
-        for r in applied:
-            if r.rewrite.name != "weight_sync_forest":
-                continue
-            for f, first in r.schedule["forests"]:
-                self.forest_plan = f
-                for e in range(f.n_waves):
-                    w = np.flatnonzero(f.wave == e)
-                    self._forest_waves[first + e] = [
-                        (int(f.src[i]), int(f.dst[i]), int(f.circuits[i])) for i in w.tolist()
-                    ]
-                self._ws_periods |= set(range(first, first + f.n_waves + 1))
-                self._ws_first.add(first)
+        self._forest_waves, self._ws_periods, self._ws_first, self.forest_plan = forest_schedule(applied)
