@@ -8,8 +8,8 @@ from test_stage_aware import view_for
 
 import rfabric as rf
 from rfabric.controllers.layout import RFabricLayout
-from rfabric.controllers.plan_rows import _table
-from rfabric.controllers.waves import forest_schedule, wave_pins
+from rfabric.controllers.plan_rows import _key_set, _rows, _rows_touching, _table
+from rfabric.controllers.waves import forest_schedule, restore, wave_pins
 from rfabric.rewrites import WeightSyncForest, apply_rewrites, locality
 
 
@@ -59,3 +59,19 @@ def test_wave_pins_keep_the_running_pairs_joined():
     for pinned in tries:
         assert not lay.apart(_table(sorted(pinned)), codes // n, codes % n).any()
         assert len(pinned) < len(spec.circuits)
+
+
+def test_restore_puts_back_the_pods_rows_only():
+    spec = rf.topologies.RFabric(256).to_spec()
+    lay = RFabricLayout(spec)
+    pre = spec.circuits
+    # the forest's plan: PoD 0 and the core emptied, PoD 1 as before
+    now = _table([r for r in _rows(pre) if lay.agg_pod.get(r[0]) == 1])
+    back = restore(lay, view_for(spec, plan=now), pre, {0})
+    assert _key_set(back) == _key_set(pre)
+    assert restore(lay, view_for(spec, plan=now), pre, set()) is not None
+    # a failed port's rows stay out
+    dead = int(_rows_touching(pre, lay, {0}).a[0])
+    back = restore(lay, view_for(spec, plan=now, failed=[dead]), pre, {0})
+    assert dead not in set(back.a.tolist()) | set(back.b.tolist())
+    assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..spec import CircuitTable
-from .connectivity import _spanning_rows
+from .connectivity import _ends, _spanning_rows
 from .plan_rows import _in_pods, _rows, _table
 
 __all__ = ["forest_schedule", "restore", "wave_pins"]
@@ -66,14 +66,17 @@ def wave_pins(lay, view, period: int, period_demand: dict, wave_pairs: np.ndarra
 def restore(lay, view, pre_ws: CircuitTable, pods) -> CircuitTable:
     """``view.plan`` with ``pods`` (those the forest used that the coming period does not
     re-plan) set back to their rows of ``pre_ws`` (the plan before the weight sync), where
-    those ports work and are free."""
+    those ports work and their ends at the row's device are free."""
     if not pods:
         return view.plan
     failed = set(view.failed_ports.tolist())
     keep = [r for r in _rows(view.plan) if not _in_pods(lay, r, pods)]
-    used = {x for r in keep for x in (r[1], r[2])}
+    # a link has an end at each of its two devices: a core row and the lift row of the same
+    # chain share their ocs-ocs link, at different devices (the ends, not the links, are used)
+    used = _ends(keep)
     for r in _rows(pre_ws):
-        if _in_pods(lay, r, pods) and r[1] not in used and r[2] not in used and not ({r[1], r[2]} & failed):
+        ends = _ends([r])
+        if _in_pods(lay, r, pods) and not ends & used and not ({r[1], r[2]} & failed):
             keep.append(r)
-            used |= {r[1], r[2]}
+            used |= ends
     return _table(keep)
