@@ -166,6 +166,8 @@ class RFabricLayout:
         self.server_rail_tor[self.gpu_server, rail] = gpu_tor
         self._tor_index = tor_index
         self._defaults = None
+        self._components: dict[tuple, np.ndarray] = {}  # plan (and dead links) -> labels, recent
+        self._channel_cache: dict[tuple, list] = {}  # plan -> its channels, recent
         self.tor_rail = np.array(
             [int(_TOR.match(str(names[n])).group(3)) for n in self.tors.tolist()], dtype=np.int64
         )
@@ -204,8 +206,13 @@ class RFabricLayout:
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
+        dead_arr = np.asarray(dead, dtype=np.int64)
+        key = (plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes(), dead_arr.tobytes())
+        hit = self._components.get(key)
+        if hit is not None:  # the plan in force is asked about at every call
+            return hit
         n = self.num_tors
-        dead = set(np.asarray(dead, dtype=np.int64).tolist())
+        dead = set(dead_arr.tolist())
         ends = np.array(
             [
                 (a, b)
@@ -216,7 +223,12 @@ class RFabricLayout:
         ).reshape(-1, 2)
         graph = coo_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
         _, label = connected_components(graph, directed=False)
-        return label.astype(np.int64)
+        label = label.astype(np.int64)
+        label.flags.writeable = False
+        if len(self._components) >= 16:
+            self._components.pop(next(iter(self._components)))
+        self._components[key] = label
+        return label
 
     @property
     def reach_group(self) -> np.ndarray:
@@ -246,6 +258,18 @@ class RFabricLayout:
         return [(int(order[i]), int(order[i + 1])) for i in cut.tolist()]
 
     def _channels(self, plan) -> list[tuple[tuple, int, int]]:
+        """The channels of ``plan`` (a list not to be modified: recent plans are cached)."""
+        key = (plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes())
+        hit = self._channel_cache.get(key)
+        if hit is not None:
+            return hit
+        out = self._resolve(plan)
+        if len(self._channel_cache) >= 16:
+            self._channel_cache.pop(next(iter(self._channel_cache)))
+        self._channel_cache[key] = out
+        return out
+
+    def _resolve(self, plan) -> list[tuple[tuple, int, int]]:
         u, v, chains = self.spec.resolve_circuits(plan)
         by_links = {}
         for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True):
