@@ -94,9 +94,9 @@ def locality(fabric) -> Locality:
     """The :class:`Locality` of a fabric: ``fabric.locality()`` for a
     :class:`~rfabric.topology.Topology` (each family says what its PoDs are), else
     :func:`locality_from_spec` for a ``NetworkSpec``."""
-    from .topology import Topology
-
-    if isinstance(fabric, Topology):
+    if isinstance(fabric, NetworkSpec):
+        return locality_from_spec(fabric)
+    if callable(getattr(fabric, "locality", None)) and hasattr(fabric, "gpus"):  # a Topology
         loc = fabric.locality()
         if not isinstance(loc, Locality):
             raise SpecError(
@@ -107,8 +107,6 @@ def locality(fabric) -> Locality:
                 f"{type(fabric).__name__}.locality(): pod_of has {loc.pod_of.size} entries, the fabric has {fabric.gpus} GPUs"
             )
         return loc
-    if isinstance(fabric, NetworkSpec):
-        return locality_from_spec(fabric)
     raise SpecError(f"locality: expected a Topology or NetworkSpec, got {type(fabric).__name__}")
 
 

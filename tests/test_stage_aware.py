@@ -921,26 +921,3 @@ def test_no_commit_of_the_weight_sync_forest_cuts_a_running_period(ws_run):
             after = routable(fwd, out, it.src, it.dst)
             assert not (before & ~after).any(), (intent.period, p)
     assert commits >= 3
-
-
-def test_a_wave_keeps_the_fewest_rows_that_join_the_running_pairs(rf256):
-    # the rows a forest wave pins for the periods still running: every ToR pair they use
-    # stays joined (on the kept rows alone), and only a spanning forest's pruned share is kept
-    from rfabric.controllers.stage_aware import _spanning_rows
-
-    lay = RFabricLayout(rf256)
-    plan = rf256.circuits
-    rng = np.random.default_rng(3)
-    ts = rng.integers(0, lay.num_tors, 12)
-    # with PXN the uniform plan joins the ToRs of one rail: pairs within a rail
-    td = np.array([rng.choice(np.flatnonzero(lay.tor_rail == lay.tor_rail[t])) for t in ts])
-    joined = ~lay.apart(plan, ts, td)
-    assert joined.sum() >= 10
-    codes = ts[joined] * lay.num_tors + td[joined]
-    pinned = sorted(_spanning_rows(lay, plan, codes, np.zeros(0, dtype=np.int64)))
-    o, a, b = (np.array(c, dtype=np.int64) for c in zip(*pinned, strict=True))
-    assert not lay.apart(rf.CircuitTable.build(o, a, b), ts[joined], td[joined]).any()
-    assert 0 < len(pinned) < len(plan) // 2
-    # a failed port's channel is never pinned
-    dead = np.array([pinned[0][1]])
-    assert not {r for r in _spanning_rows(lay, plan, codes, dead) if dead[0] in (r[1], r[2])}

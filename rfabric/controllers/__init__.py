@@ -3,8 +3,10 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
+from .defaults import by_name, default_for
 from .forest import Forest, dissemination_forest, forest_ops
 from .mixnet import MixNetController
+from .regional import greedy_circuits
 from .stage_aware import StageAwareController
 from .static import StaticController
 from .uniform import UniformController
@@ -19,6 +21,9 @@ __all__ = [
     "StaticController",
     "UniformController",
     "allocate_circuits",
+    "by_name",
+    "default_for",
     "dissemination_forest",
     "forest_ops",
+    "greedy_circuits",
 ]

@@ -166,6 +166,8 @@ class RFabricLayout:
         self.server_rail_tor[self.gpu_server, rail] = gpu_tor
         self._tor_index = tor_index
         self._defaults = None
+        self._components: dict[tuple, np.ndarray] = {}  # plan (and dead links) -> labels, recent
+        self._channel_cache: dict[tuple, list] = {}  # plan -> its channels, recent
         self.tor_rail = np.array(
             [int(_TOR.match(str(names[n])).group(3)) for n in self.tors.tolist()], dtype=np.int64
         )
@@ -194,16 +196,80 @@ class RFabricLayout:
     def apart(self, plan, ts: np.ndarray, td: np.ndarray) -> np.ndarray:
         """Mask of the ToR index pairs ``(ts[i], td[i])`` that the channels of ``plan`` (a
         CircuitTable) leave in different connected components: no route joins them."""
+        label = self.components(plan)
+        return label[np.asarray(ts)] != label[np.asarray(td)]
+
+    def components(self, plan, dead=()) -> np.ndarray:
+        """Connected component of each ToR (int64 label per ToR index) on the ToR graph of the
+        channels of ``plan`` (the forwarding relays through any ToR); channels with a row on a
+        link of ``dead`` (failed ports) are left out."""
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
+        dead_arr = np.asarray(dead, dtype=np.int64)
+        key = (plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes(), dead_arr.tobytes())
+        hit = self._components.get(key)
+        if hit is not None:  # the plan in force is asked about at every call
+            return hit
         n = self.num_tors
-        ends = np.array([(a, b) for _, a, b in self._channels(plan)], dtype=np.int64).reshape(-1, 2)
+        dead = set(dead_arr.tolist())
+        ends = np.array(
+            [
+                (a, b)
+                for rows, a, b in self._channels(plan)
+                if not dead or not any(r[1] in dead or r[2] in dead for r in rows)
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 2)
         graph = coo_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
         _, label = connected_components(graph, directed=False)
-        return label[np.asarray(ts)] != label[np.asarray(td)]
+        label = label.astype(np.int64)
+        label.flags.writeable = False
+        if len(self._components) >= 16:
+            self._components.pop(next(iter(self._components)))
+        self._components[key] = label
+        return label
+
+    @property
+    def reach_group(self) -> np.ndarray:
+        """Per ToR index, the group of ToRs that must be able to reach each other: with PXN the
+        ToRs of one rail (PXN traffic only joins same-rail ToRs), else all ToRs (group 0)."""
+        return self.tor_rail if self.pxn else np.zeros(self.num_tors, dtype=np.int64)
+
+    def reach_codes(self) -> np.ndarray:
+        """ToR pairs (``a * num_tors + b``) that join each :attr:`reach_group`: its first ToR
+        with every other one."""
+        grp = self.reach_group
+        out = []
+        for g in np.unique(grp).tolist():
+            members = np.flatnonzero(grp == g)
+            out.append(members[0] * self.num_tors + members[1:])
+        return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+    def splits(self, before: np.ndarray, after: np.ndarray) -> list[tuple[int, int]]:
+        """ToR index pairs ``(a, b)`` of one :attr:`reach_group` that the components
+        ``before`` join and ``after`` do not (:meth:`components` labels): one pair per ToR
+        cut off, each with a ToR it was joined to."""
+        n = self.num_tors
+        key = self.reach_group * (n + 1) + before
+        order = np.lexsort((after, key))
+        k, lab = key[order], after[order]
+        cut = np.flatnonzero((k[1:] == k[:-1]) & (lab[1:] != lab[:-1]))
+        return [(int(order[i]), int(order[i + 1])) for i in cut.tolist()]
 
     def _channels(self, plan) -> list[tuple[tuple, int, int]]:
+        """The channels of ``plan`` (a list not to be modified: recent plans are cached)."""
+        key = (plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes())
+        hit = self._channel_cache.get(key)
+        if hit is not None:
+            return hit
+        out = self._resolve(plan)
+        if len(self._channel_cache) >= 16:
+            self._channel_cache.pop(next(iter(self._channel_cache)))
+        self._channel_cache[key] = out
+        return out
+
+    def _resolve(self, plan) -> list[tuple[tuple, int, int]]:
         u, v, chains = self.spec.resolve_circuits(plan)
         by_links = {}
         for o, a, b in zip(plan.ocs.tolist(), plan.a.tolist(), plan.b.tolist(), strict=True):

@@ -5,47 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, CircuitTable, NetworkSpec
-from ..topology.mixnet import greedy_circuits
+from ..spec import CircuitTable, NetworkSpec
 from .base import Controller, FabricView, Intent
-from .stage_aware import Decision
+from .regional import Regions, greedy_circuits
+from .templates import Decision
 
 __all__ = ["MixNetController"]
-
-
-class _Regions:
-    """Regional OCS devices of a MixNet spec: per device, its servers and their OCS NIC links."""
-
-    def __init__(self, spec: NetworkSpec, who: str):
-        kind = spec.nodes.kind
-        gpu, ocs = NODE_KINDS["gpu"], NODE_KINDS["ocs"]
-        src, dst = spec.links.src, spec.links.dst
-        server = spec.nodes.server
-        self.devices: list[int] = []
-        self.servers: list[np.ndarray] = []  # per device: servers, ascending
-        self.ports: list[list[list[int]]] = []  # per device, per server: NIC links in GPU order
-        self.region_of_server: dict[int, int] = {}
-        for dev in np.flatnonzero(kind == ocs).tolist():
-            links = np.flatnonzero((src == dev) | (dst == dev))
-            far = np.where(src[links] == dev, dst[links], src[links])
-            nic = kind[far] == gpu
-            if not nic.any():
-                continue
-            links, far = links[nic], far[nic]
-            srv = server[far].astype(np.int64)
-            order = np.lexsort((far, srv))
-            links, far, srv = links[order], far[order], srv[order]
-            members = np.unique(srv)
-            self.devices.append(int(dev))
-            self.servers.append(members)
-            self.ports.append([links[srv == s].tolist() for s in members.tolist()])
-            for s in members.tolist():
-                self.region_of_server[s] = len(self.devices) - 1
-        if not self.devices:
-            raise SpecError(
-                f"{who}: fabric {spec.name!r} has no OCS whose ports are GPU NICs (a MixNet regional OCS)"
-            )
-        self.gpu_server = server[spec.gpu_nodes].astype(np.int64)
 
 
 class MixNetController(Controller):
@@ -60,7 +25,7 @@ class MixNetController(Controller):
     2. **Scope.** Regions with no such demand keep their rows of ``view.plan`` as they
        are (minus rows on failed ports): another stage may be using them.
     3. **Greedy (MixNet's topology manager).** In each region with demand,
-       :func:`rfabric.topology.mixnet.greedy_circuits`, the same greedy
+       :func:`rfabric.controllers.regional.greedy_circuits`, the same greedy
        :meth:`rfabric.topology.MixNet.plan_for_demand` uses: one circuit at a time to the
        server pair with the most demand per circuit it already has, while both servers
        have a free OCS NIC. A server's budget is its OCS NICs that work (failed ports are
@@ -88,7 +53,7 @@ class MixNetController(Controller):
         self.granularity = granularity
         self.lookahead = bool(lookahead)
         self.log: list[Decision] = []
-        self._regions: dict[int, _Regions] = {}
+        self._regions: dict[int, Regions] = {}
         self._period_regions: dict[int, frozenset] = {}  # regions of each seen period's traffic
         self._ahead: dict[int, set] = {}  # period -> its rows committed ahead
         self._ahead_kept: dict[int, str] = {}
@@ -101,10 +66,10 @@ class MixNetController(Controller):
         self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
         return None
 
-    def regions(self, spec: NetworkSpec) -> _Regions:
+    def regions(self, spec: NetworkSpec) -> Regions:
         reg = self._regions.get(id(spec))
         if reg is None:
-            reg = _Regions(spec, self.name)
+            reg = Regions(spec, self.name)
             self._regions[id(spec)] = reg
         return reg
 

@@ -292,6 +292,12 @@ class Topology:
 
     #: short name used in result tables and presets
     family = "topology"
+    #: The circuit controller this fabric's deployments run, by its name in
+    #: ``rfabric.catalog.CONTROLLERS`` (``None``: no controller, a fabric without
+    #: reconfigurable optics): what :func:`rfabric.controllers.default_for` builds. TopoOpt
+    #: says ``"static"`` (its TotientPerms circuits kept), MixNet ``"mixnet"``, RFabric
+    #: ``"stage_aware"``.
+    default_controller: str | None = None
     #: GPUs and NVSwitches may forward other servers' traffic (TopoOpt, MixNet)
     host_forwarding = False
     #: cross-rail traffic crosses the NVSwitch to the NIC on the destination's rail (PXN)
@@ -373,11 +379,13 @@ class Topology:
 
     def controller(self):
         """The circuit controller this fabric's deployments run (a fresh instance), or
-        ``None`` for a fabric without reconfigurable optics (this default): what
-        ``rf.sweep(controller="own")`` and ``rfabric demo`` give each fabric. TopoOpt keeps its
-        TotientPerms circuits (``StaticController``), MixNet runs ``MixNetController`` and
-        RFabric ``StageAwareController``."""
-        return None
+        ``None``: :func:`rfabric.controllers.default_for` of this fabric, what
+        ``rf.sweep(controller="own")`` and ``rfabric demo`` give each fabric. The fabric
+        declares it by name (:attr:`default_controller`); a subclass may still override
+        this method. Kept for compatibility: new code calls ``rf.controllers.default_for``."""
+        from ..controllers import default_for  # the policy layer, imported when asked for
+
+        return default_for(self)
 
     def locality(self):
         """Which GPUs share a PoD and how many circuits at line rate each PoD may keep busy

@@ -116,6 +116,8 @@ class RFabric(Topology):
     """
 
     family = "rfabric"
+    #: RFabric's control plane (paper §5.2-5.3): ``StageAwareController``
+    default_controller = "stage_aware"
     pxn = True
     # ToRs relay over circuit rings and meshes: shortest paths there can close cyclic buffer
     # dependencies under PFC (a 1024-GPU permutation deadlocks), so route up*/down*.
@@ -345,12 +347,6 @@ class RFabric(Topology):
         self._lifts, self._local = lifts, local
 
     # -- build -------------------------------------------------------------------------------
-
-    def controller(self):
-        """RFabric's control plane: ``StageAwareController`` (paper §5.2-5.3)."""
-        from ..controllers import StageAwareController
-
-        return StageAwareController()
 
     def locality(self):
         """The PoDs, each with its PoD-boundary (OCS-Core) ports as budget (at least 1): the

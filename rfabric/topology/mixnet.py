@@ -19,47 +19,7 @@ from ._common import (
 )
 from .base import Topology, TopologyBuilder
 
-__all__ = ["MixNet", "greedy_circuits"]
-
-
-def greedy_circuits(demand, free) -> list[tuple[int, int]]:
-    """MixNet's greedy bottleneck-pair allocation inside one region.
-
-    One circuit at a time goes to the server pair ``i < j`` with the largest
-    ``(D[i, j] + D[j, i]) / (circuits it has + 1)`` among pairs with demand and a free OCS
-    NIC at both servers (lowest ``(i, j)`` on ties); stops when no such pair is left.
-
-    Parameters
-    ----------
-    demand : array_like, shape (r, r)
-        Bytes between the region's servers (row = sender); the diagonal is ignored.
-    free : array_like of int, shape (r,)
-        OCS NICs each server may use.
-
-    Returns
-    -------
-    list of (i, j)
-        The circuits in the order they were chosen (server indices within the region).
-    """
-    w = np.asarray(demand, dtype=np.float64)
-    w = w + w.T
-    r = len(w)
-    np.fill_diagonal(w, 0)
-    free = np.asarray(free, dtype=np.int64).copy()
-    have = np.zeros((r, r))
-    lower = np.tril(np.full((r, r), -1.0))
-    out = []
-    while True:
-        score = np.where((free[:, None] > 0) & (free[None, :] > 0) & (w > 0), w / (have + 1), -1.0)
-        score = np.triu(score, 1) + lower
-        i, j = np.unravel_index(int(np.argmax(score)), score.shape)
-        if score[i, j] <= 0:
-            break
-        out.append((int(i), int(j)))
-        free[i] -= 1
-        free[j] -= 1
-        have[i, j] += 1
-    return out
+__all__ = ["MixNet"]
 
 
 #: Servers per region when not given: 16 (128 GPUs), see the class docstring.
@@ -161,6 +121,8 @@ class MixNet(Topology):
     """
 
     family = "mixnet"
+    #: MixNet reconfigures each region's circuits for its demand (``MixNetController``)
+    default_controller = "mixnet"
     host_forwarding = True
     routing = "adaptive"
 
@@ -211,6 +173,11 @@ class MixNet(Topology):
 
     def _greedy_pairs(self, demand: np.ndarray) -> list[tuple[int, int, int, int]]:
         """(server a, NIC index at a, server b, NIC index at b) for every circuit, per region."""
+        # MixNet's allocator is policy (rfabric.controllers.regional); a fabric built to follow a
+        # demand runs it at build time, the one import of a controller module by a topology
+        # (tests/test_layers.py lists it)
+        from ..controllers.regional import greedy_circuits
+
         r, o = self.region_servers, self.ocs_nics
         out = []
         for reg in range(self.regions):
@@ -246,12 +213,6 @@ class MixNet(Topology):
         from ..rewrites import Locality
 
         return Locality.one_domain(self.gpus, "MixNet: regions joined by packet switches, one domain")
-
-    def controller(self):
-        """MixNet reconfigures each region's circuits for its demand (``MixNetController``)."""
-        from ..controllers import MixNetController
-
-        return MixNetController()
 
     def ring_orders(self) -> np.ndarray | None:
         """Rings over the default plan's circuits (see the class docstring)."""

@@ -108,6 +108,8 @@ class TopoOpt(Topology):
     """
 
     family = "topoopt"
+    #: TopoOpt's circuits are planned offline with its rings and kept (``StaticController``)
+    default_controller = "static"
     host_forwarding = True
     routing = "multipath"
 
@@ -213,12 +215,6 @@ class TopoOpt(Topology):
         from ..rewrites import Locality
 
         return Locality.one_domain(self.gpus, "TopoOpt: direct-connect, one domain")
-
-    def controller(self):
-        """TopoOpt's circuits are planned offline with its rings and kept (``StaticController``)."""
-        from ..controllers import StaticController
-
-        return StaticController(self.circuits())
 
     def ring_orders(self) -> np.ndarray | None:
         """One ring per (ring permutation, direction) over its circuits (class docstring)."""

@@ -1,0 +1,144 @@
+"""Keeping a plan's ToRs connected (paper §5.4, steps 9, 11 and 12 of
+:class:`~rfabric.controllers.StageAwareController`).
+
+* :func:`_connect` adds the fabric's default channels back until the ToRs that must reach
+  each other do, taking ports from allocated channels of ToR pairs that keep another one;
+* :func:`_spanning_rows` picks the fewest rows of a plan that keep some ToR pairs joined (a
+  spanning forest of its channels): what a forest wave, or a plan that would otherwise split
+  the fabric, keeps of the plan in force.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec import CircuitTable
+
+__all__ = ["_connect", "_ends", "_missing", "_spanning_rows", "_union_find"]
+
+
+def _missing(rws, present) -> tuple:
+    """The rows of a chain not already among ``present`` ((device, low link, high link) keys)."""
+    return tuple(r for r in rws if (r[0], min(r[1], r[2]), max(r[1], r[2])) not in present)
+
+
+def _ends(rows) -> set:
+    """The (device, link) ends the rows occupy (a link has one end at each of its devices)."""
+    return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
+
+
+def _union_find(n: int):
+    """(find, parent) over ``0 .. n-1``: join ``a`` and ``b`` with
+    ``parent[find(a)] = find(b)``."""
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    return find, parent
+
+
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+    """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
+    each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
+    channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
+    links and default channels already added are never touched. Modifies ``new``; returns
+    the number of allocated channels removed."""
+    n = lay.num_tors
+    find, parent = _union_find(n)
+
+    owner = {}  # (device, link) end -> index of the unit in `new` using it
+    pair_count: dict[tuple[int, int], int] = {}
+    for i, (rws, a, b) in enumerate(new):
+        for e in _ends(rws):
+            owner[e] = i
+        pair_count[(min(a, b), max(a, b))] = pair_count.get((min(a, b), max(a, b)), 0) + 1
+    blocked = _ends(kept)
+    for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
+        parent[find(a)] = find(b)
+    group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
+
+    def split():
+        roots = {}
+        for t in range(n):
+            roots.setdefault(int(group[t]), set()).add(find(t))
+        return any(len(r) > 1 for r in roots.values())
+
+    if not split():
+        return 0
+    removed = set()
+    # candidates that free the fewest allocated channels first (none, then one, ...)
+    for budget in range(4):
+        for full, a, b in defaults:
+            rws = _missing(full, in_kept)
+            if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+                continue
+            ends = _ends(rws)
+            if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+                continue
+            victims = {owner[e] for e in ends if e in owner}
+            if len(victims) > budget:
+                continue
+            ok = True
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                if v in removed or v >= n_alloc or pair_count[(min(va, vb), max(va, vb))] < 2:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            for v in victims:
+                va, vb = new[v][1], new[v][2]
+                pair_count[(min(va, vb), max(va, vb))] -= 1
+                removed.add(v)
+                for e in _ends(new[v][0]):
+                    owner.pop(e, None)
+            new.append((rws, a, b))
+            for e in ends:
+                owner[e] = len(new) - 1
+            parent[find(a)] = find(b)
+            if not split():
+                break
+        if not split():
+            break
+    for v in sorted(removed, reverse=True):
+        del new[v]
+    return len(removed)
+
+
+def _spanning_rows(lay, plan: CircuitTable, codes: np.ndarray, failed_ports) -> frozenset:
+    """Rows of ``plan`` that keep joined every ToR pair (``codes``: ``ts * num_tors + td``)
+    it joins now: a spanning forest of its channels (single circuits before chains, so a
+    PoD's own ToR-ToR circuits carry its fan-out), pruned of the branches that lead to no
+    ToR of a pair."""
+    n = lay.num_tors
+    dead = set(np.asarray(failed_ports).tolist())
+    find, parent = _union_find(n)
+
+    units = sorted(lay._channels(plan), key=lambda u: len(u[0]))
+    adj: dict[int, list[tuple[int, int]]] = {}
+    forest = []
+    for rows, a, b in units:
+        if a == b or any(r[1] in dead or r[2] in dead for r in rows) or find(a) == find(b):
+            continue
+        parent[find(a)] = find(b)
+        adj.setdefault(a, []).append((b, len(forest)))
+        adj.setdefault(b, []).append((a, len(forest)))
+        forest.append(rows)
+    wanted = set((codes // n).tolist()) | set((codes % n).tolist())
+    alive = [True] * len(forest)
+    degree = {t: len(e) for t, e in adj.items()}
+    leaves = [t for t, d in degree.items() if d == 1 and t not in wanted]
+    while leaves:
+        t = leaves.pop()
+        for u, k in adj[t]:
+            if alive[k]:
+                alive[k] = False
+                degree[t] -= 1
+                degree[u] -= 1
+                if degree[u] == 1 and u not in wanted:
+                    leaves.append(u)
+    return frozenset(r for k, rows in enumerate(forest) if alive[k] for r in rows)

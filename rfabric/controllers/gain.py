@@ -1,0 +1,142 @@
+"""The stage-aware controller's gain check: a period's time on a plan, predicted without a
+simulation (step 10 of :class:`~rfabric.controllers.StageAwareController`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Predictor"]
+
+
+class Predictor:
+    """The period's time on a plan, predicted without a simulation: the most loaded port's
+    bytes over its rate, every demanded GPU pair's bytes laid on the path the fabric's own
+    routing gives it under that plan (:class:`rfabric.forwarding.Forwarding`: up*/down*
+    tables, D-mod-K among equal next hops, relays included). It ignores time (all of the
+    period's bytes are in flight at once) and queueing, so it is a bottleneck estimate, used
+    only to compare two plans on the same demand.
+
+    A path depends on the sender's ToR and the receiver (D-mod-K keys on the receiver's
+    position below its ToR), so GPU pairs are merged per (sender ToR, receiver). At most
+    ``budget`` paths are traced per plan: every ToR pair first gets the path of its largest
+    receiver, then a second, ... until the budget is spent; a ToR pair's bytes are spread
+    over its traced receivers in proportion to their own bytes."""
+
+    budget = 4096
+
+    def __init__(self, spec):
+        from ..forwarding import Forwarding
+
+        self.spec = spec
+        self.fwd = Forwarding(spec)
+        self.rate = spec.links.rate_bps.astype(np.float64)
+        self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
+        self._down: set[int] = set()
+
+    def sample(self, intent, tpl, budget=None):
+        """The (sender GPUs, receiver GPUs, bytes) of the paths to trace for the intent."""
+        return self._sample(intent.src, intent.dst, intent.bytes, tpl.ts, tpl.td, tpl.net, budget)
+
+    def variants(self, intent, lay):
+        """What the period may send on another plan than the one in force, for
+        :meth:`time_ps`: ``None`` when it sends the intent's flows on any plan, else
+        ``(fixed, groups)``, the sampled paths of the flows no plan changes and, per group of
+        ``intent.tuned``, those of each algorithm the executor may pick for it.
+
+        An all-reduce with algorithm ``auto`` picks ring or tree on the paths at its start
+        (the executor's tuner), so the intent's flows (its dry run on the plan in force) are
+        not what it sends on a new plan: on PXN-less RFabric the DP all-reduce of figure 23
+        (TP4_DP32) is a tree on the uniform plan, but on the candidate one of its four groups
+        became a ring whose cross-rail hops all took one circuit, 2.6x slower than uniform
+        while its tree flows predicted it 1.5x faster."""
+        if not intent.tuned:
+            return None
+        g = max(int(np.max(intent.src, initial=0)), int(np.max(intent.dst, initial=0))) + 1
+        for grp in intent.tuned:
+            for f in grp:
+                g = max(g, int(np.max(f[0], initial=0)) + 1, int(np.max(f[1], initial=0)) + 1)
+        # the flows of the intent that no tuned group sends: its pairs minus each group's choice
+        keys = [np.asarray(intent.src, np.int64) * g + np.asarray(intent.dst, np.int64)]
+        vals = [np.asarray(intent.bytes, np.int64)]
+        for grp in intent.tuned:
+            keys.append(grp[0][0] * g + grp[0][1])
+            vals.append(-np.asarray(grp[0][2], np.int64))
+        k, inv = np.unique(np.concatenate(keys), return_inverse=True)
+        left = np.bincount(inv, weights=np.concatenate(vals).astype(np.float64))
+        keep = left > 0.5
+        budget = max(512, self.budget // (1 + sum(len(grp) - 1 for grp in intent.tuned)))
+
+        def paths(src, dst, nbytes):
+            ts, td, net = lay.tor_pairs(src, dst)
+            return self._sample(src, dst, nbytes, ts, td, net, budget)
+
+        fixed = paths(k[keep] // g, k[keep] % g, left[keep])
+        return fixed, [[paths(*f) for f in grp[1:]] for grp in intent.tuned]
+
+    def _sample(self, src, dst, nbytes, ts, td, m, budget=None):
+        budget = self.budget if budget is None else budget
+        src = np.asarray(src, dtype=np.int64)[m]
+        dst = np.asarray(dst, dtype=np.int64)[m]
+        ts, td = ts[m], td[m]
+        b = np.asarray(nbytes, dtype=np.float64)[m]
+        if not src.size:
+            return [], [], np.zeros(0)
+        n_gpu = int(max(dst.max(initial=0), src.max(initial=0))) + 1
+        k = ts * n_gpu + dst
+        uk, first, inv = np.unique(k, return_index=True, return_inverse=True)
+        kb = np.bincount(inv, weights=b, minlength=uk.size)
+        pair = ts[first] * (int(td.max(initial=0)) + 1) + td[first]
+        # rank of each key inside its ToR pair by bytes (largest first), then round-robin
+        order = np.lexsort((uk, -kb, pair))
+        ps = pair[order]
+        start = np.r_[0, np.flatnonzero(ps[1:] != ps[:-1]) + 1]
+        rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+        pick = order[np.lexsort((order, rank))][:budget]
+        tot = np.bincount(np.searchsorted(np.unique(pair), pair), weights=kb)
+        upair = np.unique(pair)
+        pi = np.searchsorted(upair, pair[pick])
+        got = np.bincount(pi, weights=kb[pick], minlength=upair.size)
+        w = kb[pick] * tot[pi] / got[pi]
+        return src[first[pick]].tolist(), dst[first[pick]].tolist(), w
+
+    def time_ps(self, plan, view, paths, variants=None) -> tuple[int, int]:
+        """(predicted time, predicted time of the busiest network port) in ps: the second
+        orders two plans whose bottleneck is a NIC, which no plan changes.
+
+        With ``variants`` (:meth:`variants`) the period's auto-tuned all-reduces are not
+        taken at their dry run's algorithm: each port carries the fixed flows plus, per group,
+        the most any algorithm the tuner may pick puts on it, a bound on the busiest port
+        whatever the tuner picks on this plan (``paths`` is then unused)."""
+        down = set(view.ocs_ports[view.failed].tolist())
+        for link in self._down - down:
+            self.fwd.restore_link(link)
+        for link in down - self._down:
+            self.fwd.fail_link(link)
+        self._down = down
+        self.fwd.apply_circuits(plan)
+        if variants is None:
+            load = self._load(paths)
+        else:
+            fixed, groups = variants
+            load = self._load(fixed)
+            for alts in groups:
+                load = load + np.max([self._load(a) for a in alts], axis=0)
+        busy = np.flatnonzero(load)
+        if not busy.size:
+            return 0, 0
+        t = load[busy] * 8 / self.rate[busy // 2] * 1e12
+        net = self.net[busy // 2]
+        return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+    def _load(self, paths) -> np.ndarray:
+        """Bytes per port (``2 * link + direction``) of the sampled paths on the plan applied."""
+        load = np.zeros(2 * len(self.rate))
+        s, d, w = paths
+        if not len(s):
+            return load
+        path = self.fwd._fwd.path
+        ports = [path(a, b, 0) for a, b in zip(s, d, strict=True)]
+        lens = np.fromiter((p.size for p in ports), dtype=np.int64, count=len(ports))
+        flat = np.concatenate(ports).astype(np.int64)
+        load += np.bincount(flat, weights=np.repeat(w, lens), minlength=load.size)
+        return load

@@ -1,0 +1,43 @@
+"""rfabric.controllers.plan_rows: plans as (device, link, link) rows."""
+
+import numpy as np
+
+import rfabric as rf
+from rfabric.controllers.layout import RFabricLayout
+from rfabric.controllers.plan_rows import _contains, _in_pods, _key_set, _rows, _rows_touching, _table
+
+
+def test_rows_and_table_round_trip():
+    spec = rf.topologies.RFabric(256).to_spec()
+    plan = spec.circuits
+    rows = _rows(plan)
+    assert len(rows) == len(plan)
+    back = _table(rows)
+    assert _key_set(back) == _key_set(plan)
+    assert len(_table([])) == 0
+
+
+def test_containment_ignores_row_order_and_link_order():
+    spec = rf.topologies.RFabric(256).to_spec()
+    rows = _rows(spec.circuits)
+    part = _table([(o, b, a) for o, a, b in rows[::3]])
+    assert _contains(spec.circuits, part)
+    assert not _contains(part, spec.circuits)
+
+
+def test_rows_touching_some_pods_are_those_pods_rows():
+    spec = rf.topologies.RFabric(256).to_spec()
+    lay = RFabricLayout(spec)
+    plan = spec.circuits
+    mine = _rows_touching(plan, lay, {0})
+    rest = [r for r in _rows(plan) if not _in_pods(lay, r, {0})]
+    assert len(mine) + len(rest) == len(plan)
+    # every OCS-Agg row of PoD 0 is in; no OCS-Agg row of PoD 1 is
+    agg0 = {n for n, p in lay.agg_pod.items() if p == 0}
+    assert {r for r in _rows(plan) if r[0] in agg0} <= set(_rows(mine))
+    assert not [r for r in _rows(mine) if lay.agg_pod.get(r[0]) == 1]
+    # the core rows in it each have an end in PoD 0
+    for o, a, b in _rows(mine):
+        if o in set(lay.core_nodes.tolist()):
+            assert 0 in (lay.port_of_link[a][1], lay.port_of_link[b][1])
+    assert np.isin(lay.core_nodes, mine.ocs).any()

@@ -1,0 +1,77 @@
+"""rfabric.controllers.waves: the forest's schedule as periods, what a wave keeps of the plan
+in force, and the teardown."""
+
+import numpy as np
+import pytest
+from conftest import tiny_rl_trace
+from test_stage_aware import view_for
+
+import rfabric as rf
+from rfabric.controllers.layout import RFabricLayout
+from rfabric.controllers.plan_rows import _key_set, _rows, _rows_touching, _table
+from rfabric.controllers.waves import forest_schedule, restore, wave_pins
+from rfabric.rewrites import WeightSyncForest, apply_rewrites, locality
+
+
+@pytest.fixture(scope="module")
+def forest_case():
+    top = rf.topologies.RFabric(256, core_ports=16)
+    trace = tiny_rl_trace(train_gpus=128, gen_gpus=128, train=dict(tp=8, pp=2, dp=8), pod_gpus=64)
+    out, applied, _ = apply_rewrites(trace, [WeightSyncForest()], locality(top))
+    return top.to_spec(), out, applied
+
+
+def test_every_forest_edge_is_in_exactly_one_wave_period(forest_case):
+    spec, out, applied = forest_case
+    waves, periods, firsts, forest = forest_schedule(applied)
+    assert forest is not None and firsts and waves
+    a_edges = forest.wave >= 0  # Phase A: the inter-PoD edges, replayed as wave periods
+    edges = {
+        (int(s), int(d), int(c))
+        for s, d, c in zip(forest.src[a_edges], forest.dst[a_edges], forest.circuits[a_edges], strict=True)
+    }
+    got = [e for w in waves.values() for e in w]
+    # one forest per iteration, the same shards each time: every wave edge once per forest
+    assert set(got) == edges and len(got) == len(firsts) * int(a_edges.sum())
+    assert len(waves) == len(firsts) * forest.n_waves
+    # each forest's periods: its waves, then Phase B, all weight_sync ops of the trace
+    a = out.arrays()
+    stage = np.array(a["stage_names"])[a["stage"]]
+    ws = set(np.asarray(a["period"])[stage == "weight_sync"].tolist())
+    assert set(waves) <= periods <= ws
+    for first in firsts:
+        assert first in waves
+    # nothing without a forest
+    assert forest_schedule([]) == ({}, set(), set(), None)
+
+
+def test_wave_pins_keep_the_running_pairs_joined():
+    spec = rf.topologies.RFabric(256).to_spec()
+    lay = RFabricLayout(spec)
+    n = lay.num_tors
+    same_rail = [(a, b) for a in range(n) for b in range(n) if a != b and lay.tor_rail[a] == lay.tor_rail[b]]
+    codes = np.array([a * n + b for a, b in same_rail[:20]], dtype=np.int64)
+    demand = {1: (codes, np.full(codes.size, 5.0)), 2: (codes[:3], np.ones(3))}
+    view = view_for(spec, active=(1, 7))
+    running, tries = wave_pins(lay, view, 7, demand, codes[:1])
+    assert running.sum() == 5.0 * codes.size  # period 2 is not running, 7 is the wave
+    assert len(tries) == 2
+    for pinned in tries:
+        assert not lay.apart(_table(sorted(pinned)), codes // n, codes % n).any()
+        assert len(pinned) < len(spec.circuits)
+
+
+def test_restore_puts_back_the_pods_rows_only():
+    spec = rf.topologies.RFabric(256).to_spec()
+    lay = RFabricLayout(spec)
+    pre = spec.circuits
+    # the forest's plan: PoD 0 and the core emptied, PoD 1 as before
+    now = _table([r for r in _rows(pre) if lay.agg_pod.get(r[0]) == 1])
+    back = restore(lay, view_for(spec, plan=now), pre, {0})
+    assert _key_set(back) == _key_set(pre)
+    assert restore(lay, view_for(spec, plan=now), pre, set()) is not None
+    # a failed port's rows stay out
+    dead = int(_rows_touching(pre, lay, {0}).a[0])
+    back = restore(lay, view_for(spec, plan=now, failed=[dead]), pre, {0})
+    assert dead not in set(back.a.tolist()) | set(back.b.tolist())
+    assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2
