@@ -24,6 +24,7 @@ import warnings as _warnings
 
 from . import bounds, collectives, controllers, cost, pareto, plot, rewrites, sweeps, traces, units
 from . import topology as topologies  # the package's directory is renamed to topologies/ later
+from ._version import __version__
 from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
@@ -57,8 +58,6 @@ def __getattr__(name: str):
         return topologies
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CircuitTable",

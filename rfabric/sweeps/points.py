@@ -151,7 +151,8 @@ def _grid(
     where,
     rewrites="offered",
 ) -> list[_Point]:
-    from .. import __version__, cost
+    from .. import cost
+    from .._version import __version__
 
     if fabrics is None or (isinstance(fabrics, (list, tuple, Mapping)) and not fabrics):
         raise SpecError(f"{where}: no fabrics given")
