@@ -22,8 +22,19 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by te
 import sys as _sys
 import warnings as _warnings
 
-from . import bounds, collectives, controllers, cost, pareto, plot, rewrites, sweeps, traces, units
-from . import topology as topologies  # the package's directory is renamed to topologies/ later
+from . import (
+    bounds,
+    collectives,
+    controllers,
+    cost,
+    pareto,
+    plot,
+    rewrites,
+    sweeps,
+    topologies,
+    traces,
+    units,
+)
 from ._version import __version__
 from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
@@ -33,18 +44,17 @@ from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
 from .sweeps import sweep
-from .topology import Topology
+from .topologies import Topology
 
 # One public name per module (docs/api-style.md). `rfabric.topologies` is the fabrics'
-# module: importable by that name too (`from rfabric.topologies import FatTree`).
-_sys.modules.setdefault(__name__ + ".topologies", topologies)
+# module; its old path `rfabric.topology` still imports it for a release.
+_sys.modules.setdefault(__name__ + ".topology", topologies)
 
 # `rfabric.collective` was the module that the function rf.collective shadowed; the module
 # is `rfabric.collectives` now, and the old path still imports it for a release (an alias in
 # sys.modules does not rebind the function's name here, as importing a submodule would).
 _sys.modules.setdefault(__name__ + ".collective", collectives)
 # `rf.topology`: the old second name of rf.topologies, deprecated (__getattr__ below).
-del topology  # noqa: F821  (bound by the submodule import above)
 
 
 def __getattr__(name: str):

@@ -295,7 +295,7 @@ def as_spec(topology) -> NetworkSpec:
     """The NetworkSpec of a Topology (``to_spec()``), or ``topology`` itself if it is one."""
     if isinstance(topology, NetworkSpec):
         return topology
-    # a Topology (rfabric.topology.base), known by its to_spec: this module stays below the
+    # a Topology (rfabric.topologies.base), known by its to_spec: this module stays below the
     # topology package, which imports the controllers, which import rfabric.forwarding
     to_spec = getattr(type(topology), "to_spec", None)
     if callable(to_spec):

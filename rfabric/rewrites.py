@@ -5,7 +5,7 @@ the same GPUs, e.g. :class:`WeightSyncForest`, the weight sync replayed over the
 dissemination forest. A rewrite knows nothing about circuits or controllers: what it needs
 from a fabric is its :class:`Locality` (which GPUs share a PoD, and how many circuits or
 links each PoD may keep busy across its boundary at once), which every fabric gives
-(:meth:`rfabric.topology.Topology.locality`; a bare ``NetworkSpec`` through
+(:meth:`rfabric.topologies.Topology.locality`; a bare ``NetworkSpec`` through
 :func:`locality`). So a rewrite one controller wants can be offered to every fabric of a
 comparison: ``rf.simulate(..., rewrites=...)`` and ``rf.sweep(..., rewrites="offered")``
 apply it, ``Results.ops["rewrite"]`` names the rewrite that produced each op and
@@ -92,7 +92,7 @@ class Locality:
 
 def locality(fabric) -> Locality:
     """The :class:`Locality` of a fabric: ``fabric.locality()`` for a
-    :class:`~rfabric.topology.Topology` (each family says what its PoDs are), else
+    :class:`~rfabric.topologies.Topology` (each family says what its PoDs are), else
     :func:`locality_from_spec` for a ``NetworkSpec``."""
     if isinstance(fabric, NetworkSpec):
         return locality_from_spec(fabric)

@@ -41,7 +41,7 @@ LAYERS = [
             "rfabric.catalog",
             "rfabric.spec",
             "rfabric.flows",
-            "rfabric.topology",
+            "rfabric.topologies",
             "rfabric.traces",
             "rfabric.rewrites",
             "rfabric.controllers.layout",
@@ -73,10 +73,10 @@ LAYERS = [
 #: policy layer lazily, when called, and only there.
 UPWARD = {
     # Topology.controller(): kept for callers, implemented as controllers.default_for(self)
-    ("rfabric.topology.base", "rfabric.controllers"),
+    ("rfabric.topologies.base", "rfabric.controllers"),
     # MixNet(demand=D) / plan_for_demand: a fabric built to follow a demand runs MixNet's
     # allocator (rfabric.controllers.regional) at build time
-    ("rfabric.topology.mixnet", "rfabric.controllers.regional"),
+    ("rfabric.topologies.mixnet", "rfabric.controllers.regional"),
 }
 
 #: known cycles other work items of issue 24 remove; an edge listed here is not counted when
@@ -171,7 +171,7 @@ def layer_of(module: str) -> int:
 def test_the_graph_sees_lazy_imports():
     # the oracle works: an import inside a function is an edge
     g = graph()
-    assert g.has_edge("rfabric.topology.base", "rfabric.controllers")  # inside controller()
+    assert g.has_edge("rfabric.topologies.base", "rfabric.controllers")  # inside controller()
     assert any(b == "rfabric.controllers.allocate" for _, b in g.out_edges("rfabric.controllers.materialize"))
     assert len(g) > 40 and g.number_of_edges() > 100
 
@@ -208,6 +208,6 @@ def test_controllers_import_no_topology_module():
         (a, b)
         for a, b in g.edges
         if a.startswith("rfabric.controllers")
-        and (b == "rfabric.topology" or b.startswith("rfabric.topology."))
+        and (b == "rfabric.topologies" or b.startswith("rfabric.topologies."))
     ]
     assert not bad

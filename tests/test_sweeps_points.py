@@ -5,9 +5,9 @@ import hashlib
 import pytest
 
 import rfabric as rf
-from rfabric.controllers import StageAwareController, UniformController
+from rfabric.controllers import CONTROLLER_CLASSES, StageAwareController, UniformController
 from rfabric.sweeps import derive_seed
-from rfabric.sweeps.points import CONTROLLER_CLASSES, _grid, _resolve_controller, controller_class
+from rfabric.sweeps.points import _grid, _resolve_controller, controller_class
 
 PERM = {"flows": {"pattern": "permutation", "size": "64KiB"}}
 

@@ -23,7 +23,7 @@ def _ranks(text: str) -> list[int]:
 def cmd_collective(args) -> int:
     """nccl-tests-style table for one collective over a size range."""
     from ..collectives import collective, format_table, size_range
-    from ..topology import FatTree, load
+    from ..topologies import FatTree, load
 
     fab = load(args.topology) if args.topology else FatTree(args.gpus, args.link)
     table = collective(

@@ -9,7 +9,7 @@ def _fabric_arg(text: str, gpus: int, link: str):
     """A topology preset (TOML path, or a name in the repository's topologies/ folder), or a
     fabric name from rf.sweep's list ("FT", "FT-OS", "RFabric", ...) built at --gpus/--link."""
     from ..sweeps import resolve_fabric
-    from ..topology import load
+    from ..topologies import load
     from ..units import parse_rate
 
     path = Path(text)

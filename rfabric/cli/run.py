@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
     """Simulate a traffic pattern, or replay a trace, on a topology preset."""
     from .. import Simulation, traces
     from ..sweeps import pattern_flows
-    from ..topology import load
+    from ..topologies import load
 
     fab = load(args.topology)
     if args.trace:

@@ -3,7 +3,7 @@ boundaries with an :class:`Intent` and a :class:`FabricView`; they return a circ
 
 from .allocate import allocate_circuits
 from .base import Controller, FabricView, Intent
-from .defaults import by_name, default_for
+from .defaults import CONTROLLER_CLASSES, by_name, default_for
 from .forest import Forest, dissemination_forest, forest_ops
 from .mixnet import MixNetController
 from .regional import greedy_circuits
@@ -21,6 +21,7 @@ __all__ = [
     "StaticController",
     "UniformController",
     "allocate_circuits",
+    "CONTROLLER_CLASSES",
     "by_name",
     "default_for",
     "dissemination_forest",

@@ -13,7 +13,17 @@ from ..catalog import CONTROLLERS, canonical
 from ..errors import SpecError
 from .base import Controller
 
-__all__ = ["by_name", "default_for"]
+__all__ = ["by_name", "default_for", "CONTROLLER_CLASSES"]
+
+#: The class (in ``rfabric.controllers``) of each controller name of
+#: :data:`rfabric.catalog.CONTROLLERS` (``"none"``: no controller).
+CONTROLLER_CLASSES = {
+    "static": "StaticController",
+    "uniform": "UniformController",
+    "stage_aware": "StageAwareController",
+    "mixnet": "MixNetController",
+}
+assert set(CONTROLLER_CLASSES) | {"none"} == set(CONTROLLERS)
 
 
 def by_name(name: str, fabric=None, **kwargs) -> Controller | None:
@@ -53,7 +63,7 @@ def by_name(name: str, fabric=None, **kwargs) -> Controller | None:
 
 
 def default_for(fabric) -> Controller | None:
-    """The controller ``fabric`` (a :class:`rfabric.topology.Topology`) runs by default, a
+    """The controller ``fabric`` (a :class:`rfabric.topologies.Topology`) runs by default, a
     fresh instance, or ``None``: the one its ``default_controller`` names (TopoOpt:
     ``StaticController`` of its circuits, MixNet: ``MixNetController``, RFabric:
     ``StageAwareController``; fabrics without reconfigurable optics: ``None``)."""

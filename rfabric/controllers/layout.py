@@ -4,7 +4,7 @@
 D.1: ToRs per PoD, PoD-boundary uplink ports, PoDs), the OCS ports behind each of them and
 how a GPU pair's traffic lands on a ToR pair, from the spec's node and link tables alone, so
 it also works on a spec that was loaded or edited rather than built by
-:class:`rfabric.topology.RFabric`. It knows nothing about intents, plans or the engine.
+:class:`rfabric.topologies.RFabric`. It knows nothing about intents, plans or the engine.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _CORE = re.compile(r"^ocs_core(\d+)$")
 class RFabricLayout:
     """Endpoints, ports and GPU-to-ToR mapping of an RFabric spec.
 
-    Read from the spec, generically (what :class:`rfabric.topology.RFabric` emits, and what
+    Read from the spec, generically (what :class:`rfabric.topologies.RFabric` emits, and what
     a hand-made or loaded spec must follow to be driven by the stage-aware controller):
 
     * ToRs: ``eps`` nodes named ``pod{P}/tor{g}.r{j}``; OCS-Agg devices: ``ocs`` nodes named
@@ -92,7 +92,7 @@ class RFabricLayout:
         if not tor_pod or not agg_pod:
             raise SpecError(
                 f"{who}: fabric {spec.name!r} is not an RFabric: it needs eps nodes named "
-                "pod{P}/tor{g}.r{j} and ocs nodes named pod{P}/ocs_agg{a} (rfabric.topology.RFabric)"
+                "pod{P}/tor{g}.r{j} and ocs nodes named pod{P}/ocs_agg{a} (rfabric.topologies.RFabric)"
             )
         self.tors = np.array(sorted(tor_pod), dtype=np.int64)
         tor_index = {int(n): i for i, n in enumerate(self.tors.tolist())}
@@ -203,8 +203,7 @@ class RFabricLayout:
         """Connected component of each ToR (int64 label per ToR index) on the ToR graph of the
         channels of ``plan`` (the forwarding relays through any ToR); channels with a row on a
         link of ``dead`` (failed ports) are left out."""
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
+        from .._graph import connected_components
 
         dead_arr = np.asarray(dead, dtype=np.int64)
         key = (plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes(), dead_arr.tobytes())
@@ -221,9 +220,9 @@ class RFabricLayout:
             ],
             dtype=np.int64,
         ).reshape(-1, 2)
-        graph = coo_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
-        _, label = connected_components(graph, directed=False)
-        label = label.astype(np.int64)
+        # labels are each component's smallest ToR index: ordered as scipy's were (components
+        # numbered in order of their smallest node), so `splits` picks the same pairs
+        label = np.asarray(connected_components(n, ends[:, 0], ends[:, 1]), dtype=np.int64)
         label.flags.writeable = False
         if len(self._components) >= 16:
             self._components.pop(next(iter(self._components)))

@@ -26,7 +26,7 @@ class MixNetController(Controller):
        are (minus rows on failed ports): another stage may be using them.
     3. **Greedy (MixNet's topology manager).** In each region with demand,
        :func:`rfabric.controllers.regional.greedy_circuits`, the same greedy
-       :meth:`rfabric.topology.MixNet.plan_for_demand` uses: one circuit at a time to the
+       :meth:`rfabric.topologies.MixNet.plan_for_demand` uses: one circuit at a time to the
        server pair with the most demand per circuit it already has, while both servers
        have a free OCS NIC. A server's budget is its OCS NICs that work (failed ports are
        masked); each circuit takes the server's next working NIC in GPU order. Pairs with

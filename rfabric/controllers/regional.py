@@ -1,6 +1,6 @@
 """MixNet's circuit allocation: the greedy its topology manager runs inside each regional OCS.
 
-Read from a spec only (what :class:`rfabric.topology.MixNet` emits: OCS devices whose ports
+Read from a spec only (what :class:`rfabric.topologies.MixNet` emits: OCS devices whose ports
 are GPU NICs), so that :class:`~rfabric.controllers.MixNetController` and
 ``MixNet.plan_for_demand`` share one implementation and neither the controller nor this
 module imports a topology module.

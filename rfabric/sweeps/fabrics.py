@@ -30,7 +30,7 @@ class _Fabric:
     fingerprint: str
 
     def build(self, gpus: int, link_bps: int):
-        from ..topology import Topology
+        from ..topologies import Topology
 
         fab = self.maker(gpus, link_bps, **self.params)
         if not isinstance(fab, Topology):
@@ -42,7 +42,7 @@ class _Fabric:
 
 def resolve_fabric(spec, label: str | None = None, where: str = "fabrics") -> _Fabric:
     """Turn one fabric spec (see the module docstring) into a builder with a row label."""
-    from ..topology import FAMILIES, Topology
+    from ..topologies import FAMILIES, Topology
 
     def family_class(name: str):
         if name in FABRIC_NAMES:
@@ -80,7 +80,7 @@ def resolve_fabric(spec, label: str | None = None, where: str = "fabrics") -> _F
         for bad in ("gpus", "link"):
             if bad in params:
                 raise SpecError(f"{where}: fabric {lab or name!r} sets {bad!r}; the sweep's grid sets it")
-        from ..topology import _accepted_params
+        from ..topologies import _accepted_params
 
         unknown = sorted(set(params) - _accepted_params(cls))
         if unknown:

@@ -41,16 +41,6 @@ def _controller_name(ctrl) -> str:
     return name if isinstance(name, str) and name else type(ctrl).__name__
 
 
-#: The class of each controller name in ``rfabric.catalog.CONTROLLERS`` (``none``: no controller).
-CONTROLLER_CLASSES = {
-    "static": "StaticController",
-    "uniform": "UniformController",
-    "stage_aware": "StageAwareController",
-    "mixnet": "MixNetController",
-}
-assert set(CONTROLLER_CLASSES) | {"none"} == set(catalog.CONTROLLERS)
-
-
 def controller_class(name: str, where: str = "controller"):
     """The controller class a name stands for: a catalog name (``stage_aware``; the hyphenated
     ``stage-aware`` too) or a class name in ``rfabric.controllers`` (``StageAwareController``);
@@ -63,7 +53,7 @@ def controller_class(name: str, where: str = "controller"):
         pass
     if name == "none":
         return None
-    obj = getattr(controllers, CONTROLLER_CLASSES.get(name, name), None)
+    obj = getattr(controllers, controllers.CONTROLLER_CLASSES.get(name, name), None)
     if not (isinstance(obj, type) and name[:1] != "_"):
         classes = sorted(n for n in dir(controllers) if n.endswith("Controller") and n != "Controller")
         raise SpecError(

@@ -99,7 +99,7 @@ class TopoOpt(Topology):
     edges : array-like of shape (E, 2), optional
         Explicit server graph; exclusive with ``mp_demand``.
     **kwargs
-        Physical parameters of :class:`~rfabric.topology.base.Topology`.
+        Physical parameters of :class:`~rfabric.topologies.base.Topology`.
 
     Attributes
     ----------

@@ -63,7 +63,7 @@ class RailOptimized(Topology):
         Route cross-rail traffic over NVLink to the destination's rail (default True; sets
         the instance attribute read by ``to_spec``).
     **kwargs
-        Physical parameters of :class:`~rfabric.topology.base.Topology` (latencies, buffer,
+        Physical parameters of :class:`~rfabric.topologies.base.Topology` (latencies, buffer,
         NVLink, GPUs per server).
     """
 

@@ -53,7 +53,7 @@ class FatTree(Topology):
         Switch port count ``k`` (even). Default: the smallest power of two that fits the GPUs and is
         at least ``2 · gpus_per_server`` (so a non-blocking ToR holds whole servers).
     **kwargs
-        Physical parameters of :class:`~rfabric.topology.base.Topology` (latencies, buffer,
+        Physical parameters of :class:`~rfabric.topologies.base.Topology` (latencies, buffer,
         NVLink, GPUs per server).
     """
 

@@ -112,7 +112,7 @@ class RFabric(Topology):
     pxn : bool
         Cross-rail traffic crosses NVLink to the destination's rail (default True).
     **kwargs
-        Physical parameters of :class:`~rfabric.topology.base.Topology`.
+        Physical parameters of :class:`~rfabric.topologies.base.Topology`.
     """
 
     family = "rfabric"

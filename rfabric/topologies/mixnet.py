@@ -117,7 +117,7 @@ class MixNet(Topology):
     demand : array (servers, servers), optional
         Traffic matrix in bytes; the initial circuits follow it (see above).
     **kwargs
-        Physical parameters of :class:`~rfabric.topology.base.Topology`.
+        Physical parameters of :class:`~rfabric.topologies.base.Topology`.
     """
 
     family = "mixnet"
