@@ -5,7 +5,7 @@ both transports, the collective tables) is reduced to a SHA-256 of its tables' c
 compared with ``tests/golden/results_hashes.txt``. A restructuring must keep every line; a
 change meant to alter results regenerates the file and says why in its commit:
 
-    RFABRIC_UPDATE_GOLDEN=1 pytest tests/test_results_hash.py
+    pytest tests/test_results_hash.py --update-golden
 
 The golden lines carry each run's makespan and event count beside the hash, so a diff of the
 file shows which runs moved and by how much.
@@ -14,7 +14,6 @@ file shows which runs moved and by how much.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import pytest
@@ -104,9 +103,9 @@ def _read_golden() -> dict[str, str]:
     return {parts[0]: " ".join(parts[1:]) for parts in lines}
 
 
-def test_results_are_bit_identical_to_golden():
+def test_results_are_bit_identical_to_golden(update_golden):
     measured = {name: "{} {} {}".format(*thunk()) for name, thunk in _runs()}
-    if os.environ.get("RFABRIC_UPDATE_GOLDEN"):
+    if update_golden:
         width = max(map(len, measured))
         body = "".join(f"{name:<{width}}  {line}\n" for name, line in measured.items())
         GOLDEN.write_text(
