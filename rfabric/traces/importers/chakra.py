@@ -120,31 +120,14 @@ def _schema():
         name="rfabric_chakra_et_def.proto", package="ChakraProtoMsg"
     )
     fd.syntax = "proto3"
-    value_types = [
-        "double",
-        "float",
-        "int32",
-        "int64",
-        "uint32",
-        "uint64",
-        "sint32",
-        "sint64",
-        "fixed32",
-        "fixed64",
-        "sfixed32",
-        "sfixed64",
-        "bool",
-        "string",
-        "bytes",
-    ]
-    for t in value_types:  # DoubleList ... BytesList: `repeated <t> values = 1`
+    for t in _SCALARS:  # DoubleList ... BytesList: `repeated <t> values = 1`
         lst = fd.message_type.add(name=t.capitalize() + "List")
         _field(lst, "values", 1, t, repeated=True)
     attr = fd.message_type.add(name="AttributeProto")
     _field(attr, "name", 1, "string")
     _field(attr, "doc_string", 2, "string")
     attr.oneof_decl.add(name="value")
-    for i, t in enumerate(value_types):  # double_val = 3, double_list = 4, ... bytes_list = 32
+    for i, t in enumerate(_SCALARS):  # double_val = 3, double_list = 4, ... bytes_list = 32
         _field(attr, f"{t}_val", 3 + 2 * i, t, oneof=0)
         _field(attr, f"{t}_list", 4 + 2 * i, t.capitalize() + "List", oneof=0)
     meta = fd.message_type.add(name="GlobalMetadata")
