@@ -21,7 +21,7 @@ import rfabric as rf
 from rfabric.units import parse_size
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "permutation")
-FABRICS = ("FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric")
+FABRICS = rf.catalog.PAPER_FABRICS
 
 
 def fabrics(gpus: int, link: str) -> dict:

@@ -84,6 +84,7 @@ __all__ = [
     "Topology",
     "TraceError",
     "bounds",
+    "catalog",
     "controllers",
     "collective",
     "collectives",

@@ -42,7 +42,7 @@ def test_fig13_throughput(tmp_path):
     assert {r["model"] for r in rows} == {"qwen2.5-72b", "qwen2-57b-a14b"}
     for model in {r["model"] for r in rows}:
         by = {r["fabric"]: r for r in rows if r["model"] == model}
-        assert set(by) == {"FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"}
+        assert set(by) == set(rf.catalog.PAPER_FABRICS)
         assert all(r["complete"] for r in by.values())
         assert by["FT"]["throughput_vs_FT"] == 1.0
         # throughput is FT's iteration time over the row's

@@ -27,7 +27,7 @@ import rfabric as rf
 
 OUT = Path(__file__).resolve().parents[1] / "out" / "paper"
 T_OCS = "25ms"  # §7.2
-FABRICS = ["FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"]  # §7.2's baselines and RFabric
+FABRICS = list(rf.catalog.PAPER_FABRICS)  # §7.2's baselines and RFabric
 SETUP = (
     "setup (paper §7.2, rfabric's defaults): 1 us links, 0.8 us per switch hop, 9216 B MTU, "
     "8 H800 and 8 NICs per server, 400 GB/s NVLink per GPU (bidirectional), t_ocs 25 ms"
