@@ -142,12 +142,19 @@ def _prepare(table: pa.Table, cost, perf, higher_is_better):
         return table, cost, perf, meta["higher_is_better"], [g for g in meta["by"] if g in table.column_names]
     cost = "network_cost_usd" if cost is None else cost
     perf = "throughput_iter_per_s" if perf is None else perf
-    if "pareto" in table.column_names:  # made otherwise (e.g. read back from CSV): drawn as given
+    given = None
+    if "pareto" in table.column_names:  # without front's record of its axes (e.g. read from CSV)
         if not pa.types.is_boolean(table["pareto"].type):
             raise SpecError(f"report: the pareto column is {table['pareto'].type}, not bool")
-        higher = pareto._higher_is_better(perf, higher_is_better)
-        return table, cost, perf, higher, [g for g in pareto.DEFAULT_BY if g in table.column_names]
+        given = table["pareto"].fill_null(False).to_pylist()
+        table = table.drop_columns(["pareto"])
     table = pareto.front(table, cost, perf, higher_is_better)
+    if given is not None and given != table["pareto"].to_pylist():
+        raise SpecError(
+            f"report: the table's pareto column (which does not record its axes, e.g. read from CSV) "
+            f"is not the front of {perf!r} against {cost!r} per {', '.join(pareto.DEFAULT_BY)}: give "
+            "the axes it was marked with (cost=, perf=; --cost, --perf) or drop the column"
+        )
     meta = pareto._front_meta(table)
     return table, cost, perf, meta["higher_is_better"], meta["by"]
 
@@ -260,7 +267,14 @@ def _front_figure(go, table, idx, cost, perf, higher, title):
         )
     skipped = len(idx) - len(ok)
     fig.update_layout(
-        title={"text": title + (f" ({skipped} rows without a value not drawn)" if skipped else "")},
+        title={
+            "text": title
+            + (
+                f" ({skipped} {'row' if skipped == 1 else 'rows'} without a value not drawn)"
+                if skipped
+                else ""
+            )
+        },
         xaxis_title=xtitle,
         yaxis_title=ytitle,
         template="plotly_white",

@@ -209,7 +209,8 @@ def test_the_page_is_self_contained(page):
 def test_csv_input_gives_the_same_rows(sweep_file, page, tmp_path):
     import pyarrow.parquet as pq
 
-    csv = rf.pareto.export(pq.read_table(sweep_file), tmp_path / "sweep.csv")
+    # a CSV keeps the pareto column but not front's record of its axes: checked, then used
+    csv = rf.pareto.export(rf.pareto.front(pq.read_table(sweep_file)), tmp_path / "sweep.csv")
     out = rf.report.write(csv, tmp_path / "r.html")
     a, b = _Rows(), _Rows()
     a.feed(page[1])
@@ -227,6 +228,33 @@ def test_csv_input_gives_the_same_rows(sweep_file, page, tmp_path):
         [value(v) for j, v in enumerate(r) if j != skip] for r in b.rows
     ]
     assert _figures(page[1]).keys() == _figures(out.read_text(encoding="utf-8")).keys()
+
+
+def test_an_unfinished_row_is_listed_not_drawn(sweep_file):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sweep_file)
+    rows = table.to_pylist()
+    rows[0].update(complete=False, makespan_ps=None, iteration_time_ps=None, throughput_iter_per_s=math.nan)
+    table = pa.Table.from_pylist(rows, schema=table.schema)
+    text = rf.report.render(table)
+    fig = _figures(text)["front-0"]
+    assert fig["layout"]["title"]["text"] == "rl, 16 GPUs (1 row without a value not drawn)"
+    drawn = [p for t in fig["data"] if t.get("meta") == "fabric" for p in t["customdata"]]
+    assert rows[0]["point"] not in drawn and len(drawn) == 3
+    parsed = _Rows()
+    parsed.feed(text)
+    first = dict(zip(parsed.head, parsed.rows[0], strict=True))
+    assert first["throughput_iter_per_s"] == first["makespan_ps"] == "" and first["complete"] == "false"
+    assert first["pareto"] == "false"
+
+
+def test_a_csv_pareto_column_of_other_axes_is_refused(sweep_file, tmp_path):
+    import pyarrow.parquet as pq
+
+    one = rf.pareto.export(rf.pareto.front(pq.read_table(sweep_file), by=[]), tmp_path / "one.csv")
+    with pytest.raises(rf.SpecError, match="pareto column .* is not the front of 'throughput_iter_per_s'"):
+        rf.report.write(one, tmp_path / "r.html")
 
 
 def test_a_marked_front_sets_the_axes(sweep_file, tmp_path):
