@@ -423,7 +423,7 @@ function rfSort(th) {
 for (const th of document.querySelectorAll("table.sortable th")) th.addEventListener("click", () => rfSort(th));
 for (const spec of document.querySelectorAll("script.rf-figure")) {
   const fig = JSON.parse(spec.textContent);
-  Plotly.newPlot(spec.dataset.div, fig.data, fig.layout, {responsive: true, displaylogo: false});
+  Plotly.newPlot(spec.dataset.div, fig.data, fig.layout, {responsive: true, displaylogo: false, showSendToCloud: false});
 }
 """
 

@@ -295,6 +295,18 @@ def test_cli_writes_the_page(sweep_file, tmp_path, capsys):
     assert "<title>cli sweep</title>" in out.read_text(encoding="utf-8")
     assert main(["report", str(tmp_path / "missing.parquet"), "-o", str(out)]) == 2
     assert "missing.parquet: no such file" in capsys.readouterr().err
+    # a column whose name says nothing of its direction needs the flag
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sweep_file)
+    score = pa.array([float(p % 3) for p in table["point"].to_pylist()])
+    pq.write_table(table.append_column("score", score), tmp_path / "s.parquet")
+    args = ["report", str(tmp_path / "s.parquet"), "-o", str(out), "--perf", "score"]
+    assert main(args) == 2
+    assert "cannot tell whether higher or lower 'score' is better" in capsys.readouterr().err
+    assert main([*args, "--lower-is-better"]) == 0
+    fig = _figures(out.read_text(encoding="utf-8"))["front-0"]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "score, lower is better"
 
 
 # --- in a browser -------------------------------------------------------------------------

@@ -7,7 +7,14 @@ def cmd_report(args) -> int:
     """Write the report page of a sweep's Parquet or CSV file (rf.report.write)."""
     from .. import report
 
-    path = report.write(args.table, args.output, title=args.title, cost=args.cost, perf=args.perf)
+    path = report.write(
+        args.table,
+        args.output,
+        title=args.title,
+        cost=args.cost,
+        perf=args.perf,
+        higher_is_better=args.higher_is_better,
+    )
     print(f"wrote {path}")
     return 0
 
@@ -28,5 +35,20 @@ def add_subcommand(sub) -> None:
     p.add_argument(
         "--perf",
         help="performance column of the front (default: the pareto column's, else throughput_iter_per_s)",
+    )
+    better = p.add_mutually_exclusive_group()
+    better.add_argument(
+        "--higher-is-better",
+        dest="higher_is_better",
+        action="store_const",
+        const=True,
+        help="higher --perf is better (default: from the column's name, rf.pareto.direction)",
+    )
+    better.add_argument(
+        "--lower-is-better",
+        dest="higher_is_better",
+        action="store_const",
+        const=False,
+        help="lower --perf is better",
     )
     p.set_defaults(func=cmd_report)
