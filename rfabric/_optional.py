@@ -26,6 +26,7 @@ EXTRAS = {
     "pandas": (("pandas",), "to_pandas() on any result table"),
     "graph": (("networkx",), "NetworkSpec.to_networkx"),
     "progress": (("tqdm",), "rf.sweep's tqdm progress bar (without it: a plain one)"),
+    "report": (("plotly",), "rf.report, rfabric report (the sweep report page)"),
 }
 
 

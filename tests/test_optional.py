@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = textwrap.dedent(
     """
     import importlib.abc, sys
-    BLOCK = ("scipy", "matplotlib", "google", "tqdm", "ray", "pandas", "networkx")
+    BLOCK = ("scipy", "matplotlib", "google", "tqdm", "ray", "pandas", "networkx", "plotly")
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
             if name.split(".")[0] in BLOCK:
@@ -53,6 +53,8 @@ _SCRIPT = textwrap.dedent(
     missing("chakra", lambda: rf.traces.importers.chakra.read(sys.argv[1]))
     missing("chakra-node", lambda: rf.traces.importers.chakra.Node)
     missing("graph", lambda: fab.to_spec().to_networkx())
+    import pyarrow as pa
+    missing("report", lambda: rf.report.render(pa.table({"fabric": ["FT"]})))
     from rfabric._optional import progress_bar
     print("bar", type(progress_bar(3, desc="sweep", unit="point")).__name__)
     print("loaded", sorted({m.split(".")[0] for m in sys.modules} & set(BLOCK)))
@@ -87,6 +89,9 @@ def test_rfabric_runs_without_any_optional_package(tmp_path):
     assert lines["graph"] == (
         "True NetworkSpec.to_networkx needs networkx, which is not installed: "
         "pip install 'rfabric[graph]' (or networkx)"
+    )
+    assert lines["report"] == (
+        "True rf.report needs plotly, which is not installed: pip install 'rfabric[report]' (or plotly)"
     )
     assert lines["bar"] == "_PlainBar"
     assert lines["loaded"] == "[]"

@@ -1,5 +1,5 @@
 """The argument parser of ``rfabric`` and ``main``: argparse only; each subcommand's work is
-in its own module (demo, run, collective, cost, sweep; ``rfabric trace`` in rfabric.traces.cli).
+in its own module (demo, run, collective, cost, sweep, report; ``rfabric trace`` in rfabric.traces.cli).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ..errors import MissingDependency, SpecError, TraceError
 from .collective import _ranks, cmd_collective
 from .cost import cmd_cost
 from .demo import cmd_demo
+from .report import add_subcommand as add_report
 from .run import cmd_run
 from .sweep import cmd_sweep
 
@@ -251,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_sweep)
 
+    add_report(sub)
     try:
         from ..traces.cli import add_subcommand
     except ImportError:
