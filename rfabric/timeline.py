@@ -19,8 +19,8 @@ lowest-numbered lane free at its start. Times are microseconds (the format's uni
 floats, ``ps / 1e6``: a division by one constant keeps the picoseconds' order; Perfetto keeps
 nanoseconds. Every slice's ``args`` carry its exact ``start_ps`` and ``end_ps``.
 
-This module reads a Results' tables and imports nothing from rfabric (it sits beside
-rfabric.results, which calls it); json and numpy only.
+This module reads a Results' tables and imports only rfabric.errors (it sits beside
+rfabric.results, which calls it); json and numpy, no other dependency.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import math
 from pathlib import Path
 
 import numpy as np
+
+from .errors import SpecError
 
 __all__ = ["build_timeline", "write_timeline"]
 
@@ -411,7 +413,7 @@ def build_timeline(
     """
     for name, value in (("max_flows", max_flows), ("max_gpu_slices", max_gpu_slices)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-            raise ValueError(f"build_timeline: {name} must be a non-negative integer, got {value!r}")
+            raise SpecError(f"build_timeline: {name} must be a non-negative integer, got {value!r}")
     run = res.run
     end_ps = max(int(run.get("sim_ps") or 0), int(run.get("makespan_ps") or 0))
     notes: list[str] = []
