@@ -294,6 +294,19 @@ def test_a_flows_run_draws_each_flow_on_its_source_gpu(tmp_path):
         build_timeline(res, max_flows=-1)
 
 
+def test_counters_of_samples_streamed_to_parquet(tmp_path):
+    flows = rf.Flows.permutation(16, size_bytes=1 << 20, seed=1)
+    fab = rf.topologies.FatTree(16)
+    kept = rf.simulate(fab, flows, sample_every="5us")
+    streamed = rf.simulate(fab, flows, sample_every="5us", samples_path=tmp_path / "samples")
+    assert streamed.queue_samples.num_rows == 0 and kept.queue_samples.num_rows > 0
+    counters = [
+        [(e["name"], e["ts"], e["args"]["value"]) for e in build_timeline(r)["traceEvents"] if e["ph"] == "C"]
+        for r in (kept, streamed)
+    ]
+    assert counters[0] and sorted(counters[0]) == pytest.approx(sorted(counters[1]))
+
+
 def test_gpu_op_slices_above_the_cap_are_left_out_and_said(failed_run):
     res, _ = failed_run
     doc = build_timeline(res, max_gpu_slices=10)
