@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -341,3 +343,26 @@ def test_cli_run_writes_a_timeline(tmp_path, capsys):
     assert len(_slices(doc, PID_GPU0, 10**9, key="flow_id")) == 16
     assert f"wrote timeline {path} (0 ops, 16 flows)" in capsys.readouterr().out
     assert np.isfinite(doc["otherData"]["makespan_ps"])
+
+
+def test_the_docs_examples_run(tmp_path, monkeypatch):
+    # docs/timelines.md's Python blocks, in order in one namespace, from the repository root
+    root = Path(__file__).resolve().parents[1]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "timelines.md").read_text(), re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(root)
+    path = tmp_path / "run.json"
+    scope = {"__name__": "__main__"}
+    for i, code in enumerate(blocks):
+        exec(
+            compile(code.replace('"run.json"', repr(str(path))), f"docs/timelines.md block {i}", "exec"),
+            scope,
+        )
+    doc = _load(path)
+    _check_format(doc)
+    res = scope["res"]
+    assert len(_slices(doc, PID_STAGE0, PID_GPU0)) == res.ops.num_rows == 12
+    assert [
+        e["args"]["link_id"] for e in doc["traceEvents"] if e["ph"] == "i" and e["cat"] == "failures"
+    ] == [rf.topologies.RFabric(128).to_spec().nic_link(3)]
+    assert scope["doc"]["otherData"]["op_slices"] == 12
