@@ -16,8 +16,11 @@ tracks, as processes of the trace (``pid``) and their threads (``tid``):
 A thread of the format may hold only slices that nest, and ops and flows overlap freely, so a
 track is a set of lanes (threads named ``ops``, ``ops 2``, ...): each slice goes to the
 lowest-numbered lane free at its start. Times are microseconds (the format's unit) as
-floats, ``ps / 1e6``: a division by one constant keeps the picoseconds' order; Perfetto keeps
-nanoseconds. Every slice's ``args`` carry its exact ``start_ps`` and ``end_ps``.
+floats on whole nanoseconds, ``(ps // 1000) / 1000``, the resolution Perfetto keeps: flooring
+keeps the picoseconds' order, and a slice's end ``(end_ps // 1000) / 1000`` is written as
+``dur`` from its ``ts``, so Perfetto's ``round(ts * 1000) + round(dur * 1000)`` never passes
+the next slice's start on its lane. Every slice's ``args`` carry its exact ``start_ps`` and
+``end_ps``.
 
 This module reads a Results' tables and imports only rfabric.errors (it sits beside
 rfabric.results, which calls it); json and numpy, no other dependency.
@@ -43,8 +46,8 @@ PID_GPU0 = 1000
 
 
 def _us(ps) -> float:
-    """Picoseconds to the format's microseconds (a float)."""
-    return int(ps) / 1e6
+    """Picoseconds to the format's microseconds (a float), floored to whole nanoseconds."""
+    return (int(ps) // 1000) / 1000
 
 
 def _clean(value):
@@ -114,7 +117,7 @@ class _Trace:
                     "pid": pid,
                     "tid": tids[k],
                     "ts": ts,
-                    "dur": _us(end) - ts,
+                    "dur": (int(end) // 1000 - int(start) // 1000) / 1000,
                     "name": name,
                     "cat": cat,
                     "args": {"start_ps": int(start), "end_ps": int(end), **args},
@@ -440,7 +443,7 @@ def build_timeline(
     tr.events.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], e["ph"] != "X", e["name"]))
     info = {
         "generator": "rfabric",
-        "time_unit": "ts and dur in microseconds; args start_ps/end_ps/time_ps exact",
+        "time_unit": "ts and dur in microseconds on whole ns; args start_ps/end_ps/time_ps exact",
         "backend": run.get("backend"),
         "seed": run.get("seed"),
         "makespan_ps": run.get("makespan_ps"),
@@ -453,7 +456,9 @@ def build_timeline(
         "counters": counters,
         "notes": notes,
     }
-    return {"traceEvents": tr.meta + tr.events, "displayTimeUnit": "ns", "otherData": info}
+    # "ms" is the format's default display unit; some Perfetto releases read "ns" as the unit
+    # of ts itself (timelines 1000x too short), so the file does not say "ns"
+    return {"traceEvents": tr.meta + tr.events, "displayTimeUnit": "ms", "otherData": info}
 
 
 def write_timeline(res, path, **options) -> dict:

@@ -50,10 +50,17 @@ def _process_names(doc) -> dict:
     }
 
 
+def _ns(us: float) -> int:
+    """A time as Perfetto's JSON importer reads it: llround(us * 1000) nanoseconds."""
+    return round(us * 1000)
+
+
 def _check_format(doc):
-    """Every event has the fields its phase needs; slices on one thread are sorted and never
-    overlap (exactly, in the ps of their args, and in the us of ts/dur)."""
-    assert set(doc) == {"traceEvents", "displayTimeUnit", "otherData"} and doc["displayTimeUnit"] == "ns"
+    """Every event has the fields its phase needs; times are the ps of the args floored to
+    whole ns; slices on one thread are sorted and never overlap, in the ps of their args and
+    in the ns Perfetto's importer computes from ts and dur (round(ts * 1000) + round(dur *
+    1000), a slice's end, at or before the next slice's round(ts * 1000))."""
+    assert set(doc) == {"traceEvents", "displayTimeUnit", "otherData"} and doc["displayTimeUnit"] == "ms"
     threads = _thread_names(doc)
     processes = _process_names(doc)
     per_thread = defaultdict(list)
@@ -64,18 +71,19 @@ def _check_format(doc):
         assert isinstance(e["ts"], float) and e["pid"] in processes
         if e["ph"] == "X":
             assert isinstance(e["dur"], float) and e["dur"] >= 0 and (e["pid"], e["tid"]) in threads
-            assert e["ts"] == e["args"]["start_ps"] / 1e6
-            assert e["ts"] + e["dur"] == pytest.approx(e["args"]["end_ps"] / 1e6, rel=1e-12, abs=1e-9)
+            assert _ns(e["ts"]) == e["args"]["start_ps"] // 1000
+            assert _ns(e["ts"]) + _ns(e["dur"]) == e["args"]["end_ps"] // 1000
             per_thread[e["pid"], e["tid"]].append(e)
         elif e["ph"] == "i":
             assert e["s"] == "t" and (e["pid"], e["tid"]) in threads
+            assert _ns(e["ts"]) == e["args"]["time_ps"] // 1000
         else:
             assert e["pid"] == PID_RUN and set(e["args"]) == {"value"}
     for slices in per_thread.values():
         for a, b in zip(slices, slices[1:], strict=False):
             assert a["ts"] <= b["ts"]
             assert a["args"]["end_ps"] <= b["args"]["start_ps"]
-            assert a["ts"] + a["dur"] <= b["ts"] + 1e-9
+            assert _ns(a["ts"]) + _ns(a["dur"]) <= _ns(b["ts"])
 
 
 def _slices(doc, pid_lo, pid_hi, key="op_id"):
@@ -133,8 +141,10 @@ def test_every_op_is_one_slice_on_its_stage_with_its_start_and_end(failed_run, f
     for r in ops:
         (e,) = by_op[r["op_id"]]
         assert (e["args"]["start_ps"], e["args"]["end_ps"]) == (r["start_ps"], r["end_ps"])
-        assert e["ts"] == r["start_ps"] / 1e6
-        assert e["dur"] == pytest.approx(r["time_ps"] / 1e6, abs=1e-9)
+        assert (
+            _ns(e["ts"]) == r["start_ps"] // 1000
+            and _ns(e["dur"]) == r["end_ps"] // 1000 - r["start_ps"] // 1000
+        )
         assert processes[e["pid"]] == f"stage {r['stage']}" and e["name"] == f"{r['kind']} {r['phase']}"
         for k in ("size_bytes", "algorithm", "protocol", "channels", "iteration", "phase", "kind"):
             assert e["args"][k] == r[k]
@@ -172,7 +182,7 @@ def test_failures_and_plan_changes_appear_at_their_times(failed_run, failed_doc)
         if threads[e["pid"], e["tid"]] == "link changes"
     ]
     assert changes == scheduled  # (scheduled in time order)
-    assert all(e["ts"] == e["args"]["time_ps"] / 1e6 for e in instants)
+    assert all(_ns(e["ts"]) == e["args"]["time_ps"] // 1000 for e in instants)
     # the NIC was down from 2 ms to 50 ms; the OCS port from 1 ms to the end of the run
     down = sorted(
         (e["args"]["link_id"], e["args"]["start_ps"], e["args"]["end_ps"])
@@ -221,7 +231,7 @@ def test_counters_follow_the_queue_samples(failed_run, failed_doc):
     counters = defaultdict(dict)
     for e in failed_doc["traceEvents"]:
         if e["ph"] == "C":
-            counters[e["name"]][round(e["ts"] * 1e6)] = e["args"]["value"]
+            counters[e["name"]][_ns(e["ts"]) * 1000] = e["args"]["value"]
     kind = dict(zip(res.links["link_id"].to_pylist(), res.links["kind"].to_pylist(), strict=True))
     n_dirs = defaultdict(int)
     for k in res.links["kind"].to_pylist():
