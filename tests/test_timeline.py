@@ -170,6 +170,12 @@ def test_every_op_is_a_slice_on_each_of_its_gpus(fabric, rl_trace):
     assert len(got) == len(set(got)) and set(got) == want
     names = _process_names(doc)
     assert all(names[PID_GPU0 + g] == f"GPU {g}" for _, g in want)
+    rows = {r["op_id"]: r for r in res.ops.to_pylist()}
+    for e in _slices(doc, PID_GPU0, 10**9):  # the op's times and what tells it apart
+        r = rows[e["args"]["op_id"]]
+        assert (e["args"]["start_ps"], e["args"]["end_ps"]) == (r["start_ps"], r["end_ps"])
+        assert e["args"]["size_bytes"] == r["size_bytes"] and e["args"]["stage"] == r["stage"]
+        assert e["args"]["algorithm"] == r["algorithm"] and e["args"]["finished"]
 
 
 def test_failures_and_plan_changes_appear_at_their_times(failed_run, failed_doc):
