@@ -341,13 +341,19 @@ def _failures(tr: _Trace, res, end_ps: int) -> int:
     return len(rows)
 
 
-def _step_counter(tr: _Trace, name: str, times: np.ndarray, values: np.ndarray, period: int) -> None:
-    """A counter sampled every ``period`` with values at ``times`` and zero at the samples
-    in between (a sample with no row had nothing to count): a zero follows each run of rows."""
+def _step_counter(
+    tr: _Trace, name: str, times: np.ndarray, values: np.ndarray, period: int, window: bool
+) -> None:
+    """A counter sampled every ``period`` with values at ``times`` and zero at the samples in
+    between (a sample with no row had nothing to count): a zero follows each run of rows. A
+    viewer holds a counter's value until its next one, so a ``window`` value (what the window
+    ending at the sample measured) is drawn from the window's start, ``t - period``; a value at
+    the sample instant (a queue) from ``t``."""
+    shift = period if window else 0
     for i, (t, v) in enumerate(zip(times.tolist(), values.tolist(), strict=True)):
-        tr.counter(t, name, v)
+        tr.counter(t - shift, name, v)
         if i + 1 == len(times) or times[i + 1] > t + period:
-            tr.counter(t + period, name, 0.0)
+            tr.counter(t + period - shift, name, 0.0)
 
 
 def _samples(res, notes: list):
@@ -394,12 +400,17 @@ def _counters(tr: _Trace, res, notes: list) -> list[str]:
                 f"queue max bytes {k}": _group_max(inv, q.astype(float), len(t)),
             }
             for name, values in series.items():
-                _step_counter(tr, name, t, values, period)
+                _step_counter(tr, name, t, values, period, window=name.startswith("utilization"))
                 names.append(name)
     if rates.num_rows:
         t, inv = np.unique(rates["time_ps"].to_numpy(), return_inverse=True)
         _step_counter(
-            tr, "goodput Gbps", t, np.bincount(inv, rates["rate_bps"].to_numpy(), len(t)) / 1e9, period
+            tr,
+            "goodput Gbps",
+            t,
+            np.bincount(inv, rates["rate_bps"].to_numpy(), len(t)) / 1e9,
+            period,
+            window=True,
         )
         names.append("goodput Gbps")
     return names

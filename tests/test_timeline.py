@@ -249,16 +249,19 @@ def test_counters_follow_the_queue_samples(failed_run, failed_doc):
         util_max[key] = max(util_max[key], r["utilization"])
         util_sum[key] += r["utilization"]
         queued[key] += r["queue_bytes"]
+    # a window's utilization from the window's start (t - period); a queue at its sample t
     for (k, t), v in util_max.items():
-        assert counters[f"utilization max {k}"][t] == pytest.approx(v)
-        assert counters[f"utilization mean {k}"][t] == pytest.approx(util_sum[k, t] / n_dirs[k])
+        assert counters[f"utilization max {k}"][t - period] == pytest.approx(v)
+        assert counters[f"utilization mean {k}"][t - period] == pytest.approx(util_sum[k, t] / n_dirs[k])
         assert counters[f"queue bytes {k}"][t] == queued[k, t]
         if (k, t + period) not in util_max:  # no row at the next sample: nothing moved
-            assert counters[f"utilization max {k}"][t + period] == 0
+            assert counters[f"utilization max {k}"][t] == 0 and counters[f"queue bytes {k}"][t + period] == 0
     goodput = defaultdict(float)
     for r in res.rate_samples.to_pylist():
         goodput[r["time_ps"]] += r["rate_bps"] / 1e9
-    assert goodput and all(counters["goodput Gbps"][t] == pytest.approx(v) for t, v in goodput.items())
+    assert goodput and all(
+        counters["goodput Gbps"][t - period] == pytest.approx(v) for t, v in goodput.items()
+    )
     assert "utilization max nic" in failed_doc["otherData"]["counters"]
 
 
