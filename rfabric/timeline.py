@@ -261,7 +261,18 @@ def _flow_items(res, end_ps: int, max_flows: int, notes: list) -> dict[int, list
     if len(keep) > max_flows:
         notes.append(f"flows: the first {max_flows:,} of {len(keep):,} by start (max_flows)")
         keep = np.sort(keep[:max_flows])
-    cols = ("flow_id", "op_id", "src", "dst", "size_bytes", "fct_ps", "slowdown", "retransmits")
+    cols = (
+        "flow_id",
+        "op_id",
+        "src",
+        "dst",
+        "size_bytes",
+        "fct_ps",
+        "ideal_fct_ps",
+        "slowdown",
+        "delivered_bytes",
+        "retransmits",
+    )
     rows = _rows(flows.take(keep), (*cols, "start_ps", "end_ps"))
     for r in rows:
         s, e = r.pop("start_ps"), r.pop("end_ps")

@@ -304,6 +304,7 @@ def test_a_flows_run_draws_each_flow_on_its_source_gpu(tmp_path):
         e = by_id[r["flow_id"]]
         assert e["pid"] - PID_GPU0 == r["src"] and e["args"]["dst"] == r["dst"]
         assert (e["args"]["start_ps"], e["args"]["end_ps"]) == (r["start_ps"], r["end_ps"])
+        assert {k: e["args"][k] for k in r} == r  # the flow's row
     # a cap keeps the first flows by start and says so
     capped = build_timeline(res, max_flows=10)
     kept = _slices(capped, PID_GPU0, 10**9, key="flow_id")
