@@ -22,6 +22,7 @@ __all__ = [
     "OP_SCHEMA",
     "STAGE_SCHEMA",
     "CIRCUIT_SCHEMA",
+    "LINK_CHANGE_SCHEMA",
     "SWEEP_SCHEMA",
     "QUEUE_SAMPLE_SCHEMA",
     "RATE_SAMPLE_SCHEMA",
@@ -125,6 +126,17 @@ CIRCUIT_SCHEMA = pa.schema(
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
         ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
+    ]
+)
+
+#: One row per link state change scheduled on the run (``set_link_state``, ``fail_link``,
+#: ``fail_nic``), by time (equal times in the order they were scheduled); one after the run's
+#: end (``Results.run["sim_ps"]``) had not happened when the run stopped.
+LINK_CHANGE_SCHEMA = pa.schema(
+    [
+        ("time_ps", pa.int64()),  # when the link goes down or up (both directions)
+        ("link_id", pa.int64()),  # row of the topology's link table
+        ("up", pa.bool_()),  # False: taken down; True: brought back up
     ]
 )
 
@@ -296,6 +308,11 @@ class Results:
         Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     circuits : pyarrow.Table
         Every applied circuit change (``CIRCUIT_SCHEMA``).
+    link_changes : pyarrow.Table
+        Every link failure and repair scheduled on the run (``LINK_CHANGE_SCHEMA``).
+    op_ranks : pyarrow.ChunkedArray or None
+        The GPUs of each op, row for row with ``ops`` (the trace's ``ranks`` column, a list
+        of GPU ids per op; None for plain flows): per-GPU views such as the timeline use it.
     queue_samples, rate_samples : pyarrow.Table
         With ``sample_every``: queue depth and traffic per link direction
         (``QUEUE_SAMPLE_SCHEMA``) and goodput per flow (``RATE_SAMPLE_SCHEMA``) at every
@@ -338,6 +355,17 @@ class Results:
     queue_samples: pa.Table = field(default_factory=lambda: QUEUE_SAMPLE_SCHEMA.empty_table())
     rate_samples: pa.Table = field(default_factory=lambda: RATE_SAMPLE_SCHEMA.empty_table())
     samples_path: str | None = None
+    link_changes: pa.Table = field(default_factory=lambda: LINK_CHANGE_SCHEMA.empty_table())
+    op_ranks: pa.ChunkedArray | None = None
+
+    def write_timeline(self, path, **options) -> dict:
+        """Write the run as a timeline: Chrome trace event JSON that Perfetto
+        (ui.perfetto.dev) and chrome://tracing open (docs/timelines.md). ``options`` go to
+        ``rfabric.timeline.build_timeline`` (``gpus``, ``max_flows``, ``max_gpu_slices``).
+        Returns the file's summary (its ``otherData``: event counts and what was left out)."""
+        from .timeline import write_timeline
+
+        return write_timeline(self, path, **options)
 
     @property
     def fct_ps(self) -> np.ndarray:

@@ -8,7 +8,7 @@ layers below:
     model        units, validators, errors, catalog, _optional and _graph (helpers), spec,
                  flows, topology, traces, rewrites,
                  the engine, and the spec readers controllers/layout and controllers/forest
-    run          simulation, results, plot, forwarding, the control loop and the controller
+    run          simulation, results, timeline, plot, forwarding, the control loop and the controller
                  interface (controllers/base, controllers/loop)
     policy       rfabric.controllers (the controllers and their allocators)
     experiments  sweeps, cost, pareto, bounds, collectives, report
@@ -53,6 +53,7 @@ LAYERS = [
         [
             "rfabric.simulation",
             "rfabric.results",
+            "rfabric.timeline",
             "rfabric.plot",
             "rfabric.forwarding",
             "rfabric.run",

@@ -176,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write result tables as OUTPUT.<table>.parquet (links; flows for a pattern or with "
         "--record-flows; ops, stages for a trace)",
     )
+    r.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="write the run as a timeline (Chrome trace JSON for ui.perfetto.dev or "
+        "chrome://tracing; docs/timelines.md)",
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("collective", help="nccl-tests-style table of one collective over message sizes")

@@ -164,4 +164,9 @@ def cmd_run(args) -> int:
         for name, table in tables.items():
             pq.write_table(table, out.with_suffix(f".{name}.parquet"))
         print(f"wrote {', '.join(str(out.with_suffix(f'.{n}.parquet')) for n in tables)}")
+    if args.timeline:
+        info = res.write_timeline(args.timeline)
+        print(f"wrote timeline {args.timeline} ({info['op_slices']:,} ops, {info['flows_drawn']:,} flows)")
+        for note in info["notes"]:
+            print(f"  {note}")
     return 0

@@ -36,6 +36,7 @@ class CircuitsAndFailures:
         at_ps = parse_time(at, name="at")
         self._engine.set_link_state(link, at_ps, up)
         self._link_changes.setdefault(link, []).append((at_ps, up))
+        self._link_change_log.append((at_ps, link, up))
 
     def _link_down_at(self, link: int, t: int) -> bool:
         """Whether link row ``link`` is down at time ``t`` by the changes scheduled so far (the

@@ -14,6 +14,7 @@ import pyarrow as pa
 from ..results import (
     CIRCUIT_SCHEMA,
     FLOW_SCHEMA,
+    LINK_CHANGE_SCHEMA,
     PACKET_ONLY_RUN_KEYS,
     Results,
     build_link_table,
@@ -93,6 +94,16 @@ class ResultsAssembly:
         periods = np.asarray(self._plan_periods, dtype=np.int64)
         circuit_log["period"] = periods[circuit_log["plan_id"]]
         res.circuits = pa.table(circuit_log, schema=CIRCUIT_SCHEMA)
+        # by time; equal times in the order they were scheduled (as the engine applies them)
+        changes = sorted(self._link_change_log, key=lambda c: c[0])
+        res.link_changes = pa.table(
+            {
+                "time_ps": [c[0] for c in changes],
+                "link_id": [c[1] for c in changes],
+                "up": [c[2] for c in changes],
+            },
+            schema=LINK_CHANGE_SCHEMA,
+        )
         loop = self._loop
         run["controller"] = loop.name if loop else None
         run["controller_calls"] = loop.calls if loop else 0
@@ -107,6 +118,7 @@ class ResultsAssembly:
                 self._engine.op_flow_stats() if self.backend == "packet" else self._flow_op_stats(),
                 rewrite=self._rewrite_label,
             )
+            res.op_ranks = self.trace.table.column("ranks")
             end = res.ops["end_ps"].to_numpy()
             run["ops"] = len(end)
             run["ops_done"] = int(np.sum(end >= 0))

@@ -225,6 +225,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
         # Link state changes scheduled so far, per link: [(at_ps, up)] in call order. A circuit
         # plan may not use an OCS port that is down at the plan's own time.
         self._link_changes: dict[int, list[tuple[int, bool]]] = {}
+        self._link_change_log: list[tuple[int, int, bool]] = []  # (at_ps, link, up) in call order
 
     @property
     def now(self) -> int:
