@@ -31,6 +31,7 @@ from . import (
     plot,
     rewrites,
     sweeps,
+    tables,
     topologies,
     traces,
     units,
@@ -44,6 +45,7 @@ from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
 from .sweeps import sweep
+from .tables import format_table
 from .topologies import Topology
 
 # One public name per module (docs/api-style.md). `rfabric.topologies` is the fabrics'
@@ -90,12 +92,14 @@ __all__ = [
     "collectives",
     "op_trace",
     "cost",
+    "format_table",
     "pareto",
     "plot",
     "rewrites",
     "simulate",
     "sweep",
     "sweeps",
+    "tables",
     "topologies",
     "traces",
     "units",

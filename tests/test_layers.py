@@ -11,7 +11,7 @@ layers below:
     run          simulation, results, plot, forwarding, the control loop and the controller
                  interface (controllers/base, controllers/loop)
     policy       rfabric.controllers (the controllers and their allocators)
-    experiments  sweeps, cost, pareto, bounds, collectives
+    experiments  sweeps, cost, pareto, bounds, collectives, tables
     cli          the command lines and the package's top level
 
 Layers are given by module prefix, so a module split into a package keeps its layer.
@@ -64,7 +64,14 @@ LAYERS = [
     ("policy", ["rfabric.controllers"]),
     (
         "experiments",
-        ["rfabric.sweeps", "rfabric.cost", "rfabric.pareto", "rfabric.bounds", "rfabric.collectives"],
+        [
+            "rfabric.sweeps",
+            "rfabric.cost",
+            "rfabric.pareto",
+            "rfabric.bounds",
+            "rfabric.collectives",
+            "rfabric.tables",
+        ],
     ),
     ("cli", ["rfabric.cli", "rfabric.traces.cli", "rfabric"]),
 ]
