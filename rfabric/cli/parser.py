@@ -188,8 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--op",
         default="all_reduce",
-        choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
-        help="the collective",
+        type=_name("collective"),
+        choices=catalog.COLLECTIVES,
+        help="the collective (all-to-all is read as all_to_all)",
     )
     c.add_argument(
         "--algorithm", default="auto", help="ring, hier_ring, tree, direct, ... or auto (NCCL-like choice)"

@@ -128,6 +128,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     g.add_argument(
         "--weight-sync",
+        type=lambda text: text.strip().lower().replace("-", "_"),  # two-level is read as two_level
         choices=("two_level", "flat", "gather_broadcast", "reshard"),
         default=None,
         help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
