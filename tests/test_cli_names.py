@@ -74,3 +74,13 @@ def test_presets_lists_name_family_gpus_link(capsys):
         assert rows[name] == [doc["family"], str(doc["params"]["gpus"]), doc["params"]["link"]]
     assert main(["presets", "--paths"]) == 0
     assert str(rf.topologies.presets()["fat_tree_128_200g"]) in capsys.readouterr().out
+
+
+def test_a_folder_named_like_a_fabric_does_not_hide_it(tmp_path, monkeypatch):
+    from rfabric.cli.common import fabric_arg
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FT").mkdir()
+    (tmp_path / "fat_tree_128_200g").mkdir()
+    assert fabric_arg("FT", 16, "100Gbps").gpus == 16
+    assert fabric_arg("fat_tree_128_200g", 16, "100Gbps").gpus == 128

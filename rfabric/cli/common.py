@@ -22,7 +22,7 @@ def fabric_arg(text: str, gpus: int, link: str, where: str = "fabric"):
     from ..units import parse_rate
 
     path = Path(text)
-    if path.suffix == ".toml" or path.exists():
+    if path.suffix == ".toml" or path.is_file():
         return load(path)
     shipped = presets()
     if text in shipped:

@@ -66,7 +66,7 @@ def load(path) -> Topology:
     """Read a topology preset (TOML) and return the fabric it describes. ``path`` is a TOML
     file, or the name of a preset shipped with rfabric (``presets()``) when no such file exists."""
     path = file_path(path, "rf.topologies.load: path")
-    if not path.exists() and path.suffix == "" and path.name == str(path):
+    if not path.is_file() and path.suffix == "" and path.name == str(path):
         path = presets().get(path.name, path)
     doc = read_toml(path, "topology")
     known_keys(doc, ("family", "params"), str(path))
