@@ -32,6 +32,7 @@ from . import (
     report,
     rewrites,
     sweeps,
+    tables,
     topologies,
     traces,
     units,
@@ -45,6 +46,7 @@ from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
 from .sweeps import sweep
+from .tables import format_table
 from .topologies import Topology
 
 # One public name per module (docs/api-style.md). `rfabric.topologies` is the fabrics'
@@ -91,6 +93,7 @@ __all__ = [
     "collectives",
     "op_trace",
     "cost",
+    "format_table",
     "pareto",
     "plot",
     "report",
@@ -98,6 +101,7 @@ __all__ = [
     "simulate",
     "sweep",
     "sweeps",
+    "tables",
     "topologies",
     "traces",
     "units",

@@ -45,11 +45,20 @@ def require(module: str, extra: str, feature: str):
         ) from exc
 
 
-class _PlainBar:
-    """What rf.sweep uses of tqdm (update, set_postfix_str, close), as one stderr line."""
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
-    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "it"):
+
+class _PlainBar:
+    """What rf.sweep uses of tqdm (update, set_postfix_str, close), as one line redrawn in
+    place (``\\r``): for a terminal."""
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "it", file=None):
         self.total, self.n, self.desc, self.unit = total, initial, desc, unit
+        self._file = sys.stderr if file is None else file
         self._initial, self._t0, self._postfix = initial, time.perf_counter(), ""
         self._draw()
 
@@ -63,28 +72,65 @@ class _PlainBar:
         self._draw()
 
     def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
+        self._file.write("\n")
+        self._file.flush()
+
+    def _status(self) -> str:
+        elapsed = time.perf_counter() - self._t0
+        done = self.n - self._initial
+        eta = (
+            f"  eta {elapsed / done * (self.total - self.n):.0f} s"
+            if done > 0 and self.n < self.total
+            else ""
+        )
+        tail = f"  {self._postfix}" if self._postfix else ""
+        return f"{self.n}/{self.total} {self.unit}  {elapsed:.0f} s{eta}{tail}"
 
     def _draw(self) -> None:
         width = 30
         filled = int(width * self.n / self.total) if self.total else width
-        elapsed = time.perf_counter() - self._t0
-        done = self.n - self._initial
-        eta = f"  eta {elapsed / done * (self.total - self.n):.0f} s" if done > 0 else ""
-        tail = f"  {self._postfix}" if self._postfix else ""
-        sys.stderr.write(
-            f"\r{self.desc}: [{'#' * filled}{'.' * (width - filled)}] {self.n}/{self.total} {self.unit}"
-            f"  {elapsed:.0f} s{eta}{tail} "
-        )
-        sys.stderr.flush()
+        self._file.write(f"\r{self.desc}: [{'#' * filled}{'.' * (width - filled)}] {self._status()} ")
+        self._file.flush()
 
 
-def progress_bar(total: int, initial: int = 0, desc: str = "", unit: str = "it"):
-    """A progress bar on stderr: tqdm's when tqdm is installed (``rfabric[progress]``), else a
-    plain one-line bar with the same methods (update, set_postfix_str, close)."""
+class _LogBar(_PlainBar):
+    """The bar for a log (stderr not a terminal): whole lines, one at the start, one each time
+    another tenth of the total is done, so at most 11 lines however many updates, and none
+    redrawn with ``\\r``."""
+
+    STEPS = 10
+
+    def __init__(self, total: int, initial: int = 0, desc: str = "", unit: str = "it", file=None):
+        self._shown = None
+        super().__init__(total, initial, desc, unit, file)
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self._postfix = text  # shown with the next line
+
+    def close(self) -> None:
+        self._file.flush()
+
+    def _draw(self) -> None:
+        step = self.STEPS * self.n // self.total if self.total else self.STEPS
+        if step == self._shown:
+            return
+        self._shown = step
+        pct = 100 * self.n // self.total if self.total else 100
+        self._file.write(f"{self.desc}: {self._status()}  ({pct}%)\n")
+        self._file.flush()
+
+
+def progress_bar(total: int, initial: int = 0, desc: str = "", unit: str = "it", file=None):
+    """A progress bar on ``file`` (default stderr) with tqdm's methods (update,
+    set_postfix_str, close). On a terminal: tqdm's when tqdm is installed
+    (``rfabric[progress]``), else a plain one-line bar redrawn in place. Not on a terminal (a
+    log file, a pipe, CI): whole lines, one per tenth of the total (`_LogBar`), so a log
+    gets at most 11 lines, not one per update."""
+    file = sys.stderr if file is None else file
+    if not _is_terminal(file):
+        return _LogBar(total, initial, desc, unit, file)
     try:
         from tqdm import tqdm
     except ImportError:
-        return _PlainBar(total, initial, desc, unit)
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit)
+        return _PlainBar(total, initial, desc, unit, file)
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=file)

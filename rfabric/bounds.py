@@ -55,13 +55,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import catalog
 from ._optional import require
 from .errors import SpecError
 from .spec import NODE_KINDS, NetworkSpec
 
 __all__ = ["FabricGraph", "Bound", "collective_bound", "flows_bound", "COLLECTIVE_KINDS"]
 
-COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+COLLECTIVE_KINDS = catalog.COLLECTIVES
 _GPU, _NVS = NODE_KINDS["gpu"], NODE_KINDS["nvswitch"]
 
 
@@ -297,6 +298,8 @@ def collective_bound(fabric, kind: str, size, ranks=None, *, lp: bool = True, gr
     """
     from .units import parse_size
 
+    if isinstance(kind, str) and kind.replace("-", "_") in COLLECTIVE_KINDS:
+        kind = kind.replace("-", "_")
     if kind not in COLLECTIVE_KINDS:
         raise SpecError(f"bounds: unknown collective {kind!r} (known: {', '.join(COLLECTIVE_KINDS)})")
     graph = graph or FabricGraph.of(fabric)

@@ -17,6 +17,7 @@ __all__ = [
     "FLOW_PATTERNS",
     "STAGES",
     "CONTROLLERS",
+    "COLLECTIVES",
     "canonical",
 ]
 
@@ -49,18 +50,23 @@ STAGES: tuple[str, ...] = ("train", "gen", "weight_sync", "response_stream")
 #: Circuit controllers by name (CLI ``--controller``, sweeps' ``controller=``).
 CONTROLLERS: tuple[str, ...] = ("none", "static", "uniform", "stage_aware", "mixnet")
 
+#: Collectives rf.collective, rf.bounds and ``rfabric collective --op`` time (a trace's
+#: ``kind`` column also has send and m2n).
+COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
 _KINDS = {
     "fabric": tuple(FABRICS),
     "family": FAMILIES,
     "pattern": FLOW_PATTERNS,
     "stage": STAGES,
     "controller": CONTROLLERS,
+    "collective": COLLECTIVES,
 }
 
 
 def canonical(name: str, kind: str) -> str:
     """The catalog's spelling of ``name`` as a ``kind`` (``"pattern"``, ``"stage"``,
-    ``"controller"``, ``"family"`` or ``"fabric"``): hyphens read as underscores for the
+    ``"controller"``, ``"collective"``, ``"family"`` or ``"fabric"``): hyphens read as underscores for the
     snake_case kinds. Raises ValueError naming the known names if there is none."""
     try:
         known = _KINDS[kind]

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 import pyarrow as pa
 
+from . import catalog
 from .errors import SpecError
 from .simulation import simulate
 from .units import parse_size
@@ -39,11 +40,22 @@ COLLECTIVE_SCHEMA = pa.schema(
 )
 
 
+def _kind(kind):
+    """The catalog's spelling of a collective (hyphens read as underscores); anything else is
+    left for the trace's own check, which names the known kinds."""
+    try:
+        return catalog.canonical(kind, "collective")
+    except ValueError:
+        return kind
+
+
 def op_trace(kind: str, ranks, size_bytes: int, algorithm: str = "auto", *, gpus: int | None = None):
     """A one-op trace: collective ``kind`` over ``ranks`` (GPU ids; for broadcast the first is
     the root) of ``size_bytes`` (nccl-tests convention), starting at time 0. ``gpus`` bounds
-    the rank check (default: the largest rank + 1)."""
+    the rank check (default: the largest rank + 1). ``all-to-all`` is read as ``all_to_all``."""
     from .traces import Trace
+
+    kind = _kind(kind)
 
     return Trace.from_columns(
         op_id=[0],
@@ -139,6 +151,7 @@ def collective(
         topology, kind = kind, topology
     if topology is None or kind is None:
         raise SpecError("rf.collective(topology, kind, ...): both the fabric and the collective are needed")
+    kind = _kind(kind)
     from .config import as_spec as _as_spec
 
     spec = _as_spec(topology)

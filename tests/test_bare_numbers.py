@@ -69,7 +69,7 @@ def _sweep_toml(link, tmp_path):
 
     p = tmp_path / "sweep.toml"
     p.write_text(
-        f'fabrics = ["FT"]\nlinks = [{link}]\ngpus = [16]\nout = "sweep.parquet"\nexecutor = "serial"\n\n'
+        f'fabrics = ["FT"]\nlinks = [{link}]\ngpus = [16]\nout = "{tmp_path / "sweep.parquet"}"\nexecutor = "serial"\n\n'
         '[workload.flows]\nsize = "64KiB"\n'
     )
     return run_config(p)

@@ -1,17 +1,8 @@
-"""rfabric/cli/common.py: the text tables the subcommands print."""
+"""rfabric/cli/common.py: what the subcommands share (tables: tests/test_tables.py)."""
 
 import math
 
-from rfabric.cli.common import _ms, _print_rewrites, _table
-
-
-def test_table_right_aligns_each_column_to_its_widest_cell():
-    text = _table([{"a": "x", "b": 1234.5}, {"a": "long name", "b": 1.0}], [("a", "{}"), ("b", "{:,.1f}")])
-    head, rule, *rows = text.split("\n")
-    assert head == "        a        b"
-    assert rule == "---------  -------"
-    assert rows == ["        x  1,234.5", "long name      1.0"]
-    assert {len(line) for line in text.split("\n")} == {len(head)}
+from rfabric.cli.common import _ms, _print_rewrites
 
 
 def test_ms_of_a_time_column():

@@ -19,5 +19,5 @@ def test_a_preset_by_path_or_by_name():
     by_path = _fabric_arg("topologies/fat_tree_128_200g.toml", 16, "100Gbps")
     by_name = _fabric_arg("fat_tree_128_200g", 16, "100Gbps")
     assert by_path.gpus == by_name.gpus == 128  # the preset's own size, not --gpus
-    with pytest.raises(rf.SpecError, match="rfabric cost: unknown fabric 'Torus'"):
+    with pytest.raises(rf.SpecError, match="unknown fabric 'Torus'"):
         _fabric_arg("Torus", 16, "100Gbps")

@@ -22,14 +22,15 @@ def write(tmp_path, text: str, name="sweep.toml") -> Path:
     return path
 
 
-def test_config_file_and_cli(tmp_path, capsys):
+def test_config_file_and_cli(tmp_path, capsys, monkeypatch):
     from rfabric.cli import main
 
+    monkeypatch.chdir(tmp_path)  # out = "rows.parquet" is relative to the working folder
     path = write(tmp_path, GOOD.format(links='"100Gbps", "200Gbps"', workload=WORKLOAD, extra=""))
     assert main(["sweep", str(path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "FT-OS k8" in out and "4 points (0 resumed, 4 run)" in out
-    t = pq.read_table(tmp_path / "rows.parquet")  # out is relative to the config's folder
+    t = pq.read_table(tmp_path / "rows.parquet")
     assert t.num_rows == 4 and set(t["fabric"].to_pylist()) == {"FT", "FT-OS k8"}
     assert set(t["topology"].to_pylist()) == {"fat_tree-16", "fat_tree-os3-16"}
     # again, with a plot: every point comes from rows.parquet (nothing reruns)

@@ -11,7 +11,7 @@ layers below:
     run          simulation, results, timeline, plot, forwarding, the control loop and the controller
                  interface (controllers/base, controllers/loop)
     policy       rfabric.controllers (the controllers and their allocators)
-    experiments  sweeps, cost, pareto, bounds, collectives, report
+    experiments  sweeps, cost, pareto, bounds, collectives, report, tables
     cli          the command lines and the package's top level
 
 Layers are given by module prefix, so a module split into a package keeps its layer.
@@ -72,6 +72,7 @@ LAYERS = [
             "rfabric.bounds",
             "rfabric.collectives",
             "rfabric.report",
+            "rfabric.tables",
         ],
     ),
     ("cli", ["rfabric.cli", "rfabric.traces.cli", "rfabric"]),

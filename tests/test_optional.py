@@ -8,6 +8,7 @@ components that replaced scipy's in spec validation are checked against networkx
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -56,7 +57,11 @@ _SCRIPT = textwrap.dedent(
     import pyarrow as pa
     missing("report", lambda: rf.report.render(pa.table({"fabric": ["FT"]})))
     from rfabric._optional import progress_bar
-    print("bar", type(progress_bar(3, desc="sweep", unit="point")).__name__)
+    class TTY:  # a terminal: without tqdm, the plain bar
+        def isatty(self): return True
+        def write(self, text): pass
+        def flush(self): pass
+    print("bar", type(progress_bar(3, desc="sweep", unit="point", file=TTY())).__name__)
     print("loaded", sorted({m.split(".")[0] for m in sys.modules} & set(BLOCK)))
     """
 )
@@ -138,9 +143,11 @@ def test_plain_bar_counts_to_the_total(capsys):
     assert "1/4 point" in err.split("\r")[1]  # drawn at the start, with the resumed point
 
 
-def test_progress_bar_is_tqdm_when_installed():
+def test_progress_bar_is_tqdm_on_a_terminal_when_installed():
     tqdm = pytest.importorskip("tqdm")
-    bar = progress_bar(2, desc="sweep", unit="point")
+    tty = io.StringIO()
+    tty.isatty = lambda: True
+    bar = progress_bar(2, desc="sweep", unit="point", file=tty)
     try:
         assert isinstance(bar, tqdm.tqdm)
     finally:

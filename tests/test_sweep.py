@@ -432,7 +432,8 @@ def test_unknown_fabric_and_unknown_key_name_the_file(tmp_path):
         sweep_mod.run_config(path)
 
 
-def test_unknown_price_key_in_a_sweep_names_the_prices_file(tmp_path):
+def test_unknown_price_key_in_a_sweep_names_the_prices_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # prices = "prices.toml" is relative to the working folder
     prices = write(tmp_path, '["200Gbps"]\nswitch = 700\n', name="prices.toml")
     path = write(tmp_path, GOOD.format(links='"200Gbps"', workload=WORKLOAD, extra='prices = "prices.toml"'))
     with pytest.raises(rf.SpecError, match=rf"{prices}: \['200Gbps'\] unknown component 'switch'"):
@@ -465,7 +466,7 @@ def test_the_readme_config_and_the_example_config_resolve(tmp_path):
     points = grid(kwargs)
     assert [p.fabric.label for p in points[::2]] == ["FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric"]
     assert points[0].workload.label == "rl qwen2.5-14b-2L"
-    assert kwargs["out"] == str(root / "examples" / "sweep.parquet")
+    assert kwargs["out"] == str(Path.cwd() / "sweep.parquet")  # the working folder's
 
 
 def grid(kw):

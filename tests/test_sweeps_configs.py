@@ -16,13 +16,20 @@ def write(tmp_path, text):
 HEAD = 'fabrics = ["FT"]\nlinks = ["100Gbps"]\ngpus = [16]\n'
 
 
-def test_relative_paths_are_the_config_files_folder(tmp_path):
+def test_relative_paths_are_the_working_folder(tmp_path, monkeypatch):
     path = write(
-        tmp_path, HEAD + 'out = "rows.parquet"\ncontroller = "stage-aware"\n[workload]\ntrace = "t.arrow"\n'
+        tmp_path,
+        HEAD
+        + 'out = "rows.parquet"\nprices = "p.toml"\ncontroller = "stage-aware"\n[workload]\ntrace = "t.arrow"\n',
     )
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
     kw = load_config(path)
-    assert kw["out"] == str(tmp_path / "conf" / "rows.parquet")
-    assert kw["workload"] == {"trace": {"path": str(tmp_path / "conf" / "t.arrow")}}
+    assert kw["out"] == str(work / "rows.parquet") and kw["prices"] == str(work / "p.toml")
+    assert kw["workload"] == {"trace": {"path": str(work / "t.arrow")}}
+    absolute = write(tmp_path, HEAD + f'out = "{tmp_path / "abs.parquet"}"\n[workload.flows]\n')
+    assert load_config(absolute)["out"] == str(tmp_path / "abs.parquet")
     assert kw["where"] == str(path) and kw["controller"] == "stage-aware"
 
 

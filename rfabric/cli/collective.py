@@ -23,9 +23,14 @@ def _ranks(text: str) -> list[int]:
 def cmd_collective(args) -> int:
     """nccl-tests-style table for one collective over a size range."""
     from ..collectives import collective, format_table, size_range
-    from ..topologies import FatTree, load
+    from ..topologies import FatTree
+    from .common import fabric_arg
 
-    fab = load(args.topology) if args.topology else FatTree(args.gpus, args.link)
+    fab = (
+        fabric_arg(args.topology, args.gpus, args.link, "rfabric collective --topology")
+        if args.topology
+        else FatTree(args.gpus, args.link)
+    )
     table = collective(
         fab,
         args.op,

@@ -1,20 +1,39 @@
-"""Helpers the subcommands share: a plain-text table and the rewrites note."""
+"""Helpers the subcommands share: a fabric given by name or preset and the rewrites note
+(tables are printed by rfabric.tables.format_table)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 
-def _table(rows: list[dict], cols: list[tuple[str, str]]) -> str:
-    widths = [
-        max(len(title), *(len(fmt.format(r[key])) for r in rows))
-        for (key, fmt), title in zip([(k, f) for k, f in cols], [c[0] for c in cols], strict=True)
-    ]
-    head = "  ".join(title.rjust(w) for (title, _), w in zip(cols, widths, strict=True))
-    lines = [head, "  ".join("-" * w for w in widths)]
-    for r in rows:
-        lines.append(
-            "  ".join(fmt.format(r[key]).rjust(w) for (key, fmt), w in zip(cols, widths, strict=True))
-        )
-    return "\n".join(lines)
+from ..tables import _ms
+
+__all__ = ["fabric_arg", "_ms", "_print_rewrites"]
+
+
+def fabric_arg(text: str, gpus: int, link: str, where: str = "fabric"):
+    """The fabric a command line names (``rfabric run``, ``collective --topology``, ``cost``):
+    a topology preset's TOML path; the name of a preset shipped with rfabric
+    (``rfabric presets``); or a fabric name ``rf.sweep`` accepts (``rfabric.catalog.FABRICS``
+    such as FT, FT-OS, RO, RFabric; ``FT-OS<ratio>``; a family name) built at ``gpus`` and
+    ``link``."""
+    from ..errors import SpecError
+    from ..sweeps import resolve_fabric
+    from ..topologies import load, presets
+    from ..units import parse_rate
+
+    path = Path(text)
+    if path.suffix == ".toml" or path.is_file():
+        return load(path)
+    shipped = presets()
+    if text in shipped:
+        return load(shipped[text])
+    try:
+        spec = resolve_fabric(text, where=where)
+    except SpecError as exc:
+        raise SpecError(
+            f"{exc}; or a preset ({', '.join(shipped)}; rfabric presets), or a TOML path"
+        ) from None
+    return spec.build(gpus, parse_rate(link, name="--link"))
 
 
 def _print_rewrites(rows: list[dict], rule: str) -> None:
@@ -31,8 +50,3 @@ def _print_rewrites(rows: list[dict], rule: str) -> None:
     for text, fabs in by.items():
         who = "all fabrics" if len(fabs) == len(rows) else ", ".join(fabs)
         print(f"  {who}: {text}")
-
-
-def _ms(ps) -> float:
-    """A time column's value (int ps, or None when the run did not finish) in ms for printing."""
-    return float("nan") if ps is None else ps / 1e9

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import catalog
 from ..errors import MissingDependency
-from .common import _ms, _print_rewrites, _table
+from ..tables import format_table
+from .common import _ms, _print_rewrites
 
 #: The rows ``rfabric demo --workload flows`` writes: one per fabric and pattern.
 DEMO_FLOWS_SCHEMA_FIELDS = (
@@ -116,7 +117,7 @@ def cmd_demo(args) -> int:
         r["weight_sync_ms"] = _ms(stage.get("weight_sync"))
         r["pareto"] = "yes" if r["pareto"] else ""
     print(
-        _table(
+        format_table(
             rows,
             [
                 ("fabric", "{}"),
@@ -191,7 +192,7 @@ def _demo_flows(args) -> int:
         for r in rows
     ]
     print(
-        _table(
+        format_table(
             shown,
             [
                 ("fabric", "{}"),

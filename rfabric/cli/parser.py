@@ -13,6 +13,7 @@ from .collective import _ranks, cmd_collective
 from .cost import cmd_cost
 from .demo import cmd_demo
 from .report import add_subcommand as add_report
+from .presets import cmd_presets
 from .run import cmd_run
 from .sweep import cmd_sweep
 
@@ -100,7 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     r = sub.add_parser("run", help="simulate a traffic pattern or replay a trace on a topology preset")
-    r.add_argument("topology", help="path to a topology TOML preset (topologies/*.toml)")
+    r.add_argument(
+        "topology",
+        help="the fabric: a fabric name (FT, FT-OS, FT-OS<ratio>, RO, TopoOpt, MixNet, RFabric, a family "
+        "name) built at --gpus and --link, a shipped preset's name (rfabric presets), or a TOML path",
+    )
+    r.add_argument("--gpus", type=int, default=128, help="GPUs when TOPOLOGY is a fabric name")
+    r.add_argument("--link", default="200Gbps", help="link speed when TOPOLOGY is a fabric name")
     r.add_argument("--trace", help="replay this trace (Arrow IPC or Parquet) instead of a pattern")
     r.add_argument("--until", help="stop at this simulated time (e.g. 20ms)")
     r.add_argument(
@@ -188,17 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--op",
         default="all_reduce",
-        choices=["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"],
-        help="the collective",
+        type=_name("collective"),
+        choices=catalog.COLLECTIVES,
+        help="the collective (all-to-all is read as all_to_all)",
     )
     c.add_argument(
         "--algorithm", default="auto", help="ring, hier_ring, tree, direct, ... or auto (NCCL-like choice)"
     )
-    c.add_argument("--topology", help="topology preset (TOML); default a FatTree of --gpus")
     c.add_argument(
-        "--gpus", type=int, default=16, help="GPUs of the fat-tree (when no topology preset is given)"
+        "--topology",
+        help="the fabric: a fabric name (FT, RO, RFabric, ...) built at --gpus and --link, a shipped "
+        "preset's name (rfabric presets) or a TOML path; default a FatTree of --gpus",
     )
-    c.add_argument("--link", default="200Gbps", help="link speed of that fat-tree")
+    c.add_argument(
+        "--gpus", type=int, default=16, help="GPUs of the fabric (when --topology is not a preset)"
+    )
+    c.add_argument("--link", default="200Gbps", help="link speed of the fabric (when not a preset)")
     c.add_argument("--ranks", type=_ranks, help="participating GPUs, e.g. 0-15 (default all)")
     c.add_argument("-b", "--min-bytes", default="8MiB", help="smallest message size (as nccl-tests -b)")
     c.add_argument("-e", "--max-bytes", default="256MiB", help="largest message size (as nccl-tests -e)")
@@ -231,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("cost", help="print a fabric's network bill of materials and cost")
     k.add_argument(
         "fabric",
-        help="topology preset (TOML path or a topologies/ name) or a fabric name (FT, FT-OS, RO, RFabric, ...)",
+        help="a fabric name (FT, FT-OS, RO, RFabric, ...), a shipped preset's name (rfabric presets) "
+        "or a TOML path",
     )
     k.add_argument("--gpus", type=int, default=128, help="GPUs when FABRIC is a name (default 128)")
     k.add_argument("--link", default="200Gbps", help="link speed when FABRIC is a name (default 200Gbps)")
@@ -239,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--gpu-price", type=float, help="USD per GPU (not in the paper): adds the cluster total")
     k.add_argument("-o", "--output", help="write the bill as .csv or .parquet")
     k.set_defaults(func=cmd_cost)
+
+    p = sub.add_parser("presets", help="list the topology presets shipped with rfabric")
+    p.add_argument("--paths", action="store_true", help="also print each preset's TOML file")
+    p.set_defaults(func=cmd_presets)
 
     s = sub.add_parser(
         "sweep", help="run a sweep of fabrics x link speeds x scales x workloads (TOML config)"

@@ -99,9 +99,9 @@ def cmd_run(args) -> int:
     """Simulate a traffic pattern, or replay a trace, on a topology preset."""
     from .. import Simulation, traces
     from ..sweeps import pattern_flows
-    from ..topologies import load
+    from .common import fabric_arg
 
-    fab = load(args.topology)
+    fab = fabric_arg(args.topology, args.gpus, args.link, "rfabric run")
     if args.trace:
         workload = traces.read(args.trace, gpus=fab.gpus)
         what = f"trace {args.trace} ({workload.num_ops:,} ops)"

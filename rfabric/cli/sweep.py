@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _ms, _print_rewrites, _table
+from ..tables import format_table
+from .common import _ms, _print_rewrites
 
 
 def cmd_sweep(args) -> int:
@@ -35,7 +36,7 @@ def cmd_sweep(args) -> int:
         r["iter_per_s_per_musd"] = r["throughput_per_musd"]
         r["pareto"] = "yes" if r["pareto"] else ""
     print(
-        _table(
+        format_table(
             rows,
             [
                 ("fabric", "{}"),

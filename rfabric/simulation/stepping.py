@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from .._optional import _is_terminal
 from ..units import format_time, parse_time
 from ..validators import boolean, integer
 
@@ -97,6 +98,7 @@ class Stepping:
         chunk = PROGRESS_CHUNK_EVENTS
         ran = 0
         t0 = time.perf_counter()
+        log, shown = not _is_terminal(sys.stderr), None
         while True:
             step = min(chunk, max_events - ran) if max_events else chunk
             n = self._run_engine(limit, step)
@@ -106,11 +108,17 @@ class Stepping:
             done = self._engine.flows_done if self.flows is not None else self._engine.ops_done
             width = 30
             filled = int(width * done / total) if total else width
-            sys.stderr.write(
-                f"\r[{'#' * filled}{'.' * (width - filled)}] {unit} {done}/{total}  "
-                f"sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
-                f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s "
+            status = (
+                f"{unit} {done}/{total}  sim {format_time(self._engine.now)}  events {ev / 1e6:.1f}M  "
+                f"{ev / max(elapsed, 1e-9) / 1e6:.1f} Mev/s"
             )
+            if log:  # a log, not a terminal: a whole line per tenth done, not one per chunk
+                tenth = 10 * done // total if total else 10
+                if tenth != shown:
+                    shown = tenth
+                    sys.stderr.write(f"run: {status}\n")
+            else:
+                sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {status} ")
             sys.stderr.flush()
             at_boundary = self._boundary()
             if max_events and ran >= max_events:
@@ -119,4 +127,5 @@ class Stepping:
                 continue
             if n < step or self._engine.idle or self._engine.now >= limit:
                 break
-        sys.stderr.write("\n")
+        if not log:
+            sys.stderr.write("\n")

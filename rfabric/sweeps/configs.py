@@ -36,7 +36,8 @@ _CONFIG_KEYS = {
 
 def load_config(path) -> dict:
     """Read a sweep config (TOML) into ``sweep()`` keyword arguments. Relative paths in it
-    (``out``, ``prices``, trace paths) are taken from the config file's folder."""
+    (``out``, ``prices``, trace paths) are taken from the current working folder, as a
+    command line's are (not from the config file's folder), and returned absolute."""
     path = file_path(path, "sweep config: path")
     doc = read_toml(path, "sweep config")
     known_keys(doc, _CONFIG_KEYS, str(path))
@@ -48,7 +49,7 @@ def load_config(path) -> dict:
     wl = doc.pop("workloads", None) if "workloads" in doc else doc.pop("workload", None)
     if wl is None:
         raise SpecError(f"{path}: missing key 'workload' (or a [workloads.NAME] table per workload)")
-    base = path.parent
+    base = Path.cwd()
 
     def rel(p):
         return str(p if Path(p).is_absolute() else base / p)

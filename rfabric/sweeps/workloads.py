@@ -128,38 +128,13 @@ def _generate(kind: str, args: dict, gpus: int, seed: int, label: str):
 
 
 def _model(spec, where: str):
-    """generate_rl's model: a name, a ModelConfig, a table ``{base = NAME, **fields}`` that
-    changes some fields of a named model (e.g. ``layers = 2`` for a quick sweep; named
-    ``NAME-<layers>L`` unless the table sets ``name``), or a table of every ModelConfig field."""
-    import dataclasses
-
-    from ..traces.models import ModelConfig, get_model
+    """generate_rl's model: a name, a ModelConfig, or a table (``{base = NAME, **fields}``,
+    e.g. ``layers = 2`` for a quick sweep, or every ModelConfig field): rf.traces.models.get_model."""
+    from ..traces.models import get_model
 
     if not isinstance(spec, Mapping):
         return spec
-    fields = dict(spec)
-    base = fields.pop("base", None)
-    known = {f.name for f in dataclasses.fields(ModelConfig)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise SpecError(
-            f"{where}: unknown model field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
-        )
-    if base is None:  # a whole model of the user's
-        try:
-            return ModelConfig(**fields)
-        except (TypeError, ValueError) as exc:
-            raise SpecError(
-                f"{where}: a model table needs 'base' (a model name such as 'qwen2.5-14b') "
-                f"or every ModelConfig field ({exc})"
-            ) from None
-    shape = get_model(base)
-    if "name" not in fields:
-        fields["name"] = f"{shape.name}-{fields['layers']}L" if "layers" in fields else shape.name
-    try:
-        return dataclasses.replace(shape, **fields)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(f"{where}: model: {exc}") from None
+    return get_model(spec, where)
 
 
 _WORKLOAD_KINDS = ("generate_rl", "flows", "trace")

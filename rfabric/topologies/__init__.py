@@ -1,6 +1,8 @@
 """Fabrics: the Topology base class, the built-in families and TOML presets.
 
-Presets live in the repository's ``topologies/`` folder; ``load(path)`` reads one::
+Presets ship inside the package (``rfabric/data/presets/``; a checkout's top-level
+``topologies/`` is a link to that folder). ``presets()`` lists them by name and
+``load(path_or_name)`` reads one::
 
     family = "fat_tree"          # a name from FAMILIES (or a registered subclass)
     [params]                     # constructor keyword arguments
@@ -11,6 +13,7 @@ Presets live in the repository's ``topologies/`` folder; ``load(path)`` reads on
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 from ..errors import SpecError, read_toml
 from ..validators import file_path, known_keys
@@ -32,6 +35,7 @@ __all__ = [
     "FAMILIES",
     "register",
     "load",
+    "presets",
     "DEFAULTS",
 ]
 
@@ -49,9 +53,21 @@ def register(cls: type[Topology]) -> type[Topology]:
     return cls
 
 
+def presets() -> dict[str, Path]:
+    """The presets shipped with rfabric: name (file stem, e.g. ``"fat_tree_128_200g"``) ->
+    path of its TOML file, sorted by name."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("rfabric") / "data" / "presets"))
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+
+
 def load(path) -> Topology:
-    """Read a topology preset (TOML) and return the fabric it describes."""
+    """Read a topology preset (TOML) and return the fabric it describes. ``path`` is a TOML
+    file, or the name of a preset shipped with rfabric (``presets()``) when no such file exists."""
     path = file_path(path, "rf.topologies.load: path")
+    if not path.is_file() and path.suffix == "" and path.name == str(path):
+        path = presets().get(path.name, path)
     doc = read_toml(path, "topology")
     known_keys(doc, ("family", "params"), str(path))
     family = doc.get("family")

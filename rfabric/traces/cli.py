@@ -46,6 +46,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         description="Generate a disaggregated RL post-training trace (see rfabric.traces.generate_rl).",
     )
     g.add_argument("--model", default="qwen2.5-14b", help=f"one of {', '.join(MODELS)} (default qwen2.5-14b)")
+    g.add_argument(
+        "--layers",
+        type=int,
+        default=None,
+        help="keep this many layers of the model (a quick trace; named MODEL-<N>L; default all)",
+    )
     g.add_argument("--train-gpus", type=int, required=True, help="training GPUs (ranks 0..N-1)")
     g.add_argument("--gen-gpus", type=int, required=True, help="generation GPUs (ranks after the train GPUs)")
     for dim in ("tp", "pp", "dp", "cp", "ep"):
@@ -122,6 +128,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     g.add_argument(
         "--weight-sync",
+        type=lambda text: text.strip().lower().replace("-", "_"),  # two-level is read as two_level
         choices=("two_level", "flat", "gather_broadcast", "reshard"),
         default=None,
         help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
@@ -227,7 +234,7 @@ def _generate(args: argparse.Namespace) -> int:
     hw = H800 if same else Hardware(name="custom", **fields)
     t0 = time.perf_counter()
     trace = generate_rl(
-        args.model,
+        args.model if args.layers is None else {"base": args.model, "layers": args.layers},
         train_gpus=args.train_gpus,
         gen_gpus=args.gen_gpus,
         train={k: v for k, v in train.items() if v is not None},

@@ -432,14 +432,21 @@ MODELS: dict[str, ModelConfig] = {
 }
 
 
-def get_model(model: str | ModelConfig) -> ModelConfig:
-    """A ModelConfig from a name in `MODELS` (case-insensitive, ``_`` = ``-``) or a ModelConfig.
+def get_model(model, where: str = "model") -> ModelConfig:
+    """A ModelConfig from a name in `MODELS` (case-insensitive, ``_`` = ``-``), a ModelConfig,
+    or a dict: ``{"base": NAME, **fields}`` changes some fields of a named model (e.g.
+    ``{"base": "qwen2.5-14b", "layers": 2}``, named ``qwen2.5-14b-2L`` unless ``name`` is
+    given), and a dict without ``base`` gives every ModelConfig field. Sweeps' ``model``
+    tables are the same dicts.
 
     Raises
     ------
     SpecError
-        If the name is unknown.
+        If the name is unknown or a field is unknown or invalid (naming ``where``).
     """
+    import dataclasses
+    from collections.abc import Mapping
+
     if isinstance(model, ModelConfig):
         return model
     if isinstance(model, str):
@@ -447,7 +454,34 @@ def get_model(model: str | ModelConfig) -> ModelConfig:
         if key in MODELS:
             return MODELS[key]
         raise SpecError(f"unknown model {model!r}; known: {', '.join(MODELS)} (or pass a ModelConfig)")
-    raise SpecError(f"model must be a name or a ModelConfig, not {type(model).__name__}")
+    if not isinstance(model, Mapping):
+        raise SpecError(
+            f"{where} must be a name, a ModelConfig or a dict such as "
+            f"{{'base': 'qwen2.5-14b', 'layers': 2}}, not {type(model).__name__}"
+        )
+    fields = dict(model)
+    base = fields.pop("base", None)
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown model field(s) {', '.join(unknown)} (known: base, {', '.join(sorted(known))})"
+        )
+    if base is None:  # a whole model of the user's
+        try:
+            return ModelConfig(**fields)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(
+                f"{where}: a model dict needs 'base' (a model name such as 'qwen2.5-14b') "
+                f"or every ModelConfig field ({exc})"
+            ) from None
+    shape = get_model(base, where)
+    if "name" not in fields:
+        fields["name"] = f"{shape.name}-{fields['layers']}L" if "layers" in fields else shape.name
+    try:
+        return dataclasses.replace(shape, **fields)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{where}: model: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ _I64 = np.int64
 
 
 def generate_rl(
-    model: str | ModelConfig,
+    model: str | ModelConfig | Mapping[str, Any],
     *,
     train_gpus: int,
     gen_gpus: int,
@@ -103,9 +103,11 @@ def generate_rl(
 
     Parameters
     ----------
-    model : str or ModelConfig
+    model : str, ModelConfig or dict
         A name of `MODELS` (``qwen2.5-14b``, ``qwen2.5-32b``, ``qwen2.5-72b``,
-        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``, ``deepseek-v3``) or a user `ModelConfig`.
+        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``, ``deepseek-v3``), a user `ModelConfig`,
+        or a dict changing fields of a named model, ``{"base": "qwen2.5-14b", "layers":
+        2}`` (named ``qwen2.5-14b-2L``; as sweeps' model tables; `get_model`).
     train_gpus, gen_gpus : int
         GPU counts of the training and generation clusters.
     train : dict, optional
@@ -474,7 +476,7 @@ def generate_rl(
         (a SpecError) When ``train`` or ``gen`` is left out and no layout of the GPUs fits
         the model in memory; the message names what would fit.
     """
-    mdl = get_model(model)
+    mdl = get_model(model, "generate_rl: model")
     train_gpus = integer(train_gpus, "train_gpus", lo=1)
     gen_gpus = integer(gen_gpus, "gen_gpus", lo=1)
     iterations = integer(iterations, "iterations", lo=1)
