@@ -12,8 +12,8 @@ from ..errors import MissingDependency, SpecError, TraceError
 from .collective import _ranks, cmd_collective
 from .cost import cmd_cost
 from .demo import cmd_demo
-from .report import add_subcommand as add_report
 from .presets import cmd_presets
+from .report import add_subcommand as add_report
 from .run import cmd_run
 from .sweep import cmd_sweep
 
