@@ -26,6 +26,8 @@ EXTRAS = {
     "pandas": (("pandas",), "to_pandas() on any result table"),
     "graph": (("networkx",), "NetworkSpec.to_networkx"),
     "progress": (("tqdm",), "rf.sweep's tqdm progress bar (without it: a plain one)"),
+    # not imported by rfabric: the documentation site's build (mkdocs.yml, .ci/docs)
+    "docs": (("mkdocs-material", "mkdocstrings", "mkdocstrings-python"), "mkdocs build (the docs site)"),
 }
 
 

@@ -151,7 +151,9 @@ class EngineConfig:
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
-    dcqcn_* , dctcp_* :
+    dcqcn_timer, dcqcn_byte_counter, dcqcn_g, dcqcn_rai, dcqcn_rhai, dcqcn_min_rate,
+    dcqcn_cnp_interval, dcqcn_f, dctcp_g, dctcp_init_cwnd_packets, dctcp_min_rto,
+    dctcp_max_timeouts : time, rate, size or number
         Transport parameters (defaults and their sources in csrc/fabric/spec.hpp).
     coll_channels : int
         Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
