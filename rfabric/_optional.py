@@ -27,6 +27,8 @@ EXTRAS = {
     "graph": (("networkx",), "NetworkSpec.to_networkx"),
     "progress": (("tqdm",), "rf.sweep's tqdm progress bar (without it: a plain one)"),
     "report": (("plotly",), "rf.report, rfabric report (the sweep report page)"),
+    # not imported by rfabric: the documentation site's build (mkdocs.yml, .ci/docs)
+    "docs": (("mkdocs-material", "mkdocstrings", "mkdocstrings-python"), "mkdocs build (the docs site)"),
 }
 
 

@@ -24,7 +24,7 @@ from .validators import boolean, integer, known_keys
 __all__ = ["EngineConfig", "ENGINE_FIELDS", "BACKENDS", "ECMP_MODES", "PYTHON_ONLY", "as_spec", "make_config"]
 
 #: ``"packet"``: every frame through queues and transports; ``"flow"``: max-min fair rates over
-#: the same paths (csrc/flow/flow_network.hpp; README "Flow-level backend").
+#: the same paths (csrc/flow/flow_network.hpp; docs/explanation/flow-backend.md).
 BACKENDS = ("packet", "flow")
 ECMP_MODES = ROUTING_MODES
 
@@ -151,7 +151,9 @@ class EngineConfig:
     pfc_xoff : time
         PFC XOFF threshold per ingress port as queueing time at the link rate (default 5 us;
         capped at buffer - headroom, where headroom covers a round trip plus two frames).
-    dcqcn_* , dctcp_* :
+    dcqcn_timer, dcqcn_byte_counter, dcqcn_g, dcqcn_rai, dcqcn_rhai, dcqcn_min_rate,
+    dcqcn_cnp_interval, dcqcn_f, dctcp_g, dctcp_init_cwnd_packets, dctcp_min_rto,
+    dctcp_max_timeouts : time, rate, size or number
         Transport parameters (defaults and their sources in csrc/fabric/spec.hpp).
     coll_channels : int
         Rings per ring collective, as NCCL's channels (default 8; fewer when each ring would
@@ -172,8 +174,8 @@ class EngineConfig:
     flow_ring_slices : int
         ``backend="flow"`` only: the most slices a ring step is cut into (default 4; 0: slices
         of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
-        large slices as with many small ones, and makes far fewer flows (README "Flow-level
-        backend" has the validation).
+        large slices as with many small ones, and makes far fewer flows (docs/explanation/flow-backend.md
+        has the validation).
     flow_merge_channels : bool
         ``backend="flow"`` only: run the channels of a ring collective whose rings have the
         same edges and the same paths (an NVLink ring inside a server) as one flow of n

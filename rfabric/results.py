@@ -46,7 +46,7 @@ FLOW_SCHEMA = pa.schema(
         # frame before the bottleneck and the last after it (Forwarding::lone_fct_ps)
         ("ideal_fct_ps", pa.int64()),
         # fct_ps / ideal_fct_ps (dimensionless; >= 1 on one path, multi-path routing can beat
-        # it: README "Results"); null if unfinished or without a path now
+        # it: docs/reference/results-flows.md); null if unfinished or without a path now
         ("slowdown", pa.float64()),
         ("delivered_bytes", pa.int64()),  # payload bytes received by dst
         ("retransmits", pa.int64()),  # data packets sent more than once
@@ -257,7 +257,7 @@ RUN_KEYS = (
 #: Results.run keys only the packet backend counts; None under ``backend="flow"``, which has
 #: no packets, queues, losses, ECN or PFC. Its own counters are ``recomputes`` (max-min
 #: recomputations), ``rate_updates``, ``subflows``, ``max_component``, ``component_subflows``,
-#: ``blocked_subflows``, ``reroutes``, ``quiet_ends`` and ``handoffs`` (README "Flow-level backend").
+#: ``blocked_subflows``, ``reroutes``, ``quiet_ends`` and ``handoffs`` (docs/explanation/flow-backend.md).
 PACKET_ONLY_RUN_KEYS = (
     "packets",
     "packet_hops",

@@ -17,7 +17,7 @@ FT = rf.topologies.FatTree
 
 
 class OwnFabric(rf.Topology):
-    """A user fabric (README "Your own fabric") whose link rows take ``rate``, ``latency``
+    """A user fabric (docs/tutorials/own-fabric.md) whose link rows take ``rate``, ``latency``
     and ``buffer`` from its arguments as given."""
 
     family = "own_bare"

@@ -133,8 +133,8 @@ FABRICS_128 = {
 
 
 # (fabric, kind, size, floor): cells of bench/fabric_bounds.py's table at 128 GPUs. Most
-# reach the 0.8 at 32 MiB already; the MixNet ring cell is checked at the README's
-# 256 MiB. The last two are the README's explained misses, pinned so they cannot worsen:
+# reach the 0.8 at 32 MiB already; the MixNet ring cell is checked at the routing page's
+# 256 MiB (docs/explanation/routing.md). The last two are its explained misses, pinned so they cannot worsen:
 # a 128-GPU chain broadcast pays a 127-hop pipeline fill, and NCCL's flat rings cross each
 # 3:1 ToR's uplinks with 2 S each way where the partition bound counts S.
 EFFICIENCY_CELLS = [

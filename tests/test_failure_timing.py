@@ -1,5 +1,5 @@
 """A link change at the instant flows start applies to them, on both backends and whichever
-was scheduled first (README "Failures": routing avoids a failed link from that instant).
+was scheduled first (docs/how-to/failures.md: routing avoids a failed link from that instant).
 
 The packet backend used to start a flow scheduled before a failure at the same time on the
 old topology: with GPU 3's NIC failing at T and flows from GPU 3 starting at T, the first
@@ -204,7 +204,7 @@ def test_circuit_lit_as_flows_start_carries_their_first_frame():
 def test_a_change_made_after_the_run_reached_its_instant_is_like_a_later_one():
     # run(until=T) runs the events at T: the flows starting at T have sent their first
     # frame, so a failure at T scheduled now finds it on the wire, as a failure at T + 1 ps
-    # does (README "Failures"); stopping 1 ps earlier leaves the instant whole.
+    # does (docs/how-to/failures.md); stopping 1 ps earlier leaves the instant whole.
     fab = _fabric("FatTree")
     nic = int(fab.to_spec().nic_link(GPU))
     flows = _flows()

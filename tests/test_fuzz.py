@@ -3,7 +3,7 @@ tests/fuzz, each accepted or refused by an rfabric error, none generic, none hun
 surfaces of issue 13 get 400 inputs, those added for issue 23 (user fabrics, fabric sizes,
 generated imports, from_columns, trace schemas, TOML bytes, sweeps, argument types) 120,
 about the wall time the 600 inputs of the first ten took alone. The full set: ``python -m tests.fuzz --n 20000``
-(README "Reliability")."""
+(docs/explanation/model.md, "Reliability")."""
 
 from fuzz import SURFACES, run
 from fuzz.harness import format_table

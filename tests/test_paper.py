@@ -81,7 +81,7 @@ def test_fig15_costs_are_rf_cost(tmp_path):
             "RFabric": T.RFabric(gpus, link),
         }[r["fabric"]]
         assert r["network_cost_usd"] == rf.cost.network_cost(fab)
-    # README's hand-counted bill at 128 GPUs, 200 Gb/s (tests/test_cost.py counts it by hand)
+    # the cost tutorial's hand-counted bill at 128 GPUs, 200 Gb/s (tests/test_cost.py counts it by hand)
     got = {r["fabric"]: r["network_cost_usd"] for r in rows if r["gpus"] == 128 and r["link"] == "200Gbps"}
     assert got["RFabric"] == 637_440 and got["FT"] == 1_126_400
     for name in got:  # every part costs more at 400 Gb/s than at 200 (Table 4)

@@ -1,6 +1,6 @@
 """Parallel links (bundles) between two switches carry what as many single links would.
 
-Oracle: a leaf-spine user fabric (README "Your own fabric") whose leaves reach ``s`` spines
+Oracle: a leaf-spine user fabric (docs/tutorials/own-fabric.md) whose leaves reach ``s`` spines
 over bundles of ``k`` links has the same bisection as one with ``k x s`` spines over single
 links; every routing mode, on both backends, must give it the same all_reduce bus bandwidth
 and the same permutation completion. Before, a bundle below the first hop collapsed onto one

@@ -453,11 +453,11 @@ def test_bad_arguments_to_sweep():
         rf.sweep(**dict(GRID, fabrics=[rf.topologies.FatTree(16)]), out=None)
 
 
-def test_the_readme_config_and_the_example_config_resolve(tmp_path):
+def test_the_docs_config_and_the_example_config_resolve(tmp_path):
     import re
 
     root = Path(__file__).parent.parent
-    text = re.search(r"```toml\n(.*?)```", (root / "README.md").read_text(), re.S).group(1)
+    text = re.search(r"```toml\n(.*?)```", (root / "docs/how-to/sweeps.md").read_text(), re.S).group(1)
     kwargs = sweep_mod.load_config(write(tmp_path, text))
     points = grid(kwargs)
     assert len(points) == 7 * 2 * 2 * 2  # fabrics x links x gpus x workloads

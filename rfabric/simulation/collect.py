@@ -154,7 +154,7 @@ class ResultsAssembly:
     def _flow_results(self) -> Results:
         """Results of the flow backend: the packet backend's tables and keys, with what only
         packets have (packets, hops, queues, drops, ECN marks, PFC pauses, retransmits) null,
-        and the flow model's own counters added (README "Flow-level backend")."""
+        and the flow model's own counters added (docs/explanation/flow-backend.md)."""
         c = self._engine.counters()
         run = self._run_keys(c, "flow")
         sim_ps, makespan = run["sim_ps"], run["makespan_ps"]

@@ -43,7 +43,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
     config : EngineConfig, optional
     controller : rfabric.controllers.Controller, optional
         Circuit controller called at each communication-period boundary of a trace workload
-        (README "Circuit controllers"): its workload rewrites are applied (``rewrites``), then ``run()`` stops in C++ whenever an op of a new period becomes ready,
+        (docs/tutorials/own-controller.md): its workload rewrites are applied (``rewrites``), then ``run()`` stops in C++ whenever an op of a new period becomes ready,
         calls ``controller.plan(intent, view)`` and applies a returned plan at once with
         ``t_ocs``. ``Results.circuits`` logs the changes and ``Results.run`` counts the calls.
     rewrites : "own", "none" or list of rfabric.rewrites.Rewrite

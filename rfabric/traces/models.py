@@ -569,5 +569,5 @@ H800_VLLM = dataclasses.replace(
 #: all-gather) and solves train_mfu for the measured MFU. It is high because rfabric's 1F1B
 #: schedule is not interleaved: Llama 3 ran an interleaved schedule, whose smaller bubble
 #: this constant absorbs (docs/validation-compute.md). Not the default of `H800` (0.40),
-#: which the README's and bench/README's numbers were produced with.
+#: which the docs' and bench/README.md's numbers were produced with.
 MEGATRON_TRAIN_MFU = 0.81
