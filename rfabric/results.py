@@ -115,6 +115,13 @@ STAGE_SCHEMA = pa.schema(
         ("ops", pa.int64()),
         ("start_ps", pa.int64()),  # first op start of the stage in that iteration
         ("end_ps", pa.int64()),  # last op end; -1 if any op did not finish
+        # time with at least one of the stage's ops in flight, its compute included (the union
+        # of the ops' spans, each from the start of the compute before it); -1 if any op did
+        # not finish
+        ("busy_ps", pa.int64()),
+        # the part of busy_ps when no op of another (iteration, stage) is in flight: these do
+        # not overlap, so they add up to at most the makespan; -1 if any op did not finish
+        ("exclusive_ps", pa.int64()),
     ]
 )
 
@@ -540,6 +547,15 @@ def build_op_tables(
     )
     stage_end = grouped["end_ps_max"].to_numpy()
     stage_start = grouped["start_ps_min"].to_numpy()
+    compute = t.column("compute_ps").to_numpy() if "compute_ps" in t.column_names else 0
+    busy, exclusive = stage_busy_exclusive(
+        ops["iteration"].to_numpy(),
+        ops["stage"].to_numpy(zero_copy_only=False),
+        np.where(start >= 0, np.maximum(start - compute, 0), -1),
+        end,
+        grouped["iteration"].to_numpy(),
+        grouped["stage"].to_numpy(zero_copy_only=False),
+    )
     stages = pa.table(
         {
             "iteration": grouped["iteration"],
@@ -547,10 +563,62 @@ def build_op_tables(
             "ops": grouped["op_id_count"],
             "start_ps": np.where(stage_start == np.iinfo(np.int64).max, -1, stage_start),
             "end_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, stage_end),
+            "busy_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, busy),
+            "exclusive_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, exclusive),
         },
         schema=STAGE_SCHEMA,
     ).sort_by([("iteration", "ascending"), ("start_ps", "ascending")])
     return ops, stages
+
+
+def stage_busy_exclusive(iteration, stage, start, end, g_iteration, g_stage):
+    """Per group ``(g_iteration[i], g_stage[i])``: (busy_ps, exclusive_ps) of its ops' spans
+    ``[start, end)`` (``start``: where the op's own compute began). busy is the length of their union; exclusive the part of it when no op of
+    another group is in flight. Ops that never started count for nothing; an op that started
+    and did not finish (``end < 0``) is in flight until the latest time any op reached, and
+    makes its group's two values -1."""
+    iteration = np.asarray(iteration)
+    stage = np.asarray(stage, dtype=object)
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
+    n_groups = len(g_iteration)
+    busy = np.zeros(n_groups, dtype=np.int64)
+    exclusive = np.zeros(n_groups, dtype=np.int64)
+    started = start >= 0
+    if not started.any():
+        return busy, exclusive
+    horizon = max(int(start[started].max()), int(end.max()))
+    index = {(int(i), str(s)): k for k, (i, s) in enumerate(zip(g_iteration, g_stage, strict=True))}
+    group = np.array([index[(int(i), str(s))] for i, s in zip(iteration, stage, strict=True)], dtype=np.int64)
+    unfinished = np.zeros(n_groups, dtype=bool)
+    np.logical_or.at(unfinished, group[started & (end < 0)], True)
+    g, a = group[started], start[started]
+    b = np.where(end[started] >= 0, end[started], horizon)
+    order = np.lexsort((a, g))
+    g, a, b = g[order], a[order], b[order]
+    # the union of each group's spans: a new interval where an op starts after every earlier
+    # op of its group has ended
+    reach = np.empty_like(b)
+    for k in np.unique(g):
+        sl = np.flatnonzero(g == k)
+        reach[sl] = np.maximum.accumulate(b[sl])
+    new = np.ones(len(g), dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (a[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(g)) - 1
+    ug, ua, ub = g[first], a[first], reach[last]
+    np.add.at(busy, ug, ub - ua)
+    # how many groups are in flight on each elementary segment between interval ends
+    cuts = np.unique(np.concatenate([ua, ub]))
+    i0, i1 = np.searchsorted(cuts, ua), np.searchsorted(cuts, ub)
+    depth = np.zeros(len(cuts), dtype=np.int64)
+    np.add.at(depth, i0, 1)
+    np.add.at(depth, i1, -1)
+    alone = np.where(np.cumsum(depth)[:-1] == 1, np.diff(cuts), 0)
+    prefix = np.concatenate([[0], np.cumsum(alone)])
+    np.add.at(exclusive, ug, prefix[i1] - prefix[i0])
+    busy[unfinished] = -1
+    exclusive[unfinished] = -1
+    return busy, exclusive
 
 
 def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
