@@ -168,6 +168,10 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
             "ops": 5,
             "start_ps": 2_000_000,
             "end_ps": max(o["end_ps"] for o in ops.values()),
+            # each op computes from where its deps end (ops 0 and 4 from t = 0), so the
+            # stage's ops cover [0, end) without a gap, and no other stage runs
+            "busy_ps": max(o["end_ps"] for o in ops.values()),
+            "exclusive_ps": max(o["end_ps"] for o in ops.values()),
         }
     ]
 

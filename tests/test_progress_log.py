@@ -56,9 +56,12 @@ _SWEEP = textwrap.dedent(
 )
 
 
-def test_a_sweep_of_12_points_logs_at_most_11_lines():
-    """A real sweep, stderr a pipe (as in a log or CI): the lines are counted."""
-    run = subprocess.run([sys.executable, "-c", _SWEEP], capture_output=True, text=True, timeout=300)
+def test_a_sweep_of_12_points_logs_at_most_11_lines(tmp_path):
+    """A real sweep, stderr a pipe (as in a log or CI): the lines are counted. From another
+    folder, so that the rfabric under test is imported, not a source tree without its engine."""
+    run = subprocess.run(
+        [sys.executable, "-c", _SWEEP], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "12"
     assert "\r" not in run.stderr
