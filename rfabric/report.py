@@ -80,20 +80,12 @@ def read(path) -> pa.Table:
     raise SpecError(f"report: {path}: unknown suffix {path.suffix!r} (use .parquet, .pq or .csv)")
 
 
-def _money(values: np.ndarray) -> tuple[float, str]:
-    top = np.nanmax(values) if np.any(np.isfinite(values)) else 0.0
-    if top >= 1e6:
-        return 1e6, "million USD"
-    if top >= 1e3:
-        return 1e3, "thousand USD"
-    return 1.0, "USD"
+_money = pareto._money_scale  # the axis units rf.pareto.plot draws in
 
 
 def _time(values) -> tuple[float, str]:
-    from .plot import time_scale
-
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    return time_scale(max(vals) if vals else 0.0)
+    """(divisor, unit) of a readable time unit for ps values (None left out), as rf.pareto.plot."""
+    return pareto._time_scale(np.array([v for v in values if v is not None], dtype=float))
 
 
 def _readable(ps: int) -> str:
