@@ -27,6 +27,7 @@ from . import (
     collectives,
     controllers,
     cost,
+    jobs,
     pareto,
     plot,
     report,
@@ -42,6 +43,7 @@ from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
+from .jobs import Job
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
@@ -77,6 +79,7 @@ __all__ = [
     "EngineConfig",
     "Flows",
     "Forwarding",
+    "Job",
     "LayoutFitError",
     "MissingDependency",
     "NetworkSpec",
@@ -94,6 +97,7 @@ __all__ = [
     "op_trace",
     "cost",
     "format_table",
+    "jobs",
     "pareto",
     "plot",
     "report",
