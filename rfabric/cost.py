@@ -261,7 +261,8 @@ def _count(spec: NetworkSpec) -> dict[tuple[str, int], int]:
 
 
 def bill_of_materials(fabric, prices=None, *, gpu_price_usd: float | None = None) -> pa.Table:
-    """The fabric's network bill of materials (see the module docstring for the rules).
+    """The fabric's bill of materials: network parts, then GPUs per type (see the module
+    docstring for the rules).
 
     Parameters
     ----------
