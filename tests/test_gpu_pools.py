@@ -239,3 +239,16 @@ def test_trace_cli_gpu_flags(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--gen-gpu", "B200"]) != 0
     assert "--gen-gpu: unknown GPU type 'B200'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["flow", "packet"])
+def test_an_nvlink_flow_runs_at_its_servers_type_rate(backend):
+    # one 64 MiB flow inside an H800 server and one inside an H20 server: each serializes at
+    # its type's NVLink rate (1.6 and 3.6 Tb/s), so FCT ~ bytes x 8 / rate (+ headers, < 1 %)
+    fab = rf.topologies.FatTree(16, gpu=[(8, "H800"), (8, "H20")])
+    size = 64 << 20
+    res = rf.simulate(fab, rf.Flows([0, 8], [1, 9], size), backend=backend, seed=0, record_flows=True)
+    h800, h20 = res.flows["fct_ps"].to_pylist()
+    assert h800 == pytest.approx(size * 8 / H800.nvlink_bps * 1e12, rel=0.01)
+    assert h20 == pytest.approx(size * 8 / H20.nvlink_bps * 1e12, rel=0.01)
+    assert h800 / h20 == pytest.approx(3.6 / 1.6, rel=2e-3)

@@ -82,12 +82,10 @@ class TopologyBuilder:
         nic_latency_ps: int,
         link_bps: int | None = None,
         server_nvlink_bps: np.ndarray | None = None,
-        server_gpu_type: np.ndarray | None = None,
     ):
-        #: Per server (in `add_servers` order): its NVLink rate (bit/s) and GPU type name, from
-        #: the fabric's ``gpu=``; None: every server ``nvlink_bps`` and the default type.
+        #: Per server (in `add_servers` order): its NVLink rate (bit/s), from the fabric's
+        #: ``gpu=``; None: every server ``nvlink_bps``.
         self.server_nvlink_bps = server_nvlink_bps
-        self.server_gpu_type = server_gpu_type
         self._kind: list[str] = []
         self._name: list[str] = []
         self._server: list[np.ndarray] = []
@@ -259,19 +257,6 @@ class TopologyBuilder:
             raise SpecError("add_circuits: ocs, a and b do not broadcast") from None
         self._circuits.append((ocs.copy(), a.copy(), b.copy()))
 
-    def gpu_types(self, nodes: NodeTable) -> np.ndarray:
-        """The GPU type name of each GPU of ``nodes`` (in GPU order): its server's type, or
-        the first server's (the default type without ``gpu=``) for a GPU of no known server."""
-        gpu = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"])
-        types = self.server_gpu_type
-        if types is None or len(types) == 0:
-            return np.full(len(gpu), DEFAULTS["gpu"], dtype=object)
-        srv = nodes.server[gpu].astype(np.int64)
-        known = (srv >= 0) & (srv < len(types))
-        out = np.full(len(gpu), types[0], dtype=object)
-        out[known] = types[srv[known]]
-        return out
-
     def circuit_table(self) -> CircuitTable:
         if not self._circuits:
             return CircuitTable.empty()
@@ -433,7 +418,6 @@ class Topology:
             nic_latency_ps=self.nic_latency_ps,
             link_bps=self.link_bps,
             server_nvlink_bps=self._server_nvlink_bps,
-            server_gpu_type=self._server_gpu_type,
         )
 
     @property
@@ -483,10 +467,6 @@ class Topology:
 
     def tables(self) -> tuple[NodeTable, LinkTable, CircuitTable]:
         """Run build() on a fresh builder: (nodes, links, initial circuit plan)."""
-        return self._build()[:3]
-
-    def _build(self) -> tuple[NodeTable, LinkTable, CircuitTable, np.ndarray]:
-        """`tables` plus the GPU type of each GPU."""
         net = self.builder()
         try:
             self.build(net)
@@ -494,7 +474,21 @@ class Topology:
             circuits = net.circuit_table()
         except SpecError as exc:
             raise SpecError(f"{self.name}: build(): {exc}") from None
-        return nodes, links, circuits, net.gpu_types(nodes)
+        return nodes, links, circuits
+
+    def gpu_types_of(self, nodes: NodeTable) -> np.ndarray:
+        """The GPU type name of each GPU of ``nodes`` (this fabric's node table; object
+        array in GPU order), what `to_spec` records as ``gpu_types``: the type of the GPU's
+        server by ``gpu=`` (servers numbered as `TopologyBuilder.add_servers` numbers them),
+        or the first pool's type for a GPU of no server or one beyond the pools. A fabric
+        composed of others' tables overrides it."""
+        gpu = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"])
+        types = self._server_gpu_type
+        srv = nodes.server[gpu].astype(np.int64)
+        known = (srv >= 0) & (srv < len(types))
+        out = np.full(len(gpu), types[0], dtype=object)
+        out[known] = types[srv[known]]
+        return out
 
     def nodes(self) -> NodeTable:
         return self.to_spec().nodes
@@ -509,7 +503,7 @@ class Topology:
     def to_spec(self) -> NetworkSpec:
         """Build (once), validate and return the NetworkSpec; raises SpecError."""
         if self._spec is None:
-            nodes, links, circuits, gpu_types = self._build()
+            nodes, links, circuits = self.tables()
             spec = NetworkSpec.from_tables(
                 nodes,
                 links,
@@ -520,7 +514,7 @@ class Topology:
                 deadlock_free=self.deadlock_free,
                 routing=self.routing,
                 rings=self.ring_orders(),
-                gpu_types=gpu_types,
+                gpu_types=self.gpu_types_of(nodes),
             )
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
