@@ -553,9 +553,9 @@ class Hardware:
 H800 = Hardware()
 
 #: NVIDIA H20 (HGX H20, Hopper for the Chinese market): 96 GB HBM3, 4.0 TB/s, 148 dense BF16
-#: TFLOP/s (StreamRL table 1, RollMux table 1; NVIDIA's HGX H20 product brief as reported by
-#: Tom's Hardware, 2024-02); NVLink 900 GB/s bidirectional (StreamRL table 1), 3.6 Tb/s each
-#: way. The efficiency constants of `H800`.
+#: TFLOP/s (StreamRL table 1, RollMux table 1; the same figures in the HGX H20 specifications
+#: a distributor listed, reported by Tom's Hardware in 2024); NVLink 900 GB/s bidirectional
+#: (StreamRL table 1), 3.6 Tb/s each way. The efficiency constants of `H800`.
 H20 = Hardware(
     name="H20", peak_flops=148e12, hbm_bytes_per_s=4.0e12, hbm_capacity_bytes=96e9, nvlink_bps=3.6e12
 )
