@@ -27,8 +27,12 @@ Override them with a dict or a TOML file of the same shape (only the figures tha
     rf.cost.network_cost(fab, prices={"400Gbps": {"transceiver": 650}})
     rf.cost.network_cost(fab, prices="my_prices.toml")
 
-A GPU price (``gpu`` in the prices, or ``gpu_price_usd=``) is not in the paper; give it to
-get a ``gpu`` row in the bill and :func:`cluster_cost` for cost-per-throughput figures.
+GPUs are priced per type (the paper gives no GPU price): the ``[gpus]`` table of
+``prices.toml`` holds a price per GPU type (``rfabric.traces.models.GPU_TYPES``; H800, H20,
+H100, each with its source), and the bill ends with one ``gpu`` row per type the fabric's
+GPUs are (``NetworkSpec.gpu_types``, from ``Topology(gpu=...)``; H800 by default). A flat
+``gpu`` price in the prices, or ``gpu_price_usd=``, overrides every type's. A type without a
+price raises SpecError naming it, until ``{"gpus": {"A100-80GB": ...}}`` prices it.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = [
     "bill_of_materials",
     "network_cost",
     "cluster_cost",
+    "gpu_counts",
     "devices",
     "format_bill",
 ]
@@ -66,11 +71,12 @@ COMPONENTS = ("nic", "transceiver", "switch_port", "ocs_port", "patch_panel_port
 BOM_SCHEMA = pa.schema(
     [
         ("component", pa.string()),  # a COMPONENTS name, or "gpu"
-        ("link_speed", pa.string()),  # e.g. "200Gbps"; null for the gpu row
-        ("link_bps", pa.int64()),  # the same speed in bit/s; null for the gpu row
+        ("link_speed", pa.string()),  # e.g. "200Gbps"; null for the gpu rows
+        ("link_bps", pa.int64()),  # the same speed in bit/s; null for the gpu rows
         ("count", pa.int64()),
         ("unit_price_usd", pa.float64()),
         ("total_usd", pa.float64()),  # count x unit_price_usd
+        ("gpu_type", pa.string()),  # the gpu rows' GPU type (e.g. "H20"); null for the network
     ]
 )
 
@@ -80,12 +86,28 @@ _DEFAULT_FILE = "prices.toml"
 @dataclass(frozen=True)
 class Prices:
     """Unit prices in USD: ``by_speed[rate_bps][component]``; ``where[(rate_bps, component)]``
-    says which file or dict each figure came from; ``gpu_usd`` is the optional GPU price."""
+    says which file or dict each figure came from; ``gpu_by_type[name]`` the price of one GPU
+    of a type (by ``Hardware.name``); ``gpu_usd`` an optional flat GPU price that overrides
+    every type's."""
 
     by_speed: dict[int, dict[str, float]]
     where: dict[tuple[int, str], str] = field(repr=False)
     gpu_usd: float | None = None
     source: str = ""
+    gpu_by_type: dict[str, float] = field(default_factory=dict)
+
+    def gpu(self, gpu_type: str, context: str) -> float:
+        """The price of one GPU of ``gpu_type`` (the flat ``gpu_usd`` if set); SpecError
+        naming ``context`` and the priced types if there is none."""
+        if self.gpu_usd is not None:
+            return self.gpu_usd
+        if gpu_type not in self.gpu_by_type:
+            raise SpecError(
+                f"{context}: GPU type {gpu_type!r} has no price (priced types: "
+                f"{', '.join(self.gpu_by_type) or 'none'}); add it to the [gpus] table of the "
+                f'prices ({{"gpus": {{"{gpu_type}": USD}}}}) or pass gpu_price_usd='
+            )
+        return self.gpu_by_type[gpu_type]
 
     def unit(self, rate_bps: int, component: str, context: str) -> float:
         """The price of one ``component`` at ``rate_bps``; SpecError naming ``context`` if none."""
@@ -126,6 +148,7 @@ def _merge(prices: Prices, doc: Mapping, where: str) -> Prices:
     by_speed = {r: dict(row) for r, row in prices.by_speed.items()}
     origin = dict(prices.where)
     gpu = prices.gpu_usd
+    by_type = dict(prices.gpu_by_type)
     source = prices.source
     for key, value in doc.items():
         if key == "source":
@@ -136,12 +159,18 @@ def _merge(prices: Prices, doc: Mapping, where: str) -> Prices:
         if key == "gpu":
             gpu = _check_price(value, "gpu", where)
             continue
+        if key == "gpus":
+            if not isinstance(value, Mapping):
+                raise SpecError(f"{where}: [gpus] must be a table of GPU type = USD, got {value!r}")
+            for name, usd in value.items():
+                by_type[_gpu_name(name)] = _check_price(usd, f"[gpus] {name}", where)
+            continue
         try:
             rate = parse_rate(key)
         except SpecError:
             raise SpecError(
                 f'{where}: unknown key {key!r}: expected a link speed such as "200Gbps" '
-                f"(a table of {', '.join(COMPONENTS)}), 'gpu' or 'source'"
+                f"(a table of {', '.join(COMPONENTS)}), 'gpus', 'gpu' or 'source'"
             ) from None
         if not isinstance(value, Mapping):
             raise SpecError(f"{where}: [{key!r}] must be a table of component prices, got {value!r}")
@@ -153,7 +182,20 @@ def _merge(prices: Prices, doc: Mapping, where: str) -> Prices:
                 )
             row[comp] = _check_price(usd, f"[{key!r}] {comp}", where)
             origin[(rate, comp)] = where
-    return Prices(by_speed=by_speed, where=origin, gpu_usd=gpu, source=source)
+    return Prices(by_speed=by_speed, where=origin, gpu_usd=gpu, source=source, gpu_by_type=by_type)
+
+
+def _gpu_name(name) -> str:
+    """A [gpus] key as the type name the fabrics record: a `GPU_TYPES` name or alias (any
+    case) becomes its ``Hardware.name``; any other name is a user's type, kept as given."""
+    from .traces.models import get_gpu
+
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"prices: [gpus] keys must be GPU type names, got {name!r}")
+    try:
+        return get_gpu(name).name
+    except SpecError:
+        return name
 
 
 def default_prices() -> Prices:
@@ -219,7 +261,8 @@ def _count(spec: NetworkSpec) -> dict[tuple[str, int], int]:
 
 
 def bill_of_materials(fabric, prices=None, *, gpu_price_usd: float | None = None) -> pa.Table:
-    """The fabric's network bill of materials (see the module docstring for the rules).
+    """The fabric's bill of materials: network parts, then GPUs per type (see the module
+    docstring for the rules).
 
     Parameters
     ----------
@@ -228,17 +271,25 @@ def bill_of_materials(fabric, prices=None, *, gpu_price_usd: float | None = None
         Unit prices in USD; default Table 4 of the paper. A dict or TOML file overrides only
         the figures it gives: ``{"200Gbps": {"transceiver": 450}, "gpu": 30000}``.
     gpu_price_usd : float, optional
-        USD per GPU (overrides ``gpu`` in the prices); when known, the bill ends with a
-        ``gpu`` row (one per GPU), which :func:`network_cost` leaves out.
+        USD per GPU for every type (overrides the prices' ``gpu`` and ``[gpus]``).
 
     Returns
     -------
     pyarrow.Table
-        ``BOM_SCHEMA``: component, link_speed, link_bps, count, unit_price_usd, total_usd;
-        one row per (component, speed) in ``COMPONENTS`` order, then by speed.
+        ``BOM_SCHEMA``: component, link_speed, link_bps, count, unit_price_usd, total_usd,
+        gpu_type; one row per (component, speed) in ``COMPONENTS`` order, then by speed,
+        then one ``gpu`` row per GPU type in the order the fabric's GPUs first show it
+        (count: its GPUs; unit: its price), which :func:`network_cost` leaves out.
     """
     spec = _spec(fabric)
     p = load_prices(prices)
+    rows = [(*r, None) for r in _network_rows(spec, p)]
+    rows += _gpu_rows(spec, p, gpu_price_usd)
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * len(BOM_SCHEMA)
+    return pa.table({f.name: pa.array(list(c), f.type) for f, c in zip(BOM_SCHEMA, cols, strict=True)})
+
+
+def _network_rows(spec: NetworkSpec, p: Prices) -> list[tuple]:
     counts = _count(spec)
     rows = []
     for comp in COMPONENTS:
@@ -246,28 +297,43 @@ def bill_of_materials(fabric, prices=None, *, gpu_price_usd: float | None = None
             n = counts[(comp, rate)]
             unit = p.unit(rate, comp, f"{spec.name}: {comp} of a {format_rate(rate)} link")
             rows.append((comp, format_rate(rate), rate, n, unit, n * unit))
-    gpu = p.gpu_usd if gpu_price_usd is None else _check_price(gpu_price_usd, "gpu_price_usd", "cost")
-    if gpu is not None:
-        rows.append(("gpu", None, None, spec.num_gpus, gpu, spec.num_gpus * gpu))
-    cols = list(zip(*rows, strict=True)) if rows else [[]] * len(BOM_SCHEMA)
-    return pa.table({f.name: pa.array(list(c), f.type) for f, c in zip(BOM_SCHEMA, cols, strict=True)})
+    return rows
+
+
+def gpu_counts(fabric) -> dict[str, int]:
+    """GPUs per type name, in the order the fabric's GPUs first show each type (a spec that
+    records no types counts all as ``DEFAULT_GPU``, H800)."""
+    from .traces.models import DEFAULT_GPU
+
+    spec = _spec(fabric)
+    types = spec.gpu_types
+    if types is None:
+        return {DEFAULT_GPU: spec.num_gpus} if spec.num_gpus else {}
+    names, first, n = np.unique(types.astype(str), return_index=True, return_counts=True)
+    order = np.argsort(first)
+    return {str(names[i]): int(n[i]) for i in order}
+
+
+def _gpu_rows(spec: NetworkSpec, p: Prices, gpu_price_usd) -> list[tuple]:
+    flat = None if gpu_price_usd is None else _check_price(gpu_price_usd, "gpu_price_usd", "cost")
+    rows = []
+    for name, n in gpu_counts(spec).items():
+        unit = flat if flat is not None else p.gpu(name, f"{spec.name}: {n} GPUs")
+        rows.append(("gpu", None, None, n, unit, n * unit, name))
+    return rows
 
 
 def network_cost(fabric, prices=None) -> float:
     """Total network cost in USD (the bill of materials without GPUs)."""
-    bom = bill_of_materials(fabric, prices, gpu_price_usd=None)
-    comp = bom["component"].to_pylist()
-    return float(sum(t for c, t in zip(comp, bom["total_usd"].to_pylist(), strict=True) if c != "gpu"))
+    return float(sum(r[-1] for r in _network_rows(_spec(fabric), load_prices(prices))))
 
 
 def cluster_cost(fabric, prices=None, *, gpu_price_usd: float | None = None) -> float:
-    """Network cost plus GPUs, in USD. Needs a GPU price (``gpu_price_usd`` or ``gpu`` in the
-    prices): the paper gives none, so there is no default."""
+    """Network cost plus GPUs, in USD: each GPU at its type's price (the prices' ``[gpus]``),
+    or at ``gpu_price_usd`` / the prices' flat ``gpu`` when given."""
+    spec = _spec(fabric)
     p = load_prices(prices)
-    gpu = p.gpu_usd if gpu_price_usd is None else _check_price(gpu_price_usd, "gpu_price_usd", "cost")
-    if gpu is None:
-        raise SpecError("cluster_cost: no GPU price (pass gpu_price_usd=, or set 'gpu' in the prices)")
-    return network_cost(fabric, p) + _spec(fabric).num_gpus * gpu
+    return network_cost(spec, p) + sum(r[5] for r in _gpu_rows(spec, p, gpu_price_usd))
 
 
 def devices(fabric) -> dict[str, dict]:
@@ -292,11 +358,11 @@ def devices(fabric) -> dict[str, dict]:
 
 def format_bill(bom: pa.Table, title: str = "") -> str:
     """The bill as aligned text, with the network total (and the cluster total with GPUs)."""
-    head = ("component", "speed", "count", "unit USD", "total USD")
+    head = ("component", "speed/type", "count", "unit USD", "total USD")
     body = [
         (
             r["component"],
-            r["link_speed"] or "",
+            r["link_speed"] or r["gpu_type"] or "",
             f"{r['count']:,}",
             f"{r['unit_price_usd']:,.2f}",
             f"{r['total_usd']:,.2f}",
@@ -316,6 +382,6 @@ def format_bill(bom: pa.Table, title: str = "") -> str:
     out.append(f"network total: {net:,.2f} USD")
     gpus = [r for r in bom.to_pylist() if r["component"] == "gpu"]
     if gpus:
-        total = net + gpus[0]["total_usd"]
+        total = net + sum(r["total_usd"] for r in gpus)
         out.append(f"cluster total (network + GPUs): {total:,.2f} USD; network share {net / total:.1%}")
     return "\n".join(out)

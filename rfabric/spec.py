@@ -212,6 +212,9 @@ class NetworkSpec:
     #: the fabric's preferred ring orders (``Topology.ring_orders()``): int64 (channels, GPUs),
     #: each row a permutation of GPU ids; None: the collective executor's default order
     rings: np.ndarray | None = field(repr=False, default=None)
+    #: GPU type name of each GPU (object array in GPU order; ``Topology(gpu=...)``), which
+    #: ``rf.cost`` prices per type; None: not given (the default type, H800)
+    gpu_types: np.ndarray | None = field(repr=False, default=None)
 
     @classmethod
     def from_tables(
@@ -226,6 +229,7 @@ class NetworkSpec:
         deadlock_free: bool = False,
         routing: str = "dmodk",
         rings=None,
+        gpu_types=None,
     ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
         spec = cls(
@@ -239,6 +243,7 @@ class NetworkSpec:
             deadlock_free=bool(deadlock_free),
             routing=check_routing(routing, name),
             rings=None if rings is None else check_rings(rings, len(gpu_nodes), name),
+            gpu_types=None if gpu_types is None else check_gpu_types(gpu_types, len(gpu_nodes), name),
         )
         spec.validate()
         return spec
@@ -658,3 +663,15 @@ def check_rings(rings, gpus: int, where: str = "network") -> np.ndarray:
         if not np.array_equal(np.sort(row), want):
             raise SpecError(f"{where}: rings[{c}] is not a permutation of the GPU ids 0..{gpus - 1}")
     return arr.astype(np.int64)
+
+
+def check_gpu_types(types, gpus: int, where: str = "network") -> np.ndarray:
+    """``types`` as an object array of ``gpus`` non-empty GPU type names, else SpecError."""
+    arr = np.asarray(types, dtype=object)
+    if arr.shape != (gpus,):
+        raise SpecError(f"{where}: gpu_types has shape {arr.shape}, expected ({gpus},) (one per GPU)")
+    bad = [t for t in set(arr.tolist()) if not isinstance(t, str) or not t]
+    if bad:
+        i = next(i for i, t in enumerate(arr.tolist()) if t in bad)
+        raise SpecError(f"{where}: gpu_types[{i}] = {arr[i]!r} must be a GPU type name")
+    return arr

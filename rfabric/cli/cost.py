@@ -1,4 +1,4 @@
-"""``rfabric cost``: a fabric's network bill of materials."""
+"""``rfabric cost``: a fabric's bill of materials (network and GPUs)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from .common import fabric_arg as _fabric_arg
 
 
 def cmd_cost(args) -> int:
-    """Print a fabric's network bill of materials (DESIGN §8; prices: the paper's table 4)."""
+    """Print a fabric's bill of materials (DESIGN §8; network prices: the paper's table 4; GPU
+    prices: per type, rfabric/data/prices.toml)."""
     from .. import cost
 
     fab = _fabric_arg(args.fabric, args.gpus, args.link, "rfabric cost")
     bom = cost.bill_of_materials(fab, args.prices, gpu_price_usd=args.gpu_price)
     prices = cost.load_prices(args.prices)
-    print(cost.format_bill(bom, f"{fab.name} ({fab.gpus} GPUs): network bill of materials"))
+    print(cost.format_bill(bom, f"{fab.name} ({fab.gpus} GPUs): bill of materials"))
     words = {
         "eps": ("packet switch", "packet switches"),
         "ocs": ("OCS", "OCSes"),

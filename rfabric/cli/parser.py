@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_collective)
 
-    k = sub.add_parser("cost", help="print a fabric's network bill of materials and cost")
+    k = sub.add_parser("cost", help="print a fabric's bill of materials (network and GPUs) and cost")
     k.add_argument(
         "fabric",
         help="a fabric name (FT, FT-OS, RO, RFabric, ...), a shipped preset's name (rfabric presets) "
@@ -249,7 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--gpus", type=int, default=128, help="GPUs when FABRIC is a name (default 128)")
     k.add_argument("--link", default="200Gbps", help="link speed when FABRIC is a name (default 200Gbps)")
     k.add_argument("--prices", help="TOML file of prices laid over the paper's table 4")
-    k.add_argument("--gpu-price", type=float, help="USD per GPU (not in the paper): adds the cluster total")
+    k.add_argument(
+        "--gpu-price",
+        type=float,
+        help="USD per GPU of every type (default: per type, the [gpus] table of the prices)",
+    )
     k.add_argument("-o", "--output", help="write the bill as .csv or .parquet")
     k.set_defaults(func=cmd_cost)
 

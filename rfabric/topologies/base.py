@@ -21,6 +21,8 @@ user's subclass gets routing, simulation and cost for free::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..errors import SpecError
@@ -40,8 +42,11 @@ DEFAULTS = {
     # order of magnitude of 25.6-51.2 Tb/s datacenter switch ASICs. Under PFC it is the
     # ingress buffer (XOFF leaves headroom for a round trip); under drop-tail the egress limit.
     "buffer": "1MiB",
-    # NVLink: 400 GB/s bidirectional per GPU = 200 GB/s = 1.6 Tb/s each way (paper §7.2).
+    # NVLink: 400 GB/s bidirectional per GPU = 200 GB/s = 1.6 Tb/s each way (paper §7.2), the
+    # default GPU type's (H800, rfabric.traces.models.GPU_TYPES); a fabric built with gpu=
+    # another type takes that type's rate unless nvlink= is given.
     "nvlink": "1600Gbps",
+    "gpu": "H800",
     "nvlink_latency": "0.1us",  # assumption: NVLink wire + SerDes
     "nvswitch_latency": "0.2us",  # assumption: NVSwitch port-to-port
     "nic_latency": "0us",
@@ -76,7 +81,11 @@ class TopologyBuilder:
         nvswitch_latency_ps: int,
         nic_latency_ps: int,
         link_bps: int | None = None,
+        server_nvlink_bps: np.ndarray | None = None,
     ):
+        #: Per server (in `add_servers` order): its NVLink rate (bit/s), from the fabric's
+        #: ``gpu=``; None: every server ``nvlink_bps``.
+        self.server_nvlink_bps = server_nvlink_bps
         self._kind: list[str] = []
         self._name: list[str] = []
         self._server: list[np.ndarray] = []
@@ -153,6 +162,8 @@ class TopologyBuilder:
         """Add ``count`` servers: ``gpus_per_server`` GPUs each plus an NVSwitch joining them.
 
         Returns GPU node ids shaped (count, gpus_per_server); GPU ids follow server order.
+        Each server's NVLink rate is its GPU type's (the fabric's ``gpu=``) unless the fabric
+        was given ``nvlink=``.
         """
         count = integer(count, "add_servers: count", lo=0)
         gpus_per_server = integer(gpus_per_server, "add_servers: gpus_per_server", lo=1)
@@ -175,10 +186,14 @@ class TopologyBuilder:
                 names=[f"srv{s}/nvswitch" for s in range(base, base + count)],
                 server=np.arange(base, base + count, dtype=np.int32),
             )
+            rate = np.full(count, self.nvlink_bps, dtype=np.int64)
+            if self.server_nvlink_bps is not None:
+                known = max(0, min(count, len(self.server_nvlink_bps) - base))
+                rate[:known] = self.server_nvlink_bps[base : base + known]
             self.add_links(
                 gpus.ravel(),
                 np.repeat(nvs, gpus_per_server),
-                rate=self.nvlink_bps,
+                rate=np.repeat(rate, gpus_per_server),
                 latency=self.nvlink_latency_ps,
                 kind="nvlink",
             )
@@ -286,7 +301,19 @@ class Topology:
         Propagation per link (default 1 µs) and processing per packet-switch hop (0.8 µs).
     buffer : str or int
         Per-port buffer (default 1 MiB; see ``DEFAULTS``).
-    nvlink, nvlink_latency, nvswitch_latency, nic_latency : str or int
+    gpu : str, Hardware, dict or list of (gpus, type), optional
+        GPU type of the servers, by name from ``rfabric.traces.models.GPU_TYPES`` ("H800",
+        "H20", "H100", "A100") or an ``rf.traces.Hardware``: one type for all servers, or
+        pools in GPU order, ``{"H800": 64, "H20": 64}`` (the first 64 GPUs H800, the next 64
+        H20) or ``[(64, "H800"), (64, "H20")]``; each pool a multiple of
+        ``gpus_per_server`` GPUs, together ``gpus``. Default ``DEFAULTS["gpu"]`` (H800). Each
+        server's NVLink rate is its type's ``nvlink_bps`` unless ``nvlink`` is given; the
+        type of every GPU is in ``to_spec().gpu_types`` (`gpu_types`), which
+        ``rf.cost.bill_of_materials`` prices per type.
+    nvlink : str or int, optional
+        NVLink rate per GPU and direction for all servers, overriding the GPU types' (whose
+        default, H800's, is ``DEFAULTS["nvlink"]``).
+    nvlink_latency, nvswitch_latency, nic_latency : str or int
         Scale-up domain and NIC parameters (defaults in ``DEFAULTS``).
     """
 
@@ -323,10 +350,11 @@ class Topology:
         link_latency=DEFAULTS["link_latency"],
         switch_latency=DEFAULTS["switch_latency"],
         buffer=DEFAULTS["buffer"],
-        nvlink=DEFAULTS["nvlink"],
+        nvlink=None,
         nvlink_latency=DEFAULTS["nvlink_latency"],
         nvswitch_latency=DEFAULTS["nvswitch_latency"],
         nic_latency=DEFAULTS["nic_latency"],
+        gpu=None,
     ):
         integer(gpus, f"{type(self).__name__}: gpus", lo=1)
         if gpus > self.MAX_GPUS:
@@ -347,7 +375,21 @@ class Topology:
         self.link_latency_ps = parse_time(link_latency, name=f"{where}: link_latency")
         self.switch_latency_ps = parse_time(switch_latency, name=f"{where}: switch_latency")
         self.buffer_bytes = parse_size(buffer, allow_zero=False, name=f"{where}: buffer", buffer=True)
-        self.nvlink_bps = parse_rate(nvlink, name=f"{where}: nvlink")
+        self.gpu = gpu
+        #: GPU pools in GPU order: [(gpus, Hardware), ...]
+        self.gpu_pools = _gpu_pools(gpu, self.gpus, self.gpus_per_server, where)
+        per_server = np.repeat(
+            np.arange(len(self.gpu_pools)), [n // self.gpus_per_server for n, _ in self.gpu_pools]
+        )
+        self._server_gpu_type = np.array([hw.name for _, hw in self.gpu_pools], dtype=object)[per_server]
+        self.nvlink = nvlink
+        if nvlink is None:
+            rates = np.array([int(round(hw.nvlink_bps)) for _, hw in self.gpu_pools], dtype=np.int64)
+            self._server_nvlink_bps = rates[per_server]
+            self.nvlink_bps = int(rates[0])
+        else:
+            self.nvlink_bps = parse_rate(nvlink, name=f"{where}: nvlink")
+            self._server_nvlink_bps = None
         self.nvlink_latency_ps = parse_time(nvlink_latency, name=f"{where}: nvlink_latency")
         self.nvswitch_latency_ps = parse_time(nvswitch_latency, name=f"{where}: nvswitch_latency")
         self.nic_latency_ps = parse_time(nic_latency, name=f"{where}: nic_latency")
@@ -375,7 +417,13 @@ class Topology:
             nvswitch_latency_ps=self.nvswitch_latency_ps,
             nic_latency_ps=self.nic_latency_ps,
             link_bps=self.link_bps,
+            server_nvlink_bps=self._server_nvlink_bps,
         )
+
+    @property
+    def gpu_types(self) -> np.ndarray:
+        """The GPU type name of each GPU (object array, GPU order): ``to_spec().gpu_types``."""
+        return self.to_spec().gpu_types
 
     def controller(self):
         """The circuit controller this fabric's deployments run (a fresh instance), or
@@ -428,6 +476,20 @@ class Topology:
             raise SpecError(f"{self.name}: build(): {exc}") from None
         return nodes, links, circuits
 
+    def gpu_types_of(self, nodes: NodeTable) -> np.ndarray:
+        """The GPU type name of each GPU of ``nodes`` (this fabric's node table; object
+        array in GPU order), what `to_spec` records as ``gpu_types``: the type of the GPU's
+        server by ``gpu=`` (servers numbered as `TopologyBuilder.add_servers` numbers them),
+        or the first pool's type for a GPU of no server or one beyond the pools. A fabric
+        composed of others' tables overrides it."""
+        gpu = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"])
+        types = self._server_gpu_type
+        srv = nodes.server[gpu].astype(np.int64)
+        known = (srv >= 0) & (srv < len(types))
+        out = np.full(len(gpu), types[0], dtype=object)
+        out[known] = types[srv[known]]
+        return out
+
     def nodes(self) -> NodeTable:
         return self.to_spec().nodes
 
@@ -452,6 +514,7 @@ class Topology:
                 deadlock_free=self.deadlock_free,
                 routing=self.routing,
                 rings=self.ring_orders(),
+                gpu_types=self.gpu_types_of(nodes),
             )
             if spec.num_gpus != self.gpus:
                 raise SpecError(f"{self.name}: build() made {spec.num_gpus} GPUs, expected {self.gpus}")
@@ -469,3 +532,45 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(gpus={self.gpus}, link={self.link!r})"
+
+
+def _gpu_pools(gpu, gpus: int, per_server: int, where: str) -> list:
+    """``gpu=`` of a fabric as [(gpus, Hardware), ...] in GPU order (see `Topology`)."""
+    from ..traces.models import Hardware, get_gpu  # the GPU catalog lives with the roofline
+
+    field = f"{where}: gpu"
+    if gpu is None:
+        gpu = DEFAULTS["gpu"]
+    if isinstance(gpu, (str, Hardware)):
+        return [(gpus, get_gpu(gpu, field))]
+    if isinstance(gpu, Mapping):
+        pairs = [(n, t) for t, n in gpu.items()]
+    elif isinstance(gpu, (list, tuple)):
+        pairs = []
+        for i, item in enumerate(gpu):
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                raise SpecError(
+                    f"{field}[{i}]: expected a (gpus, type) pair such as (64, 'H20'), got {item!r}"
+                )
+            pairs.append(tuple(item))
+    else:
+        raise SpecError(
+            f"{field}: expected a GPU type name, an rf.traces.Hardware, a dict {{type: gpus}} or a "
+            f"list of (gpus, type) pairs, not {type(gpu).__name__}"
+        )
+    if not pairs:
+        raise SpecError(f"{field}: no GPU pools given")
+    pools = []
+    for i, (n, t) in enumerate(pairs):
+        hw = get_gpu(t, f"{field}[{i}]")
+        n = integer(n, f"{field}[{i}] ({hw.name}): gpus", lo=1)
+        if n % per_server:
+            raise SpecError(
+                f"{field}[{i}] ({hw.name}): {n} GPUs is not a multiple of gpus_per_server={per_server} "
+                "(a server holds one GPU type)"
+            )
+        pools.append((n, hw))
+    total = sum(n for n, _ in pools)
+    if total != gpus:
+        raise SpecError(f"{field}: the pools hold {total} GPUs, the fabric gpus={gpus}")
+    return pools

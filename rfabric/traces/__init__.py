@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import importers
 from .generator import generate_rl
 from .io import read, write
-from .models import H800, MODELS, Hardware, ModelConfig
+from .models import GPU_TYPES, H800, MODELS, Hardware, ModelConfig, get_gpu
 from .rl import MemoryFitWarning
 from .schema import ALGORITHMS, KINDS, SCHEMA, SCHEMA_VERSION
 from .trace import Trace
@@ -28,6 +28,8 @@ __all__ = [
     "MODELS",
     "Hardware",
     "H800",
+    "GPU_TYPES",
+    "get_gpu",
     "SCHEMA",
     "SCHEMA_VERSION",
     "KINDS",

@@ -9,6 +9,7 @@ parser; each leaf sets ``func`` (call ``args.func(args)``, it returns an exit co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -16,7 +17,7 @@ from ..units import format_size, format_time
 from .generator import generate_rl
 from .importers import FORMATS, import_trace
 from .io import read, write
-from .models import H800, MODELS, Hardware
+from .models import DEFAULT_GPU, GPU_TYPES, H800, MODELS, Hardware, get_gpu
 
 __all__ = ["add_subcommand"]
 
@@ -154,16 +155,30 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--decode-layers-per-op", type=int, default=None, help="layers per emitted decode op (default all)"
     )
     g.add_argument(
-        "--train-mfu", type=float, default=H800.train_mfu, help=f"training MFU (default {H800.train_mfu})"
+        "--train-gpu",
+        default=None,
+        metavar="TYPE",
+        help=f"GPU type of the train pool ({', '.join(GPU_TYPES)}; default {DEFAULT_GPU})",
     )
     g.add_argument(
-        "--gen-mfu", type=float, default=H800.gen_mfu, help=f"prefill/decode MFU (default {H800.gen_mfu})"
+        "--gen-gpu",
+        default=None,
+        metavar="TYPE",
+        help=f"GPU type of the gen pool ({', '.join(GPU_TYPES)}; default {DEFAULT_GPU})",
     )
     g.add_argument(
-        "--peak-tflops", type=float, default=H800.peak_flops / 1e12, help="dense BF16 peak, TFLOP/s"
+        "--train-mfu", type=float, default=None, help=f"training MFU (default the type's, {H800.train_mfu})"
     )
-    g.add_argument("--hbm-tbps", type=float, default=H800.hbm_bytes_per_s / 1e12, help="HBM bandwidth, TB/s")
-    g.add_argument("--hbm-gb", type=float, default=H800.hbm_capacity_bytes / 1e9, help="GPU memory, GB")
+    g.add_argument(
+        "--gen-mfu", type=float, default=None, help=f"prefill/decode MFU (default the type's, {H800.gen_mfu})"
+    )
+    g.add_argument(
+        "--peak-tflops", type=float, default=None, help="dense BF16 peak, TFLOP/s (default the GPU type's)"
+    )
+    g.add_argument(
+        "--hbm-tbps", type=float, default=None, help="HBM bandwidth, TB/s (default the GPU type's)"
+    )
+    g.add_argument("--hbm-gb", type=float, default=None, help="GPU memory, GB (default the GPU type's)")
     g.add_argument(
         "-o", "--output", required=True, metavar="OUT", help="output file (.arrow/.feather/.ipc/.parquet)"
     )
@@ -223,15 +238,28 @@ def _generate(args: argparse.Namespace) -> int:
     train = {d: getattr(args, f"train_{d}") for d in ("tp", "pp", "dp", "cp", "ep")}
     gen = {d: getattr(args, f"gen_{d}") for d in ("tp", "dp", "ep")}
     gen["afd"] = args.gen_afd
-    fields = {
-        "peak_flops": args.peak_tflops * 1e12,
-        "hbm_bytes_per_s": args.hbm_tbps * 1e12,
+    given = {
+        "peak_flops": None if args.peak_tflops is None else args.peak_tflops * 1e12,
+        "hbm_bytes_per_s": None if args.hbm_tbps is None else args.hbm_tbps * 1e12,
         "train_mfu": args.train_mfu,
         "gen_mfu": args.gen_mfu,
-        "hbm_capacity_bytes": args.hbm_gb * 1e9,
+        "hbm_capacity_bytes": None if args.hbm_gb is None else args.hbm_gb * 1e9,
     }
-    same = all(getattr(H800, k) == v for k, v in fields.items())
-    hw = H800 if same else Hardware(name="custom", **fields)
+    fields = {k: v for k, v in given.items() if v is not None}
+
+    def hardware(base: Hardware, name: str) -> Hardware:
+        """``base`` with the figures given on the command line (named ``name`` if any)."""
+        if all(getattr(base, k) == v for k, v in fields.items()):
+            return base
+        return dataclasses.replace(base, name=name, **fields)
+
+    hw = hardware(H800, "custom")
+    pools = {}
+    for side in ("train", "gen"):
+        kind = getattr(args, f"{side}_gpu")
+        if kind is not None:
+            base = get_gpu(kind, f"--{side}-gpu")
+            pools[f"{side}_hardware"] = hardware(base, f"{base.name}-custom")
     t0 = time.perf_counter()
     trace = generate_rl(
         args.model if args.layers is None else {"base": args.model, "layers": args.layers},
@@ -267,6 +295,7 @@ def _generate(args: argparse.Namespace) -> int:
         decode_steps_per_op=args.decode_steps_per_op,
         decode_layers_per_op=args.decode_layers_per_op,
         hardware=hw,
+        **pools,
     )
     path = write(trace, args.output)
     print(

@@ -5,8 +5,10 @@ hidden size, attention heads, KV heads, head size, FFN width, vocabulary and, fo
 mixture-of-experts models, experts, top-k and expert widths, and for multi-head latent
 attention its latent widths. `MODELS` holds the five models of table 3 of the
 OrchestrRL/RFabric paper and DeepSeek-V3 with the numbers of their published Hugging Face
-``config.json`` files. `Hardware` holds the roofline constants (H800 by
-default). This module only describes; sizes and times are computed in `rfabric.traces.rl`.
+``config.json`` files. `Hardware` holds the roofline constants and NVLink rate of one
+GPU type (H800 by default) and `GPU_TYPES` the catalog of them (H800, H20, H100, A100) that
+fabrics' ``gpu=`` and `generate_rl`'s ``train_hardware``/``gen_hardware`` name. This module
+only describes; sizes and times are computed in `rfabric.traces.rl`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ __all__ = [
     "MODELS",
     "Hardware",
     "H800",
+    "H20",
+    "H100",
     "A100",
+    "GPU_TYPES",
+    "DEFAULT_GPU",
+    "get_gpu",
     "A100_VLLM",
     "H800_VLLM",
     "VLLM_HBM_EFFICIENCY",
@@ -509,6 +516,11 @@ class Hardware:
         the engine's scheduling, sampling and kernel launches, which set the step time of
         small models at small batches. Default 0 (pure roofline); `A100_VLLM` and
         `H800_VLLM` carry a value calibrated on vLLM (docs/validation-compute.md).
+    nvlink_bps : float
+        NVLink bandwidth of one GPU, bit/s per direction (half the datasheets' bidirectional
+        GB/s figure, times 8): the rate of a server's GPU-NVSwitch links when a fabric is
+        built with ``gpu=`` this type (``rfabric.topologies.Topology``). Default H800's
+        1.6e12 (400 GB/s bidirectional), the fabrics' ``DEFAULTS["nvlink"]``.
     """
 
     name: str = "H800"
@@ -519,9 +531,12 @@ class Hardware:
     hbm_efficiency: float = 1.0
     hbm_capacity_bytes: float = 80e9
     decode_step_overhead_s: float = 0.0
+    nvlink_bps: float = 1.6e12
 
     def __post_init__(self) -> None:
-        for f in ("peak_flops", "hbm_bytes_per_s", "hbm_capacity_bytes"):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpecError(f"Hardware: name must be a non-empty string, got {self.name!r}")
+        for f in ("peak_flops", "hbm_bytes_per_s", "hbm_capacity_bytes", "nvlink_bps"):
             if not getattr(self, f) > 0:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be positive")
         if not 0 <= self.decode_step_overhead_s < 1:
@@ -531,14 +546,64 @@ class Hardware:
                 raise SpecError(f"Hardware {self.name!r}: {f} must be in (0, 1]")
 
 
-#: NVIDIA H800-80GB: 80 GB, 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
-#: table 1). MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
+#: NVIDIA H800-80GB (SXM): 80 GB, 989.5 dense BF16 TFLOP/s and 3.35 TB/s HBM (StreamRL table 1, RollMux
+#: table 1); NVLink 400 GB/s bidirectional (StreamRL table 1; NVIDIA's H800 datasheet),
+#: 1.6 Tb/s each way. MFU 0.40 for training and prefill: Llama 3 reports 38-43 % BF16 MFU on H100
 #: (Dubey et al. 2024, table 4). Decode runs at the full HBM bandwidth (pure roofline).
 H800 = Hardware()
 
-#: NVIDIA A100-SXM4-80GB datasheet: 312 dense BF16 TFLOP/s, 2.039 TB/s HBM2e, 80 GB; the
-#: efficiency constants of `H800` (pure roofline decode).
-A100 = Hardware(name="A100-80GB", peak_flops=312e12, hbm_bytes_per_s=2.039e12)
+#: NVIDIA H20 (HGX H20, Hopper for the Chinese market): 96 GB HBM3, 4.0 TB/s, 148 dense BF16
+#: TFLOP/s (StreamRL table 1, RollMux table 1; the same figures in the HGX H20 specifications
+#: a distributor listed, reported by Tom's Hardware in 2024); NVLink 900 GB/s bidirectional
+#: (StreamRL table 1), 3.6 Tb/s each way. The efficiency constants of `H800`.
+H20 = Hardware(
+    name="H20", peak_flops=148e12, hbm_bytes_per_s=4.0e12, hbm_capacity_bytes=96e9, nvlink_bps=3.6e12
+)
+
+#: NVIDIA H100-SXM5-80GB datasheet: 989 dense BF16 TFLOP/s (1,979 with sparsity, halved),
+#: 3.35 TB/s HBM3, 80 GB, NVLink 900 GB/s bidirectional (3.6 Tb/s each way). Same die and
+#: compute as H800, whose NVLink is cut to 400 GB/s. The efficiency constants of `H800`.
+H100 = Hardware(name="H100", peak_flops=989.5e12, hbm_bytes_per_s=3.35e12, nvlink_bps=3.6e12)
+
+#: NVIDIA A100-SXM4-80GB datasheet: 312 dense BF16 TFLOP/s, 2.039 TB/s HBM2e, 80 GB, NVLink
+#: 600 GB/s bidirectional (2.4 Tb/s each way); the efficiency constants of `H800` (pure
+#: roofline decode).
+A100 = Hardware(name="A100-80GB", peak_flops=312e12, hbm_bytes_per_s=2.039e12, nvlink_bps=2.4e12)
+
+#: The GPU types fabrics (``gpu=``) and the trace generator (``train_hardware=``,
+#: ``gen_hardware=``) know by name: type name -> `Hardware`. `get_gpu` also accepts each
+#: entry's ``Hardware.name`` ("A100-80GB") and any case. Add an entry to name a new type.
+GPU_TYPES: dict[str, Hardware] = {"H800": H800, "H20": H20, "H100": H100, "A100": A100}
+
+#: The GPU type of a fabric or trace that names none.
+DEFAULT_GPU = "H800"
+
+
+def get_gpu(gpu, where: str = "gpu") -> Hardware:
+    """A `Hardware` from a `GPU_TYPES` name (any case; a ``Hardware.name`` such as
+    ``"A100-80GB"`` too) or a `Hardware` (returned as is).
+
+    Raises
+    ------
+    SpecError
+        Naming ``where`` and the known types, if the name is unknown or ``gpu`` is neither.
+    """
+    if isinstance(gpu, Hardware):
+        return gpu
+    if isinstance(gpu, str):
+        key = gpu.strip().lower()
+        for name, hw in GPU_TYPES.items():
+            if key in (name.lower(), hw.name.lower()):
+                return hw
+        raise SpecError(
+            f"{where}: unknown GPU type {gpu!r} (known: {', '.join(GPU_TYPES)}; or pass an "
+            f"rf.traces.Hardware, or add it to rfabric.traces.models.GPU_TYPES)"
+        )
+    raise SpecError(
+        f"{where}: expected a GPU type name ({', '.join(GPU_TYPES)}) or an rf.traces.Hardware, "
+        f"not {type(gpu).__name__}"
+    )
+
 
 #: Decode as vLLM 0.6.3 runs it (CUDA graphs, batch 1), calibrated on two rows of the Qwen2.5
 #: speed benchmark (A100 80GB, 2,048 output tokens; qwen.readthedocs.io "Speed Benchmark"):

@@ -1,6 +1,8 @@
 """The roofline compute model of the RL trace generator: compute gaps between ops.
 
-Training: FLOPs / (peak x train_mfu).
+Training: FLOPs / (peak x train_mfu), on the train pool's GPU (``train_hw``); prefill and
+decode on the gen pool's (``hw``): heterogeneous pools (H800 training, H20 generation) use two
+`Hardware`.
 Multi-head latent attention (`ModelConfig.is_mla`): prefill and training use the
 non-absorbed form (per-head keys of ``qk_nope + qk_rope`` and values of ``v_head_dim``),
 decode the absorbed one (every head attends over the cached latent and RoPE key, which are
@@ -24,7 +26,8 @@ __all__ = ["Roofline"]
 
 
 class Roofline:
-    """Compute times of one model on one `Hardware` under the given train and gen layouts."""
+    """Compute times of one model under the given train and gen layouts: generation on
+    ``hw``, training on ``train_hw`` (default ``hw``)."""
 
     def __init__(
         self,
@@ -36,15 +39,21 @@ class Roofline:
         prompt: int,
         act: int,
         param: int,
+        train_hw: Hardware | None = None,
     ):
         self.m, self.tl, self.gl, self.hw = model, tl, gl, hw
+        self.train_hw = hw if train_hw is None else train_hw
         self.prompt, self.act, self.param = prompt, act, param
 
-    def flops_s(self, flops, mfu):
-        return np.asarray(flops, dtype=np.float64) / (self.hw.peak_flops * mfu)
+    def flops_s(self, flops, mfu, hw: Hardware | None = None):
+        """Seconds of ``flops`` at ``mfu`` of ``hw``'s peak (default the gen GPU)."""
+        hw = self.hw if hw is None else hw
+        return np.asarray(flops, dtype=np.float64) / (hw.peak_flops * mfu)
 
-    def mem_s(self, nbytes):
-        return np.asarray(nbytes, dtype=np.float64) / (self.hw.hbm_bytes_per_s * self.hw.hbm_efficiency)
+    def mem_s(self, nbytes, hw: Hardware | None = None):
+        """Seconds to stream ``nbytes`` from ``hw``'s HBM (default the gen GPU)."""
+        hw = self.hw if hw is None else hw
+        return np.asarray(nbytes, dtype=np.float64) / (hw.hbm_bytes_per_s * hw.hbm_efficiency)
 
     # -- generation ------------------------------------------------------------------------
     def touched(self, tokens, experts_here):
@@ -203,14 +212,17 @@ class Roofline:
 
     # -- training --------------------------------------------------------------------------
     def optimizer_s(self, params: float, bytes_per_param: int) -> float:
-        """Optimizer step of ``params`` parameters on one rank: HBM traffic-bound."""
-        return float(self.mem_s(params * bytes_per_param))
+        """Optimizer step of ``params`` parameters on one train rank: HBM traffic-bound."""
+        return float(self.mem_s(params * bytes_per_param, self.train_hw))
 
     def train_flops(self, t: int, s_eff: float) -> dict[str, float]:
         """Forward compute seconds of one layer (and the output layer, ``head``) per rank
         for ``t`` tokens; backward is twice forward."""
-        mfu = self.hw.train_mfu
-        return {key: float(self.flops_s(v, mfu)) for key, v in self.train_layer_flops(t, s_eff).items()}
+        mfu = self.train_hw.train_mfu
+        return {
+            key: float(self.flops_s(v, mfu, self.train_hw))
+            for key, v in self.train_layer_flops(t, s_eff).items()
+        }
 
     def train_layer_flops(self, t: int, s_eff: float) -> dict[str, float]:
         """Forward FLOPs of one layer (and the output layer, ``head``) per rank for ``t``

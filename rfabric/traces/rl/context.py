@@ -28,6 +28,7 @@ class RLContext:
         gl: GenLayout,
         hw: Hardware,
         *,
+        train_hw: Hardware | None = None,
         K: int,
         lpo: int,
         prompt: int,
@@ -48,7 +49,10 @@ class RLContext:
         seq_max: int = 0,
         recompute: str = "none",
     ):
+        #: ``hw``: the gen pool's GPU (prefill, decode); ``train_hw``: the train pool's
+        #: (training, experience, optimizer), ``hw`` unless given.
         self.m, self.tl, self.gl, self.hw = mdl, tl, gl, hw
+        self.train_hw = hw if train_hw is None else train_hw
         self.K, self.prompt, self.act, self.param, self.grad = K, prompt, act, param, grad
         self.mbt, self.steps = mbt, steps
         #: Longest sequence (prompt + response max): the KV cache a gen GPU must hold.
@@ -62,11 +66,15 @@ class RLContext:
         self.ws_mode, self.pod_inst, self.ws_bucket = weight_sync, pod_inst, ws_bucket
         self.experience = experience
         self.bucket, self.opt_bytes = bucket, opt_bytes
-        self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param)
+        self.rf = Roofline(mdl, tl, gl, hw, prompt=prompt, act=act, param=param, train_hw=self.train_hw)
         #: Prefill instances under prefill/decode disaggregation (None: each gen instance
         #: prefills its own prompts) and their roofline.
         self.pl = pl
-        self.prf = None if pl is None else Roofline(mdl, tl, pl, hw, prompt=prompt, act=act, param=param)
+        self.prf = (
+            None
+            if pl is None
+            else Roofline(mdl, tl, pl, hw, prompt=prompt, act=act, param=param, train_hw=self.train_hw)
+        )
         self.b = OpBuilder(n_ranks)
         self._periods = 0
         self.blocks = [lpo] * (mdl.layers // lpo) + ([mdl.layers % lpo] if mdl.layers % lpo else [])

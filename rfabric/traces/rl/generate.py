@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import SpecError
 from ...units import parse_size
 from ...validators import boolean, integer, known_keys
-from ..models import H800, Hardware, ModelConfig, get_model
+from ..models import H800, Hardware, ModelConfig, get_gpu, get_model
 from ..schema import SCHEMA_VERSION, encode_metadata
 from ..trace import Trace
 from .autolayout import default_gen, default_train
@@ -71,7 +71,9 @@ def generate_rl(
     decode_granularity: str = "aggregated",
     decode_steps_per_op: int | None = None,
     decode_layers_per_op: int | None = None,
-    hardware: Hardware = H800,
+    hardware: Hardware | str = H800,
+    train_hardware: Hardware | str | None = None,
+    gen_hardware: Hardware | str | None = None,
     param_bytes: int = 2,
     act_bytes: int = 2,
     grad_bytes: int = 4,
@@ -261,8 +263,16 @@ def generate_rl(
     decode_layers_per_op : int, optional
         Consecutive layers aggregated into one emitted decode/prefill op; default all
         layers (1 with ``decode_granularity="step"``).
-    hardware : Hardware
-        Roofline constants (default `H800`).
+    hardware : Hardware or str
+        Roofline constants of every GPU (default `H800`): a `Hardware` or a GPU type name
+        of `rfabric.traces.models.GPU_TYPES` ("H800", "H20", "H100", "A100").
+    train_hardware, gen_hardware : Hardware or str, optional
+        Heterogeneous pools: the GPU type of the train pool (training and experience
+        compute, the optimizer step and the train side of the memory check) and of the gen
+        pool (prefill and decode, the gen side of the memory check, and the default gen
+        layout's fit); each defaults to ``hardware``. E.g. ``train_hardware="H800",
+        gen_hardware="H20"`` as StreamRL and RollMux deploy. With
+        ``placement="colocated"`` both sides share the GPUs, so they must be equal.
     param_bytes, act_bytes, grad_bytes : int
         Bytes per parameter on the wire (BF16: 2), per activation element (BF16: 2) and per
         gradient element (4: Megatron-LM reduces BF16 gradients in FP32,
@@ -556,8 +566,14 @@ def generate_rl(
             f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
         )
     weight_bucket_bytes = parse_size(weight_bucket_bytes, allow_zero=False, name="weight_bucket_bytes")
-    if not isinstance(hardware, Hardware):
-        raise SpecError(f"hardware must be a Hardware, not {type(hardware).__name__}")
+    hardware = get_gpu(hardware, "hardware")
+    train_hw = hardware if train_hardware is None else get_gpu(train_hardware, "train_hardware")
+    gen_hw = hardware if gen_hardware is None else get_gpu(gen_hardware, "gen_hardware")
+    if colocated and train_hw != gen_hw:
+        raise SpecError(
+            f"placement='colocated' runs gen on the train GPUs: train_hardware ({train_hw.name}) "
+            f"and gen_hardware ({gen_hw.name}) must be the same"
+        )
     if optimizer_steps > global_batch:
         raise SpecError(f"optimizer_steps={optimizer_steps} exceeds global_batch={global_batch}")
     resp = {"median": 2048, "sigma": 1.0, "max": 16384, "min": 1}
@@ -575,14 +591,13 @@ def generate_rl(
         else integer(micro_batch_tokens, "micro_batch_tokens", lo=1)
     )
 
-    cap = hardware.hbm_capacity_bytes
     source = {"train": "given", "gen": "given"}
     if not train:
         choice, source["train"] = default_train(
             mdl,
             train_gpus,
             zero=None if zero_stage is None and not distributed_optimizer else zero,
-            cap=cap,
+            cap=train_hw.hbm_capacity_bytes,
             param=param_bytes,
             grad=grad_bytes,
             tokens=mbt,
@@ -607,7 +622,7 @@ def generate_rl(
         gchoice, source["gen"] = default_gen(
             mdl,
             decode_gpus,
-            cap=cap,
+            cap=gen_hw.hbm_capacity_bytes,
             param=param_bytes,
             act=act_bytes,
             seq=prompt_len + r_max,
@@ -646,7 +661,8 @@ def generate_rl(
         mdl,
         tl,
         gl,
-        hardware,
+        gen_hw,
+        train_hw=train_hw,
         K=K,
         lpo=lpo,
         prompt=prompt_len,
@@ -726,6 +742,8 @@ def generate_rl(
         "decode_steps_per_op": K,
         "decode_layers_per_op": lpo,
         "hardware": asdict(hardware),
+        "train_hardware": asdict(train_hw),
+        "gen_hardware": asdict(gen_hw),
         "param_bytes": param_bytes,
         "act_bytes": act_bytes,
         "grad_bytes": grad_bytes,

@@ -213,8 +213,9 @@ def _train_hint(ctx) -> str:
 
 def check_memory(ctx, how: str) -> dict[str, float]:
     """Per-GPU bytes on each side (`memory_need`); warn (`MemoryFitWarning`) or raise
-    (SpecError) when a side exceeds ``ctx.hw.hbm_capacity_bytes``, as ``how`` says."""
-    cap = ctx.hw.hbm_capacity_bytes
+    (SpecError) when a side exceeds its pool's GPU memory (``ctx.train_hw`` for train,
+    ``ctx.hw`` for gen), as ``how`` says."""
+    hw = {"train": ctx.train_hw, "gen": ctx.hw}
     need = memory_need(ctx)
     if how == "off":
         return need
@@ -229,11 +230,11 @@ def check_memory(ctx, how: str) -> dict[str, float]:
         ),
     }
     for side in ("train", "gen"):
-        nbytes = need[side]
+        nbytes, cap = need[side], hw[side].hbm_capacity_bytes
         if nbytes > cap:
             msg = (
                 f"{ctx.m.name} does not fit the {side} layout: {nbytes / 1e9:.1f} GB per GPU "
-                f"({what[side]}) > {cap / 1e9:.0f} GB ({ctx.hw.name}); use more GPUs or more "
+                f"({what[side]}) > {cap / 1e9:.0f} GB ({hw[side].name}); use more GPUs or more "
                 f"{_train_hint(ctx) if side == 'train' else 'gen tp/ep'}"
                 ", or leave the layout out for a fitting default"
             )
