@@ -145,14 +145,15 @@ def as_jobs(workload) -> list[Job] | None:
     return None
 
 
-def compose(jobs: Sequence[Job], num_gpus: int, fabric: str = "the fabric"):
+def compose(jobs: Sequence[Job], num_gpus: int, fabric: str = "the fabric", gpu_types=None):
     """The one workload that runs ``jobs`` together on a fabric of ``num_gpus`` GPUs, and
     one JobInfo per job name (the trace's ``job`` column names, or the jobs').
 
     Returns ``(workload, infos, flow_job)``: a Trace (any job a trace) or Flows (all Flows);
     ``flow_job``, for Flows, is the job index of each flow (else None).
 
-    Raises SpecError for duplicate names, GPUs outside the fabric, and GPUs two jobs share.
+    Raises SpecError for duplicate names, GPUs outside the fabric, GPUs two jobs share, and
+    (``gpu_types``: the fabric's type per GPU) a generated pool on GPUs of another type.
     """
     from .flows import Flows
     from .traces import Trace
@@ -176,6 +177,8 @@ def compose(jobs: Sequence[Job], num_gpus: int, fabric: str = "the fabric"):
                 "(jobs may not share a GPU)"
             )
         owner[j.gpus] = i
+        if isinstance(j.workload, Trace):
+            check_pool_types(j.workload, j.gpus, gpu_types, f"job {names[i]!r}")
     if all(isinstance(j.workload, Flows) for j in jobs):
         src = np.concatenate([j.gpus[j.workload.src] for j in jobs])
         dst = np.concatenate([j.gpus[j.workload.dst] for j in jobs])
@@ -324,3 +327,39 @@ def single_job_infos(workload) -> list[JobInfo]:
     lens = pc.list_value_length(ranks).to_numpy()
     owner = np.repeat(workload.job_of_ops(), lens)
     return [JobInfo(n, np.unique(flat[owner == n]), 0, workload.model) for n in names]
+
+
+def check_pool_types(trace, gpus: np.ndarray, gpu_types, where: str) -> None:
+    """On a fabric with more than one GPU type, SpecError when a generated trace's train or
+    gen pool (its metadata's ``train_hardware`` / ``gen_hardware``, whose compute model it
+    carries) lands on GPUs of another type. ``gpus``: the fabric GPU of each rank. Traces
+    without that metadata, hardware outside the catalog (custom figures) and fabrics of one
+    GPU type are not checked (the figures may be set by hand there)."""
+    from .traces.models import GPU_TYPES
+
+    if gpu_types is None or len(set(gpu_types.tolist())) < 2:
+        return
+    p = trace.metadata.get("parameters") or {}
+    train_n, gen_n = p.get("train_gpus"), p.get("gen_gpus")
+    if not isinstance(train_n, int) or not isinstance(gen_n, int):
+        return
+    train = np.asarray(p.get("train_ranks") or range(train_n), dtype=np.int64)
+    if p.get("placement") == "colocated":
+        gen = train
+    else:
+        gen = np.asarray(p.get("gen_ranks") or range(train_n, train_n + gen_n), dtype=np.int64)
+    for pool, ranks in (("train", train), ("gen", gen)):
+        hw = p.get(f"{pool}_hardware")
+        name = hw.get("name") if isinstance(hw, dict) else None
+        want = next((k for k in GPU_TYPES if isinstance(name, str) and name.split("-")[0] == k), None)
+        if want is None or not ranks.size or ranks.max() >= gpus.size:
+            continue
+        got = gpu_types[gpus[ranks]]
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            r = int(ranks[bad[0]])
+            raise SpecError(
+                f"{where}: the trace's {pool} pool computes as {want} ({pool}_hardware) but its rank {r} "
+                f"runs on GPU {int(gpus[r])}, an {got[bad[0]]}: place the pool on {want} GPUs, or "
+                f"generate the trace with {pool}_hardware={got[bad[0]]!r}"
+            )

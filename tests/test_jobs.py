@@ -212,3 +212,18 @@ def test_bad_jobs_are_named(make, match):
     t = rf.op_trace("all_reduce", range(4), 1 << 20)
     with pytest.raises(rf.SpecError, match=match):
         rf.simulate(rf.topologies.FatTree(32), make(t))
+
+
+def test_a_pool_placed_on_gpus_of_another_type_is_refused():
+    # train on H800, generate on H20: the trace's compute model says so, and the fabric's
+    # pools must agree where it has several GPU types
+    t = tiny_rl_trace(train_hardware="H800", gen_hardware="H20")
+    fab = rf.topologies.FatTree(64, gpu={"H800": 32, "H20": 32})
+    rf.simulate(fab, t, backend="flow")  # ranks 0-31 train on H800, 32-63 gen on H20
+    with pytest.raises(
+        rf.SpecError,
+        match=r"job .job0.: the trace.s train pool computes as H800 .* rank 0 runs on GPU 32, an H20",
+    ):
+        rf.simulate(fab, rf.Job(t, gpus=list(range(32, 64)) + list(range(32))), backend="flow")
+    with pytest.raises(rf.SpecError, match=r"trace: the trace's train pool computes as H800"):
+        rf.simulate(rf.topologies.FatTree(64, gpu={"H20": 32, "H800": 32}), t, backend="flow")

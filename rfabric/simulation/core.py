@@ -15,7 +15,7 @@ from .. import _engine
 from ..config import BACKENDS, EngineConfig, as_spec, make_config
 from ..errors import SpecError
 from ..flows import Flows
-from ..jobs import JobInfo, as_jobs, compose, single_job_infos
+from ..jobs import JobInfo, as_jobs, check_pool_types, compose, single_job_infos
 from ..units import parse_size, parse_time
 from ..validators import boolean
 from .circuits import CircuitsAndFailures
@@ -136,9 +136,13 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
         self.job_infos: list[JobInfo]
         self._flow_job = None  # per flow of a Flows workload: its job's index
         if jobs is not None:
-            workload, self.job_infos, self._flow_job = compose(jobs, self.spec.num_gpus, self.spec.name)
+            workload, self.job_infos, self._flow_job = compose(
+                jobs, self.spec.num_gpus, self.spec.name, self.spec.gpu_types
+            )
         else:
             self.job_infos = single_job_infos(workload)
+            if isinstance(workload, Trace):
+                check_pool_types(workload, np.arange(self.spec.num_gpus), self.spec.gpu_types, "trace")
         if controller is not None:
             check_controller(controller, workload)
         workload, self.rewritten, self._rewrite_label = rewrite_workload(
