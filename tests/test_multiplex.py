@@ -116,11 +116,26 @@ def test_each_jobs_ops_are_its_own_generate_rl(run3):
             )
 
         assert rows(mine) == rows(own)
-        # compute: the job's own, plus one switch on each first op of a switched phase
-        extra = sum(mine["compute_ps"].to_pylist()) - sum(own["compute_ps"].to_pylist())
-        assert extra >= 0 and extra % np.gcd(*SWITCH.values()) == 0
-        # dependencies: at least the job's own (the schedule only adds)
-        assert sum(len(d) for d in mine["deps"].to_pylist()) > sum(len(d) for d in own["deps"].to_pylist())
+        # row by row (a job's ops keep their order): the job's own compute, plus the pool's
+        # switch on some ops of every phase that follows another job's on its pool (all but
+        # j0's iteration 0), and nothing elsewhere; its own dependencies, renumbered, and more
+        assert mine["stage"].to_pylist() == own["stage"].to_pylist()
+        stage = np.array(own["stage"].cast(pa.string()).to_pylist(), dtype=object)
+        it = own["iteration"].to_numpy()
+        extra = mine["compute_ps"].to_numpy() - own["compute_ps"].to_numpy()
+        for pool, stages in POOL_STAGES.items():
+            in_pool = np.isin(stage, stages)
+            assert set(extra[in_pool].tolist()) <= {0, SWITCH[pool]}
+            for i in range(2):
+                switched = (extra[in_pool & (it == i)] > 0).any()
+                assert switched == (name != "j0" or i > 0), (name, pool, i)
+        assert not extra[~np.isin(stage, sum(POOL_STAGES.values(), ()))].any()
+        new_id = dict(zip(own["op_id"].to_pylist(), mine["op_id"].to_pylist(), strict=True))
+        added = 0
+        for d_own, d_mine in zip(own["deps"].to_pylist(), mine["deps"].to_pylist(), strict=True):
+            assert {new_id[d] for d in d_own} <= set(d_mine)
+            added += len(d_mine) - len(d_own)
+        assert added > 0
     # periods: each one job's
     per = {}
     for j, p in zip(job, tb["period"].to_pylist(), strict=True):

@@ -60,7 +60,7 @@ POOL_STAGES: dict[str, tuple[str, ...]] = {
     "train": ("experience", "train", "weight_sync"),
 }
 
-#: RollMux figure 4 (arXiv:2512.11306v2 §3.2), warm start (state cached in host memory) on
+#: RollMux figure 4 (arXiv:2512.11306v2), warm start (state cached in host memory) on
 #: an 8-GPU node, H20 rollout and H800 training: (model parameters, rollout s, training s)
 #: for the 3B, 7B, 14B and 32B models.
 WARM_START_S = ((3e9, 0.8, 1.9), (7e9, 0.9, 4.1), (14e9, 1.8, 4.7), (32e9, 1.7, 5.9))
