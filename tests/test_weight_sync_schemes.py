@@ -249,6 +249,19 @@ def test_replays_on_a_fat_tree(ws, mode):
     replay_conserves(trace(ws, 16, 32, dict(tp=2, pp=2), dict(tp=4), mode=mode, iterations=2))
 
 
+@pytest.mark.parametrize("ws", ["scatter", "relay"])
+def test_packet_and_flow_backends_agree(ws):
+    """A second backend: the packet-level replay ends within 1 % of the flow backend's."""
+    tr = trace(
+        ws, 8, 16, dict(tp=2, pp=2), dict(tp=2), mode="async", iterations=2, weight_bucket_bytes="256MiB"
+    )
+    ends = [
+        max(rf.simulate(rf.topologies.FatTree(24), tr, backend=be).ops["end_ps"].to_pylist())
+        for be in ("packet", "flow")
+    ]
+    assert ends[0] == pytest.approx(ends[1], rel=0.01)
+
+
 def test_relay_with_prefill_instances_and_moe():
     """Prefill instances pull their own slice too; an MoE trainer's shards go through."""
     tr = rt.generate_rl(
