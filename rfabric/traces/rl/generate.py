@@ -99,7 +99,8 @@ def generate_rl(
     ``mode="sync"``: gen(i) -> stream -> experience(i) -> train(i) -> weight_sync(i) ->
     gen(i+1). ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with
     the weights of train(i-1) while experience(i) and train(i) run; weight_sync(i) waits for train(i) and for gen(i+1)
-    to finish, and gen(i+2) waits for weight_sync(i).
+    to finish, and gen(i+2) waits for weight_sync(i) (``weight_sync="relay"``: an instance's gen(i+2)
+    waits for its own pull only, which waits for that instance's gen(i+1)).
 
     Parameters
     ----------
