@@ -550,7 +550,7 @@ def test_64_gpu_iteration_generates():
         (dict(mode="fast"), "mode must be 'sync' or 'async'"),
         (
             dict(weight_sync="tree"),
-            "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast', got 'tree'",
+            "weight_sync must be one of 'two_level', 'flat', 'gather_broadcast', 'root', 'scatter', 'relay', got 'tree'",
         ),
         (dict(pod_gpus=3, gen=dict(tp=2)), "pod_gpus=3 must be a multiple of the gen instance size 2"),
         (dict(response=dict(median=10, max=5)), "min <= median <= max"),

@@ -130,12 +130,15 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     g.add_argument(
         "--weight-sync",
         type=lambda text: text.strip().lower().replace("-", "_"),  # two-level is read as two_level
-        choices=("two_level", "flat", "gather_broadcast", "reshard"),
+        choices=("two_level", "flat", "gather_broadcast", "root", "scatter", "relay", "reshard"),
         default=None,
-        help="weight sync scheme (default two_level; reshard, the only one, when colocated)",
+        help="weight sync scheme (default two_level; reshard, the only one, when colocated); "
+        "root (StreamRL), scatter (RollMux), relay (Laminar): docs/explanation/weight-sync-schemes.md",
     )
     g.add_argument(
-        "--weight-bucket-bytes", default="512MiB", help="gather_broadcast bucket ('512MiB' or bytes)"
+        "--weight-bucket-bytes",
+        default=None,
+        help="gather_broadcast and root bucket (default '512MiB') or relay chunk (default '32MiB')",
     )
     g.add_argument("--pod-gpus", type=int, default=None, help="gen GPUs per pod for two_level weight sync")
     g.add_argument(

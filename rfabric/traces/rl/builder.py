@@ -123,8 +123,10 @@ class OpBuilder:
         chain : bool
             If True, the op becomes the latest op of the ``program`` ranks (their next op
             depends on it). False makes a side op (a send that does not block its sender).
-        after : ndarray (K,), optional
-            One more op id each row waits for (a side stream's previous op).
+        after : ndarray (K,) or (K, n), optional
+            More op ids each row waits for (a side stream's previous op); -1 entries are
+            none. With ``program=[]`` (no column) the op is in no rank's program order: it
+            waits for ``after`` only (a transfer between buffers the GPUs do not own).
         """
         ranks = np.asarray(ranks, dtype=_I64)
         k, w = ranks.shape
@@ -137,7 +139,7 @@ class OpBuilder:
 
         dmat = self.last_op[prog]
         if after is not None:
-            dmat = np.concatenate([dmat, np.asarray(after, dtype=_I64).reshape(k, 1)], axis=1)
+            dmat = np.concatenate([dmat, np.asarray(after, dtype=_I64).reshape(k, -1)], axis=1)
         if chain:
             hand = self.hand[prog]
             if (hand >= 0).any():
@@ -151,7 +153,9 @@ class OpBuilder:
         if chain and self.has_more[prog].any():
             dep_counts, dep_vals = self._merge_more(prog, dmat, keep)
 
-        comp = np.broadcast_to(np.asarray(compute, dtype=_I64), (k,)) + self.pending[prog].max(axis=1)
+        comp = np.broadcast_to(np.asarray(compute, dtype=_I64), (k,)) + self.pending[prog].max(
+            axis=1, initial=0
+        )
         if chain:
             self.pending[prog] = 0
             self.last_op[prog] = ids[:, None]

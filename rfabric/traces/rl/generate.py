@@ -66,7 +66,7 @@ def generate_rl(
     optimizer_bytes_per_param: int = 30,
     placement: str = "disaggregated",
     weight_sync: str | None = None,
-    weight_bucket_bytes: int = 512 << 20,
+    weight_bucket_bytes: int | str | None = None,
     pod_gpus: int | None = None,
     decode_granularity: str = "aggregated",
     decode_steps_per_op: int | None = None,
@@ -101,7 +101,8 @@ def generate_rl(
     ``mode="sync"``: gen(i) -> stream -> experience(i) -> train(i) -> weight_sync(i) ->
     gen(i+1). ``mode="async"`` (one-step off-policy, StreamRL/veRL): gen(i+1) runs with
     the weights of train(i-1) while experience(i) and train(i) run; weight_sync(i) waits for train(i) and for gen(i+1)
-    to finish, and gen(i+2) waits for weight_sync(i).
+    to finish, and gen(i+2) waits for weight_sync(i) (``weight_sync="relay"``: an instance's gen(i+2)
+    waits for its own pull only, which waits for that instance's gen(i+1)).
 
     Parameters
     ----------
@@ -225,18 +226,29 @@ def generate_rl(
         (``weight_sync="reshard"``, see Notes). AFD instances are not colocatable.
         Memory: ``memory_check`` still checks each side alone (veRL offloads the
         trainer's state to CPU memory during rollout).
-    weight_sync : {"two_level", "flat", "gather_broadcast", "reshard"}, optional
+    weight_sync : {"two_level", "flat", "gather_broadcast", "root", "scatter", "relay", "reshard"}, optional
         Default ``"two_level"`` when disaggregated, ``"reshard"`` (the only choice) when
-        colocated.
-        ``flat``: every gen instance receives each train shard directly from train (veRL;
-        RollMux figure 8). ``two_level`` (OrchestrRL figure 4): train sends once to the
-        first instance (DP-0) of each gen pod, which broadcasts inside its pod. Both send
+        colocated (docs/explanation/weight-sync-schemes.md compares them).
+        ``flat``: every gen instance receives each train shard directly from train:
+        ``dp_gen`` copies of the model cross the train/gen boundary (veRL's baseline in
+        RollMux §5.2 figure 8, "AllGather within Micro-DP Groups", 4M for rollout DP 4).
+        ``two_level`` (OrchestrRL figure 4): train sends once to the first instance (DP-0)
+        of each gen pod, which broadcasts inside its pod. Both send
         ideal shards. ``gather_broadcast``: as frameworks do it (slime's
         ``update_weights_from_distributed``; veRL's one-step off-policy recipe): gather
         full tensors on the trainer, then broadcast them in buckets to every gen GPU.
-    weight_bucket_bytes : int or str
-        Bucket of ``gather_broadcast`` (``"512MiB"`` or bytes); default 512 MiB (slime's
-        ``--update-weight-buffer-size``).
+        ``root`` (StreamRL §6, cross-datacenter): the gathered tensors cross once, root to
+        root, then a broadcast inside the gen cluster. ``scatter`` (RollMux §5.2 two-stage
+        update): one disjoint piece per training GPU, each to a distinct gen GPU, then a
+        broadcast inside the gen cluster. ``relay`` (Laminar): the actor pushes to a
+        master relay, a chunked chain among one relay per 8-GPU gen machine, and each gen
+        GPU loads its slice from its relay over PCIe once its own instance is done.
+        ``root``, ``scatter`` and ``relay`` cross the boundary with the model's bytes
+        once; ``scatter`` does not take ``prefill``.
+    weight_bucket_bytes : int or str, optional
+        Bucket of ``gather_broadcast`` and ``root`` (``"512MiB"`` or bytes; default 512 MiB,
+        slime's ``--update-weight-buffer-size``) and chunk of ``relay``'s chain (default
+        32 MiB, Laminar's "32MB chunk size").
     pod_gpus : int, optional
         Gen GPUs per pod for ``two_level`` (a multiple of the instance size); default all
         gen GPUs (one pod).
@@ -473,6 +485,21 @@ def generate_rl(
     pairing of ranks is the trainer's order; every rank receives what its gen slice lacks
     (the per-rank volume of any pairing). Nothing moves when the gen split is as fine or
     finer (each rank slices what it holds).
+    ``root``: the gathers of ``gather_broadcast``, then per stage and bucket a ``send``
+    from the stage's first rank to the first gen GPU (phase ``inter_cluster``) and a
+    ``broadcast`` of the bucket from there to every other gen GPU (phase
+    ``intra_cluster``). ``scatter``: holder shard h of copy c is cut into ``edp`` pieces
+    (``S_h // edp``, the first ``S_h mod edp`` one byte more); the holder in copy c sends
+    piece c to member ``h mod size`` of instance ``k mod dp_gen`` (k counts the pieces of
+    that member; phase ``scatter``), which broadcasts it to the same member of every other
+    instance (phase ``broadcast``). ``relay``: the copy-0 holders send their shards to the
+    master relay (the first gen GPU; phase ``push``); the relays (first GPU of every
+    8 consecutive gen GPUs) pass ``ceil(P p / weight_bucket_bytes)`` chunks down the chain,
+    one ``send`` per chunk and hop in no GPU's program order (phase ``relay_chain``); each
+    gen GPU then runs a one-rank ``broadcast`` of its slice (phase ``pull``, no fabric
+    bytes) after its own last op, the last chunk's arrival at its relay and ``slice / 63
+    GB/s`` of PCIe Gen5 x16 copy time. Under ``mode="async"`` a relay pull waits for its
+    own instance's gen(i+1) only, not for every instance's.
 
     **Periods**: one id per (iteration, gen), (iteration, response_stream), (iteration,
     make-experience pass), (iteration, optimizer step, fwd/bwd), (iteration, optimizer
@@ -565,6 +592,8 @@ def generate_rl(
         raise SpecError(
             f"weight_sync must be one of {', '.join(map(repr, WEIGHT_SYNC_MODES))}, got {weight_sync!r}"
         )
+    if weight_bucket_bytes is None:
+        weight_bucket_bytes = 32 << 20 if weight_sync == "relay" else 512 << 20
     weight_bucket_bytes = parse_size(weight_bucket_bytes, allow_zero=False, name="weight_bucket_bytes")
     hardware = get_gpu(hardware, "hardware")
     train_hw = hardware if train_hardware is None else get_gpu(train_hardware, "train_hardware")

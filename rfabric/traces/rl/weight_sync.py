@@ -6,7 +6,8 @@ then tp) and sends them ``flat`` (every instance straight from train) or ``two_l
 ``gather_broadcast`` is what frameworks do (`_gather_broadcast`): gather full tensors on
 the trainer, then broadcast them bucket by bucket to every gen GPU, which keeps its slice.
 ``reshard`` (colocated placement) moves only what the trainer's layout lacks for the
-rollout's (`_reshard`). Sizes are in `generate_rl`'s Notes.
+rollout's (`_reshard`). The papers' schemes ``root`` (StreamRL), ``scatter`` (RollMux)
+and ``relay`` (Laminar) are in `sync_schemes`. Sizes are in `generate_rl`'s Notes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import numpy as np
 from ...errors import SpecError
 from .builder import cdiv
 from .context import RLContext
+from .sync_schemes import emit_relay, emit_root, emit_scatter
 from .training import families
 
 __all__ = ["emit_weight_sync", "check_reshard", "WEIGHT_SYNC_MODES"]
 
 #: ``weight_sync`` values of `generate_rl` under disaggregated placement (colocated
 #: placement has one: ``"reshard"``).
-WEIGHT_SYNC_MODES = ("two_level", "flat", "gather_broadcast")
+WEIGHT_SYNC_MODES = ("two_level", "flat", "gather_broadcast", "root", "scatter", "relay")
 
 _I64 = np.int64
 
@@ -53,6 +55,13 @@ def emit_weight_sync(ctx: RLContext, it: int) -> None:
         return
     if ctx.ws_mode == "reshard":
         _reshard(ctx)
+        return
+    if ctx.ws_mode == "root":
+        emit_root(ctx, _gather_stage)
+        return
+    if ctx.ws_mode in ("scatter", "relay"):
+        emit = emit_scatter if ctx.ws_mode == "scatter" else emit_relay
+        emit(ctx, _weight_shards(ctx), lambda c: _copy_holders(ctx, c))
         return
     _sharded(ctx, ctx.gl.instances, ctx.pod_inst)
     if ctx.pl is not None:  # the prefill instances: one more pod
@@ -107,53 +116,59 @@ def _sharded(ctx: RLContext, instances: np.ndarray, pod_inst: int) -> None:
 
 def _gather_broadcast(ctx: RLContext) -> None:
     """slime's ``update_weights_from_distributed`` (veRL's one-step off-policy sync is the
-    same with one root): per pipeline stage, the trainer's data-parallel copy 0 all-gathers
-    the TP shards of the dense parameters and the EP x TP shards of the experts (phase
-    ``gather``; under ZeRO-3 / FSDP every data-parallel group first all-gathers its
-    shards, as FSDP's full state dict does); then the stage's first rank broadcasts the full tensors, in buckets of
-    ``ctx.ws_bucket`` bytes, to every gen GPU (phase ``bucket_broadcast``); each gen GPU
-    keeps its own TP/EP slice (resharding happens on the receiver, without traffic)."""
-    tl, gl, b, w = ctx.tl, ctx.gl, ctx.b, ctx.param
-    gen_ranks = gl.instances.ravel()
+    same with one root): per pipeline stage, the trainer's data-parallel copy 0 gathers the
+    full tensors on the stage's first rank (`_gather_stage`); then that rank broadcasts
+    them, in buckets of ``ctx.ws_bucket`` bytes, to every gen GPU (phase
+    ``bucket_broadcast``); each gen GPU keeps its own TP/EP slice (resharding happens on
+    the receiver, without traffic)."""
+    gen_ranks = ctx.gl.instances.ravel()
     if ctx.pl is not None:
         gen_ranks = np.concatenate([gen_ranks, ctx.pl.instances.ravel()])
-    for s in range(tl.pp):
-        dense, expert = tl.stage_params(s)
-        if ctx.zero == 3:  # parameters sharded over data parallelism: unshard them first
-            for grp, fam, div in families(ctx, s):
-                n = cdiv((dense, expert)[fam], div)
-                b.emit(grp, n * w, stage="weight_sync", phase="gather", kind="all_gather")
-        holders = tl.holders(0)[s].reshape(tl.ep, tl.tp)  # copy 0: [e, t]
-        if tl.tp > 1:
-            b.emit(
-                holders,
-                cdiv(dense, tl.tp) * tl.tp * w,
-                stage="weight_sync",
-                phase="gather",
-                kind="all_gather",
-            )
-        if expert and tl.ep * tl.tp > 1:
-            n = tl.ep * tl.tp
-            b.emit(
-                holders.reshape(1, n),
-                cdiv(expert, n) * n * w,
-                stage="weight_sync",
-                phase="gather",
-                kind="all_gather",
-            )
-        total = (dense + expert) * w
+    for s in range(ctx.tl.pp):
+        root, total = _gather_stage(ctx, s)
         count = cdiv(total, ctx.ws_bucket)
         sizes = np.full(count, ctx.ws_bucket, dtype=_I64)
         sizes[-1] = total - ctx.ws_bucket * (count - 1)
-        root = holders[0, 0]
         for size in sizes.tolist():
-            b.emit(
+            ctx.b.emit(
                 np.concatenate([[root], gen_ranks])[None, :],
                 size,
                 stage="weight_sync",
                 phase="bucket_broadcast",
                 kind="broadcast",
             )
+
+
+def _gather_stage(ctx: RLContext, s: int) -> tuple[int, int]:
+    """Full tensors of pipeline stage ``s`` on its first rank of copy 0: the copy's ep*tp
+    ranks all-gather the dense TP shards and the EP x TP shards of the experts (phase
+    ``gather``; under ZeRO-3 / FSDP every data-parallel group first all-gathers its
+    shards, as FSDP's full state dict does). Returns (that rank, the stage's bytes)."""
+    tl, b, w = ctx.tl, ctx.b, ctx.param
+    dense, expert = tl.stage_params(s)
+    if ctx.zero == 3:  # parameters sharded over data parallelism: unshard them first
+        for grp, fam, div in families(ctx, s):
+            n = cdiv((dense, expert)[fam], div)
+            b.emit(grp, n * w, stage="weight_sync", phase="gather", kind="all_gather")
+    holders = tl.holders(0)[s].reshape(tl.ep, tl.tp)  # copy 0: [e, t]
+    if tl.tp > 1:
+        b.emit(
+            holders,
+            cdiv(dense, tl.tp) * tl.tp * w,
+            stage="weight_sync",
+            phase="gather",
+            kind="all_gather",
+        )
+    if expert and tl.ep * tl.tp > 1:
+        n = tl.ep * tl.tp
+        b.emit(
+            holders.reshape(1, n),
+            cdiv(expert, n) * n * w,
+            stage="weight_sync",
+            phase="gather",
+            kind="all_gather",
+        )
+    return int(holders[0, 0]), (dense + expert) * w
 
 
 def _reshard_ratios(tl, gl) -> tuple[int, int]:
