@@ -264,3 +264,46 @@ def test_sites_without_packet_switches_or_nested_are_refused():
         Sites({"x": inner, "y": FatTree(gpus=16)})
     with pytest.raises(rf.SpecError, match="no site 'nope'"):
         inner.site_gpus("nope")
+
+
+def _doc(name):
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "docs" / "explanation" / name).read_text()
+
+
+def test_doc_incast_row():
+    """docs/explanation/sites.md's transport table, RoCE row: recomputed."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="80Gbps", latency="100us")
+    fl = rf.Flows(src=np.arange(16, 24), dst=np.arange(8), size_bytes=[8 << 20] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, fl, seed=1, transport="roce")
+    (row,) = s.long_links()
+    links = res.links.to_pylist()
+    marks = sum(x["ecn_marks"] for x in links if x["link_id"] == row)
+    pauses = sum(x["pfc_pauses"] for x in links if x["link_id"] != row)
+    slowest = max(res.flows["fct_ps"].to_pylist()) / 1e9
+    line = f"| `roce` (lossless) | {slowest:.1f} ms | {marks:,} ECN marks, no drops | {pauses:,} PFC pauses |"
+    assert line in _doc("sites.md")
+    # pauses only inside the sending site; none on the long link itself
+    assert all(not x["pfc_pauses"] for x in links if x["link_id"] == row)
+    assert all(x["src_name"].startswith("gen/") for x in links if x["pfc_pauses"])
+
+
+def test_doc_weight_sync_row():
+    """docs/explanation/sites.md's RL table, 80 Gbps row: recomputed (flow backend)."""
+    fab = Sites(
+        {"train": RailOptimized(gpus=32, link="200Gbps"), "gen": FatTree(gpus=32, link="100Gbps")},
+        link="80Gbps",
+        latency="2ms",
+        routing="dmodk",
+    )
+    trace = rf.traces.generate_rl("qwen2.5-14b", train_gpus=32, gen_gpus=32, global_batch=64, seed=1)
+    st = {
+        r["stage"]: (r["end_ps"] - r["start_ps"]) / 1e12
+        for r in rf.simulate(fab, trace, backend="flow", seed=1).stages.to_pylist()
+    }
+    line = f"| 80 Gbps (StreamRL's) | {st['weight_sync']:.2f} s | {st['gen']:.2f} s | {st['train']:.2f} s |"
+    assert line in _doc("sites.md")
+    # the floor: the weights at the long link's line rate
+    assert st["weight_sync"] >= 29.5e9 * 8 / 80e9
