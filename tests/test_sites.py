@@ -188,8 +188,10 @@ def test_policies_of_a_composed_fabric():
     np.testing.assert_array_equal(loc.pod_budget, [3, 3])
     assert s.ring_orders() is None
     r = Sites({"r": RFabric(gpus=64), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms")
-    assert r.default_controller == "stage_aware"
-    assert rf.controllers.default_for(r) is not None
+    # the stage-aware controller needs every GPU under an RFabric ToR: the RFabric site
+    # keeps its initial plan
+    assert r.default_controller == "static"
+    assert isinstance(rf.controllers.default_for(r), rf.controllers.StaticController)
     rings = Sites(
         {"x": TopoOptLike(), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms", routing="dmodk"
     ).ring_orders()
@@ -307,3 +309,31 @@ def test_doc_weight_sync_row():
     assert line in _doc("sites.md")
     # the floor: the weights at the long link's line rate
     assert st["weight_sync"] >= 29.5e9 * 8 / 80e9
+
+
+def test_composable_controllers_run_on_a_composed_fabric():
+    """COMPOSABLE_CONTROLLERS: MixNet's controller plans a MixNet site inside a composed
+    fabric (an RL iteration runs and the plan changes); the stage-aware controller cannot read
+    an RFabric layout from one, which is why an RFabric site keeps its initial plan."""
+    from rfabric.topologies.sites import COMPOSABLE_CONTROLLERS
+
+    assert COMPOSABLE_CONTROLLERS == {"static", "mixnet"}
+    fab = Sites(
+        {"train": MixNet(gpus=32), "gen": FatTree(gpus=32, link="100Gbps")},
+        link="80Gbps",
+        latency="1ms",
+        routing="multipath",
+    )
+    trace = rf.traces.generate_rl(
+        {"base": "qwen2-57b-a14b", "layers": 2}, train_gpus=32, gen_gpus=32, global_batch=32, seed=1
+    )
+    res = rf.simulate(fab, trace, backend="flow", seed=1, controller=rf.controllers.default_for(fab))
+    assert res.run["controller"] == "MixNetController" and res.run["plan_changes"] >= 1
+    assert {r["stage"] for r in res.stages.to_pylist()} >= {"train", "weight_sync"}
+    r = Sites({"r": RFabric(gpus=64), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms")
+    t2 = rf.traces.generate_rl(
+        {"base": "qwen2.5-14b", "layers": 2}, train_gpus=64, gen_gpus=16, global_batch=16, seed=1
+    )
+    with pytest.raises(rf.SpecError, match="not an RFabric|no NIC link"):
+        rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.StageAwareController())
+    assert rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.default_for(r)).complete

@@ -30,6 +30,10 @@ from .base import Topology, TopologyBuilder
 
 __all__ = ["Sites"]
 
+#: Controllers (rfabric.catalog.CONTROLLERS names) that drive a composed fabric: checked by
+#: running them on one (tests/test_sites.py).
+COMPOSABLE_CONTROLLERS = frozenset({"static", "mixnet"})
+
 #: Link kind labels of the rows ``Sites`` adds (``spec.links.kind``).
 LONG_HAUL = "long-haul"
 GATEWAY = "gateway"
@@ -57,7 +61,8 @@ class Sites(Topology):
     Routing: shortest paths over the whole graph, so traffic inside a site keeps the routes
     it has alone (the gateway adds only longer paths), and traffic between sites climbs to
     the gateway, crosses the long link and descends. Circuits inside a site work as in the
-    site alone; a controller sees the whole spec.
+    site alone; a controller sees the whole spec (:attr:`default_controller` says which
+    run on one).
 
     Transport: the run's transport (``EngineConfig.transport``) runs every flow, including
     those crossing the long link; a per-link transport is not modelled yet
@@ -287,14 +292,18 @@ class Sites(Topology):
 
     @property
     def default_controller(self) -> str | None:  # type: ignore[override]
-        """The sites' controller when only one kind of controller is named among them
-        (e.g. one RFabric site and FatTree sites: ``"stage_aware"``); ``"static"`` (every
-        site's initial circuits kept) when sites name different ones; ``None`` when no site
-        has reconfigurable optics."""
+        """``None`` when no site has reconfigurable optics. Otherwise the sites' one
+        controller if it can drive a composed fabric (``"static"``, ``"mixnet"``: MixNet's
+        regional greedy reads the regions from the spec), else ``"static"``: every site's
+        initial circuits kept. The stage-aware controller reads an RFabric's layout from
+        the whole spec and requires every GPU under an RFabric ToR, which a composed fabric's
+        other sites are not: an RFabric site runs its initial plan."""
         names = {f.default_controller for f in self.sites.values()} - {None}
         if not names:
             return None
-        return names.pop() if len(names) == 1 else "static"
+        if len(names) == 1 and names <= COMPOSABLE_CONTROLLERS:
+            return names.pop()
+        return "static"
 
     def locality(self):
         """Each site's PoDs, numbered site after site: a site is at least one PoD, since the
