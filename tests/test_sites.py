@@ -337,3 +337,48 @@ def test_composable_controllers_run_on_a_composed_fabric():
     with pytest.raises(rf.SpecError, match="not an RFabric|no NIC link"):
         rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.StageAwareController())
     assert rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.default_for(r)).complete
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_three_sites_in_a_chain(backend):
+    """A flow from the first site to the last crosses both long links: its completion is at
+    least two latencies plus its bytes at the long rate, and close to it (the two flows share
+    the link, so their bytes count twice)."""
+    s = Sites({n: FatTree(gpus=16) for n in ("x", "y", "z")}, link="40Gbps", latency="500us")
+    assert len(s.long_links()) == 2
+    size = 2 << 20
+    flows = rf.Flows(src=[1, 2], dst=[33, 40], size_bytes=[size] * 2, start_ps=[0, 0])
+    res = rf.simulate(s, flows, seed=1, backend=backend)
+    wire, _ = wire_bytes(size, res.run["header_bytes"])
+    floor = 2 * 500_000_000 + 2 * wire * 8 * 10**12 // 40_000_000_000
+    assert floor <= max(res.flows["fct_ps"].to_pylist()) <= floor * 1.02
+    for row in s.long_links().tolist():
+        assert (
+            sum(x["bytes"] for x in res.links.to_pylist() if x["link_id"] == row and x["direction"] == 0)
+            >= 2 * wire
+        )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("routing", ["dmodk", "flow"])
+def test_parallel_long_links(backend, routing):
+    """links=2: together the two long links carry every cross-site byte once. Per-flow
+    hashing spreads flows over them; D-mod-K, whose digit for the gateway's hop is spent on
+    these small sites, puts them all on one (docs/explanation/sites.md says so)."""
+    s = Sites(
+        {"x": FatTree(gpus=16), "y": FatTree(gpus=16)},
+        link="40Gbps",
+        latency="500us",
+        links=2,
+        routing=routing,
+    )
+    size = 2 << 20
+    flows = rf.Flows(src=np.arange(8), dst=np.arange(16, 24), size_bytes=[size] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, flows, seed=1, backend=backend)
+    wire, _ = wire_bytes(size, res.run["header_bytes"])
+    per_link = [
+        sum(x["bytes"] for x in res.links.to_pylist() if x["link_id"] == row and x["direction"] == 0)
+        for row in s.long_links().tolist()
+    ]
+    assert sum(per_link) == 8 * wire
+    assert (min(per_link) > 0) == (routing == "flow")

@@ -81,7 +81,10 @@ class Sites(Topology):
     latency : str or int
         One-way propagation of the long link (e.g. "2ms": about 400 km of fibre at 5 µs/km).
     links : int
-        Parallel long links between each pair of joined gateways (default 1).
+        Parallel long links between each pair of joined gateways (default 1). Under D-mod-K
+        routing the gateway's hop digit is spent on small sites and all traffic toward a site
+        takes one of them; ``routing="flow"`` spreads flows over them
+        (docs/explanation/sites.md).
     buffer : str or int, optional
         Buffer of each long-link port. Default: twice the link's bandwidth-delay product
         over a round trip (rate x 2 x latency) plus the first site's per-port buffer. One
