@@ -250,20 +250,22 @@ def test_cost_of_the_long_link():
         ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"gateway_links": 0}, "gateway_links"),
         ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"buffer": 0}, "buffer"),
         ({"a": FatTree(gpus=16), "b": MixNet(gpus=32)}, {}, "route differently"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"routing": "fastest"}, "Sites: routing"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"transport": "dctcp"}, "not modelled yet"),
     ],
 )
 def test_bad_arguments(sites, kw, match):
     with pytest.raises(rf.SpecError, match=match):
-        Sites(sites, **kw)
+        Sites(sites, **{"link": "80Gbps", "latency": "1ms", **kw})
 
 
 def test_sites_without_packet_switches_or_nested_are_refused():
-    s = Sites({"a": FatTree(gpus=16), "t": TopoOpt(gpus=16)}, routing="dmodk")
+    s = Sites({"a": FatTree(gpus=16), "t": TopoOpt(gpus=16)}, "80Gbps", "1ms", routing="dmodk")
     with pytest.raises(rf.SpecError, match="'t'.*no packet switch"):
         s.to_spec()
     _, _, inner = two_fat_trees()
     with pytest.raises(rf.SpecError, match="itself a Sites"):
-        Sites({"x": inner, "y": FatTree(gpus=16)})
+        Sites({"x": inner, "y": FatTree(gpus=16)}, "80Gbps", "1ms")
     with pytest.raises(rf.SpecError, match="no site 'nope'"):
         inner.site_gpus("nope")
 

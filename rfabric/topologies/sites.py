@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, CircuitTable, LinkTable, NodeTable
+from ..spec import NODE_KINDS, CircuitTable, LinkTable, NodeTable, check_routing
 from ..units import parse_size, parse_time
 from ..validators import integer
 from ._common import ring_row
@@ -58,9 +58,10 @@ class Sites(Topology):
       gateways (a chain in the dict's order; two sites: one bundle), each of rate ``link``,
       propagation ``latency`` and a per-port buffer ``buffer``.
 
-    Routing: shortest paths over the whole graph, so traffic inside a site keeps the routes
-    it has alone (the gateway adds only longer paths), and traffic between sites climbs to
-    the gateway, crosses the long link and descends. Circuits inside a site work as in the
+    Routing: shortest paths over the whole graph, so traffic inside a site keeps its
+    shortest paths (the gateway adds only longer ones; the equal-cost choice among them can
+    differ from the site alone's, docs/explanation/sites.md), and traffic between sites
+    climbs to the gateway, crosses the long link and descends. Circuits inside a site work as in the
     site alone; a controller sees the whole spec (:attr:`default_controller` says which
     run on one).
 
@@ -98,7 +99,11 @@ class Sites(Topology):
         share); fewer cost less (each is a site link: optics, ports, fibre) and concentrate
         cross-site traffic on the tier's switches they reach.
     routing : str, optional
-        ECMP mode of the composed fabric when the sites' modes differ.
+        ECMP mode of the composed fabric (``rfabric.spec.ROUTING_MODES``); required when the
+        sites' modes differ, else theirs.
+    transport : None
+        Reserved: a transport of the long link's own is not modelled yet, and any value is a
+        SpecError saying so (the run's transport runs every flow).
     """
 
     family = "sites"
@@ -106,14 +111,21 @@ class Sites(Topology):
     def __init__(
         self,
         sites: Mapping[str, Topology],
-        link="80Gbps",
-        latency="1ms",
+        link,
+        latency,
         *,
         links: int = 1,
         buffer=None,
         gateway_links: int | None = None,
         routing: str | None = None,
+        transport: str | None = None,
     ):
+        if transport is not None:
+            raise SpecError(
+                f"Sites: transport={transport!r}: a transport of the long link's own is not modelled "
+                "yet; the long link runs the run's transport (simulate(..., transport=...)); "
+                "see docs/explanation/sites.md"
+            )
         if not isinstance(sites, Mapping):
             raise SpecError(f"Sites: sites must be a dict of name -> Topology, got {type(sites).__name__}")
         if len(sites) < 2:
@@ -163,7 +175,7 @@ class Sites(Topology):
                     "pass routing= for the composed fabric"
                 )
             routing = modes.pop()
-        self.routing = routing
+        self.routing = check_routing(routing, "Sites: routing")
         self.host_forwarding = any(f.host_forwarding for f in self.sites.values())
         self.pxn = any(f.pxn for f in self.sites.values())
         self.deadlock_free = any(f.deadlock_free for f in self.sites.values())
@@ -310,8 +322,8 @@ class Sites(Topology):
 
     def locality(self):
         """Each site's PoDs, numbered site after site: a site is at least one PoD, since the
-        long link is a boundary worth economising (a weight-sync forest then crosses it once
-        per shard). A site that is one PoD alone gets a boundary budget of ``links`` (its long
+        long link is a boundary worth economising (a weight-sync dissemination forest treats
+        it as a PoD boundary). A site that is one PoD alone gets a boundary budget of ``links`` (its long
         links, as circuits at line rate leaving it); a site of several PoDs keeps its own
         PoDs and budgets."""
         from ..rewrites import Locality, locality
