@@ -384,3 +384,40 @@ def test_parallel_long_links(backend, routing):
     ]
     assert sum(per_link) == 8 * wire
     assert (min(per_link) > 0) == (routing == "flow")
+
+
+class LeafSpine(rf.Topology):
+    """A user's fabric (docs/tutorials/own-fabric.md's shape), 4 GPUs per server."""
+
+    family = "leaf_spine_sites_test"
+
+    def __init__(self, gpus, link="100Gbps", spines=2, **kw):
+        super().__init__(gpus, link, gpus_per_server=4, **kw)
+        self.spines = spines
+
+    def build(self, net):
+        gpu = net.add_servers(self.servers, self.gpus_per_server)
+        leaves = net.add_nodes("eps", self.servers, prefix="leaf")
+        spines = net.add_nodes("eps", self.spines, prefix="spine")
+        net.add_links(gpu.ravel(), np.repeat(leaves, 4), rate=self.link_bps, kind="nic")
+        net.add_links(
+            np.repeat(leaves, self.spines),
+            np.tile(spines, len(leaves)),
+            rate=self.link_bps,
+            kind="leaf-spine",
+        )
+
+
+def test_a_users_fabric_as_a_site():
+    """Any Topology is a site: the gateway finds a user's leaf-spine's spines, servers of 4
+    and 8 GPUs mix, and a cross-site flow is delivered over the long link."""
+    user = LeafSpine(gpus=16)
+    s = Sites({"ours": FatTree(gpus=16), "theirs": user}, link="10Gbps", latency="50us")
+    spec = s.to_spec()
+    names = np.asarray(spec.nodes.name)
+    rows = np.flatnonzero((spec.links.kind.astype(str) == "gateway") & (spec.links.src == s.gateways()[1]))
+    assert sorted(names[spec.links.dst[rows]]) == ["theirs/spine0", "theirs/spine1"]
+    assert s.gpus_per_server == 4 and spec.nodes.server.max() + 1 == 2 + 4
+    res = rf.simulate(s, rf.Flows(src=[17], dst=[2], size_bytes=[1 << 20], start_ps=[0]), seed=1)
+    assert res.flows["delivered_bytes"][0].as_py() == 1 << 20
+    assert res.flows["fct_ps"][0].as_py() >= 50_000_000 + (1 << 20) * 8 * 10**12 // 10_000_000_000
