@@ -15,6 +15,13 @@ servers, link rates), so a user's Topology subclass is priced with no extra code
   - ``ocs``: an **OCS port** (light passes through: no transceiver);
   - ``patch_panel``: a **patch-panel port** (no transceiver).
 
+* A **long link** (link kind ``"long-haul"``: what :class:`rfabric.topologies.Sites` joins
+  sites with) is none of the above: it adds a **long-haul optic** at each end (a coherent
+  ZR-class pluggable in the gateway's port, the port included) and one **long-haul
+  circuit** (the leased wavelength or fibre pair between the sites), both priced at the
+  link's speed. rfabric ships no figures for them (no public listing was found to cite):
+  give them, e.g. ``prices={"80Gbps": {"long_haul_optic": ..., "long_haul_circuit": ...}}``;
+  without them the bill of a fabric with a long link is a SpecError naming the speed.
 * Only connected ports are counted. Table 4 prices a packet switch *per port* (a listed
   switch's price over its port count), so a switch is charged for the ports the fabric
   wires; ports a partly used switch leaves dark are not charged (for example the core
@@ -65,8 +72,21 @@ __all__ = [
 ]
 
 #: Priced components, in bill order. Units: one NIC port, one pluggable optic, one packet-switch
-#: port, one OCS port, one patch-panel port, one fibre cable.
-COMPONENTS = ("nic", "transceiver", "switch_port", "ocs_port", "patch_panel_port", "fiber")
+#: port, one OCS port, one patch-panel port, one fibre cable, one long-haul optic (per end of a
+#: long link), one long-haul circuit (per long link).
+COMPONENTS = (
+    "nic",
+    "transceiver",
+    "switch_port",
+    "ocs_port",
+    "patch_panel_port",
+    "fiber",
+    "long_haul_optic",
+    "long_haul_circuit",
+)
+
+#: Link kind label of long links (rfabric.topologies.sites.LONG_HAUL), priced by their own rule.
+LONG_HAUL_KIND = "long-haul"
 
 BOM_SCHEMA = pa.schema(
     [
@@ -240,7 +260,8 @@ def _count(spec: NetworkSpec) -> dict[tuple[str, int], int]:
     src, dst, rate = spec.links.src, spec.links.dst, spec.links.rate_bps
     nvs = NODE_KINDS["nvswitch"]
     same_server = (server[src] >= 0) & (server[src] == server[dst])
-    network = ~((kind[src] == nvs) | (kind[dst] == nvs) | same_server)
+    long_haul = spec.links.kind.astype(str) == LONG_HAUL_KIND
+    network = ~((kind[src] == nvs) | (kind[dst] == nvs) | same_server | long_haul)
     counts: dict[tuple[str, int], int] = {}
 
     def add(component: str, rates: np.ndarray) -> None:
@@ -257,6 +278,8 @@ def _count(spec: NetworkSpec) -> dict[tuple[str, int], int]:
             sel = network & (k == NODE_KINDS[node_kind])
             for comp in components:
                 add(comp, rate[sel])
+    add("long_haul_optic", np.repeat(rate[long_haul], 2))
+    add("long_haul_circuit", rate[long_haul])
     return counts
 
 

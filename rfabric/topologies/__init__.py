@@ -22,6 +22,7 @@ from .fat_tree import FatTree
 from .hybrid import RFabric
 from .mixnet import MixNet
 from .rail_optimized import RailOptimized
+from .sites import Sites
 from .topoopt import TopoOpt
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TopoOpt",
     "MixNet",
     "RFabric",
+    "Sites",
     "FAMILIES",
     "register",
     "load",

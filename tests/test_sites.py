@@ -1,0 +1,423 @@
+"""Sites: fabrics joined by a long link between gateways (rf.topologies.Sites).
+
+Oracles: the composed tables against each site's own (ids offset, names prefixed, circuits
+re-pointed); a lone cross-site flow's completion against its analytical floor (the long
+link's latency plus its bytes at the long link's rate); bytes conserved across the long link
+(its port's bytes = the cross-site flows' payload plus one header per frame, plus control
+frames) on both backends; flows inside the first site identical to the site alone when
+nothing crosses; bad arguments raise SpecError.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import rfabric as rf
+from rfabric.topologies import FatTree, MixNet, RailOptimized, RFabric, Sites, TopoOpt
+
+BACKENDS = ["packet", "flow"]
+MTU = 9216
+
+
+def two_fat_trees(**kw):
+    a = FatTree(gpus=16)
+    b = FatTree(gpus=16, link="100Gbps")
+    return a, b, Sites({"train": a, "gen": b}, **{"link": "80Gbps", "latency": "2ms", **kw})
+
+
+def test_tables_compose_the_sites():
+    a, b, s = two_fat_trees()
+    spec, sa, sb = s.to_spec(), a.to_spec(), b.to_spec()
+    assert s.gpus == spec.num_gpus == 32
+    np.testing.assert_array_equal(s.site_gpus("train"), np.arange(16))
+    np.testing.assert_array_equal(s.site_gpus("gen"), np.arange(16, 32))
+    np.testing.assert_array_equal(s.site_of([0, 15, 16, 31]), [0, 0, 1, 1])
+    names = list(spec.nodes.name)
+    # each site's nodes, in order, prefixed; then its gateway
+    na, nb = len(sa.nodes), len(sb.nodes)
+    assert names[:na] == [f"train/{x}" for x in sa.nodes.name]
+    assert names[na] == "train/gateway"
+    assert names[na + 1 : na + 1 + nb] == [f"gen/{x}" for x in sb.nodes.name]
+    assert names[na + 1 + nb] == "gen/gateway"
+    np.testing.assert_array_equal(s.gateways(), [na, na + 1 + nb])
+    # servers numbered site after site
+    assert spec.nodes.server.max() + 1 == a.servers + b.servers
+    # one long link between the gateways, with the given rate, latency and a BDP buffer
+    (row,) = s.long_links()
+    assert {int(spec.links.src[row]), int(spec.links.dst[row])} == set(s.gateways().tolist())
+    assert spec.links.rate_bps[row] == 80_000_000_000
+    assert spec.links.latency_ps[row] == 2_000_000_000
+    bdp = 80_000_000_000 * 2 * 2_000_000_000 // (8 * 10**12)
+    assert spec.links.buffer_bytes[row] == 2 * bdp + a.buffer_bytes
+    # a site's own links are unchanged, ids offset
+    ma = len(sa.links)
+    np.testing.assert_array_equal(spec.links.src[:ma], sa.links.src)
+    np.testing.assert_array_equal(spec.links.rate_bps[:ma], sa.links.rate_bps)
+
+
+def test_gateway_links_reach_the_top_tier():
+    a, b, s = two_fat_trees()
+    spec = s.to_spec()
+    kind = spec.links.kind.astype(str)
+    gw = s.gateways()
+    names = np.asarray(spec.nodes.name)
+    for g, site, fab in zip(gw, ["train", "gen"], [a, b], strict=True):
+        rows = np.flatnonzero((kind == "gateway") & (spec.links.src == g))
+        peers = sorted(names[spec.links.dst[rows]])
+        cores = sorted(f"{site}/{x}" for x in fab.to_spec().nodes.name if x.startswith("core"))
+        assert peers == cores  # a FatTree's top tier: its cores
+        assert (spec.links.rate_bps[rows] == fab.link_bps).all()
+    _, _, s1 = two_fat_trees(gateway_links=2)
+    assert s1.summary()["links_gateway"] == 4
+    # RFabric: the ToRs are its only packet switches (its upper tiers are optical)
+    r = RFabric(gpus=64)
+    s2 = Sites({"r": r, "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms")
+    spec2 = s2.to_spec()
+    rows = np.flatnonzero((spec2.links.kind.astype(str) == "gateway") & (spec2.links.src == s2.gateways()[0]))
+    assert rows.size == 8 and all(
+        n.startswith("r/pod0/tor") for n in np.asarray(spec2.nodes.name)[spec2.links.dst[rows]]
+    )
+
+
+def wire_bytes(size, header):
+    payload = MTU - header
+    return size + math.ceil(size / payload) * header, math.ceil(size / payload)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lone_cross_site_flow_meets_its_floor(backend):
+    *_, s = two_fat_trees()
+    size = 4 << 20
+    res = rf.simulate(
+        s, rf.Flows(src=[3], dst=[21], size_bytes=[size], start_ps=[0]), seed=1, backend=backend
+    )
+    fct = res.flows["fct_ps"][0].as_py()
+    wire, _ = wire_bytes(size, res.run["header_bytes"])
+    floor = 2_000_000_000 + wire * 8 * 10**12 // 80_000_000_000
+    assert fct >= floor
+    # the rest: a few microsecond hops and one frame's store-and-forward at each
+    assert fct <= floor * 1.01
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bytes_conserved_across_the_long_link(backend):
+    *_, s = two_fat_trees()
+    rng = np.random.default_rng(7)
+    n = 12
+    src = rng.integers(0, 32, n)
+    dst = (src + rng.integers(1, 32, n)) % 32
+    size = rng.integers(1 << 14, 1 << 21, n)
+    start = rng.integers(0, 5 * 10**8, n)
+    res = rf.simulate(s, rf.Flows(src=src, dst=dst, size_bytes=size, start_ps=start), seed=1, backend=backend)
+    assert res.flows["delivered_bytes"].to_pylist() == size.tolist()
+    header = res.run["header_bytes"]
+    links = res.links
+    (row,) = s.long_links()
+    gw = s.gateways().tolist()
+    site = s.site_of(np.stack([src, dst]))
+    for direction in (0, 1):
+        i = next(
+            k
+            for k in range(links.num_rows)
+            if links["link_id"][k].as_py() == row and links["direction"][k].as_py() == direction
+        )
+        a, b = links["src"][i].as_py(), links["dst"][i].as_py()
+        frm, to = gw.index(a), gw.index(b)
+        cross = (site[0] == frm) & (site[1] == to)
+        assert cross.any() or direction == 1
+        wire = [wire_bytes(int(x), header) for x in size[cross]]
+        data_bytes = sum(w for w, _ in wire)
+        data_frames = sum(f for _, f in wire)
+        got = links["bytes"][i].as_py()
+        if backend == "packet":
+            # plus the control frames (ACKs, CNPs) of flows going the other way
+            control = links["packets"][i].as_py() - data_frames
+            assert control >= 0
+            assert got == data_bytes + control * 64
+        else:
+            assert got == data_bytes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_first_site_alone_when_nothing_crosses(backend):
+    a = FatTree(gpus=32, oversubscription=3, radix=16)
+    s = Sites({"a": a, "b": FatTree(gpus=32, link="100Gbps")}, link="80Gbps", latency="2ms")
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 32, 40)
+    dst = (src + rng.integers(1, 32, 40)) % 32
+    flows = rf.Flows(
+        src=src, dst=dst, size_bytes=rng.integers(1 << 16, 1 << 21, 40), start_ps=rng.integers(0, 10**7, 40)
+    )
+    alone = rf.simulate(a, flows, seed=1, backend=backend).flows
+    both = rf.simulate(s, flows, seed=1, backend=backend).flows
+    assert alone["end_ps"].to_pylist() == both["end_ps"].to_pylist()
+    (row,) = s.long_links()
+    links = rf.simulate(s, flows, seed=1, backend=backend).links
+    assert (
+        sum(links["bytes"][k].as_py() for k in range(links.num_rows) if links["link_id"][k].as_py() == row)
+        == 0
+    )
+
+
+def test_circuits_of_a_site_are_re_pointed():
+    m = MixNet(gpus=32)
+    s = Sites({"f": FatTree(gpus=16), "m": m}, link="80Gbps", latency="1ms", routing="adaptive")
+    spec, own = s.to_spec(), m.to_spec()
+    assert len(spec.circuits) == len(own.circuits) > 0
+    names = np.asarray(spec.nodes.name)
+    own_names = np.asarray(own.nodes.name)
+    assert list(names[spec.circuits.ocs]) == [f"m/{x}" for x in own_names[own.circuits.ocs]]
+    # the circuit's link rows join the same node pairs as in the site alone
+    for col in ("a", "b"):
+        ends = getattr(spec.circuits, col)
+        own_ends = getattr(own.circuits, col)
+        assert list(names[spec.links.src[ends]]) == [f"m/{x}" for x in own_names[own.links.src[own_ends]]]
+        assert list(names[spec.links.dst[ends]]) == [f"m/{x}" for x in own_names[own.links.dst[own_ends]]]
+    assert s.default_controller == "mixnet"
+    fl = rf.Flows(src=[0, 16, 20], dst=[40, 47, 2], size_bytes=[1 << 20] * 3, start_ps=[0, 0, 0])
+    res = rf.simulate(s, fl, seed=1)
+    assert res.flows["delivered_bytes"].to_pylist() == [1 << 20] * 3
+
+
+def test_policies_of_a_composed_fabric():
+    a, b, s = two_fat_trees(links=3)
+    assert s.default_controller is None
+    loc = s.locality()
+    np.testing.assert_array_equal(loc.pod_of, np.repeat([0, 1], 16))
+    np.testing.assert_array_equal(loc.pod_budget, [3, 3])
+    assert s.ring_orders() is None
+    r = Sites({"r": RFabric(gpus=64), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms")
+    # the stage-aware controller needs every GPU under an RFabric ToR: the RFabric site
+    # keeps its initial plan
+    assert r.default_controller == "static"
+    assert isinstance(rf.controllers.default_for(r), rf.controllers.StaticController)
+    rings = Sites(
+        {"x": TopoOptLike(), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms", routing="dmodk"
+    ).ring_orders()
+    assert rings.shape[1] == 32
+    for row in rings:
+        assert sorted(row.tolist()) == list(range(32))
+        assert sorted(row[:16].tolist()) == list(range(16))  # one site, then the other
+
+
+class TopoOptLike(RailOptimized):
+    """A packet-switched fabric that states ring orders (to test how Sites joins them)."""
+
+    family = "rail_with_rings"
+    pxn = False
+
+    def __init__(self):
+        super().__init__(gpus=16)
+
+    def ring_orders(self):
+        return np.stack([np.arange(16), np.arange(16)[::-1]])
+
+
+def test_cost_of_the_long_link():
+    a, b, s = two_fat_trees(links=2)
+    with pytest.raises(rf.SpecError, match="80Gbps has no prices"):
+        rf.cost.network_cost(s)
+    prices = {"80Gbps": {"long_haul_optic": 3000, "long_haul_circuit": 20000}}
+    bom = rf.cost.bill_of_materials(s, prices=prices).to_pylist()
+    by = {(r["component"], r["link_speed"]): r for r in bom}
+    assert by[("long_haul_optic", "80Gbps")]["count"] == 4
+    assert by[("long_haul_circuit", "80Gbps")]["count"] == 2
+    # the rest: each site's bill plus the gateways' links (a site link each: two transceivers,
+    # one gateway switch port and one top-tier port, one fibre)
+    gw_links = {fab.link_bps: s.summary()["links_gateway"] // 2 for fab in (a, b)}
+    p = rf.cost.load_prices()
+    extra = sum(
+        n * (2 * p.unit(r, "transceiver", "") + 2 * p.unit(r, "switch_port", "") + p.unit(r, "fiber", ""))
+        for r, n in gw_links.items()
+    )
+    total = rf.cost.network_cost(s, prices=prices)
+    want = rf.cost.network_cost(a) + rf.cost.network_cost(b) + extra + 4 * 3000 + 2 * 20000
+    assert total == pytest.approx(want)
+
+
+@pytest.mark.parametrize(
+    "sites, kw, match",
+    [
+        ({"a": FatTree(gpus=16)}, {}, "at least two sites"),
+        ([FatTree(gpus=16), FatTree(gpus=16)], {}, "dict"),
+        ({"a": FatTree(gpus=16), "b": "fat_tree"}, {}, "not a Topology"),
+        ({"a": FatTree(gpus=16), "": FatTree(gpus=16)}, {}, "site name"),
+        ({"a/x": FatTree(gpus=16), "b": FatTree(gpus=16)}, {}, "site name"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"link": "fast"}, "Sites"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"latency": -1}, "latency"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"links": 0}, "links"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"gateway_links": 0}, "gateway_links"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"buffer": 0}, "buffer"),
+        ({"a": FatTree(gpus=16), "b": MixNet(gpus=32)}, {}, "route differently"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"routing": "fastest"}, "Sites: routing"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"transport": "dctcp"}, "not modelled yet"),
+    ],
+)
+def test_bad_arguments(sites, kw, match):
+    with pytest.raises(rf.SpecError, match=match):
+        Sites(sites, **{"link": "80Gbps", "latency": "1ms", **kw})
+
+
+def test_sites_without_packet_switches_or_nested_are_refused():
+    s = Sites({"a": FatTree(gpus=16), "t": TopoOpt(gpus=16)}, "80Gbps", "1ms", routing="dmodk")
+    with pytest.raises(rf.SpecError, match="'t'.*no packet switch"):
+        s.to_spec()
+    _, _, inner = two_fat_trees()
+    with pytest.raises(rf.SpecError, match="itself a Sites"):
+        Sites({"x": inner, "y": FatTree(gpus=16)}, "80Gbps", "1ms")
+    with pytest.raises(rf.SpecError, match="no site 'nope'"):
+        inner.site_gpus("nope")
+
+
+def _doc(name):
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "docs" / "explanation" / name).read_text()
+
+
+def test_doc_incast_row():
+    """docs/explanation/sites.md's transport table, RoCE row: recomputed."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="80Gbps", latency="100us")
+    fl = rf.Flows(src=np.arange(16, 24), dst=np.arange(8), size_bytes=[8 << 20] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, fl, seed=1, transport="roce")
+    (row,) = s.long_links()
+    links = res.links.to_pylist()
+    marks = sum(x["ecn_marks"] for x in links if x["link_id"] == row)
+    pauses = sum(x["pfc_pauses"] for x in links if x["link_id"] != row)
+    slowest = max(res.flows["fct_ps"].to_pylist()) / 1e9
+    line = f"| `roce` (lossless) | {slowest:.1f} ms | {marks:,} ECN marks, no drops | {pauses:,} PFC pauses |"
+    assert line in _doc("sites.md")
+    # pauses only inside the sending site; none on the long link itself
+    assert all(not x["pfc_pauses"] for x in links if x["link_id"] == row)
+    assert all(x["src_name"].startswith("gen/") for x in links if x["pfc_pauses"])
+
+
+def test_doc_weight_sync_row():
+    """docs/explanation/sites.md's RL table, 80 Gbps row: recomputed (flow backend)."""
+    fab = Sites(
+        {"train": RailOptimized(gpus=32, link="200Gbps"), "gen": FatTree(gpus=32, link="100Gbps")},
+        link="80Gbps",
+        latency="2ms",
+        routing="dmodk",
+    )
+    trace = rf.traces.generate_rl("qwen2.5-14b", train_gpus=32, gen_gpus=32, global_batch=64, seed=1)
+    st = {
+        r["stage"]: (r["end_ps"] - r["start_ps"]) / 1e12
+        for r in rf.simulate(fab, trace, backend="flow", seed=1).stages.to_pylist()
+    }
+    line = f"| 80 Gbps (StreamRL's) | {st['weight_sync']:.2f} s | {st['gen']:.2f} s | {st['train']:.2f} s |"
+    assert line in _doc("sites.md")
+    # the floor: the weights at the long link's line rate
+    assert st["weight_sync"] >= 29.5e9 * 8 / 80e9
+
+
+def test_composable_controllers_run_on_a_composed_fabric():
+    """COMPOSABLE_CONTROLLERS: MixNet's controller plans a MixNet site inside a composed
+    fabric (an RL iteration runs and the plan changes); the stage-aware controller cannot read
+    an RFabric layout from one, which is why an RFabric site keeps its initial plan."""
+    from rfabric.topologies.sites import COMPOSABLE_CONTROLLERS
+
+    assert COMPOSABLE_CONTROLLERS == {"static", "mixnet"}
+    fab = Sites(
+        {"train": MixNet(gpus=32), "gen": FatTree(gpus=32, link="100Gbps")},
+        link="80Gbps",
+        latency="1ms",
+        routing="multipath",
+    )
+    trace = rf.traces.generate_rl(
+        {"base": "qwen2-57b-a14b", "layers": 2}, train_gpus=32, gen_gpus=32, global_batch=32, seed=1
+    )
+    res = rf.simulate(fab, trace, backend="flow", seed=1, controller=rf.controllers.default_for(fab))
+    assert res.run["controller"] == "MixNetController" and res.run["plan_changes"] >= 1
+    assert {r["stage"] for r in res.stages.to_pylist()} >= {"train", "weight_sync"}
+    r = Sites({"r": RFabric(gpus=64), "f": FatTree(gpus=16)}, link="20Gbps", latency="1ms")
+    t2 = rf.traces.generate_rl(
+        {"base": "qwen2.5-14b", "layers": 2}, train_gpus=64, gen_gpus=16, global_batch=16, seed=1
+    )
+    with pytest.raises(rf.SpecError, match="not an RFabric|no NIC link"):
+        rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.StageAwareController())
+    assert rf.simulate(r, t2, backend="flow", seed=1, controller=rf.controllers.default_for(r)).complete
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_three_sites_in_a_chain(backend):
+    """A flow from the first site to the last crosses both long links: its completion is at
+    least two latencies plus its bytes at the long rate, and close to it (the two flows share
+    the link, so their bytes count twice)."""
+    s = Sites({n: FatTree(gpus=16) for n in ("x", "y", "z")}, link="40Gbps", latency="500us")
+    assert len(s.long_links()) == 2
+    size = 2 << 20
+    flows = rf.Flows(src=[1, 2], dst=[33, 40], size_bytes=[size] * 2, start_ps=[0, 0])
+    res = rf.simulate(s, flows, seed=1, backend=backend)
+    wire, _ = wire_bytes(size, res.run["header_bytes"])
+    floor = 2 * 500_000_000 + 2 * wire * 8 * 10**12 // 40_000_000_000
+    assert floor <= max(res.flows["fct_ps"].to_pylist()) <= floor * 1.02
+    for row in s.long_links().tolist():
+        assert (
+            sum(x["bytes"] for x in res.links.to_pylist() if x["link_id"] == row and x["direction"] == 0)
+            >= 2 * wire
+        )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("routing", ["dmodk", "flow"])
+def test_parallel_long_links(backend, routing):
+    """links=2: together the two long links carry every cross-site byte once. Per-flow
+    hashing spreads flows over them; D-mod-K, whose digit for the gateway's hop is spent on
+    these small sites, puts them all on one (docs/explanation/sites.md says so)."""
+    s = Sites(
+        {"x": FatTree(gpus=16), "y": FatTree(gpus=16)},
+        link="40Gbps",
+        latency="500us",
+        links=2,
+        routing=routing,
+    )
+    size = 2 << 20
+    flows = rf.Flows(src=np.arange(8), dst=np.arange(16, 24), size_bytes=[size] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, flows, seed=1, backend=backend)
+    wire, _ = wire_bytes(size, res.run["header_bytes"])
+    per_link = [
+        sum(x["bytes"] for x in res.links.to_pylist() if x["link_id"] == row and x["direction"] == 0)
+        for row in s.long_links().tolist()
+    ]
+    assert sum(per_link) == 8 * wire
+    assert (min(per_link) > 0) == (routing == "flow")
+
+
+class LeafSpine(rf.Topology):
+    """A user's fabric (docs/tutorials/own-fabric.md's shape), 4 GPUs per server."""
+
+    family = "leaf_spine_sites_test"
+
+    def __init__(self, gpus, link="100Gbps", spines=2, **kw):
+        super().__init__(gpus, link, gpus_per_server=4, **kw)
+        self.spines = spines
+
+    def build(self, net):
+        gpu = net.add_servers(self.servers, self.gpus_per_server)
+        leaves = net.add_nodes("eps", self.servers, prefix="leaf")
+        spines = net.add_nodes("eps", self.spines, prefix="spine")
+        net.add_links(gpu.ravel(), np.repeat(leaves, 4), rate=self.link_bps, kind="nic")
+        net.add_links(
+            np.repeat(leaves, self.spines),
+            np.tile(spines, len(leaves)),
+            rate=self.link_bps,
+            kind="leaf-spine",
+        )
+
+
+def test_a_users_fabric_as_a_site():
+    """Any Topology is a site: the gateway finds a user's leaf-spine's spines, servers of 4
+    and 8 GPUs mix, and a cross-site flow is delivered over the long link."""
+    user = LeafSpine(gpus=16)
+    s = Sites({"ours": FatTree(gpus=16), "theirs": user}, link="10Gbps", latency="50us")
+    spec = s.to_spec()
+    names = np.asarray(spec.nodes.name)
+    rows = np.flatnonzero((spec.links.kind.astype(str) == "gateway") & (spec.links.src == s.gateways()[1]))
+    assert sorted(names[spec.links.dst[rows]]) == ["theirs/spine0", "theirs/spine1"]
+    assert s.gpus_per_server == 4 and spec.nodes.server.max() + 1 == 2 + 4
+    res = rf.simulate(s, rf.Flows(src=[17], dst=[2], size_bytes=[1 << 20], start_ps=[0]), seed=1)
+    assert res.flows["delivered_bytes"][0].as_py() == 1 << 20
+    assert res.flows["fct_ps"][0].as_py() >= 50_000_000 + (1 << 20) * 8 * 10**12 // 10_000_000_000
