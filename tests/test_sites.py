@@ -421,3 +421,12 @@ def test_a_users_fabric_as_a_site():
     res = rf.simulate(s, rf.Flows(src=[17], dst=[2], size_bytes=[1 << 20], start_ps=[0]), seed=1)
     assert res.flows["delivered_bytes"][0].as_py() == 1 << 20
     assert res.flows["fct_ps"][0].as_py() >= 50_000_000 + (1 << 20) * 8 * 10**12 // 10_000_000_000
+
+
+def test_sites_keep_each_sites_gpu_types():
+    a = rf.topologies.FatTree(32, gpu="H800")
+    b = rf.topologies.FatTree(32, link="100Gbps", gpu={"H20": 16, "H100": 16})
+    s = rf.topologies.Sites({"train": a, "gen": b}, link="80Gbps", latency="2ms")
+    types = s.to_spec().gpu_types
+    assert types.tolist() == ["H800"] * 32 + ["H20"] * 16 + ["H100"] * 16
+    assert rf.cost.gpu_counts(s) == {"H800": 32, "H20": 16, "H100": 16}

@@ -293,6 +293,10 @@ class Sites(Topology):
     def build(self, net: TopologyBuilder) -> None:  # tables() is overridden: never called
         raise SpecError("Sites builds by composing its sites' tables (Sites.tables())")
 
+    def gpu_types_of(self, nodes: NodeTable) -> np.ndarray:
+        """Each site's GPU types, in the sites' order (the composed GPU order)."""
+        return np.concatenate([f.to_spec().gpu_types for f in self.sites.values()]).astype(object)
+
     def long_links(self) -> np.ndarray:
         """Link rows (int64) of the long links in the composed spec."""
         return np.flatnonzero(self.to_spec().links.kind.astype(str) == LONG_HAUL).astype(np.int64)
