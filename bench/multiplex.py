@@ -39,11 +39,8 @@ import pyarrow.compute  # noqa: F401
 
 import rfabric as rf
 
-#: Qwen2.5-7B, from its Hugging Face config.json (Qwen/Qwen2.5-7B): 28 layers, hidden 3584,
-#: 28 query heads, 4 KV heads, FFN 18944, vocab 152064, untied embeddings, QKV bias.
-QWEN25_7B = rf.traces.ModelConfig(
-    "qwen2.5-7b", layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064, qkv_bias=True
-)
+#: Qwen2.5-7B (rf.traces.MODELS, from its Hugging Face config.json)
+QWEN25_7B = rf.traces.MODELS["qwen2.5-7b"]
 
 
 def job_spec(seed: int, layers: int | None) -> dict:

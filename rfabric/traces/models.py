@@ -348,10 +348,22 @@ class ModelConfig:
 
 #: Table 3 of the OrchestrRL/RFabric paper, with the numbers of each model's published
 #: Hugging Face ``config.json`` (Qwen organisation), and DeepSeek-V3. Parameter totals
-#: (``.params``): 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9, 671.03e9.
+#: (``.params``): 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9, 671.03e9. Qwen2.5-7B
+#: (7.62e9; Qwen/Qwen2.5-7B config.json) is the model of StreamRL's cross-datacenter run and
+#: RollMux's type-A jobs.
 MODELS: dict[str, ModelConfig] = {
     m.name: m
     for m in (
+        ModelConfig(
+            "qwen2.5-7b",
+            layers=28,
+            hidden=3584,
+            heads=28,
+            kv_heads=4,
+            ffn=18944,
+            vocab=152064,
+            qkv_bias=True,
+        ),
         ModelConfig(
             "qwen2.5-14b",
             layers=48,
