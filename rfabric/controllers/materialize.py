@@ -37,7 +37,9 @@ def materialize(
 
     ``pinned``: rows of ``base`` kept as they are; ``blocked``: free ports the plan may not
     use (another job's share, :mod:`.tenants`). ``out``, a dict, receives ``"kept"``: the
-    rows of ``base`` the plan keeps as they are (the rest of the plan is this call's)."""
+    rows of ``base`` the plan keeps as they are, and ``"filled"``: the default channels put
+    on leftover ports or added back for connectivity (the rest of the plan is allocated for
+    ``D``)."""
     failed = set(view.failed_ports.tolist())
     pods = set(pods)
     if forced_chains is not None:
@@ -349,6 +351,7 @@ def materialize(
         detail += f", {unchained} of the wave's core chains found no free ports (running periods keep theirs)"
     if out is not None:
         out["kept"] = set(kept)
+        out["filled"] = {r for u in new[n_alloc - stolen :] for r in u[0]}
     return _table(kept + rows_new), detail
 
 

@@ -205,6 +205,16 @@ class StageAwareController(Controller):
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
+    13. **Several jobs (tenants).** A run of several jobs (``rf.Job``) gives each period one
+        job (:attr:`Intent.job`); the log and ``res.circuits`` name it. The controller
+        remembers which job's plan allocated each circuit (default channels on leftover ports
+        belong to no job) and, when a job's period re-plans PoDs where other jobs have an
+        active period, leaves them the ports ``tenants`` gives them
+        (:func:`rfabric.controllers.tenants.reserve`): per PoD its core ports, per ToR that
+        both use its uplinks. The rows on those ports are kept as they are (a chain whole),
+        the free ones are not allocated; the rest is planned as above. With one job, or jobs
+        whose PoDs never have active periods of another job at once, nothing changes
+        (docs/explanation/multi-tenant-circuits.md).
 
     Parameters
     ----------
@@ -225,6 +235,13 @@ class StageAwareController(Controller):
     lookahead : bool
         Plan upcoming periods during the compute before them (step 3; default True;
         granularity ``"period"`` only).
+    tenants : "fair", "shared", dict or list
+        How jobs share OCS ports (step 13). ``"fair"`` (default): each job with an active
+        period in a PoD keeps ``floor(n / jobs)`` of its ``n`` working core ports (and of the
+        uplinks of a ToR they share), lent to the others while it has none; ``{"a": 2, "b": 1}``:
+        shares by weight (every job named); ``["a", "b"]``: priority, first highest (a plan
+        keeps every circuit an active job of higher priority allocated, and may take a lower
+        one's); ``"shared"``: one pool, each plan may take any port (as for one job).
 
     Attributes
     ----------
@@ -246,7 +263,7 @@ class StageAwareController(Controller):
         fanout_ops: str = "broadcast",
         check_gain: bool = True,
         lookahead: bool = True,
-        tenants=None,
+        tenants="fair",
     ):
         if granularity not in ("period", "op"):
             raise SpecError(
@@ -286,7 +303,7 @@ class StageAwareController(Controller):
         self._ahead_key: tuple | None = None  # inputs of the ahead call in progress
         self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
         self._predictors: dict[int, Predictor] = {}
-        self.tenants = None if tenants is None else TenantPolicy(tenants)
+        self.tenants = None if tenants == "shared" else TenantPolicy(tenants)
         self._period_job: dict[int, str] = {}  # period -> its job (Intent.job)
         self._owner: dict[tuple, str] = {}  # row key -> the job whose plan put it in place
 
@@ -453,6 +470,7 @@ class StageAwareController(Controller):
         tenant_pins, tenant_blocked, tenant_note = self._tenant_ports(lay, view, intent, tpl)
         skeleton = False
         kept: set = set()
+        filled: set = set()
         at = 0
         while at < len(tries):
             pinned = tries[at] | tenant_pins
@@ -463,7 +481,7 @@ class StageAwareController(Controller):
             if isinstance(result, str):
                 return self._keep(intent, view, "keep: infeasible", result)
             plan, detail = result
-            kept = out.get("kept", set())
+            kept, filled = out.get("kept", set()), out.get("filled", set())
             view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
             stranded = self._strands(lay, intent, view, plan)
             if not stranded:
@@ -513,7 +531,7 @@ class StageAwareController(Controller):
             self._ahead_pods |= set(tpl.pods)
             detail += f", {view.slack_ps} ps ahead of its start (look-ahead)"
         if self.tenants is not None:
-            self._own(plan, kept, intent.job)
+            self._own(plan, kept, filled, intent.job)
             if tenant_note:
                 detail += f", {tenant_note}"
         self.log.append(Decision(intent.period, stage, "commit", len(plan), detail, intent.job))
@@ -617,10 +635,17 @@ class StageAwareController(Controller):
             tor_jobs,
         )
 
-    def _own(self, plan: CircuitTable, kept: set, job: str) -> None:
-        """Owners after a commit: rows the plan kept as they were keep theirs, the rest are
-        ``job``'s."""
-        self._owner = {row_key(r): (self._owner.get(row_key(r)) if r in kept else job) for r in _rows(plan)}
+    def _own(self, plan: CircuitTable, kept: set, filled: set, job: str) -> None:
+        """Owners after a commit: rows the plan kept as they were keep theirs, the rows it
+        allocated for the period's demand are ``job``'s, default channels on leftover ports (and
+        those added back to keep ToRs connected) are no job's."""
+        owner = {}
+        for r in _rows(plan):
+            k = row_key(r)
+            o = self._owner.get(k) if r in kept else (None if r in filled else job)
+            if o is not None:
+                owner[k] = o
+        self._owner = owner
 
     # -- the weight-sync forest (App. E): a workload rewrite this controller plans for -------
 

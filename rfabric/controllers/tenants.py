@@ -49,8 +49,8 @@ class TenantPolicy:
         if isinstance(tenants, str):
             if tenants != "fair":
                 raise SpecError(
-                    f"StageAwareController: tenants must be 'fair', a dict of job weights or a list of "
-                    f"jobs in priority order, got {tenants!r}"
+                    f"StageAwareController: tenants must be 'fair', 'shared', a dict of job weights or a "
+                    f"list of jobs in priority order, got {tenants!r}"
                 )
             self.kind = "fair"
         elif isinstance(tenants, dict):
@@ -78,8 +78,8 @@ class TenantPolicy:
             self.kind = "priority"
         else:
             raise SpecError(
-                f"StageAwareController: tenants must be None, 'fair', a dict of job weights or a list "
-                f"of jobs in priority order, got {type(tenants).__name__}"
+                f"StageAwareController: tenants must be 'fair', 'shared', a dict of job weights or a "
+                f"list of jobs in priority order, got {type(tenants).__name__}"
             )
 
     def check(self, job: str) -> None:
@@ -122,10 +122,11 @@ def reserve(
     job); ``tors``: the ToRs of ``job``'s traffic; ``pod_jobs`` / ``tor_jobs``: per PoD / ToR
     the other jobs with an active period whose traffic uses it. Per pool (each PoD's core
     ports; the uplinks of each ToR of ``tors``, the only ToRs whose uplinks ``job``'s plan
-    allocates) with other jobs, each such job ``k`` keeps ``shares()[k]`` ports: those it holds (lowest link ids
-    first), then, when it holds fewer, ports taken from rows no job owns, free ports, rows of
-    jobs beyond their share and last ``job``'s own. A kept row keeps every row that shares a
-    link with it (a chain's lift, core and drop rows stay whole).
+    allocates) with other jobs, each such job ``k`` keeps ``shares()[k]`` ports: those it
+    holds (lowest link ids first), then, when it holds fewer, ports of default channels (rows
+    no job owns: kept as they are), free ports (left dark), other jobs' rows beyond their
+    share (kept) and last ``job``'s own (freed and left dark). A kept row keeps every row
+    that shares a link with it (a chain's lift, core and drop rows stay whole).
 
     Returns ``(rows to keep, free ports to leave, detail)``.
     """
@@ -145,7 +146,9 @@ def reserve(
                 links = lay.tor_port_link[lay.tor_port_tor == t]
                 pools.append((f"ToR {int(lay.tors[t])}", links, sorted(others)))
     reserved: set[int] = set()
+    dark: set[int] = set()
     notes = []
+
     for name, links, others in pools:
         links = sorted(x for x in links.tolist() if x not in failed)
         holder = {x: owner.get(row_key(by_link[x][0])) if x in by_link else None for x in links}
@@ -154,7 +157,8 @@ def reserve(
             if holder[x] is not None:
                 held.setdefault(holder[x], []).append(x)
         share = policy.shares(len(links), job, others, {k: len(v) for k, v in held.items()})
-        keep: set[int] = set()
+        keep: set[int] = set()  # ports whose rows stay as they are
+        block: set[int] = set()  # ports left dark (or freed) for the others
         for k in others:
             keep |= set(held.get(k, [])[: share.get(k, 0)])
         want = sum(share.values())
@@ -162,15 +166,20 @@ def reserve(
 
             def rank(x, holder=holder):
                 if x not in by_link:
-                    return (1, x)  # free
+                    return 1  # free: left dark
                 h = holder[x]
-                return (0 if h is None else 3 if h == job else 2, x)
+                return 0 if h is None else 3 if h == job else 2
 
-            keep |= set(sorted((x for x in links if x not in keep), key=rank)[: want - len(keep)])
-        if keep:
-            notes.append(f"{name}: {len(keep)} of {len(links)} ports left to {', '.join(others)}")
+            for x in sorted((x for x in links if x not in keep), key=lambda x: (rank(x), x))[
+                : want - len(keep)
+            ]:
+                (block if rank(x) in (1, 3) else keep).add(x)
+        if keep or block:
+            n_left = len(keep) + len(block)
+            notes.append(f"{name}: {n_left} of {len(links)} ports left to {', '.join(others)}")
         reserved |= keep
-    if not reserved:
+        dark |= block
+    if not reserved and not dark:
         return frozenset(), frozenset(), ""
     # rows on reserved ports, closed over shared links (a chain's lift, core and drop rows)
     pinned: set[tuple] = set()
@@ -181,5 +190,5 @@ def reserve(
             continue
         pinned.add(r)
         todo += [q for x in (r[1], r[2]) for q in by_link[x] if q not in pinned]
-    blocked = frozenset(x for x in reserved if x not in by_link)
+    blocked = frozenset(dark | {x for x in reserved if x not in by_link})
     return frozenset(pinned), blocked, f"tenants {policy!r}: " + "; ".join(notes)
