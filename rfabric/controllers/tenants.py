@@ -123,7 +123,7 @@ def reserve(
     the other jobs with an active period whose traffic uses it. Per pool (each PoD's core
     ports; the uplinks of each ToR of ``tors``, the only ToRs whose uplinks ``job``'s plan
     allocates) with other jobs, each such job ``k`` keeps ``shares()[k]`` ports: those it
-    holds (lowest link ids first), then, when it holds fewer, ports of default channels (rows
+    holds (by circuit, lowest row first, so that every pool keeps the same chains), then, when it holds fewer, ports of default channels (rows
     no job owns: kept as they are), free ports (left dark), other jobs' rows beyond their
     share (kept) and last ``job``'s own (freed and left dark). A kept row keeps every row
     that shares a link with it (a chain's lift, core and drop rows stay whole).
@@ -135,23 +135,46 @@ def reserve(
     for r in rows:
         by_link.setdefault(r[1], []).append(r)
         by_link.setdefault(r[2], []).append(r)
-    pools = []
+    # shared ToRs' uplinks first: a chain through an uplink another job holds beyond its
+    # share there is not that job's to keep in the PoD's core ports either
+    tor_pools, pod_pools = [], []
     for p in sorted(pods):
         others = pod_jobs.get(p, set()) - {job}
         if others:
-            pools.append((f"PoD {p}", lay.core_port_link[lay.core_port_pod == p], sorted(others)))
+            pod_pools.append((f"PoD {p}", lay.core_port_link[lay.core_port_pod == p], sorted(others)))
         for t in lay.pod_tors[p].tolist():
             others = tor_jobs.get(t, set()) - {job}
             if others and t in tors:
                 links = lay.tor_port_link[lay.tor_port_tor == t]
-                pools.append((f"ToR {int(lay.tors[t])}", links, sorted(others)))
+                tor_pools.append((f"ToR {int(lay.tors[t])}", links, sorted(others)))
     reserved: set[int] = set()
     dark: set[int] = set()
     notes = []
+    excess: set[int] = set()  # uplinks of shared ToRs held by other jobs beyond their share
 
-    for name, links, others in pools:
+    def via_excess(x) -> bool:
+        return any(y in excess for r in by_link.get(x, ()) for y in (r[1], r[2]))
+
+    chain_of: dict[int, tuple] = {}
+
+    def chain(x) -> tuple:
+        """The lowest row of the circuit (a chain's three rows) on port ``x``: every pool
+        orders a job's ports by it, so two pools keep the same chains."""
+        if x not in chain_of:
+            seen, todo = set(), list(by_link.get(x, ()))
+            while todo:
+                r = todo.pop()
+                if r not in seen:
+                    seen.add(r)
+                    todo += [q for y in (r[1], r[2]) for q in by_link[y]]
+            chain_of[x] = min(seen) if seen else (x,)
+        return chain_of[x]
+
+    for name, links, others in tor_pools + pod_pools:
         links = sorted(x for x in links.tolist() if x not in failed)
         holder = {x: owner.get(row_key(by_link[x][0])) if x in by_link else None for x in links}
+        if excess:
+            holder = {x: (job if h is not None and via_excess(x) else h) for x, h in holder.items()}
         held: dict[str, list[int]] = {}
         for x in links:
             if holder[x] is not None:
@@ -160,7 +183,7 @@ def reserve(
         keep: set[int] = set()  # ports whose rows stay as they are
         block: set[int] = set()  # ports left dark (or freed) for the others
         for k in others:
-            keep |= set(held.get(k, [])[: share.get(k, 0)])
+            keep |= set(sorted(held.get(k, []), key=chain)[: share.get(k, 0)])
         want = sum(share.values())
         if len(keep) < want:
 
@@ -179,6 +202,8 @@ def reserve(
             notes.append(f"{name}: {n_left} of {len(links)} ports left to {', '.join(others)}")
         reserved |= keep
         dark |= block
+        if name.startswith("ToR"):
+            excess |= {x for x in links if holder[x] not in (None, job) and x not in keep}
     if not reserved and not dark:
         return frozenset(), frozenset(), ""
     # rows on reserved ports, closed over shared links (a chain's lift, core and drop rows)
