@@ -268,6 +268,15 @@ def test_bad_tenants_are_refused(tenants, match):
         StageAwareController(tenants=tenants)
 
 
+def test_weights_take_any_real_number():
+    ctl = StageAwareController(tenants={"a": np.int64(2), "b": 0.5})
+    assert ctl.tenants.shares(10, "a", ["b"], {}) == {"b": 2}  # floor(10 * 0.5 / 2.5)
+    assert ctl.tenants.shares(10, "b", ["a"], {}) == {"a": 8}
+    prio = StageAwareController(tenants=["a", "b"]).tenants
+    assert prio.shares(8, "b", ["a"], {"a": 3}) == {"a": 3}  # higher: all it holds
+    assert prio.shares(8, "a", ["b"], {"b": 3}) == {}  # lower: nothing
+
+
 @pytest.mark.parametrize(
     "tenants, match", [({"a": 1}, "no weight to job 'b'"), (["a"], "does not rank job 'b'")]
 )

@@ -23,6 +23,8 @@ keeps the rows on them (``pinned``) and allocates around the free ones (``blocke
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..errors import SpecError
@@ -59,7 +61,7 @@ class TenantPolicy:
             for job, w in tenants.items():
                 if not isinstance(job, str):
                     raise SpecError(f"StageAwareController: tenants: job names are strings, got {job!r}")
-                if isinstance(w, bool) or not isinstance(w, int | float) or not np.isfinite(w) or w <= 0:
+                if isinstance(w, bool) or not isinstance(w, numbers.Real) or not np.isfinite(w) or w <= 0:
                     raise SpecError(
                         f"StageAwareController: tenants: the weight of job {job!r} must be a positive "
                         f"number, got {w!r}"
