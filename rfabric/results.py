@@ -159,6 +159,8 @@ CIRCUIT_SCHEMA = pa.schema(
         ("removed", pa.int64()),  # circuits in the old plan and not in the new
         ("dark_ps", pa.int64()),  # added circuits carry light from time_ps + dark_ps
         ("period", pa.int64()),  # trace period a controller planned it for; -1: Simulation.apply_circuits
+        # the job of that period (the trace's job column; "job0" without one); null: apply_circuits
+        ("job", pa.string()),
     ]
 )
 

@@ -52,13 +52,15 @@ def test_apply_circuits_now_switches_at_once_and_logs_the_period(rfab):
     now = sim.now
     before = sim.current_circuits()
     fewer = rf.CircuitTable.build(before.ocs[1:], before.a[1:], before.b[1:])
-    assert sim.apply_circuits_now(fewer, period=7) == 0  # the first plan id
+    assert sim.apply_circuits_now(fewer, period=7, job="a") == 0  # the first plan id
     assert same_plan(sim.current_circuits(), fewer)
     lit = sim.circuits_lit_at()
     assert len(lit) == len(fewer) and np.all(lit <= now)  # kept circuits stay lit
     sim.run()
     c = sim.results().circuits.to_pylist()
-    assert c == [{"time_ps": now, "plan_id": 0, "added": 0, "removed": 1, "dark_ps": 10 * US, "period": 7}]
+    assert c == [
+        {"time_ps": now, "plan_id": 0, "added": 0, "removed": 1, "dark_ps": 10 * US, "period": 7, "job": "a"}
+    ]
 
 
 def test_apply_circuits_schedules_and_new_circuits_go_dark_for_t_ocs(rfab):

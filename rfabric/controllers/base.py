@@ -54,6 +54,9 @@ class Intent:
         the same kind, size and ranks: a tuple of ``(src, dst, bytes)`` flows of the whole
         group, first the ones ``src``/``dst``/``bytes`` count (the dry run's choice), then
         one per algorithm the tuner may pick (ring, tree). Empty when there are none.
+    job : str
+        The job of the period's first op: the trace's ``job`` column (``rf.Job``; every op of
+        a period is one job's), ``"job0"`` for a trace without one.
     """
 
     period: int
@@ -67,6 +70,7 @@ class Intent:
     dst: np.ndarray
     bytes: np.ndarray
     tuned: tuple = ()
+    job: str = "job0"
 
     def demand(self, gpus: int) -> np.ndarray:
         """Dense ``gpus x gpus`` matrix of expected bytes (int64), row = sender."""

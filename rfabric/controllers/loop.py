@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from ..errors import SpecError
+from ..jobs import DEFAULT_JOB
 from ..spec import CircuitTable
 from .base import FabricView, Intent
 
@@ -61,6 +62,7 @@ class ControlLoop:
         self._kind_names = list(a["kind_names"])
         self._stage_names = list(a["stage_names"])
         self._phase_names = list(a["phase_names"])
+        self._job = sim.trace.job_of_ops()  # per op row its job's name, or None (one job)
         order = np.argsort(self._period, kind="stable")
         ids, first = np.unique(self._period[order], return_index=True)
         pieces = np.split(order, first[1:]) if len(order) else []
@@ -261,6 +263,7 @@ class ControlLoop:
             src=pair // gpus,
             dst=pair % gpus,
             bytes=total,
+            job=DEFAULT_JOB if self._job is None else str(self._job[first]),
         )
         tuned = self._tuned(rows, flows, count)
         if tuned:
@@ -353,6 +356,8 @@ class ControlLoop:
         if ahead:
             view = dataclasses.replace(view, ahead=True)
         where = f"controller {self.name}, period {intent.period}"
+        if self._job is not None:
+            where += f" of job {intent.job!r}"
         if self.granularity == "op":
             where += f" (op row {key})"
         elif ahead:
@@ -374,7 +379,7 @@ class ControlLoop:
         self.sim.check_plan(plan, where=where)
         if same_plan(plan, view.plan):
             return
-        self.sim.apply_circuits_now(plan, period=intent.period, where=where)
+        self.sim.apply_circuits_now(plan, period=intent.period, job=intent.job, where=where)
         self.changes += 1
 
 

@@ -20,8 +20,26 @@ from .plan_rows import _rows, _table
 __all__ = ["materialize", "_pair_chains", "_relay_demand"]
 
 
-def materialize(lay, view, base, D, pods, protected, forced_chains, running=None, pinned=frozenset()):
-    """(plan, detail), or a str saying why the plan is infeasible."""
+def materialize(
+    lay,
+    view,
+    base,
+    D,
+    pods,
+    protected,
+    forced_chains,
+    running=None,
+    pinned=frozenset(),
+    blocked=frozenset(),
+    out=None,
+):
+    """(plan, detail), or a str saying why the plan is infeasible.
+
+    ``pinned``: rows of ``base`` kept as they are; ``blocked``: free ports the plan may not
+    use (another job's share, :mod:`.tenants`). ``out``, a dict, receives ``"kept"``: the
+    rows of ``base`` the plan keeps as they are, and ``"filled"``: the default channels put
+    on leftover ports or added back for connectivity (the rest of the plan is allocated for
+    ``D``)."""
     failed = set(view.failed_ports.tolist())
     pods = set(pods)
     if forced_chains is not None:
@@ -78,7 +96,7 @@ def materialize(lay, view, base, D, pods, protected, forced_chains, running=None
         if r[1] in kept_core_ports or r[2] in kept_core_ports:
             kept.append(r)
             kept_set.add(r)
-    taken = {x for r in kept for x in (r[1], r[2])} | failed
+    taken = {x for r in kept for x in (r[1], r[2])} | failed | blocked
 
     # 2. free ports of the re-planned PoDs
     free_tor: dict[tuple[int, int], list[int]] = {}  # (ToR, agg) -> links
@@ -301,7 +319,7 @@ def materialize(lay, view, base, D, pods, protected, forced_chains, running=None
     # 7. leftover ports: the fabric's default channels where all their ports are free
     n_alloc = len(new)
     used = {x for r in kept for x in (r[1], r[2])} | {x for u in new for r in u[0] for x in (r[1], r[2])}
-    used |= failed
+    used |= failed | blocked
     agg_in = {g for g, p in lay.agg_pod.items() if p in pods}
     defaults = lay.default_channels()
     in_kept = {(r[0], min(r[1], r[2]), max(r[1], r[2])) for r in kept}
@@ -318,7 +336,7 @@ def materialize(lay, view, base, D, pods, protected, forced_chains, running=None
     # rail, else all) and do not get a default channel back, taking its ports from
     # allocated channels of ToR pairs that keep another channel
     n_intra = sum(1 for u in new[:n_alloc] if len(u[0]) == 1)
-    stolen = _connect(lay, kept, new, n_alloc, failed, defaults, agg_in | core_set, in_kept)
+    stolen = _connect(lay, kept, new, n_alloc, failed | blocked, defaults, agg_in | core_set, in_kept)
     rows_new = [r for u in new for r in u[0]]
     detail = (
         f"PoDs {sorted(pods)}: {len(chain_list)} core chains, "
@@ -331,6 +349,9 @@ def materialize(lay, view, base, D, pods, protected, forced_chains, running=None
         detail += f", {unplaced} ToR-ToR circuits found no OCS-Agg with a free port at both ToRs"
     if unchained:
         detail += f", {unchained} of the wave's core chains found no free ports (running periods keep theirs)"
+    if out is not None:
+        out["kept"] = set(kept)
+        out["filled"] = {r for u in new[n_alloc - stolen :] for r in u[0]}
     return _table(kept + rows_new), detail
 
 

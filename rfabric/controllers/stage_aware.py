@@ -26,8 +26,9 @@ from .connectivity import _spanning_rows
 from .gain import Predictor
 from .layout import RFabricLayout
 from .materialize import materialize
-from .plan_rows import _contains, _rows_touching
+from .plan_rows import _contains, _rows, _rows_touching
 from .templates import Decision, Template, template_key
+from .tenants import TenantPolicy, reserve, row_key
 from .waves import forest_schedule, restore, wave_pins
 
 __all__ = ["Decision", "StageAwareController"]
@@ -204,6 +205,16 @@ class StageAwareController(Controller):
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
+    13. **Several jobs (tenants).** A run of several jobs (``rf.Job``) gives each period one
+        job (:attr:`Intent.job`); the log and ``res.circuits`` name it. The controller
+        remembers which job's plan allocated each circuit (default channels on leftover ports
+        belong to no job) and, when a job's period re-plans PoDs where other jobs have an
+        active period, leaves them the ports ``tenants`` gives them
+        (:func:`rfabric.controllers.tenants.reserve`): per PoD its core ports, per ToR that
+        both use its uplinks. The rows on those ports are kept as they are (a chain whole),
+        the free ones are not allocated; the rest is planned as above. With one job, or jobs
+        whose PoDs never have active periods of another job at once, nothing changes
+        (docs/explanation/multi-tenant-circuits.md).
 
     Parameters
     ----------
@@ -224,6 +235,13 @@ class StageAwareController(Controller):
     lookahead : bool
         Plan upcoming periods during the compute before them (step 3; default True;
         granularity ``"period"`` only).
+    tenants : "fair", "shared", dict or list
+        How jobs share OCS ports (step 13). ``"fair"`` (default): each job with an active
+        period in a PoD keeps ``floor(n / jobs)`` of its ``n`` working core ports (and of the
+        uplinks of a ToR they share), lent to the others while it has none; ``{"a": 2, "b": 1}``:
+        shares by weight (every job named); ``["a", "b"]``: priority, first highest (a plan
+        keeps every circuit an active job of higher priority allocated, and may take a lower
+        one's); ``"shared"``: one pool, each plan may take any port (as for one job).
 
     Attributes
     ----------
@@ -245,6 +263,7 @@ class StageAwareController(Controller):
         fanout_ops: str = "broadcast",
         check_gain: bool = True,
         lookahead: bool = True,
+        tenants="fair",
     ):
         if granularity not in ("period", "op"):
             raise SpecError(
@@ -284,6 +303,9 @@ class StageAwareController(Controller):
         self._ahead_key: tuple | None = None  # inputs of the ahead call in progress
         self.predictions: list[tuple] = []  # (period, new plan (ps, network ps), kept plan (ps, network ps))
         self._predictors: dict[int, Predictor] = {}
+        self.tenants = None if tenants == "shared" else TenantPolicy(tenants)
+        self._period_job: dict[int, str] = {}  # period -> its job (Intent.job)
+        self._owner: dict[tuple, str] = {}  # row key -> the job whose plan put it in place
 
     # -- fabric ------------------------------------------------------------------------------
 
@@ -337,7 +359,7 @@ class StageAwareController(Controller):
             if self._ahead_kept.get(intent.period) == action:
                 return None
             self._ahead_kept[intent.period] = action
-        self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail))
+        self.log.append(Decision(intent.period, intent.stage, action, len(view.plan), detail, intent.job))
         return None
 
     def _ahead_inputs(self, intent: Intent, view: FabricView) -> tuple:
@@ -371,7 +393,12 @@ class StageAwareController(Controller):
         if first:
             self.log.append(
                 Decision(
-                    intent.period, intent.stage, "cached template", len(view.plan), f"{len(tpl.tors)} ToRs"
+                    intent.period,
+                    intent.stage,
+                    "cached template",
+                    len(view.plan),
+                    f"{len(tpl.tors)} ToRs",
+                    intent.job,
                 )
             )
         self._period_tors[intent.period] = tpl.tors
@@ -384,6 +411,9 @@ class StageAwareController(Controller):
         if not view.ahead:
             self._period_pods[intent.period] = tpl.pods
         self._period_stage[intent.period] = intent.stage
+        self._period_job[intent.period] = intent.job
+        if self.tenants is not None:
+            self.tenants.check(intent.job)
         stage = intent.stage
         if stage == "weight_sync":
             if self.granularity == "op" and intent.period == self._last_ws_period:
@@ -437,14 +467,21 @@ class StageAwareController(Controller):
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
+        tenant_pins, tenant_blocked, tenant_note = self._tenant_ports(lay, view, intent, tpl)
         skeleton = False
+        kept: set = set()
+        filled: set = set()
         at = 0
         while at < len(tries):
-            pinned = tries[at]
-            result = self._materialize(lay, view, base, D, tpl.pods, protected, chains, running, pinned)
+            pinned = tries[at] | tenant_pins
+            out: dict = {}
+            result = self._materialize(
+                lay, view, base, D, tpl.pods, protected, chains, running, pinned, tenant_blocked, out
+            )
             if isinstance(result, str):
                 return self._keep(intent, view, "keep: infeasible", result)
             plan, detail = result
+            kept, filled = out.get("kept", set()), out.get("filled", set())
             view.spec.validate_circuits(plan, where=f"{self.name}, period {intent.period}")
             stranded = self._strands(lay, intent, view, plan)
             if not stranded:
@@ -493,7 +530,11 @@ class StageAwareController(Controller):
                 self._ahead_at, self._ahead_pods = view.now_ps, set()
             self._ahead_pods |= set(tpl.pods)
             detail += f", {view.slack_ps} ps ahead of its start (look-ahead)"
-        self.log.append(Decision(intent.period, stage, "commit", len(plan), detail))
+        if self.tenants is not None:
+            self._own(plan, kept, filled, intent.job)
+            if tenant_note:
+                detail += f", {tenant_note}"
+        self.log.append(Decision(intent.period, stage, "commit", len(plan), detail, intent.job))
         return plan
 
     def _strands(self, lay, intent: Intent, view: FabricView, plan: CircuitTable) -> str:
@@ -544,11 +585,67 @@ class StageAwareController(Controller):
     # -- materialisation (App. D) ------------------------------------------------------------
 
     def _materialize(
-        self, lay, view, base, D, pods, protected, forced_chains, running=None, pinned=frozenset()
+        self,
+        lay,
+        view,
+        base,
+        D,
+        pods,
+        protected,
+        forced_chains,
+        running=None,
+        pinned=frozenset(),
+        blocked=frozenset(),
+        out=None,
     ):
         """(plan, detail), or a str saying why the plan is infeasible
         (:func:`rfabric.controllers.materialize.materialize`)."""
-        return materialize(lay, view, base, D, pods, protected, forced_chains, running, pinned)
+        return materialize(lay, view, base, D, pods, protected, forced_chains, running, pinned, blocked, out)
+
+    # -- several jobs (tenants) -------------------------------------------------------------
+
+    def _tenant_ports(self, lay, view, intent: Intent, tpl: Template) -> tuple[frozenset, frozenset, str]:
+        """The rows to keep and free ports to leave so that the other jobs with an active
+        period in the template's PoDs keep their share (:func:`.tenants.reserve`); nothing without a
+        tenant policy or other jobs."""
+        if self.tenants is None:
+            return frozenset(), frozenset(), ""
+        pod_jobs: dict[int, set] = {}
+        tor_jobs: dict[int, set] = {}
+        for p in view.active_periods:
+            job = self._period_job.get(int(p))
+            if p == intent.period or job is None or job == intent.job:
+                continue
+            for t in self._period_tors.get(int(p), ()):
+                tor_jobs.setdefault(int(t), set()).add(job)
+                pod_jobs.setdefault(int(lay.tor_pod[t]), set()).add(job)
+        if not pod_jobs:
+            return frozenset(), frozenset(), ""
+        failed = set(view.failed_ports.tolist())
+        return reserve(
+            lay,
+            view.plan,
+            failed,
+            self._owner,
+            self.tenants,
+            intent.job,
+            tpl.pods,
+            tpl.tors,
+            pod_jobs,
+            tor_jobs,
+        )
+
+    def _own(self, plan: CircuitTable, kept: set, filled: set, job: str) -> None:
+        """Owners after a commit: rows the plan kept as they were keep theirs, the rows it
+        allocated for the period's demand are ``job``'s, default channels on leftover ports (and
+        those added back to keep ToRs connected) are no job's."""
+        owner = {}
+        for r in _rows(plan):
+            k = row_key(r)
+            o = self._owner.get(k) if r in kept else (None if r in filled else job)
+            if o is not None:
+                owner[k] = o
+        self._owner = owner
 
     # -- the weight-sync forest (App. E): a workload rewrite this controller plans for -------
 

@@ -35,6 +35,8 @@ class Decision:
         Rows of the returned plan (``commit``), else of the plan kept.
     detail : str
         Why, for the ``keep`` actions; what changed, for ``commit``.
+    job : str
+        The intent's job (:attr:`Intent.job`): whose period triggered the call.
     """
 
     period: int
@@ -42,6 +44,7 @@ class Decision:
     action: str
     circuits: int
     detail: str = ""
+    job: str = "job0"
 
 
 @dataclass

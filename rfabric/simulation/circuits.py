@@ -110,17 +110,21 @@ class CircuitsAndFailures:
                 f"OCS port(s) on link(s) {masked} at {at_ps} ps; failed ports are masked from later plans"
             )
 
-    def _new_plan_id(self, period: int) -> int:
+    def _new_plan_id(self, period: int, job: str | None = None) -> int:
         self._plans += 1
         self._plan_periods.append(period)
+        self._plan_jobs.append(job)
         return self._plans - 1
 
-    def apply_circuits_now(self, plan, *, period: int = -1, where: str = "apply_circuits_now") -> int:
+    def apply_circuits_now(
+        self, plan, *, period: int = -1, job: str | None = None, where: str = "apply_circuits_now"
+    ) -> int:
         """Check ``plan`` as :meth:`check_plan` does and switch to it at once, with the
         config's ``t_ocs``, before any event already queued for this instant (the control
         loop's path, between ``run`` epochs or at a boundary). ``period``: the trace period it
-        was planned for (``Results.circuits["period"]``; -1: none). On error nothing changes.
-        Returns the plan id."""
+        was planned for (``Results.circuits["period"]``; -1: none); ``job``: that period's job
+        (``Results.circuits["job"]``; None: none). On error nothing changes. Returns the plan
+        id."""
         if not isinstance(plan, CircuitTable):
             raise SpecError(f"{where}: plan must be a CircuitTable, got {type(plan).__name__}")
         self._check_plan(plan, int(self._engine.now), where)
@@ -130,7 +134,7 @@ class CircuitsAndFailures:
             )
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
-        return self._new_plan_id(int(period))
+        return self._new_plan_id(int(period), None if job is None else str(job))
 
     def current_circuits(self) -> CircuitTable:
         """The circuits in place now (lit or dark) as a CircuitTable."""

@@ -94,6 +94,7 @@ class ResultsAssembly:
         circuit_log = {k: np.asarray(v, dtype=np.int64) for k, v in self._engine.circuit_log().items()}
         periods = np.asarray(self._plan_periods, dtype=np.int64)
         circuit_log["period"] = periods[circuit_log["plan_id"]]
+        circuit_log["job"] = [self._plan_jobs[i] for i in circuit_log["plan_id"].tolist()]
         res.circuits = pa.table(circuit_log, schema=CIRCUIT_SCHEMA)
         # by time; equal times in the order they were scheduled (as the engine applies them)
         changes = sorted(self._link_change_log, key=lambda c: c[0])

@@ -233,6 +233,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
         self.wall_s = 0.0
         self._plans = 0
         self._plan_periods: list[int] = []  # per plan id: the period a controller planned it for, or -1
+        self._plan_jobs: list[str | None] = []  # per plan id: that period's job, or None
         self._loop = None
         if controller is not None:
             from ..controllers.loop import ControlLoop
