@@ -157,6 +157,44 @@ def test_async_rollouts_follow_each_other_and_the_weight_sync_waits_for_the_next
         assert s["op_id"] in first_ws[int(gl.units[u, 0])]["deps"]
 
 
+MOE = rf.traces.ModelConfig(
+    name="tiny-moe",
+    layers=4,
+    hidden=1024,
+    heads=8,
+    kv_heads=8,
+    ffn=4096,
+    vocab=32000,
+    experts=8,
+    top_k=2,
+    expert_ffn=512,
+    shared_expert_ffn=1024,
+)
+
+
+@pytest.mark.parametrize("gen", [dict(tp=1, ep=4), dict(tp=1, afd=dict(attn=2, ffn=2))], ids=["ep", "afd"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_moe_tp1_rollouts_leave_the_weight_sync_alone(gen, mode):
+    """EP and AFD instances of TP-1 units: the shared expert's compute after an EP
+    instance's last all-to-all rides on the unit's last stream, never on the weight sync."""
+    trace = rf.traces.generate_rl(
+        MOE,
+        train_gpus=TRAIN_GPUS,
+        gen_gpus=GEN_GPUS,
+        train=dict(TRAIN, ep=2),
+        gen=gen,
+        iterations=2,
+        mode=mode,
+        seed=SEED,
+        global_batch=BATCH,
+        decode_steps_per_op=256,
+        optimizer_bytes_per_param=0,
+    )
+    assert all(r["compute_ps"] == 0 for r in _rows(trace, "weight_sync"))
+    if "ep" in gen:
+        assert any(r["compute_ps"] > 0 for r in _rows(trace, "response_stream"))
+
+
 def test_prefill_decode_disaggregation_tp1():
     """PD, all TP 1: a prefill rank's first KV send carries its prefill, a decode unit's
     last stream its decode only, the weight sync nothing."""
