@@ -447,7 +447,8 @@ def generate_rl(
     carried it, that send becomes the rank's latest op (the next rollout on the GPU, and in
     async mode the weight sync, wait for it); compute no send carries (a unit whose
     responses finished before its instance's, a prefill rank) is dropped, or, colocated,
-    left for the trainer's next op on that GPU. It never reaches the weight sync.
+    left for the trainer's next op on that GPU (which then starts that compute after the
+    samples streamed to it have arrived: an overestimate). It never reaches the weight sync.
 
     **Weight sync**: the ``P p`` bytes of the model leave train as shards: copy c
     (``0 .. cp dp / ep - 1``) of the weights is held, per stage, by its ep*tp ranks, each
