@@ -452,7 +452,15 @@ def generate_rl(
     replica's first rank (stage 0, cp 0, tp 0); sample j goes to replica ``j mod dp``; a
     sample costs ``4 prompt_len + 8 n + 4`` bytes. The send does not block the decoder;
     the first training op of every stage-0 rank of the replica waits for all its samples
-    (the replica's intra-stage data broadcast is not emitted).
+    (the replica's intra-stage data broadcast is not emitted). A send waits for the
+    sender's last op and the compute the sender owes since (so with gen TP 1, no collective
+    of its own, a send carries the unit's prefill and decode up to its chunk). At the end
+    of a rollout the compute a rank still owes stays with the rollout: if its last send
+    carried it, that send becomes the rank's latest op (the next rollout on the GPU, and in
+    async mode the weight sync, wait for it); compute no send carries (a unit whose
+    responses finished before its instance's, a prefill rank) is dropped, or, colocated,
+    left for the trainer's next op on that GPU (which then starts that compute after the
+    samples streamed to it have arrived: an overestimate). It never reaches the weight sync.
 
     **Weight sync**: the ``P p`` bytes of the model leave train as shards: copy c
     (``0 .. cp dp / ep - 1``) of the weights is held, per stage, by its ep*tp ranks, each

@@ -86,6 +86,12 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
     s_replica = ukeys % ctx.tl.dp
     targets = ctx.tl.grid[0, :, 0, 0]  # first rank of each replica
     streams: list[tuple[np.ndarray, np.ndarray]] = []
+    # Per sender rank: its latest stream op, and the rank's last op and pending compute
+    # when it was emitted (to tell, at the end, whether that stream carried the rest).
+    n_ranks = len(b.pending)
+    carry_id = np.full(n_ranks, -1, dtype=_I64)
+    carry_last = np.full(n_ranks, -1, dtype=_I64)
+    carry_ps = np.zeros(n_ranks, dtype=_I64)
     for c in range(n_chunks):
         active = last_chunk >= c
         if active.any():
@@ -120,8 +126,45 @@ def emit_generation(ctx: RLContext, it: int, lengths: np.ndarray) -> list[tuple[
                 after=None if kv_last is None else kv_last[s_unit[sel]],
             )
             streams.append((dst, ids))
+            carry_id[senders] = ids  # ids ascend: a repeated sender keeps its latest
+            carry_last[senders] = b.last_op[senders]
+            carry_ps[senders] = b.pending[senders]
             b.period = gen_period
+    _settle_compute(ctx, carry_id, carry_last, carry_ps)
     return streams
+
+
+def _settle_compute(ctx: RLContext, carry_id, carry_last, carry_ps) -> None:
+    """Place the compute the rollout left pending on its ranks (no gen op of theirs
+    followed it: a TP-1 unit has no collective of its own).
+
+    A stream send takes its sender's pending compute without clearing it (the send does
+    not block the decoder), so a rank's last stream already waits for all of the rank's
+    compute when nothing was added after it: then that stream becomes the rank's latest
+    op (what waits on the rollout on this rank, e.g. the next rollout or, in async mode,
+    the weight sync, waits for it) and the compute is cleared. Otherwise no op waits on
+    that compute (a unit or prefill rank whose last work no send follows): under the
+    disaggregated placement it is dropped, since charging it to the rank's next op (the
+    weight sync) would delay a stage that does not wait on it; under the colocated
+    placement the rank's next op is the trainer's, on the same GPU, which does wait for
+    the GPU to finish generating, so it stays.
+    """
+    b = ctx.b
+    ranks = ctx.gl.instances.ravel()
+    colocated = int(ranks.min()) < ctx.tl.grid.size  # gen runs on the train GPUs
+    if ctx.pl is not None:
+        ranks = np.concatenate([ranks, ctx.pl.instances.ravel()])
+    owed = b.pending[ranks] > 0
+    carried = (
+        owed
+        & (carry_id[ranks] >= 0)
+        & (b.last_op[ranks] == carry_last[ranks])
+        & (b.pending[ranks] == carry_ps[ranks])
+    )
+    b.last_op[ranks[carried]] = carry_id[ranks[carried]]
+    b.pending[ranks[carried]] = 0
+    if not colocated:
+        b.pending[ranks[owed & ~carried]] = 0
 
 
 def _prefill(ctx: RLContext, gl: GenLayout, rf: Roofline, n_u: np.ndarray, n_i: np.ndarray) -> None:
