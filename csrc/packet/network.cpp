@@ -53,7 +53,7 @@ uint32_t Network::pull_nic(uint32_t port) {
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_->next_packet(top.flow, p, pool_.ends(pkt));
+  const SimTime next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -211,6 +211,18 @@ void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
 
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
+void Network::leave_ingress(Packet& p) {
+  if (p.port == kNone) return;
+  Port& in = ports_[p.port];
+  in.ingress_bytes -= p.size_bytes;
+  RF_DCHECK(in.ingress_bytes >= 0);
+  if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
+    in.pause_sent = false;
+    eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
+  }
+  p.port = kNone;
+}
+
 void Network::drop(uint32_t pkt, uint64_t& reason) {
   const Packet& p = pool_[pkt];
   flows_.dropped_bytes[p.flow] += payload_of(p);
@@ -238,6 +250,16 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     transmit(port, pkt);
     if (pt.nic) schedule_nic_pull(port);
     return;
+  }
+  if (pt.lossy) [[unlikely]] {
+    // A long link's port in a lossless run: the frame leaves its ingress accounting, and a
+    // full queue drops it.
+    leave_ingress(p);
+    if (pt.queued_bytes + p.size_bytes > port_info_[port].buffer_bytes) {
+      ++port_info_[port].drops;
+      drop(pkt, counters_.overflow_drops);
+      return;
+    }
   }
   p.next = kNone;
   if (pt.tail == kNone) {
@@ -289,7 +311,7 @@ void Network::arrive(uint32_t pkt) {
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
-    transport_->receive(p, pool_.ends(pkt));
+    transport_of(p.flow).receive(p, pool_.ends(pkt));
     release_packet(pkt);
     return;
   }
@@ -353,7 +375,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const Port& in = ports_[p.port];
   const PortInfo& info = port_info_[p.port];
   if ((p.chan_gen & 1u) == 0) ++counters_.dark_transmits;  // sent while its channel was down
-  if (!lossless_ || info.inert) {
+  if (!lossless_ || info.inert || in.lossy) {
     drop(pkt, info.optical ? counters_.circuit_drops : counters_.link_down_drops);
     return;
   }
