@@ -580,3 +580,47 @@ def test_lone_cross_site_flow_is_framed_by_its_transport(backend):
     assert got == wire
     floor = 2_000_000_000 + wire * 8 * 10**12 // 80_000_000_000
     assert floor <= res.flows["ideal_fct_ps"][0].as_py() <= res.flows["fct_ps"][0].as_py()
+
+
+def test_frames_off_the_long_link_drop_where_the_site_pushes_back():
+    """A 400 Gbps long link into a 100 Gbps site: the receiving gateway's port into its site is
+    the bottleneck. Nothing can pause the long link, so frames that crossed it are dropped
+    when that queue is full (and resent by DCTCP); no PAUSE crosses the long link, and every
+    other drop-free port of the sending site stays lossless."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="400Gbps", latency="10us", transport="dctcp")
+    fl = rf.Flows(src=np.arange(8), dst=[16] * 8, size_bytes=[4 << 20] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, fl, seed=1, transport="roce")
+    links = res.links.to_pylist()
+    rows = set(s.long_links().tolist())
+    assert all(not x["pfc_pauses"] for x in links if x["link_id"] in rows)
+    dropped = [x for x in links if x["drops"]]
+    assert dropped and all(x["src_name"] == "gen/gateway" for x in dropped)
+    assert all(x["max_queue_bytes"] <= x["buffer_bytes"] for x in dropped)
+    assert res.flows["delivered_bytes"].to_pylist() == [4 << 20] * 8
+    assert all(r > 0 for r in res.flows["retransmits"].to_pylist())
+
+
+def test_three_sites_cross_both_long_links_lossy():
+    """A chain a - b - c: flows a -> c and b -> c share the b-c long link. Both long links'
+    queues drop (the transit gateway b's port onto the second is lossy too), nothing else
+    does, no PAUSE crosses a long link, and every byte arrives."""
+    s = Sites(
+        {"a": FatTree(gpus=16), "b": FatTree(gpus=16), "c": FatTree(gpus=16, link="100Gbps")},
+        link="80Gbps",
+        latency="10us",
+        buffer="60KB",
+        transport="dctcp",
+    )
+    src = np.r_[np.arange(8), np.arange(16, 24)]
+    dst = np.r_[np.arange(32, 40), np.arange(40, 48)]
+    res = rf.simulate(s, rf.Flows(src=src, dst=dst, size_bytes=[2 << 20] * 16, start_ps=[0] * 16), seed=1)
+    links = res.links.to_pylist()
+    rows = set(s.long_links().tolist())
+    assert {(x["src_name"], x["dst_name"]) for x in links if x["drops"]} == {
+        ("a/gateway", "b/gateway"),
+        ("b/gateway", "c/gateway"),
+    }
+    assert all(x["link_id"] in rows for x in links if x["drops"])
+    assert not any(x["pfc_pauses"] for x in links if x["link_id"] in rows)
+    assert res.flows["delivered_bytes"].to_pylist() == [2 << 20] * 16

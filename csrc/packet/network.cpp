@@ -207,7 +207,39 @@ void Network::mark_ecn(Port& pt, uint32_t port, Packet& p) {
 
 uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
 
-void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
+void Network::enqueue_cold(uint32_t port, uint32_t pkt) {
+  if (ports_[port].lossy) [[unlikely]] {
+    // A long link's port in a lossless run: the frame leaves its ingress accounting, and a
+    // full queue drops it. (The per-frame path does this in arrive_lossy.)
+    Packet& p = pool_[pkt];
+    leave_ingress(p);
+    if (ports_[port].queued_bytes + p.size_bytes > port_info_[port].buffer_bytes) {
+      ++port_info_[port].drops;
+      drop(pkt, counters_.overflow_drops);
+      return;
+    }
+  }
+  enqueue(port, pkt);
+}
+
+void Network::arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress) {
+  Packet& p = pool_[pkt];
+  Port& in = ports_[p.port];
+  const Port& o = ports_[out];
+  // Queued for a lossy port (the long link), or come over one, which nothing can PAUSE: a
+  // full queue drops the frame, as a lossy port would.
+  if (o.queued_bytes + p.size_bytes > port_info_[out].buffer_bytes) {
+    ++port_info_[out].drops;
+    drop(pkt, counters_.overflow_drops);
+    return;
+  }
+  if (o.lossy) {
+    p.port = kNone;  // it leaves the ingress accounting now: the long queue never PAUSEs a site
+  } else {
+    in.ingress_bytes = ingress;
+  }
+  enqueue(out, pkt);
+}
 
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
@@ -250,16 +282,6 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     transmit(port, pkt);
     if (pt.nic) schedule_nic_pull(port);
     return;
-  }
-  if (pt.lossy) [[unlikely]] {
-    // A long link's port in a lossless run: the frame leaves its ingress accounting, and a
-    // full queue drops it.
-    leave_ingress(p);
-    if (pt.queued_bytes + p.size_bytes > port_info_[port].buffer_bytes) {
-      ++port_info_[port].drops;
-      drop(pkt, counters_.overflow_drops);
-      return;
-    }
   }
   p.next = kNone;
   if (pt.tail == kNone) {
@@ -332,6 +354,10 @@ void Network::arrive(uint32_t pkt) {
     if (o.nic) schedule_nic_pull(out);
     return;
   }
+  if (in.lossy | o.lossy) [[unlikely]] {
+    arrive_lossy(pkt, out, ingress);
+    return;
+  }
   in.ingress_bytes = ingress;
   enqueue(out, pkt);
 }
@@ -392,7 +418,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
     return;
   }
-  enqueue(out, pkt);
+  enqueue_cold(out, pkt);  // (onto a long link: its lossy rules)
 }
 
 uint32_t Network::send_control(uint32_t flow, uint8_t type) {

@@ -441,6 +441,8 @@ class Network final : public engine::Handler, public FlowFabric {
   TxDoneHandler tx_done_handler_{this};
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
+  /// arrive()'s queued path when the frame came over a lossy port or is queued for one.
+  [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
   /// Lossless: hold a frame that node has no route for, or, at a switch once no circuit is
   /// dark (no route will appear there without another change), send it again from its source.
