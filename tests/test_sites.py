@@ -518,6 +518,26 @@ def test_cross_site_incast_drops_only_on_the_long_link():
     assert res.run["drops"] == long_["drops"] and res.run["lossless"]
 
 
+def test_cross_site_flows_resend_only_what_they_lost():
+    """Per flow, after the drop-tail incast: payload conserved (sent + resent = delivered +
+    duplicate + dropped, nothing left in flight), and a flow sends frames again only if some
+    of its own were dropped (DCTCP's timers are far above this 20 us round trip)."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="80Gbps", latency="10us", buffer="60KB", transport="dctcp")
+    src = np.r_[np.arange(16, 24), np.arange(24, 32)]
+    dst = np.r_[np.arange(8), np.arange(16, 24)]
+    sim = rf.Simulation(s, rf.Flows(src, dst, [8 << 20] * 16, [0] * 16), transport="roce", seed=1)
+    sim.run()
+    log = sim.engine.flow_log()
+    assert np.all(sim.engine.payload_in_flight() == 0)
+    out = log["sent_bytes"] + log["resent_bytes"]
+    np.testing.assert_array_equal(out, log["delivered_bytes"] + log["duplicate_bytes"] + log["dropped_bytes"])
+    cross = s.site_of(log["src"]) != s.site_of(log["dst"])
+    assert cross.sum() == 8
+    np.testing.assert_array_equal(log["retransmits"] > 0, log["dropped_bytes"] > 0)
+    assert np.all(log["dropped_bytes"][cross] > 0) and np.all(log["dropped_bytes"][~cross] == 0)
+
+
 def test_cross_site_incast_without_drops_sends_nothing_twice():
     """With the default long-link buffer (twice the bandwidth-delay product) and a round trip
     under DCTCP's minimum RTO, nothing is dropped, so nothing is sent again; the long link's
