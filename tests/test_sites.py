@@ -605,8 +605,8 @@ def test_lone_cross_site_flow_is_framed_by_its_transport(backend):
 def test_frames_off_the_long_link_drop_where_the_site_pushes_back():
     """A 400 Gbps long link into a 100 Gbps site: the receiving gateway's port into its site is
     the bottleneck. Nothing can pause the long link, so frames that crossed it are dropped
-    when that queue is full (and resent by DCTCP); no PAUSE crosses the long link, and every
-    other drop-free port of the sending site stays lossless."""
+    when that queue is full (and resent by DCTCP); no PAUSE crosses the long link, and in the
+    sending site the same DCTCP frames are PAUSEd where they queue, never dropped."""
     a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
     s = Sites({"train": a, "gen": b}, link="400Gbps", latency="10us", transport="dctcp")
     fl = rf.Flows(src=np.arange(8), dst=[16] * 8, size_bytes=[4 << 20] * 8, start_ps=[0] * 8)
@@ -616,6 +616,8 @@ def test_frames_off_the_long_link_drop_where_the_site_pushes_back():
     assert all(not x["pfc_pauses"] for x in links if x["link_id"] in rows)
     dropped = [x for x in links if x["drops"]]
     assert dropped and all(x["src_name"] == "gen/gateway" for x in dropped)
+    # inside the lossless sending site the DCTCP frames are paused, never dropped
+    assert any(x["pfc_pauses"] for x in links if x["src_name"].startswith("train/"))
     assert all(x["max_queue_bytes"] <= x["buffer_bytes"] for x in dropped)
     assert res.flows["delivered_bytes"].to_pylist() == [4 << 20] * 8
     assert all(r > 0 for r in res.flows["retransmits"].to_pylist())
