@@ -198,6 +198,10 @@ class NetworkSpec:
     instead of shortest paths, so lossless (PFC) traffic cannot deadlock on circuit meshes.
     ``routing``: how the fabric's deployments pick among equal-cost next hops (an
     ``EngineConfig.ecmp`` mode), used when the run's config leaves ``ecmp`` unset.
+    ``link_lossy``, ``gpu_site``, ``cross_site_transport`` (``rf.topologies.Sites(...,
+    transport=)``; None otherwise): links whose ports never PAUSE and drop when full even in a
+    lossless run (bool per link), each GPU's site (int per GPU id), and the transport of the
+    flows between GPUs of different sites (a lossy one, e.g. ``"dctcp"``; the run's inside).
     """
 
     nodes: NodeTable
@@ -215,6 +219,9 @@ class NetworkSpec:
     #: GPU type name of each GPU (object array in GPU order; ``Topology(gpu=...)``), which
     #: ``rf.cost`` prices per type; None: not given (the default type, H800)
     gpu_types: np.ndarray | None = field(repr=False, default=None)
+    link_lossy: np.ndarray | None = field(repr=False, default=None)
+    gpu_site: np.ndarray | None = field(repr=False, default=None)
+    cross_site_transport: str | None = None
 
     @classmethod
     def from_tables(
@@ -230,6 +237,9 @@ class NetworkSpec:
         routing: str = "dmodk",
         rings=None,
         gpu_types=None,
+        link_lossy=None,
+        gpu_site=None,
+        cross_site_transport: str | None = None,
     ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
         spec = cls(
@@ -244,6 +254,9 @@ class NetworkSpec:
             routing=check_routing(routing, name),
             rings=None if rings is None else check_rings(rings, len(gpu_nodes), name),
             gpu_types=None if gpu_types is None else check_gpu_types(gpu_types, len(gpu_nodes), name),
+            link_lossy=None if link_lossy is None else np.asarray(link_lossy, dtype=bool),
+            gpu_site=None if gpu_site is None else np.asarray(gpu_site, dtype=np.int64),
+            cross_site_transport=cross_site_transport,
         )
         spec.validate()
         return spec
@@ -422,6 +435,40 @@ class NetworkSpec:
                 )
         self.validate_circuits(self.circuits)
         self._validate_reachable()
+        self._validate_sites()
+
+    def _validate_sites(self) -> None:
+        if self.link_lossy is not None and self.link_lossy.shape != (self.num_links,):
+            raise SpecError(
+                f"{self.name}: link_lossy has shape {self.link_lossy.shape}, expected one flag per link "
+                f"({self.num_links})"
+            )
+        if self.gpu_site is not None:
+            if self.gpu_site.shape != (self.num_gpus,):
+                raise SpecError(
+                    f"{self.name}: gpu_site has shape {self.gpu_site.shape}, expected one site per GPU "
+                    f"({self.num_gpus})"
+                )
+            if self.gpu_site.size and (self.gpu_site.min() < 0 or self.gpu_site.max() >= 1 << 31):
+                raise SpecError(f"{self.name}: gpu_site must be in 0..2^31-1")
+        t = self.cross_site_transport
+        if t is not None:
+            from . import _engine
+
+            if t not in _engine.transports():
+                raise SpecError(
+                    f"{self.name}: cross_site_transport {t!r} is not a transport "
+                    f"(known: {', '.join(_engine.transports())})"
+                )
+            lossy = [k for k, v in _engine.transport_traits().items() if not v["lossless"]]
+            if t not in lossy:
+                raise SpecError(
+                    f"{self.name}: cross_site_transport {t!r} assumes a lossless fabric and does not "
+                    f"recover loss; the long link drops when full (lossy transports: "
+                    f"{', '.join(lossy)})"
+                )
+            if self.gpu_site is None:
+                raise SpecError(f"{self.name}: cross_site_transport {t!r} needs gpu_site")
 
     def is_circuit_device(self, node) -> np.ndarray:
         codes = [NODE_KINDS[k] for k in CIRCUIT_KINDS]
@@ -630,6 +677,14 @@ class NetworkSpec:
             "host_forwarding": self.host_forwarding,
             "pxn": self.pxn,
             "deadlock_free": self.deadlock_free,
+            # (only when set: a fabric without them hashes and builds as before)
+            **({"link_lossy": self.link_lossy.astype(np.uint8)} if self.link_lossy is not None else {}),
+            **({"gpu_site": self.gpu_site.astype(np.int32)} if self.gpu_site is not None else {}),
+            **(
+                {"cross_site_transport": self.cross_site_transport}
+                if self.cross_site_transport is not None
+                else {}
+            ),
         }
 
 

@@ -3,11 +3,15 @@
 Oracles: the composed tables against each site's own (ids offset, names prefixed, circuits
 re-pointed); a lone cross-site flow's completion against its analytical floor (the long
 link's latency plus its bytes at the long link's rate); bytes conserved across the long link
-(its port's bytes = the cross-site flows' payload plus one header per frame, plus control
-frames) on both backends; flows inside the first site identical to the site alone when
-nothing crosses; bad arguments raise SpecError.
+(its port's bytes = the cross-site flows' payload plus one header per frame, the cross-site
+transport's with transport=, plus control frames) on both backends; flows inside the first
+site identical to the site alone when nothing crosses, and a run without cross-site flows
+identical with and without transport=; under a cross-site incast with transport="dctcp" over
+a RoCE run, losses and marks only at the long link, resends only when frames were lost;
+bad arguments raise SpecError.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -100,18 +104,33 @@ def test_lone_cross_site_flow_meets_its_floor(backend):
     assert fct <= floor * 1.01
 
 
+#: TCP/IPv4 over Ethernet: Eth 14 + IPv4 20 + TCP 20 + FCS 4 (the cross-site DCTCP flows' header)
+TCP_HEADER = 58
+
+
+@pytest.mark.parametrize("transport", [None, "dctcp"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_bytes_conserved_across_the_long_link(backend):
-    *_, s = two_fat_trees()
+def test_bytes_conserved_across_the_long_link(backend, transport):
+    *_, s = two_fat_trees(transport=transport)
     rng = np.random.default_rng(7)
     n = 12
     src = rng.integers(0, 32, n)
     dst = (src + rng.integers(1, 32, n)) % 32
     size = rng.integers(1 << 14, 1 << 21, n)
     start = rng.integers(0, 5 * 10**8, n)
-    res = rf.simulate(s, rf.Flows(src=src, dst=dst, size_bytes=size, start_ps=start), seed=1, backend=backend)
+    # (a minimum RTO above the 4 ms round trip: DCTCP's 200 us default times out on it and
+    # sends again frames that were not lost, which this count would have to add)
+    res = rf.simulate(
+        s,
+        rf.Flows(src=src, dst=dst, size_bytes=size, start_ps=start),
+        seed=1,
+        backend=backend,
+        dctcp_min_rto="20ms",
+    )
     assert res.flows["delivered_bytes"].to_pylist() == size.tolist()
-    header = res.run["header_bytes"]
+    assert not any(res.flows["retransmits"].to_pylist())
+    # every flow on the long link crosses sites: with transport= they are TCP frames
+    header = res.run["header_bytes"] if transport is None else TCP_HEADER
     links = res.links
     (row,) = s.long_links()
     gw = s.gateways().tolist()
@@ -251,7 +270,8 @@ def test_cost_of_the_long_link():
         ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"buffer": 0}, "buffer"),
         ({"a": FatTree(gpus=16), "b": MixNet(gpus=32)}, {}, "route differently"),
         ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"routing": "fastest"}, "Sites: routing"),
-        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"transport": "dctcp"}, "not modelled yet"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"transport": "roce"}, "assumes a lossless"),
+        ({"a": FatTree(gpus=16), "b": FatTree(gpus=16)}, {"transport": "tcp"}, "not a transport"),
     ],
 )
 def test_bad_arguments(sites, kw, match):
@@ -276,22 +296,37 @@ def _doc(name):
     return (Path(__file__).resolve().parents[1] / "docs" / "explanation" / name).read_text()
 
 
-def test_doc_incast_row():
-    """docs/explanation/sites.md's transport table, RoCE row: recomputed."""
+def _bench(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_doc_incast_table():
+    """docs/explanation/sites.md's transport table is what bench/sites_incast.py prints, and
+    holds what the page says of it."""
+    bench = _bench("sites_incast")
+    table = bench.table()
+    assert table in _doc("sites.md")
+    rows = {label: line for (label, *_), line in zip(bench.ROWS, table.splitlines()[2:], strict=True)}
+    # RoCE everywhere: pauses only inside the sending site, none over the long link itself
     a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
     s = Sites({"train": a, "gen": b}, link="80Gbps", latency="100us")
     fl = rf.Flows(src=np.arange(16, 24), dst=np.arange(8), size_bytes=[8 << 20] * 8, start_ps=[0] * 8)
-    res = rf.simulate(s, fl, seed=1, transport="roce")
+    links = rf.simulate(s, fl, seed=1, transport="roce").links.to_pylist()
     (row,) = s.long_links()
-    links = res.links.to_pylist()
-    marks = sum(x["ecn_marks"] for x in links if x["link_id"] == row)
-    pauses = sum(x["pfc_pauses"] for x in links if x["link_id"] != row)
-    slowest = max(res.flows["fct_ps"].to_pylist()) / 1e9
-    line = f"| `roce` (lossless) | {slowest:.1f} ms | {marks:,} ECN marks, no drops | {pauses:,} PFC pauses |"
-    assert line in _doc("sites.md")
-    # pauses only inside the sending site; none on the long link itself
     assert all(not x["pfc_pauses"] for x in links if x["link_id"] == row)
     assert all(x["src_name"].startswith("gen/") for x in links if x["pfc_pauses"])
+    # the long link's own DCTCP: no pause anywhere; nothing queues inside the sites, so its
+    # flows run as under a run-wide DCTCP
+    own = rows['`roce`, `Sites(transport="dctcp")`']
+    assert "no pauses" in own
+    assert own.split("|")[2:] == rows["`dctcp` (lossy)"].split("|")[2:]
 
 
 def test_doc_weight_sync_row():
@@ -430,3 +465,191 @@ def test_sites_keep_each_sites_gpu_types():
     types = s.to_spec().gpu_types
     assert types.tolist() == ["H800"] * 32 + ["H20"] * 16 + ["H100"] * 16
     assert rf.cost.gpu_counts(s) == {"H800": 32, "H20": 16, "H100": 16}
+# --- the long link's own transport (Sites(..., transport="dctcp")) -------------------------
+
+
+def _incast(latency, buffer=None, transport="dctcp", seed=1, backend="packet"):
+    """8 cross-site flows (gen 16-23 -> train 0-7) and 8 inside the gen site (24-31 -> 16-23),
+    8 MiB each, over a RoCE (lossless) run."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="80Gbps", latency=latency, buffer=buffer, transport=transport)
+    src = np.r_[np.arange(16, 24), np.arange(24, 32)]
+    dst = np.r_[np.arange(8), np.arange(16, 24)]
+    fl = rf.Flows(src=src, dst=dst, size_bytes=[8 << 20] * 16, start_ps=[0] * 16)
+    return s, rf.simulate(s, fl, seed=seed, transport="roce", backend=backend)
+
+
+def _per_link(s, res):
+    rows = set(s.long_links().tolist())
+    long_, inside = {}, {}
+    for x in res.links.to_pylist():
+        d = long_ if x["link_id"] in rows else inside
+        for k in ("drops", "ecn_marks", "pfc_pauses"):
+            d[k] = d.get(k, 0) + x[k]
+    return long_, inside
+
+
+def test_spec_carries_the_long_links_transport():
+    *_, plain = two_fat_trees()
+    *_, s = two_fat_trees(transport="dctcp")
+    spec = s.to_spec()
+    assert spec.cross_site_transport == "dctcp"
+    np.testing.assert_array_equal(np.flatnonzero(spec.link_lossy), s.long_links())
+    np.testing.assert_array_equal(spec.gpu_site, [0] * 16 + [1] * 16)
+    arrays = spec.arrays()
+    assert arrays["cross_site_transport"] == "dctcp"
+    # a fabric without transport= crosses into the engine (and hashes) exactly as before
+    assert not {"link_lossy", "gpu_site", "cross_site_transport"} & set(plain.to_spec().arrays())
+    assert "transport='dctcp'" in repr(s)
+    bad = dataclasses.replace(spec, gpu_site=np.zeros(3, dtype=np.int64))
+    with pytest.raises(rf.SpecError, match="gpu_site has shape"):
+        bad.validate()
+    bad = dataclasses.replace(spec, cross_site_transport="roce")
+    with pytest.raises(rf.SpecError, match="assumes a lossless fabric"):
+        bad.validate()
+
+
+def test_cross_site_incast_drops_only_on_the_long_link():
+    """A 60 KB long-link buffer under an 8-to-8 incast: the long link's queue drops (its ports
+    are lossy), the cross-site DCTCP flows resend and finish, and inside the sites the RoCE run
+    stays lossless: no drop anywhere else, no PAUSE over the long link."""
+    s, res = _incast("10us", "60KB")
+    long_, inside = _per_link(s, res)
+    assert long_["drops"] > 0 and inside["drops"] == 0
+    assert long_["pfc_pauses"] == 0
+    f = res.flows
+    assert f["delivered_bytes"].to_pylist() == [8 << 20] * 16
+    rtx = f["retransmits"].to_pylist()
+    assert all(r > 0 for r in rtx[:8])  # every cross-site flow lost frames in the incast
+    assert rtx[8:] == [0] * 8  # RoCE inside a site: nothing lost, nothing sent again
+    assert res.run["drops"] == long_["drops"] and res.run["lossless"]
+
+
+def test_cross_site_flows_resend_only_what_they_lost():
+    """Per flow, after the drop-tail incast: payload conserved (sent + resent = delivered +
+    duplicate + dropped, nothing left in flight), and a flow sends frames again only if some
+    of its own were dropped (DCTCP's timers are far above this 20 us round trip)."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="80Gbps", latency="10us", buffer="60KB", transport="dctcp")
+    src = np.r_[np.arange(16, 24), np.arange(24, 32)]
+    dst = np.r_[np.arange(8), np.arange(16, 24)]
+    sim = rf.Simulation(s, rf.Flows(src, dst, [8 << 20] * 16, [0] * 16), transport="roce", seed=1)
+    sim.run()
+    log = sim.engine.flow_log()
+    assert np.all(sim.engine.payload_in_flight() == 0)
+    out = log["sent_bytes"] + log["resent_bytes"]
+    np.testing.assert_array_equal(out, log["delivered_bytes"] + log["duplicate_bytes"] + log["dropped_bytes"])
+    cross = s.site_of(log["src"]) != s.site_of(log["dst"])
+    assert cross.sum() == 8
+    np.testing.assert_array_equal(log["retransmits"] > 0, log["dropped_bytes"] > 0)
+    assert np.all(log["dropped_bytes"][cross] > 0) and np.all(log["dropped_bytes"][~cross] == 0)
+
+
+def test_cross_site_incast_without_drops_sends_nothing_twice():
+    """With the default long-link buffer (twice the bandwidth-delay product) and a round trip
+    under DCTCP's minimum RTO, nothing is dropped, so nothing is sent again; the long link's
+    queue marks ECN (DCTCP's step K, 5 us at 80 Gbps) and no PAUSE crosses it."""
+    s, res = _incast("10us")
+    long_, inside = _per_link(s, res)
+    assert long_["drops"] == inside["drops"] == 0
+    assert long_["ecn_marks"] > 0 and long_["pfc_pauses"] == 0
+    assert inside["ecn_marks"] == inside["pfc_pauses"] == 0  # the queue is the long link's alone
+    assert res.flows["retransmits"].to_pylist() == [0] * 16
+    assert res.flows["delivered_bytes"].to_pylist() == [8 << 20] * 16
+
+
+def test_cross_site_transport_same_seed_same_results():
+    _, a = _incast("10us", "60KB")
+    _, b = _incast("10us", "60KB")
+    assert a.flows.equals(b.flows) and a.links.equals(b.links)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_cross_site_flow_is_bit_identical(backend):
+    """Flows that stay inside their sites never meet the cross-site transport: with and without
+    transport= the run is the same, bit for bit (the long link carries nothing)."""
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 16, 30)
+    dst = (src + rng.integers(1, 16, 30)) % 16
+    src = np.r_[src, src + 16]
+    dst = np.r_[dst, dst + 16]
+    fl = rf.Flows(
+        src=src, dst=dst, size_bytes=rng.integers(1 << 14, 1 << 21, 60), start_ps=rng.integers(0, 10**7, 60)
+    )
+    out = []
+    for transport in (None, "dctcp"):
+        *_, s = two_fat_trees(transport=transport)
+        res = rf.simulate(s, fl, seed=3, backend=backend)
+        out.append((res.flows, res.links))
+    assert out[0][0].equals(out[1][0])
+    assert out[0][1].equals(out[1][1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lone_cross_site_flow_is_framed_by_its_transport(backend):
+    """A lone cross-site DCTCP flow: its ideal completion time and the long link's bytes use
+    TCP's 58-byte header, the run's own (RoCE, 62) stays the run's."""
+    *_, s = two_fat_trees(transport="dctcp")
+    size = 4 << 20
+    res = rf.simulate(
+        s,
+        rf.Flows(src=[3], dst=[21], size_bytes=[size], start_ps=[0]),
+        seed=1,
+        backend=backend,
+        dctcp_min_rto="20ms",
+    )
+    assert res.run["header_bytes"] == 62
+    wire, frames = wire_bytes(size, TCP_HEADER)
+    (row,) = s.long_links()
+    got = sum(
+        x["bytes"] for x in res.links.to_pylist() if x["link_id"] == row and x["src_name"] == "train/gateway"
+    )
+    assert got == wire
+    floor = 2_000_000_000 + wire * 8 * 10**12 // 80_000_000_000
+    assert floor <= res.flows["ideal_fct_ps"][0].as_py() <= res.flows["fct_ps"][0].as_py()
+
+
+def test_frames_off_the_long_link_drop_where_the_site_pushes_back():
+    """A 400 Gbps long link into a 100 Gbps site: the receiving gateway's port into its site is
+    the bottleneck. Nothing can pause the long link, so frames that crossed it are dropped
+    when that queue is full (and resent by DCTCP); no PAUSE crosses the long link, and in the
+    sending site the same DCTCP frames are PAUSEd where they queue, never dropped."""
+    a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
+    s = Sites({"train": a, "gen": b}, link="400Gbps", latency="10us", transport="dctcp")
+    fl = rf.Flows(src=np.arange(8), dst=[16] * 8, size_bytes=[4 << 20] * 8, start_ps=[0] * 8)
+    res = rf.simulate(s, fl, seed=1, transport="roce")
+    links = res.links.to_pylist()
+    rows = set(s.long_links().tolist())
+    assert all(not x["pfc_pauses"] for x in links if x["link_id"] in rows)
+    dropped = [x for x in links if x["drops"]]
+    assert dropped and all(x["src_name"] == "gen/gateway" for x in dropped)
+    # inside the lossless sending site the DCTCP frames are paused, never dropped
+    assert any(x["pfc_pauses"] for x in links if x["src_name"].startswith("train/"))
+    assert all(x["max_queue_bytes"] <= x["buffer_bytes"] for x in dropped)
+    assert res.flows["delivered_bytes"].to_pylist() == [4 << 20] * 8
+    assert all(r > 0 for r in res.flows["retransmits"].to_pylist())
+
+
+def test_three_sites_cross_both_long_links_lossy():
+    """A chain a - b - c: flows a -> c and b -> c share the b-c long link. Both long links'
+    queues drop (the transit gateway b's port onto the second is lossy too), nothing else
+    does, no PAUSE crosses a long link, and every byte arrives."""
+    s = Sites(
+        {"a": FatTree(gpus=16), "b": FatTree(gpus=16), "c": FatTree(gpus=16, link="100Gbps")},
+        link="80Gbps",
+        latency="10us",
+        buffer="60KB",
+        transport="dctcp",
+    )
+    src = np.r_[np.arange(8), np.arange(16, 24)]
+    dst = np.r_[np.arange(32, 40), np.arange(40, 48)]
+    res = rf.simulate(s, rf.Flows(src=src, dst=dst, size_bytes=[2 << 20] * 16, start_ps=[0] * 16), seed=1)
+    links = res.links.to_pylist()
+    rows = set(s.long_links().tolist())
+    assert {(x["src_name"], x["dst_name"]) for x in links if x["drops"]} == {
+        ("a/gateway", "b/gateway"),
+        ("b/gateway", "c/gateway"),
+    }
+    assert all(x["link_id"] in rows for x in links if x["drops"])
+    assert not any(x["pfc_pauses"] for x in links if x["link_id"] in rows)
+    assert res.flows["delivered_bytes"].to_pylist() == [2 << 20] * 16

@@ -77,6 +77,10 @@ NetworkSpec spec_from_dict(const py::dict& d) {
   if (d.contains("host_forwarding")) s.host_forwarding = d["host_forwarding"].cast<bool>();
   if (d.contains("pxn")) s.pxn = d["pxn"].cast<bool>();
   if (d.contains("deadlock_free")) s.deadlock_free = d["deadlock_free"].cast<bool>();
+  if (d.contains("link_lossy")) s.link_lossy = from_numpy<uint8_t>(d["link_lossy"], "link_lossy");
+  if (d.contains("gpu_site")) s.gpu_site = from_numpy<int32_t>(d["gpu_site"], "gpu_site");
+  if (d.contains("cross_site_transport"))
+    s.cross_site_transport = d["cross_site_transport"].cast<std::string>();
   return s;
 }
 
@@ -245,6 +249,17 @@ uint64_t check_event_queue(uint64_t seed, uint64_t operations) {
 void bind_engine(py::module_& m) {
   m.attr("debug_checks") = kDebugChecks;  // RF_DCHECK live: the RF_SANITIZE build (.ci/sanitize)
   m.def("transports", &proto::transport_names, "Names of the compiled-in transports.");
+  m.def(
+      "transport_traits",
+      [] {
+        py::dict d;
+        for (const net::TransportTraits& t : net::kTransportTraits)
+          d[py::str(std::string(t.name))] =
+              py::dict(py::arg("header_bytes") = t.header_bytes, py::arg("lossless") = t.lossless);
+        return d;
+      },
+      "Per compiled-in transport: header bytes per data frame and whether it runs lossless (PFC)\n"
+      "(fabric/transport_traits.hpp).");
   m.def("config_fields", &config_fields,
         "Engine config fields and their defaults (base units; -1: the transport's choice), in\n"
         "declaration order: the one list (RF_ENGINE_CONFIG_FIELDS in csrc/fabric/spec.hpp).");
@@ -368,7 +383,7 @@ void bind_engine(py::module_& m) {
             const auto& net = s.network();
             std::vector<double> r(net.flows().size());
             for (size_t i = 0; i < r.size(); ++i)
-              r[i] = net.transport().flow_rate_bps(static_cast<uint32_t>(i));
+              r[i] = net.transport_of(static_cast<uint32_t>(i)).flow_rate_bps(static_cast<uint32_t>(i));
             return to_numpy(std::move(r));
           },
           "Current sending rate per flow slot (plain flow sets: per flow id), bit/s (rate-based\n"

@@ -37,6 +37,14 @@ struct NetworkSpec {
   bool host_forwarding = false;  ///< GPUs/NVSwitches forward other servers' traffic
   bool pxn = false;              ///< cross-rail traffic relays over NVLink to the right rail
   bool deadlock_free = false;    ///< up*/down* routing among switches (circuit meshes under PFC)
+  // sites joined by a lossy long link (rfabric.topologies.Sites(transport=...)); all empty
+  // otherwise
+  std::vector<uint8_t> link_lossy;  ///< per link, 1: its ports never PAUSE and drop when full,
+                                    ///< even in a lossless run (empty: none)
+  std::vector<int32_t> gpu_site;    ///< per GPU id, its site (empty: one site)
+  /// Transport of the flows whose GPUs are in different sites ("": the run's, EngineConfig::
+  /// transport); a lossy one (it runs over the lossy links and must recover loss).
+  std::string cross_site_transport;
 };
 
 /// Engine configuration: the one list of its fields. X(type, name, default, doc) makes the

@@ -23,6 +23,8 @@ FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, cons
   header_ = cfg.header_bytes >= 0 ? cfg.header_bytes : header_bytes;
   RF_CHECK(header_ >= 0 && header_ < mtu_, "header_bytes ", header_, " must be smaller than mtu_bytes ",
            mtu_);
+  ft_ = net::FlowTransports(spec, fwd_.num_gpus(), header_, cfg.header_bytes);
+  RF_CHECK(ft_.header(1) < mtu_, "header_bytes ", ft_.header(1), " must be smaller than mtu_bytes ", mtu_);
   lossless_ = cfg.lossless >= 0 ? cfg.lossless != 0 : lossless;
   fwd_.set_per_frame_relays(lossless_);
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
@@ -45,12 +47,14 @@ double FlowNetwork::flow_cap(uint32_t f) const {
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
   // The fluid's own time covers the bottleneck; the rest is Forwarding::lone_delay_ps (of one
   // copy: copies move side by side).
-  return fwd_.lone_delay_ps(path, flows_.size_bytes[f] / flows_.copies[f], payload_per_packet(), header_);
+  const Bytes h = header_for(flows_.src[f], flows_.dst[f]);
+  return fwd_.lone_delay_ps(path, flows_.size_bytes[f] / flows_.copies[f], mtu_ - h, h);
 }
 
 double FlowNetwork::wire_bytes(uint32_t f) const {
-  const Bytes n = flows_.copies[f], size = flows_.size_bytes[f] / n, pp = payload_per_packet();
-  return static_cast<double>(n * (size + (size + pp - 1) / pp * header_));
+  const Bytes h = header_for(flows_.src[f], flows_.dst[f]);
+  const Bytes n = flows_.copies[f], size = flows_.size_bytes[f] / n, pp = mtu_ - h;
+  return static_cast<double>(n * (size + (size + pp - 1) / pp * h));
 }
 
 bool FlowNetwork::same_route(uint32_t src, uint32_t dst, uint64_t key_a, uint64_t key_b) {

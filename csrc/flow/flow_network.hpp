@@ -44,6 +44,7 @@
 #include "fabric/forwarding.hpp"
 #include "fabric/spec.hpp"
 #include "fabric/topology_changes.hpp"
+#include "fabric/transport_traits.hpp"
 
 namespace rfabric::flow {
 
@@ -118,8 +119,12 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
   BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
   SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
-    return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
+    const Bytes h = header_for(src, dst);
+    return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
+  /// Header bytes per frame of a flow from GPU src to GPU dst: its transport's (the run's, or
+  /// between sites the cross-site one, net::FlowTransports).
+  Bytes header_for(uint32_t src, uint32_t dst) const { return ft_.header(ft_.of(src, dst)); }
   size_t num_flows() const override { return flows_.size(); }
   /// Messages created so far (the next flow's id: a flow of n copies takes n ids), flows
   /// alive now, and alive at most at once.
@@ -287,6 +292,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   net::Forwarding fwd_;
   uint32_t kind_base_ = 0;
   Bytes mtu_ = 0, header_ = 0;
+  net::FlowTransports ft_;
   bool lossless_ = true;
   bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
 

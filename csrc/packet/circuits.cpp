@@ -131,8 +131,9 @@ void Network::evacuate(uint32_t port) {
   while (pt.head != kNone) {
     const uint32_t pkt = pop_queue_cold(pt);
     Packet& p = pool_[pkt];
-    const uint32_t out = lossless_ ? route_cold(info.node, p) : kNone;
-    if (lossless_ && (out == kNone || out == port || !ports_[out].up)) {
+    const bool lossless = lossless_ && !pt.lossy;  // (a long link's queue drops)
+    const uint32_t out = lossless ? route_cold(info.node, p) : kNone;
+    if (lossless && (out == kNone || out == port || !ports_[out].up)) {
       hold_or_resend(info.node, pkt, true);  // no way on now
     } else if (out == kNone || out == port || !ports_[out].up) {
       if (p.port != kNone) ports_[p.port].ingress_bytes -= p.size_bytes;

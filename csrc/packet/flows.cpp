@@ -27,6 +27,7 @@ uint32_t Network::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
   t.nic_ready[f] = kNever;
   t.sent_notified[f] = 0;
   t.first_port[f] = fp;
+  t.proto[f] = ft_.of(src, dst);
   return f;
 }
 
@@ -49,7 +50,7 @@ void FlowLog::append(const FlowTable& t, uint32_t f) {
 }
 
 void Network::retire_if_quiet(uint32_t f) {
-  if (!transport_->quiet(f)) return;  // its timer fires later and calls maybe_retire again
+  if (!transport_of(f).quiet(f)) return;  // its timer fires later and calls maybe_retire again
   // (a flow that still holds a NIC slot sends again: its frames bring it back here)
   if (flows_.nic_ready[f] != kNever) return;
   FlowTable& t = flows_;
@@ -61,7 +62,7 @@ void Network::retire_if_quiet(uint32_t f) {
   }
   if (record_) log_.append(t, f);
   t.release(f);
-  transport_->recycle(f);
+  transport_of(f).recycle(f);  // (release keeps the slot's transport until it is reused)
 }
 
 FlowLog Network::flow_records() const {
@@ -107,6 +108,7 @@ void Network::add_flows(const std::vector<uint32_t>& src, const std::vector<uint
   const size_t f = src.size();
   for (size_t i = 0; i < f; ++i) append_flow(src[i], dst[i], size[i], start[i], -1);
   transport_->prepare(static_cast<uint32_t>(f));
+  if (two_) cross_transport_->prepare(static_cast<uint32_t>(f));
   start_order_.resize(f);
   std::iota(start_order_.begin(), start_order_.end(), 0u);
   std::stable_sort(start_order_.begin(), start_order_.end(),
@@ -124,6 +126,7 @@ uint32_t Network::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime st
     if (fwd_.host_forwarding()) flows_.first_port[f] = first_port_for(src, dst, flows_.hash[f]);
   }
   transport_->prepare(static_cast<uint32_t>(flows_.size()));
+  if (two_) cross_transport_->prepare(static_cast<uint32_t>(flows_.size()));
   eng_.schedule(start_ps, f, kind_base_ + kStartOne);
   return f;
 }
@@ -136,7 +139,7 @@ void Network::start_one(uint32_t f) {
   if (flows_.size_bytes[f] == 0) {
     complete_flow(f);
   } else {
-    transport_->start_flow(f);
+    transport_of(f).start_flow(f);
   }
 }
 

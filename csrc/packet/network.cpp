@@ -53,7 +53,7 @@ uint32_t Network::pull_nic(uint32_t port) {
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_->next_packet(top.flow, p, pool_.ends(pkt));
+  const SimTime next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -207,9 +207,53 @@ void Network::mark_ecn(Port& pt, uint32_t port, Packet& p) {
 
 uint32_t Network::route_cold(uint32_t node, const Packet& p) const { return route(node, p); }
 
-void Network::enqueue_cold(uint32_t port, uint32_t pkt) { enqueue(port, pkt); }
+void Network::enqueue_cold(uint32_t port, uint32_t pkt) {
+  if (ports_[port].lossy) [[unlikely]] {
+    // A long link's port in a lossless run: the frame leaves its ingress accounting, and a
+    // full queue drops it. (The per-frame path does this in arrive_lossy.)
+    Packet& p = pool_[pkt];
+    leave_ingress(p);
+    if (ports_[port].queued_bytes + p.size_bytes > port_info_[port].buffer_bytes) {
+      ++port_info_[port].drops;
+      drop(pkt, counters_.overflow_drops);
+      return;
+    }
+  }
+  enqueue(port, pkt);
+}
+
+void Network::arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress) {
+  Packet& p = pool_[pkt];
+  Port& in = ports_[p.port];
+  const Port& o = ports_[out];
+  // Queued for a lossy port (the long link), or come over one, which nothing can PAUSE: a
+  // full queue drops the frame, as a lossy port would.
+  if (o.queued_bytes + p.size_bytes > port_info_[out].buffer_bytes) {
+    ++port_info_[out].drops;
+    drop(pkt, counters_.overflow_drops);
+    return;
+  }
+  if (o.lossy) {
+    p.port = kNone;  // it leaves the ingress accounting now: the long queue never PAUSEs a site
+  } else {
+    in.ingress_bytes = ingress;
+  }
+  enqueue(out, pkt);
+}
 
 uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
+
+void Network::leave_ingress(Packet& p) {
+  if (p.port == kNone) return;
+  Port& in = ports_[p.port];
+  in.ingress_bytes -= p.size_bytes;
+  RF_DCHECK(in.ingress_bytes >= 0);
+  if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
+    in.pause_sent = false;
+    eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
+  }
+  p.port = kNone;
+}
 
 void Network::drop(uint32_t pkt, uint64_t& reason) {
   const Packet& p = pool_[pkt];
@@ -289,7 +333,7 @@ void Network::arrive(uint32_t pkt) {
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
     ++counters_.packets_delivered;
-    transport_->receive(p, pool_.ends(pkt));
+    transport_of(p.flow).receive(p, pool_.ends(pkt));
     release_packet(pkt);
     return;
   }
@@ -308,6 +352,10 @@ void Network::arrive(uint32_t pkt) {
     // cannot be due: while PAUSE is on, ingress stays above XON.)
     put_on_wire(out, pkt);
     if (o.nic) schedule_nic_pull(out);
+    return;
+  }
+  if (in.lossy | o.lossy) [[unlikely]] {
+    arrive_lossy(pkt, out, ingress);
     return;
   }
   in.ingress_bytes = ingress;
@@ -353,7 +401,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const Port& in = ports_[p.port];
   const PortInfo& info = port_info_[p.port];
   if ((p.chan_gen & 1u) == 0) ++counters_.dark_transmits;  // sent while its channel was down
-  if (!lossless_ || info.inert) {
+  if (!lossless_ || info.inert || in.lossy) {
     drop(pkt, info.optical ? counters_.circuit_drops : counters_.link_down_drops);
     return;
   }
@@ -370,7 +418,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
     return;
   }
-  enqueue(out, pkt);
+  enqueue_cold(out, pkt);  // (onto a long link: its lossy rules)
 }
 
 uint32_t Network::send_control(uint32_t flow, uint8_t type) {

@@ -28,6 +28,7 @@
 #include "fabric/forwarding.hpp"
 #include "fabric/spec.hpp"
 #include "fabric/topology_changes.hpp"
+#include "fabric/transport_traits.hpp"
 #include "packet/packet.hpp"
 #include "packet/transport.hpp"
 
@@ -54,6 +55,10 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
                           ///< `peer` is a packet switch (or a forwarding host), 0 for a GPU
                           ///< or NVSwitch only relaying (PXN, failed NIC) or receiving
   bool pause_sent = false;
+  /// A lossy port in a lossless run (NetworkSpec::link_lossy, a long link between sites):
+  /// drop-tail on its queue, and what arrives over it never sends a PAUSE (xoff unbounded).
+  /// (Set by set_thresholds; in a lossy run every port drops and this stays false.)
+  bool lossy = false;
   Bytes ingress_bytes = 0;  ///< bytes that came over this channel and wait inside the peer
   Bytes max_ingress_bytes = 0;
   Bytes xoff = 0;  ///< PFC threshold on ingress_bytes (lossless only)
@@ -88,8 +93,10 @@ static_assert(sizeof(Port) == 128 && offsetof(Port, max_queue_bytes) < 64 && off
 /// and counters of rare things.
 struct PortInfo {
   uint32_t node = 0, link = 0;
-  bool optical = false;  ///< the link's far end is an optical device (OCS or patch panel)
-  bool inert = false;    ///< owned by an optical device: never transmits
+  bool optical = false;     ///< the link's far end is an optical device (OCS or patch panel)
+  bool inert = false;       ///< owned by an optical device: never transmits
+  bool lossy_link = false;  ///< NetworkSpec::link_lossy: its ECN thresholds are the cross-site
+                            ///< transport's; in a lossless run, Port::lossy
   BitsPerSec rate_bps = 0;
   SimTime prop_ps = 0;  ///< propagation delay of the wire
   Bytes xon = 0;        ///< PFC: RESUME once ingress_bytes is back at or below (lossless only)
@@ -146,6 +153,7 @@ struct FlowTable : FlowSlots<FlowTable> {
   std::vector<SimTime> nic_ready;      ///< the flow's valid NIC slot; other heap entries are stale
   std::vector<uint32_t> packets;       ///< frames of this flow in the pool (data and control)
   std::vector<uint8_t> sent_notified;  ///< FlowObserver::on_flow_sent already told
+  std::vector<uint8_t> proto;          ///< the flow's transport (FlowTransports::of): 0 the run's
   /// One more row in each of these columns (FlowSlots::acquire).
   void grow_row() {
     for (auto* v : {&first_port, &retransmits, &packets}) v->emplace_back();
@@ -153,6 +161,7 @@ struct FlowTable : FlowSlots<FlowTable> {
          {&delivered_bytes, &sent_bytes, &resent_bytes, &duplicate_bytes, &dropped_bytes, &nic_ready})
       v->emplace_back();
     sent_notified.emplace_back();
+    proto.emplace_back();
   }
 };
 
@@ -212,8 +221,9 @@ class Network final : public engine::Handler, public FlowFabric {
  public:
   using TransportFactory = std::unique_ptr<Transport> (*)(Network&);
   /// Build ports, tables and the transport made by `make_transport` (packet/transports/registry).
+  /// `make_cross` builds the cross-site transport when the spec names one.
   Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
-          TransportFactory make_transport);
+          TransportFactory make_transport, TransportFactory make_cross = nullptr);
   ~Network() override;
 
   /// Add flows (GPU ids, bytes, ps). Must be called before the first run.
@@ -251,8 +261,12 @@ class Network final : public engine::Handler, public FlowFabric {
   const FlowTable& flows() const { return flows_; }
   FlowTable& flows_mut() { return flows_; }
   PacketPool& pool() { return pool_; }
+  /// The run's transport's payload per full frame (a flow's own: the overload below).
   Bytes payload_per_packet() const override { return mtu_ - header_; }
+  /// The run's transport's header bytes per data frame (a flow's own: the overload below).
   Bytes header_bytes() const { return header_; }
+  /// Header bytes per data frame of the flow's transport (its own on a cross-site flow).
+  Bytes header_bytes(uint32_t flow) const { return two_ ? ft_.header(flows_.proto[flow]) : header_; }
   /// The flow's line rate: its first-hop port's, but no more than its GPU's NIC link's when
   /// that NIC failed and the flow leaves the server (its frames spread over the server's
   /// other NICs): at NVLink rate it would flood their queues and, through PFC, pause their
@@ -278,7 +292,9 @@ class Network final : public engine::Handler, public FlowFabric {
   /// for a control frame.
   uint32_t src_of(const Packet& p) const { return p.control ? flows_.dst[p.flow] : flows_.src[p.flow]; }
   /// Message bytes a frame carries.
-  Bytes payload_of(const Packet& p) const { return p.control ? 0 : Bytes{p.size_bytes} - header_; }
+  Bytes payload_of(const Packet& p) const {
+    return p.control ? 0 : Bytes{p.size_bytes} - header_bytes(p.flow);
+  }
   void send_packet(uint32_t pkt);
   /// The destination received the flow's last byte.
   void complete_flow(uint32_t flow);
@@ -328,13 +344,19 @@ class Network final : public engine::Handler, public FlowFabric {
   uint32_t num_gpus() const override { return fwd_.num_gpus(); }
   BitsPerSec port_rate_bps(uint32_t port) const override { return port_info_[port].rate_bps; }
   SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
-    return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, payload_per_packet(), header_);
+    const Bytes h = ft_.header(ft_.of(src, dst));
+    return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
   size_t num_flows() const override { return flows_.size(); }
   size_t packets_in_flight() const { return pool_.live(); }
   size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
+  /// The run's transport (EngineConfig::transport).
   const Transport& transport() const { return *transport_; }
+  /// The transport flow slot `flow` runs (the run's, or the cross-site one).
+  Transport& transport_of(uint32_t flow) const {
+    return two_ && flows_.proto[flow] ? *cross_transport_ : *transport_;
+  }
   /// Ports a packet from GPU src to GPU dst crosses on the current tables, following the
   /// first ECMP choice for `flow` (for tests and path inspection).
   std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const override;
@@ -419,6 +441,8 @@ class Network final : public engine::Handler, public FlowFabric {
   TxDoneHandler tx_done_handler_{this};
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
+  /// arrive()'s queued path when the frame came over a lossy port or is queued for one.
+  [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
   /// Lossless: hold a frame that node has no route for, or, at a switch once no circuit is
   /// dark (no route will appear there without another change), send it again from its source.
@@ -442,6 +466,10 @@ class Network final : public engine::Handler, public FlowFabric {
       maybe_retire(f);
   }
   void set_thresholds(uint32_t port);
+  /// A frame queued into a lossy port leaves the ingress accounting of the port it came
+  /// through now (as a frame put straight on a wire does), so the long queue never PAUSEs.
+  void leave_ingress(Packet& p);
+  Transport::EcnDefaults lossy_ecn_{};  ///< ECN thresholds of the lossy ports
   RF_HOT uint32_t pop_queue(Port& port);
   uint32_t pull_nic(uint32_t port);
   /// Take a flow's entries out of a port's NIC heap (the flow now starts elsewhere).
@@ -487,6 +515,11 @@ class Network final : public engine::Handler, public FlowFabric {
 
   PacketPool pool_;
   std::unique_ptr<Transport> transport_;
+  /// Sites with a transport of their own between them: the flows' transports and headers, and
+  /// the cross-site transport (two_: it exists).
+  FlowTransports ft_;
+  bool two_ = false;
+  std::unique_ptr<Transport> cross_transport_;
   FlowObserver* observer_ = nullptr;
   RunCounters counters_;
   /// The port whose NIC is inside Transport::next_packet (kNone otherwise): an activate()

@@ -2,6 +2,7 @@
 // forwarding layer's channels, one NIC scheduler per GPU egress port, the transport, and each
 // port's ECN and PFC thresholds. Topology checks and tables are Forwarding's (forwarding.cpp).
 #include <algorithm>
+#include <limits>
 
 #include "engine/check.hpp"
 #include "packet/network.hpp"
@@ -11,7 +12,7 @@ namespace rfabric::net {
 Network::~Network() = default;
 
 Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfig& cfg,
-                 TransportFactory make_transport)
+                 TransportFactory make_transport, TransportFactory make_cross)
     : eng_(eng), cfg_(cfg), rng_(cfg.seed, 0x6e6574776f726bULL), fwd_(spec, cfg) {
   RF_CHECK(cfg.mtu_bytes >= 256 && cfg.mtu_bytes <= 65536, "mtu_bytes ", cfg.mtu_bytes,
            " is outside [256, 65536]");
@@ -22,6 +23,8 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   // Ports: the packet plane's copy of each channel (wiring as built; ports facing optical
   // devices then take the far end their circuit chain reaches).
   const size_t m = fwd_.num_links();
+  RF_CHECK(spec.link_lossy.empty() || spec.link_lossy.size() == m, "link_lossy has ", spec.link_lossy.size(),
+           " rows for ", m, " links");
   ports_.resize(2 * m);
   port_info_.resize(2 * m);
   port_nic_.resize(2 * m);
@@ -42,6 +45,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
       info.buffer_bytes = spec.link_buffer_bytes[l];
       info.inert = c.inert;
       info.optical = c.optical;
+      info.lossy_link = !spec.link_lossy.empty() && spec.link_lossy[l] != 0;
     }
   }
   for (uint32_t p = 0; p < ports_.size(); ++p)
@@ -65,6 +69,24 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
 
   transport_ = make_transport(*this);
   header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
+  ft_ = FlowTransports(spec, num_gpus(), header_, cfg_.header_bytes);
+  two_ = ft_.two();
+  RF_CHECK(ft_.header(1) >= 0 && ft_.header(1) < cfg_.mtu_bytes, "header_bytes ", ft_.header(1),
+           " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
+  transport_->set_framing(header_, cfg_.mtu_bytes);
+  lossy_ecn_ = transport_->ecn_defaults();
+  if (two_) {
+    RF_CHECK(make_cross != nullptr, "no factory for cross-site transport '", spec.cross_site_transport, "'");
+    cross_transport_ = make_cross(*this);
+    cross_transport_->set_framing(ft_.header(1), cfg_.mtu_bytes);
+    RF_CHECK(cross_transport_->header_bytes() == ft_.header(1) || cfg_.header_bytes >= 0,
+             "cross-site transport: header bytes disagree with its traits");
+    // The long link's queues mark as the transport that crosses it is tuned for. (One ecn_pmax
+    // serves every port: step marking, kmin = kmax, never reads it.)
+    lossy_ecn_ = cross_transport_->ecn_defaults();
+    RF_CHECK(lossy_ecn_.kmin_ps == lossy_ecn_.kmax_ps, "cross-site transport '", spec.cross_site_transport,
+             "': only step ECN marking (kmin = kmax) is modelled on the long link");
+  }
   RF_CHECK(header_ >= 0 && header_ < cfg_.mtu_bytes, "header_bytes ", header_,
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   mtu_ = cfg_.mtu_bytes;
@@ -74,6 +96,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
   if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
   if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = ecn.pmax;
+  if (!two_) lossy_ecn_ = {cfg_.ecn_kmin_ps, cfg_.ecn_kmax_ps, cfg_.ecn_pmax};
   RF_CHECK(cfg_.ecn_kmin_ps >= 0, "ecn_kmin_ps ", cfg_.ecn_kmin_ps, " is negative");
   RF_CHECK(cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ecn_kmax_ps ", cfg_.ecn_kmax_ps, " is below ecn_kmin_ps ",
            cfg_.ecn_kmin_ps, " (a threshold left at -1 is ", cfg_.transport, "'s default)");
@@ -87,11 +110,17 @@ void Network::set_thresholds(uint32_t port) {
   Port& p = ports_[port];
   PortInfo& info = port_info_[port];
   // ECN thresholds are queueing delays at the port's rate, so one setting fits all speeds.
-  p.ecn_kmin =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmin_ps) * info.rate_bps / 8 / engine::kPsPerSec);
-  p.ecn_kmax =
-      static_cast<Bytes>(static_cast<__int128>(cfg_.ecn_kmax_ps) * info.rate_bps / 8 / engine::kPsPerSec);
+  p.lossy = info.lossy_link && lossless_ && !info.inert;
+  const SimTime kmin = info.lossy_link ? lossy_ecn_.kmin_ps : cfg_.ecn_kmin_ps;
+  const SimTime kmax = info.lossy_link ? lossy_ecn_.kmax_ps : cfg_.ecn_kmax_ps;
+  p.ecn_kmin = static_cast<Bytes>(static_cast<__int128>(kmin) * info.rate_bps / 8 / engine::kPsPerSec);
+  p.ecn_kmax = static_cast<Bytes>(static_cast<__int128>(kmax) * info.rate_bps / 8 / engine::kPsPerSec);
   if (!lossless_ || info.inert) return;
+  if (p.lossy) {  // never PAUSEs: its queue drops instead
+    p.xoff = std::numeric_limits<Bytes>::max();
+    info.xon = p.xoff;
+    return;
+  }
   // PFC headroom: bytes that can still arrive after XOFF is decided: the pause frame's
   // flight, the wire in both directions, the peer's latency and one frame in service at
   // each end.

@@ -7,7 +7,9 @@ namespace rfabric::sim {
 
 Simulator::Simulator(const net::NetworkSpec& spec, const net::EngineConfig& cfg)
     : engine_(cfg.seed),
-      network_(std::make_unique<net::Network>(engine_, spec, cfg, proto::find_transport(cfg.transport))) {}
+      network_(std::make_unique<net::Network>(
+          engine_, spec, cfg, proto::find_transport(cfg.transport),
+          spec.cross_site_transport.empty() ? nullptr : proto::find_transport(spec.cross_site_transport))) {}
 
 void Simulator::load_workload(coll::Workload w, coll::ExecutorConfig cfg) {
   RF_CHECK(executor_ == nullptr, "a workload was already loaded");

@@ -43,7 +43,7 @@ class Transport : public engine::Handler {
   /// The flow starts now; the transport calls Network::activate() when it may send.
   virtual void start_flow(uint32_t flow) = 0;
   /// The NIC can transmit: fill `p` (already holding flow and dst) with the flow's next data
-  /// frame, size_bytes its payload plus Network::header_bytes(), and `e` if the protocol uses
+  /// frame, size_bytes its payload (at most mss_) plus header_, and `e` if the protocol uses
   /// it. Returns the earliest time the flow may send again, or kNever when it must wait for
   /// an event (ACK, timer) that will call Network::activate().
   virtual SimTime next_packet(uint32_t flow, Packet& p, PacketEnds& e) = 0;
@@ -54,9 +54,21 @@ class Transport : public engine::Handler {
   virtual double flow_rate_bps(uint32_t /*flow*/) const { return -1; }
   /// Timers: events of kinds this transport registered.
   void on_event(const engine::Event&) override {}
+  /// The network frames this transport's flows with `header` bytes of header per data frame
+  /// (its own, or EngineConfig::header_bytes) in frames of at most `mtu` bytes.
+  void set_framing(Bytes header, Bytes mtu) {
+    header_ = header;
+    mss_ = mtu - header;
+  }
 
  protected:
+  /// Message bytes a frame of this transport carries (Network::payload_of, without asking
+  /// which transport the frame's flow runs).
+  Bytes payload_of(const Packet& p) const { return p.control ? 0 : Bytes{p.size_bytes} - header_; }
+
   Network& net_;
+  Bytes header_ = 0;  ///< header bytes per data frame (set_framing)
+  Bytes mss_ = 0;     ///< payload bytes of a full data frame (set_framing)
 };
 
 }  // namespace rfabric::net

@@ -58,7 +58,7 @@ def fabric_digest(fab) -> str:
     h = _Hash().add("class", _qualname(type(fab))).add("family", fab.family).add("name", fab.name)
     h.add("spec_name", spec.name).add("routing", spec.routing)
     for key, value in sorted(spec.arrays().items()):
-        h.add(key, value if isinstance(value, np.ndarray) else bool(value))
+        h.add(key, value if isinstance(value, (np.ndarray, str)) else bool(value))
     h.add("node_name", spec.nodes.name).add("link_kind", spec.links.kind).add("gpu_nodes", spec.gpu_nodes)
     h.add("rings", spec.rings if spec.rings is not None else "none")
     return h.hexdigest()

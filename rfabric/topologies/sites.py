@@ -16,13 +16,14 @@ See docs/explanation/sites.md for what is modelled and what is not.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import SpecError
-from ..spec import NODE_KINDS, CircuitTable, LinkTable, NodeTable, check_routing
+from ..spec import NODE_KINDS, CircuitTable, LinkTable, NetworkSpec, NodeTable, check_routing
 from ..units import parse_size, parse_time
 from ..validators import integer
 from ._common import ring_row
@@ -65,8 +66,12 @@ class Sites(Topology):
     site alone; a controller sees the whole spec (:attr:`default_controller` says which
     run on one).
 
-    Transport: the run's transport (``EngineConfig.transport``) runs every flow, including
-    those crossing the long link; a per-link transport is not modelled yet
+    Transport: by default the run's transport (``EngineConfig.transport``) runs every flow,
+    including those crossing the long link, and the long link is as lossless or lossy as the
+    run. With ``transport=`` (e.g. ``"dctcp"``) the long link has its own: flows between GPUs
+    of different sites run that transport end to end, flows inside a site the run's; the long
+    link's ports are lossy (no PAUSE crosses it, its queues drop when full and mark ECN as
+    that transport is tuned for) while the sites stay as the run makes them
     (docs/explanation/sites.md).
 
     Flags of the composed spec: ``host_forwarding``, ``pxn`` and ``deadlock_free`` hold if
@@ -101,9 +106,10 @@ class Sites(Topology):
     routing : str, optional
         ECMP mode of the composed fabric (``rfabric.spec.ROUTING_MODES``); required when the
         sites' modes differ, else theirs.
-    transport : None
-        Reserved: a transport of the long link's own is not modelled yet, and any value is a
-        SpecError saying so (the run's transport runs every flow).
+    transport : str, optional
+        Transport of the flows between sites (a loss-recovering one: ``"dctcp"``); the long
+        link's ports then run lossy even in a lossless (RoCE) run. None (default): the run's
+        transport everywhere.
     """
 
     family = "sites"
@@ -121,11 +127,20 @@ class Sites(Topology):
         transport: str | None = None,
     ):
         if transport is not None:
-            raise SpecError(
-                f"Sites: transport={transport!r}: a transport of the long link's own is not modelled "
-                "yet; the long link runs the run's transport (simulate(..., transport=...)); "
-                "see docs/explanation/sites.md"
-            )
+            from .. import _engine
+
+            traits = _engine.transport_traits()
+            if transport not in traits:
+                raise SpecError(
+                    f"Sites: transport={transport!r} is not a transport (known: {', '.join(traits)})"
+                )
+            if traits[transport]["lossless"]:
+                lossy = ", ".join(k for k, v in traits.items() if not v["lossless"])
+                raise SpecError(
+                    f"Sites: transport={transport!r} assumes a lossless fabric and does not recover "
+                    f"loss; the long link's own transport runs over lossy ports (use one of: {lossy})"
+                )
+        self.transport = transport
         if not isinstance(sites, Mapping):
             raise SpecError(f"Sites: sites must be a dict of name -> Topology, got {type(sites).__name__}")
         if len(sites) < 2:
@@ -290,6 +305,23 @@ class Sites(Topology):
             circuit_table = CircuitTable.empty()
         return node_table, link_table, circuit_table
 
+    def to_spec(self) -> NetworkSpec:
+        """The composed spec; with ``transport=``, its long links lossy, each GPU's site and
+        the cross-site transport carried in it (NetworkSpec.link_lossy, gpu_site,
+        cross_site_transport)."""
+        if self._spec is None:
+            spec = super().to_spec()
+            if self.transport is not None:
+                spec = dataclasses.replace(
+                    spec,
+                    link_lossy=spec.links.kind.astype(str) == LONG_HAUL,
+                    gpu_site=self.site_of(np.arange(self.gpus)),
+                    cross_site_transport=self.transport,
+                )
+                spec.validate()
+            self._spec = spec
+        return self._spec
+
     def build(self, net: TopologyBuilder) -> None:  # tables() is overridden: never called
         raise SpecError("Sites builds by composing its sites' tables (Sites.tables())")
 
@@ -368,7 +400,8 @@ class Sites(Topology):
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n!r}: {f!r}" for n, f in self.sites.items())
-        return f"Sites({{{inner}}}, link={self.link!r}, latency={self.latency!r}, links={self.links})"
+        more = "" if self.transport is None else f", transport={self.transport!r}"
+        return f"Sites({{{inner}}}, link={self.link!r}, latency={self.latency!r}, links={self.links}{more})"
 
 
 def _top_tier(nodes: NodeTable, links: LinkTable) -> np.ndarray:

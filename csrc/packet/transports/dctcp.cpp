@@ -51,7 +51,7 @@ class Dctcp final : public net::Transport {
 
   void start_flow(uint32_t f) override {
     State& s = st_[f];
-    const Bytes mss = net_.payload_per_packet();
+    const Bytes mss = mss_;
     const Bytes size = net_.flows().size_bytes[f];
     s.npkts = static_cast<uint32_t>((size + mss - 1) / mss);
     s.cwnd = static_cast<double>(net_.config().dctcp_init_cwnd_packets);
@@ -76,7 +76,7 @@ class Dctcp final : public net::Transport {
         again = false;
       }
     }
-    const Bytes mss = net_.payload_per_packet();
+    const Bytes mss = mss_;
     const Bytes payload = std::min<Bytes>(mss, flows.size_bytes[f] - static_cast<Bytes>(seq) * mss);
     RF_DCHECK(seq < s.npkts && payload > 0);  // never a frame past the end of the flow
     if (again) {
@@ -86,7 +86,7 @@ class Dctcp final : public net::Transport {
     p.type = kData;
     p.seq = seq;
     e.sent_ps = net_.now();  // (echoed by the ACK: the RTT sample)
-    p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
+    p.size_bytes = static_cast<uint32_t>(payload + header_);
     flows.sent_bytes[f] = std::max(flows.sent_bytes[f], static_cast<Bytes>(seq) * mss + payload);
     if (s.rto_deadline == kNever) arm(f);
     s.in_nic = can_send(s);
@@ -109,11 +109,11 @@ class Dctcp final : public net::Transport {
     RF_DCHECK(seq < r.got.size());
     if (!r.got[seq]) {
       r.got[seq] = 1;
-      flows.delivered_bytes[f] += net_.payload_of(p);
+      flows.delivered_bytes[f] += payload_of(p);
       while (r.cum < r.got.size() && r.got[r.cum]) ++r.cum;
       done = flows.delivered_bytes[f] == flows.size_bytes[f];
     } else {
-      flows.duplicate_bytes[f] += net_.payload_of(p);
+      flows.duplicate_bytes[f] += payload_of(p);
     }
     const uint32_t cum = r.cum;
     const uint32_t ack = net_.send_control(f, kAck);
@@ -130,7 +130,7 @@ class Dctcp final : public net::Transport {
   double flow_rate_bps(uint32_t f) const override {
     const State& s = st_[f];
     if (s.srtt <= 0) return -1;
-    return s.cwnd * static_cast<double>(net_.payload_per_packet()) * 8.0 * 1e12 / static_cast<double>(s.srtt);
+    return s.cwnd * static_cast<double>(mss_) * 8.0 * 1e12 / static_cast<double>(s.srtt);
   }
 
   void on_event(const engine::Event& ev) override {

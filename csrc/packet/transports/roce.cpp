@@ -60,10 +60,10 @@ class Roce final : public net::Transport {
     State& s = st_[f];
     auto& flows = net_.flows_mut();
     const Bytes left = flows.size_bytes[f] - flows.sent_bytes[f];
-    const Bytes payload = std::min(left, net_.payload_per_packet());
+    const Bytes payload = std::min(left, mss_);
     RF_DCHECK(payload > 0);  // the NIC pulls a flow only while it has bytes left
     p.type = kData;
-    p.size_bytes = static_cast<uint32_t>(payload + net_.header_bytes());
+    p.size_bytes = static_cast<uint32_t>(payload + header_);
     p.seq = s.next_seq++;
     flows.sent_bytes[f] += payload;
     if (s.rc < s.line) {
@@ -88,7 +88,7 @@ class Roce final : public net::Transport {
       return;
     }
     auto& flows = net_.flows_mut();
-    flows.delivered_bytes[f] += net_.payload_of(p);
+    flows.delivered_bytes[f] += payload_of(p);
     RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
     State& s = st_[f];
     const SimTime now = net_.now();
