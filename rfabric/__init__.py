@@ -28,6 +28,7 @@ from . import (
     controllers,
     cost,
     pareto,
+    placement,
     plot,
     report,
     rewrites,
@@ -42,6 +43,7 @@ from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
+from .placement import place
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
@@ -95,6 +97,8 @@ __all__ = [
     "cost",
     "format_table",
     "pareto",
+    "place",
+    "placement",
     "plot",
     "report",
     "rewrites",
