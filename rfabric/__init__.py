@@ -27,6 +27,7 @@ from . import (
     collectives,
     controllers,
     cost,
+    jobs,
     pareto,
     placement,
     plot,
@@ -43,6 +44,7 @@ from .collectives import collective, op_trace
 from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
+from .jobs import Job
 from .placement import place
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
@@ -79,6 +81,7 @@ __all__ = [
     "EngineConfig",
     "Flows",
     "Forwarding",
+    "Job",
     "LayoutFitError",
     "MissingDependency",
     "NetworkSpec",
@@ -96,6 +99,7 @@ __all__ = [
     "op_trace",
     "cost",
     "format_table",
+    "jobs",
     "pareto",
     "place",
     "placement",

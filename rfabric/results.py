@@ -21,6 +21,7 @@ __all__ = [
     "LINK_SCHEMA",
     "OP_SCHEMA",
     "STAGE_SCHEMA",
+    "JOB_SCHEMA",
     "CIRCUIT_SCHEMA",
     "LINK_CHANGE_SCHEMA",
     "SWEEP_SCHEMA",
@@ -50,6 +51,7 @@ FLOW_SCHEMA = pa.schema(
         ("slowdown", pa.float64()),
         ("delivered_bytes", pa.int64()),  # payload bytes received by dst
         ("retransmits", pa.int64()),  # data packets sent more than once
+        ("job", pa.string()),  # the job the flow belongs to (rf.Job; "job0" for a run without jobs)
     ]
 )
 
@@ -105,11 +107,13 @@ OP_SCHEMA = pa.schema(
         # the workload rewrite that produced the op (rfabric.rewrites, docs/fairness.md), e.g.
         # "weight_sync_forest"; null: the op as the trace had it
         ("rewrite", pa.string()),
+        ("job", pa.string()),  # the job the op belongs to (rf.Job; "job0" for a run without jobs)
     ]
 )
 
 STAGE_SCHEMA = pa.schema(
     [
+        ("job", pa.string()),  # as OP_SCHEMA's job: each job's stages are its own rows
         ("iteration", pa.int32()),
         ("stage", pa.string()),
         ("ops", pa.int64()),
@@ -119,9 +123,31 @@ STAGE_SCHEMA = pa.schema(
         # of the ops' spans, each from the start of the compute before it); -1 if any op did
         # not finish
         ("busy_ps", pa.int64()),
-        # the part of busy_ps when no op of another (iteration, stage) is in flight: these do
-        # not overlap, so they add up to at most the makespan; -1 if any op did not finish
+        # the part of busy_ps when no op of another (iteration, stage) of the same job is in
+        # flight: these do not overlap, so a job's add up to at most its span; -1 if any op did
+        # not finish
         ("exclusive_ps", pa.int64()),
+    ]
+)
+
+#: One row per job of a run (``rf.Job``; a run without jobs is one job, ``"job0"``, or the
+#: jobs its trace's ``job`` column names), in the order given.
+JOB_SCHEMA = pa.schema(
+    [
+        ("job", pa.string()),  # its name
+        ("gpus", pa.list_(pa.int32())),  # the fabric's GPU ids it runs on (rank r on gpus[r])
+        ("n_gpus", pa.int32()),
+        ("start_ps", pa.int64()),  # when it was placed to start (rf.Job's start)
+        ("first_start_ps", pa.int64()),  # its first op's (flow's) start; -1 if none started
+        ("end_ps", pa.int64()),  # its last op's (flow's) end; -1 if any did not finish
+        ("iterations", pa.int64()),  # distinct iterations of its ops (1 for flows)
+        # (end_ps - start_ps) / iterations, rounded to the nearest ps; -1 if unfinished
+        ("iteration_time_ps", pa.int64()),
+        ("throughput_iter_per_s", pa.float64()),  # iterations per simulated second; NaN if unfinished
+        ("ops", pa.int64()),  # its trace ops (0 for a Flows job)
+        ("ops_done", pa.int64()),
+        ("flows", pa.int64()),  # its flows (of its ops, for a trace)
+        ("complete", pa.bool_()),  # every op (flow) finished
     ]
 )
 
@@ -225,6 +251,23 @@ SWEEP_SCHEMA = pa.schema(
         ("controller_calls", pa.int64()),  # period boundaries at which the controller was asked
         ("plan_changes", pa.int64()),  # circuit plans it returned that changed the fabric
         ("controller_wall_s", pa.float64()),  # wall-clock seconds inside the controller
+        # one entry per job of the point (Results.jobs): a workload without jobs is one, "job0"
+        (
+            "jobs",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("job", pa.string()),
+                        ("n_gpus", pa.int32()),
+                        ("start_ps", pa.int64()),
+                        ("end_ps", pa.int64()),  # -1 if it did not finish
+                        ("iterations", pa.int64()),
+                        ("iteration_time_ps", pa.int64()),  # -1 if it did not finish
+                        ("throughput_iter_per_s", pa.float64()),
+                    ]
+                )
+            ),
+        ),
         ("wall_s", pa.float64()),  # wall-clock seconds for the point (build, price, simulate)
     ]
 )
@@ -312,11 +355,15 @@ class Results:
     ops : pyarrow.Table
         One row per collective op of a trace workload (``OP_SCHEMA``); empty for plain flows.
     stages : pyarrow.Table
-        Per (iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
+        Per (job, iteration, stage): first start and last end (``STAGE_SCHEMA``); empty for flows.
     circuits : pyarrow.Table
         Every applied circuit change (``CIRCUIT_SCHEMA``).
     link_changes : pyarrow.Table
         Every link failure and repair scheduled on the run (``LINK_CHANGE_SCHEMA``).
+    jobs : pyarrow.Table
+        One row per job (``JOB_SCHEMA``): its GPUs, start, end, iterations, iteration time
+        and throughput. A run without jobs is one job, ``"job0"``. Empty for a Flows run
+        that kept no flow rows (``record_flows=False`` or ``flows_path``).
     op_ranks : pyarrow.ChunkedArray or None
         The GPUs of each op, row for row with ``ops`` (the trace's ``ranks`` column, a list
         of GPU ids per op; None for plain flows): per-GPU views such as the timeline use it.
@@ -364,6 +411,7 @@ class Results:
     samples_path: str | None = None
     link_changes: pa.Table = field(default_factory=lambda: LINK_CHANGE_SCHEMA.empty_table())
     op_ranks: pa.ChunkedArray | None = None
+    jobs: pa.Table = field(default_factory=lambda: JOB_SCHEMA.empty_table())
 
     def write_timeline(self, path, **options) -> dict:
         """Write the run as a timeline: Chrome trace event JSON that Perfetto
@@ -463,12 +511,20 @@ def register_view(name: str):
 
 
 def build_op_tables(
-    trace, op_log: dict, flow_stats: dict | None = None, rewrite=None
+    trace, op_log: dict, flow_stats: dict | None = None, rewrite=None, job_start_ps=None
 ) -> tuple[pa.Table, pa.Table]:
     """ops and stages tables from a Trace, the engine's per-op start/end columns and, when
     given, its per-op flow totals (``Engine.op_flow_stats``; else those columns are null) and
-    the rewrite that produced each op (``rewrite``: a name or None per op; else all null)."""
+    the rewrite that produced each op (``rewrite``: a name or None per op; else all null).
+    Each op's job is the trace's ``job`` column, else ``"job0"``; ``job_start_ps`` (name ->
+    ps) says when each job was placed to start: the compute before its first ops counts from
+    there, not from 0."""
+    from .jobs import DEFAULT_JOB
+
     t = trace.table
+    job = trace.job_of_ops()
+    if job is None:
+        job = np.full(t.num_rows, DEFAULT_JOB, dtype=object)
     start = op_log["start_ps"]
     end = op_log["end_ps"]
     n_ranks = pa.compute.list_value_length(t.column("ranks")).to_numpy(zero_copy_only=False).astype(np.int32)
@@ -528,12 +584,14 @@ def build_op_tables(
             "rewrite": pa.array(
                 list(rewrite) if rewrite is not None else [None] * len(start), type=pa.string()
             ),
+            "job": pa.array(job, pa.string()),
         },
         schema=OP_SCHEMA,
     )
     grouped = (
         pa.table(
             {
+                "job": ops["job"],
                 "iteration": ops["iteration"],
                 "stage": ops["stage"],
                 # not-started ops must not pull the stage's start down to -1
@@ -542,22 +600,32 @@ def build_op_tables(
                 "op_id": ops["op_id"],
             }
         )
-        .group_by(["iteration", "stage"], use_threads=False)
+        .group_by(["job", "iteration", "stage"], use_threads=False)
         .aggregate([("op_id", "count"), ("start_ps", "min"), ("end_ps", "max")])
     )
     stage_end = grouped["end_ps_max"].to_numpy()
     stage_start = grouped["start_ps_min"].to_numpy()
     compute = t.column("compute_ps").to_numpy() if "compute_ps" in t.column_names else 0
-    busy, exclusive = stage_busy_exclusive(
-        ops["iteration"].to_numpy(),
-        ops["stage"].to_numpy(zero_copy_only=False),
-        np.where(start >= 0, np.maximum(start - compute, 0), -1),
-        end,
-        grouped["iteration"].to_numpy(),
-        grouped["stage"].to_numpy(zero_copy_only=False),
-    )
+    floor = np.zeros(len(start), dtype=np.int64)
+    for name, at in (job_start_ps or {}).items():
+        floor[job == name] = at
+    op_start = np.where(start >= 0, np.maximum(start - compute, floor), -1)
+    g_job = grouped["job"].to_numpy(zero_copy_only=False)
+    busy = np.zeros(grouped.num_rows, dtype=np.int64)
+    exclusive = np.zeros(grouped.num_rows, dtype=np.int64)
+    for name in dict.fromkeys(g_job):  # each job's stages overlap only its own
+        mine, g_mine = job == name, g_job == name
+        busy[g_mine], exclusive[g_mine] = stage_busy_exclusive(
+            ops["iteration"].to_numpy()[mine],
+            ops["stage"].to_numpy(zero_copy_only=False)[mine],
+            op_start[mine],
+            end[mine],
+            grouped["iteration"].to_numpy()[g_mine],
+            grouped["stage"].to_numpy(zero_copy_only=False)[g_mine],
+        )
     stages = pa.table(
         {
+            "job": grouped["job"],
             "iteration": grouped["iteration"],
             "stage": grouped["stage"],
             "ops": grouped["op_id_count"],
@@ -567,8 +635,52 @@ def build_op_tables(
             "exclusive_ps": np.where(stage_end == np.iinfo(np.int64).max, -1, exclusive),
         },
         schema=STAGE_SCHEMA,
-    ).sort_by([("iteration", "ascending"), ("start_ps", "ascending")])
+    ).sort_by([("iteration", "ascending"), ("start_ps", "ascending"), ("job", "ascending")])
     return ops, stages
+
+
+def build_job_table(
+    infos, ops: pa.Table | None, flows_job=None, flows_start=None, flows_end=None
+) -> pa.Table:
+    """``Results.jobs`` from the run's JobInfos and its ops table (a trace run), or, for a
+    Flows run, each flow's job index, start and end."""
+    rows = {f.name: [] for f in JOB_SCHEMA}
+    if ops is not None and ops.num_rows:
+        o_job = ops["job"].to_numpy(zero_copy_only=False)
+        o_start, o_end = ops["start_ps"].to_numpy(), ops["end_ps"].to_numpy()
+        o_iter = ops["iteration"].to_numpy()
+        o_flows = ops["flows"].fill_null(0).to_numpy()
+    for k, info in enumerate(infos):
+        if ops is not None:
+            mine = o_job == info.name if ops.num_rows else np.zeros(0, dtype=bool)
+            st, en = o_start[mine], o_end[mine]
+            n_ops, n_done = int(mine.sum()), int((en >= 0).sum())
+            iterations = int(np.unique(o_iter[mine]).size)
+            n_flows = int(o_flows[mine].sum())
+        else:
+            mine = flows_job == k
+            st, en = flows_start[mine], flows_end[mine]
+            n_ops, n_done, iterations, n_flows = 0, 0, 1, int(mine.sum())
+        complete = bool(en.size and (en >= 0).all())
+        end = int(en.max()) if complete else -1
+        started = st[st >= 0]
+        span = end - info.start_ps if complete else -1
+        rows["job"].append(info.name)
+        rows["gpus"].append(info.gpus.astype(np.int32).tolist())
+        rows["n_gpus"].append(int(info.gpus.size))
+        rows["start_ps"].append(int(info.start_ps))
+        rows["first_start_ps"].append(int(started.min()) if started.size else -1)
+        rows["end_ps"].append(end)
+        rows["iterations"].append(iterations)
+        rows["iteration_time_ps"].append(int(round(span / iterations)) if complete and iterations else -1)
+        rows["throughput_iter_per_s"].append(
+            iterations / (span / 1e12) if complete and span > 0 else float("nan")
+        )
+        rows["ops"].append(n_ops)
+        rows["ops_done"].append(n_done)
+        rows["flows"].append(n_flows)
+        rows["complete"].append(complete)
+    return pa.table(rows, schema=JOB_SCHEMA)
 
 
 def stage_busy_exclusive(iteration, stage, start, end, g_iteration, g_stage):
@@ -621,7 +733,9 @@ def stage_busy_exclusive(iteration, stage, start, end, g_iteration, g_stage):
     return busy, exclusive
 
 
-def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
+def build_flow_table(log: dict, op_id: np.ndarray | None = None, job=None) -> pa.Table:
+    """FLOW_SCHEMA rows from the engine's flow-log columns; ``job``: each flow's job name
+    (default ``"job0"``)."""
     n = len(log["src"])
     end = log["end_ps"]
     fct = np.where(end >= 0, end - log["start_ps"], -1)
@@ -646,6 +760,7 @@ def build_flow_table(log: dict, op_id: np.ndarray | None = None) -> pa.Table:
         "retransmits": log["retransmits"].astype(np.int64)
         if "retransmits" in log
         else pa.nulls(n, pa.int64()),
+        "job": pa.array(job if job is not None else np.full(n, "job0", dtype=object), pa.string()),
     }
     return pa.table(cols, schema=FLOW_SCHEMA)
 

@@ -361,6 +361,8 @@ class WeightSyncForest(Rewrite):
         m2n = a["m2n_senders"].astype(np.int64)
         has_m2n = "m2n_senders" in t.schema.names
         out_m2n: list[int] = []
+        job = trace.job_of_ops()  # (a forest's ops are its weight sync's job's)
+        out_job: list = []
         origin: list[int] = []
         new_id: dict[int, list[int]] = {}  # old op id -> the new op ids it stands for
         block_of_row = {r: key for key, rws in blocks.items() for r in rws}
@@ -418,6 +420,8 @@ class WeightSyncForest(Rewrite):
                 out["compute_ps"] += cps
                 out["period"] += np.asarray(c["period"]).tolist()
                 out_m2n += [0] * k
+                if job is not None:
+                    out_job += [job[rws[0]]] * k
                 origin += [-1] * k
                 nid += k
                 continue
@@ -434,12 +438,18 @@ class WeightSyncForest(Rewrite):
             out["compute_ps"].append(int(comp[r]))
             out["period"].append(int(period[r]))
             out_m2n.append(int(m2n[r]))
+            if job is not None:
+                out_job.append(job[r])
             origin.append(r)
             nid += 1
         if not forests:
             return None
         new = Trace.from_columns(
-            **out, m2n_senders=out_m2n if has_m2n else None, metadata=trace.metadata, gpus=trace.gpus
+            **out,
+            m2n_senders=out_m2n if has_m2n else None,
+            job=out_job if job is not None else None,
+            metadata=trace.metadata,
+            gpus=trace.gpus,
         )
         return Rewritten(
             trace=new,

@@ -272,6 +272,7 @@ def _flow_items(res, end_ps: int, max_flows: int, notes: list) -> dict[int, list
         "slowdown",
         "delivered_bytes",
         "retransmits",
+        "job",
     )
     rows = _rows(flows.take(keep), (*cols, "start_ps", "end_ps"))
     for r in rows:

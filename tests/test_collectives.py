@@ -163,6 +163,7 @@ def test_dependencies_and_compute_gaps_are_exact(ft16):
     stages = res.stages.to_pylist()
     assert stages == [
         {
+            "job": "job0",
             "iteration": 0,
             "stage": "train",
             "ops": 5,

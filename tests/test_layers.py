@@ -41,6 +41,7 @@ LAYERS = [
             "rfabric.catalog",
             "rfabric.spec",
             "rfabric.flows",
+            "rfabric.jobs",
             "rfabric.topologies",
             "rfabric.traces",
             "rfabric.rewrites",

@@ -17,6 +17,7 @@ from ..results import (
     LINK_CHANGE_SCHEMA,
     PACKET_ONLY_RUN_KEYS,
     Results,
+    build_job_table,
     build_link_table,
     build_op_tables,
 )
@@ -117,12 +118,21 @@ class ResultsAssembly:
                 self._engine.op_log(),
                 self._engine.op_flow_stats() if self.backend == "packet" else self._flow_op_stats(),
                 rewrite=self._rewrite_label,
+                job_start_ps={j.name: j.start_ps for j in self.job_infos},
             )
             res.op_ranks = self.trace.table.column("ranks")
             end = res.ops["end_ps"].to_numpy()
             run["ops"] = len(end)
             run["ops_done"] = int(np.sum(end >= 0))
             run["makespan_ps"] = int(end.max()) if len(end) and np.all(end >= 0) else -1
+            res.jobs = build_job_table(self.job_infos, res.ops)
+        elif self.record_flows and self._flows_dir is None:  # (a Flows run: from its flow rows)
+            f = res.flows
+            names = {j.name: k for k, j in enumerate(self.job_infos)}
+            idx = np.array([names[n] for n in f["job"].to_pylist()], dtype=np.int64)
+            res.jobs = build_job_table(
+                self.job_infos, None, idx, f["start_ps"].to_numpy(), f["end_ps"].to_numpy()
+            )
         return res
 
     def _run_keys(self, c: dict, backend: str) -> dict:

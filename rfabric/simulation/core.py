@@ -15,6 +15,7 @@ from .. import _engine
 from ..config import BACKENDS, EngineConfig, as_spec, make_config
 from ..errors import SpecError
 from ..flows import Flows
+from ..jobs import JobInfo, as_jobs, compose, single_job_infos
 from ..units import parse_size, parse_time
 from ..validators import boolean
 from .circuits import CircuitsAndFailures
@@ -37,9 +38,12 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
     Parameters
     ----------
     topology : Topology or NetworkSpec
-    workload : Flows or rfabric.traces.Trace
+    workload : Flows, rfabric.traces.Trace, rfabric.Job or list of Job
         Plain point-to-point flows, or a trace of collective ops replayed by the engine's
-        collective executor (ops start when their dependencies end plus their compute gap).
+        collective executor (ops start when their dependencies end plus their compute gap),
+        or jobs: workloads placed on GPUs from a start time, composed into one
+        (``rfabric.jobs.compose``); every result table then says which job each row is
+        (``Results.jobs`` has a row per job).
     config : EngineConfig, optional
     controller : rfabric.controllers.Controller, optional
         Circuit controller called at each communication-period boundary of a trace workload
@@ -127,6 +131,14 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
         self.rewritten: list = []
         self._rewrite_label = None  # per op of the replayed trace: the rewrite that produced it
         self._private_rewrites: list[dict] = []
+        jobs = as_jobs(workload)
+        #: the run's jobs (rfabric.jobs.JobInfo), one per job name, in order
+        self.job_infos: list[JobInfo]
+        self._flow_job = None  # per flow of a Flows workload: its job's index
+        if jobs is not None:
+            workload, self.job_infos, self._flow_job = compose(jobs, self.spec.num_gpus, self.spec.name)
+        else:
+            self.job_infos = single_job_infos(workload)
         if controller is not None:
             check_controller(controller, workload)
         workload, self.rewritten, self._rewrite_label = rewrite_workload(

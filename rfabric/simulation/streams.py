@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import SpecError
+from ..jobs import DEFAULT_JOB
 from ..results import build_flow_table, build_sample_tables
 
 __all__ = ["Streams", "stream_dir"]
@@ -68,9 +69,21 @@ class Streams:
     def _flow_table(self, log: dict) -> pa.Table:
         """FLOW_SCHEMA rows from engine flow-log columns (op rows mapped to trace op_ids)."""
         op = log["op"]
+        names = np.array([j.name for j in self.job_infos] or [DEFAULT_JOB], dtype=object)
         if self.trace is not None:
             ids = self.trace.table.column("op_id").to_numpy()
             op_id = np.where(op >= 0, ids[np.maximum(op, 0)], -1) if len(ids) else np.full(len(op), -1)
+            job_of_op = self.trace.job_of_ops()
+            if job_of_op is None or not len(ids):
+                job = np.full(len(op), names[0], dtype=object)
+            else:
+                job = job_of_op[np.maximum(op, 0)]
         else:
             op_id = np.full(len(op), -1, dtype=np.int64)
-        return build_flow_table(log, op_id.astype(np.int64))
+            fid = log["flow_id"] if "flow_id" in log else np.arange(len(op))
+            job = (
+                names[self._flow_job[fid]]
+                if self._flow_job is not None
+                else np.full(len(op), names[0], dtype=object)
+            )
+        return build_flow_table(log, op_id.astype(np.int64), job)

@@ -66,9 +66,18 @@ def fabric_digest(fab) -> str:
 
 def workload_digest(workload) -> str:
     """Hash of a workload's content: a trace's table (columns and schema metadata, as Arrow
-    IPC bytes) or a flow set's four arrays."""
+    IPC bytes), a flow set's four arrays, or each job's name, start, GPUs and workload."""
     from ..flows import Flows
+    from ..jobs import as_jobs
 
+    jobs = as_jobs(workload)
+    if jobs is not None:  # each job's placement, start, name and workload
+        h = _Hash().add("kind", "jobs")
+        for j in jobs:
+            h.add("job", _canon([j.name, j.start_ps])).add("gpus", j.gpus).add(
+                "workload", workload_digest(j.workload)
+            )
+        return h.hexdigest()
     if isinstance(workload, Flows):
         h = _Hash().add("kind", "flows")
         for name in ("src", "dst", "size_bytes", "start_ps"):

@@ -8,11 +8,11 @@ import copy
 import math
 import time
 
-import numpy as np
 import pyarrow as pa
 
 from .. import catalog
 from ..errors import SpecError, SweepError
+from ..jobs import as_jobs
 from ..results import SWEEP_SCHEMA
 from ..units import format_rate
 from .digests import _config_id, _object_digest, fabric_digest, workload_digest
@@ -39,13 +39,17 @@ def _run_point(p: _Point) -> dict:
             )
         net_usd = cost.network_cost(fab, p.prices)
         workload = p.workload_obj if p.workload_obj is not None else p.workload.make(p.gpus, p.workload_seed)
+        jobs = as_jobs(workload)
+        traced = isinstance(workload, Trace) or (
+            jobs is not None and any(isinstance(j.workload, Trace) for j in jobs)
+        )
         kwargs = dict(p.settings)
         # rewrites change a trace's ops; a flow set has none to change
         kwargs["rewrites"] = list(p.rewrites) if isinstance(p.rewrites, tuple) else p.rewrites
-        if not isinstance(workload, Trace):
+        if not traced:
             kwargs["rewrites"] = "none"
         if p.controller == "own":
-            if isinstance(workload, Trace):  # flows have no periods to plan for: initial circuits
+            if traced:  # flows have no periods to plan for: initial circuits
                 kwargs["controller"] = fab.controller()
         elif p.controller is not None:
             ctrl = p.controller
@@ -65,10 +69,10 @@ def _run_point(p: _Point) -> dict:
     makespan_s = makespan_ps / 1e12 if complete else math.nan
     iterations, samples = 1, None
     stage_ps: dict[str, int | None] = {}
-    if isinstance(workload, Trace):
-        it = workload.table["iteration"].to_numpy()
-        iterations = max(1, len(np.unique(it)))
-        batch = (workload.metadata.get("parameters") or {}).get("global_batch")
+    if traced:
+        # the most iterations of any job (a trace without jobs: its own)
+        iterations = max(1, max(res.jobs["iterations"].to_pylist(), default=1))
+        batch = (workload.metadata.get("parameters") or {}).get("global_batch") if jobs is None else None
         if isinstance(batch, int):
             samples = batch * iterations
         # a stage's time: the sum over iterations of its first op's start to its last op's
@@ -128,6 +132,21 @@ def _run_point(p: _Point) -> dict:
         "controller_calls": run.get("controller_calls", 0),
         "plan_changes": run.get("plan_changes", 0),
         "controller_wall_s": run.get("controller_wall_s", 0.0),
+        "jobs": [
+            {
+                k: r[k]
+                for k in (
+                    "job",
+                    "n_gpus",
+                    "start_ps",
+                    "end_ps",
+                    "iterations",
+                    "iteration_time_ps",
+                    "throughput_iter_per_s",
+                )
+            }
+            for r in res.jobs.to_pylist()
+        ],
         "wall_s": time.perf_counter() - t0,
     }
     return row

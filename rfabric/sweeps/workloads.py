@@ -1,5 +1,6 @@
-"""Workload specs of a sweep: a Trace or Flows, a generator table (``generate_rl``, ``flows``,
-``trace``) or a factory ``f(gpus, seed)``, resolved into a maker with a row label
+"""Workload specs of a sweep: a Trace or Flows, a list of Jobs (several jobs on each
+fabric), a generator table (``generate_rl``, ``flows``, ``trace``) or a factory ``f(gpus,
+seed)`` returning any of those, resolved into a maker with a row label
 (``resolve_workload``); ``pattern_flows`` makes the synthetic flow patterns of
 ``rfabric.catalog.FLOW_PATTERNS`` (also ``rfabric run --pattern``).
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from .. import catalog
 from ..errors import SpecError
+from ..jobs import Job, as_jobs
 from ..units import parse_size
 from .digests import _canon, _qualname
 
@@ -80,14 +82,22 @@ class _Workload:
         from ..traces import Trace
 
         s = self.spec
-        if isinstance(s, (Trace, Flows)):
+        if isinstance(s, (Trace, Flows)) or as_jobs(s) is not None:
             return s
         if isinstance(s, Mapping):
             ((kind, args),) = s.items()
             return _generate(kind, dict(args), gpus, seed, self.label)
         out = s(gpus, seed)
         if not isinstance(out, (Trace, Flows)):
-            raise SpecError(f"workload {self.label!r}: the factory returned {type(out).__name__}")
+            try:
+                if as_jobs(out) is not None:
+                    return out
+            except SpecError as exc:
+                raise SpecError(f"workload {self.label!r}: the factory returned {exc}") from None
+            raise SpecError(
+                f"workload {self.label!r}: the factory returned {type(out).__name__} "
+                "(expected a Trace, Flows, Job or list of Jobs)"
+            )
         return out
 
 
@@ -155,6 +165,10 @@ def resolve_workload(spec, label: str | None, where: str) -> _Workload:
         return _Workload(label or f"trace {spec.metadata.get('model') or ''}".strip(), spec, "trace")
     if isinstance(spec, Flows):
         return _Workload(label or f"flows({len(spec)})", spec, "flows")
+    if isinstance(spec, list | tuple) or isinstance(spec, Job):
+        jobs = as_jobs(spec)
+        names = ", ".join(j.name or f"job{i}" for i, j in enumerate(jobs))
+        return _Workload(label or f"jobs({names})", jobs, "jobs")
     if _is_workload_spec(spec):
         ((kind, args),) = spec.items()
         if kind == "trace" and isinstance(args, (str, Path)):
@@ -209,5 +223,7 @@ def _workloads(spec, where: str) -> list[_Workload]:
     if isinstance(spec, (list, tuple)):
         if not spec:
             raise SpecError(f"{where}: no workloads given")
+        if all(isinstance(v, Job) for v in spec):  # one workload: these jobs together
+            return [resolve_workload(list(spec), None, where)]
         return [resolve_workload(v, None, f"{where}[{i}]") for i, v in enumerate(spec)]
     return [resolve_workload(spec, None, where)]

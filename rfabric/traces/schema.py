@@ -57,7 +57,12 @@ SCHEMA = pa.schema(
 )
 
 #: Optional columns. ``m2n_senders`` is required as soon as one row has kind ``m2n``.
-OPTIONAL_COLUMNS = pa.schema([pa.field("m2n_senders", pa.int32(), nullable=False)])
+#: ``job`` names the job each op belongs to when a trace holds several jobs sharing one
+#: fabric (``rf.Job``; a scheduler emitting several jobs with cross-job dependencies writes it
+#: itself); a trace without it is one job.
+OPTIONAL_COLUMNS = pa.schema(
+    [pa.field("m2n_senders", pa.int32(), nullable=False), pa.field("job", _DICT, nullable=False)]
+)
 
 #: Collective kinds. The code of a kind in `Trace.arrays` is its index in this tuple.
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send", "m2n")
@@ -95,7 +100,7 @@ _check_compiled_engine()
 #: Stage names the RL generator uses; traces may use any other non-empty name as well.
 STAGES = ("train", "gen", "weight_sync", "response_stream")
 
-_DICT_COLUMNS = ("stage", "phase", "kind", "algorithm")
+_DICT_COLUMNS = ("stage", "phase", "kind", "algorithm", "job")
 _LIST_COLUMNS = {"ranks": pa.int32(), "deps": pa.int64()}
 _META_PREFIX = "rfabric."
 _META_KEYS = ("schema_version", "gpus", "model", "generator", "parameters")
@@ -332,9 +337,11 @@ class Checker:
                 r = int(over[0])
                 self._fail(base + r, ids, name, f"{vals[r]} is beyond the engine's limit of {limit}")
 
-        # Dictionary columns: names known (kind, algorithm) or non-empty (stage, phase).
+        # Dictionary columns: names known (kind, algorithm) or non-empty (stage, phase, job).
         codes = {}
         for name in _DICT_COLUMNS:
+            if name not in arrays:  # (job is optional)
+                continue
             arr = arrays[name]
             words = arr.dictionary.to_pylist()
             idx = _ints(arr.indices)

@@ -126,6 +126,7 @@ class Trace:
         compute_ps: Sequence[int | str] | int | str = 0,
         period: Sequence[int] | int = 0,
         m2n_senders: Sequence[int] | None = None,
+        job: Sequence[str] | str | None = None,
         metadata: dict[str, Any] | None = None,
         gpus: int | None = None,
         source: str = "<columns>",
@@ -162,6 +163,8 @@ class Trace:
         }
         if m2n_senders is not None:
             cols["m2n_senders"] = _int_column(m2n_senders, pa.int32(), "m2n_senders", source)
+        if job is not None:
+            cols["job"] = _str_column(job, "job", source, n)
         lengths = {k: len(v) for k, v in cols.items()}
         if len(set(lengths.values())) > 1:
             raise TraceError(f"{source}: all rows: columns have different lengths {lengths}")
@@ -193,6 +196,26 @@ class Trace:
             return int(self._meta["gpus"])
         top = pc.max(pc.list_flatten(self._table.column("ranks"))).as_py()
         return 0 if top is None else int(top) + 1
+
+    @property
+    def jobs(self) -> list[str] | None:
+        """The job names of a trace with a ``job`` column, in the order of their first op;
+        None for a trace without one (a single job)."""
+        if "job" not in self._table.column_names:
+            return None
+        col = self._table.column("job").combine_chunks()
+        first: dict[str, int] = {}
+        for i, name in enumerate(col.dictionary.to_pylist()):
+            where = np.flatnonzero(col.indices.to_numpy(zero_copy_only=False) == i)
+            if where.size:
+                first[name] = int(where[0])
+        return sorted(first, key=first.get)
+
+    def job_of_ops(self) -> np.ndarray | None:
+        """Per op, its job's name (an object array), or None for a trace without ``job``."""
+        if "job" not in self._table.column_names:
+            return None
+        return self._table.column("job").cast(pa.string()).to_numpy(zero_copy_only=False)
 
     @property
     def model(self) -> str | None:
