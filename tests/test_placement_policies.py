@@ -214,6 +214,19 @@ def test_spread_on_unequal_tors():
     tor = relabel(oracle("FT-OS")[0])
     (job,) = rf.place(fabric("FT-OS"), [88], "spread")
     assert np.bincount(tor[job]).tolist() == [8] * 11
+    # jobs of 64 and 56: the 8-GPU ToR runs out during the second job, which
+    # then deals its ranks over the others; among ToRs with GPUs left, counts differ by <= 1
+    cap = np.bincount(tor)
+    used = np.zeros_like(cap)
+    for job in rf.place(fabric("FT-OS"), [64, 56], "spread"):
+        counts = np.bincount(tor[job], minlength=cap.size)
+        used += counts
+        room = used < cap
+        if room.any():
+            assert counts[room].max() - counts[room].min() <= 1
+    for job in rf.place(fabric("FT-OS"), [40, 40], "spread"):  # no ToR runs out
+        counts = np.bincount(tor[job], minlength=cap.size)
+        assert counts.max() - counts.min() <= 1
 
 
 def test_spread_interleaves_two_jobs_on_every_tor():
