@@ -129,3 +129,21 @@ def test_bad_arguments():
         placement_sweep(["FTT"], [ar], ["packed"], gpus=64)
     with pytest.raises(rf.SpecError, match="job 'x' is a str, not a Trace or Flows"):
         placement_sweep(["FT"], {"x": "trace.arrow"}, ["packed"], gpus=64)
+
+
+def test_rewrites_follow_the_fairness_rule():
+    """ "offered" (default) gives FT the weight-sync forest RFabric's controller asks for, as
+    rf.sweep does; "own" only RFabric; the forest shortens FT's weight sync."""
+    tr = rf.traces.generate_rl(
+        {"base": "qwen2.5-14b", "layers": 1}, train_gpus=8, gen_gpus=8, seed=1, global_batch=16
+    )
+    rows = {}
+    for rule in ("offered", "own"):
+        t = placement_sweep(["FT", "RFabric"], [tr], ["packed"], gpus=32, alone=False, rewrites=rule)
+        rows[rule] = {r["fabric"]: r for r in t.to_pylist()}
+    assert all(r["rewrites"].startswith("weight_sync_forest(") for r in rows["offered"].values())
+    assert rows["own"]["FT"]["rewrites"] == "none"
+    assert rows["own"]["RFabric"]["rewrites"] == rows["offered"]["RFabric"]["rewrites"]
+    assert rows["offered"]["FT"]["iteration_time_ps"] < rows["own"]["FT"]["iteration_time_ps"]
+    with pytest.raises(rf.SpecError, match="rewrites must be one of 'offered', 'none', 'own'"):
+        placement_sweep(["FT"], [tr], ["packed"], gpus=32, rewrites="fair")

@@ -21,9 +21,11 @@ import pyarrow as pa
 
 from ..errors import SpecError
 from ..placement import POLICIES, footprint, gpu_groups, place
+from ..rewrites import resolve_rewrites
 from ..units import parse_rate
 from .fabrics import resolve_fabric
-from .points import _resolve_controller, derive_seed
+from .points import REWRITE_RULES, _resolve_controller, derive_seed
+from .rows import _rewrites_text
 
 __all__ = ["placement_sweep", "PLACEMENT_SWEEP_SCHEMA", "tier_queues"]
 
@@ -50,6 +52,7 @@ PLACEMENT_SWEEP_SCHEMA = pa.schema(
         ("alone_tor_max_queue_bytes", pa.int64()),
         ("spine_max_queue_bytes", pa.int64()),
         ("makespan_ps", pa.int64()),
+        ("rewrites", pa.string()),
         ("seed", pa.int64()),
         ("wall_s", pa.float64()),
     ]
@@ -126,6 +129,7 @@ def placement_sweep(
     link="200Gbps",
     alone: bool = True,
     controller="own",
+    rewrites="offered",
     seed: int = 0,
     placement_seed: int = 0,
     **settings,
@@ -155,6 +159,11 @@ def placement_sweep(
         Circuit controller of every run: ``"own"`` (default) the fabric's own
         (``rf.controllers.default_for``), a class or a catalog name built fresh per run, an
         instance copied per run.
+    rewrites : "offered", "none", "own" or a list of rfabric.rewrites.Rewrite
+        Workload rewrites, by ``rf.sweep``'s fairness rule (docs/fairness.md): ``"offered"``
+        (default) applies the rewrites any fabric's controller asks for on every fabric (the
+        stage-aware controller's weight-sync forest), so fabrics differ in the fabric only;
+        ``"own"`` each controller its own; ``"none"`` none; a list: exactly those.
     seed : int
         Engine seed: every run on one fabric uses the same one (a hash of ``seed`` and the
         fabric's label), so the placement is what changes.
@@ -197,8 +206,37 @@ def placement_sweep(
     # under "own" (as rf.sweep's points do)
     only_flows = all(isinstance(w, Flows) for _, w in named_jobs)
 
+    # the fairness rule, as rf.sweep's: the rewrites any controller asks for, on every fabric
+    if isinstance(rewrites, str) and rewrites not in REWRITE_RULES:
+        raise SpecError(
+            f"placement_sweep: rewrites must be one of {', '.join(map(repr, REWRITE_RULES))} or a list "
+            f"of rfabric.rewrites.Rewrite, got {rewrites!r}"
+        )
+    if rewrites == "offered":
+        offered = []
+        for _, fab in built:
+            ctrl = (
+                default_for(fab)
+                if ctrl_spec == "own"
+                else (ctrl_spec() if isinstance(ctrl_spec, type) else ctrl_spec)
+            )
+            ask = getattr(ctrl, "rewrites", None) if ctrl is not None else None
+            offered.extend((ask() if callable(ask) else None) or [])
+        run_rewrites = resolve_rewrites(offered, "placement_sweep: rewrites offered by the controllers")
+    elif isinstance(rewrites, str):
+        run_rewrites = rewrites
+    else:
+        run_rewrites = resolve_rewrites(rewrites, "placement_sweep: rewrites")
+        if isinstance(run_rewrites, str):
+            raise SpecError("placement_sweep: rewrites: expected a list of rfabric.rewrites.Rewrite")
+
     def run(fab, job_list, run_seed):
         kwargs = dict(settings)
+        kwargs["rewrites"] = (
+            "none"
+            if only_flows
+            else (list(run_rewrites) if not isinstance(run_rewrites, str) else run_rewrites)
+        )
         if ctrl_spec == "own":
             if not only_flows:
                 kwargs["controller"] = default_for(fab)
@@ -240,6 +278,7 @@ def placement_sweep(
                     "tor_max_queue_bytes": tier_queues(fab, together.links, tor_nodes)["tor"],
                     "spine_max_queue_bytes": spine,
                     "makespan_ps": int(together.run["makespan_ps"]),
+                    "rewrites": _rewrites_text(together.run.get("rewrites") or []),
                     "seed": run_seed,
                     "alone_iteration_time_ps": None,
                     "slowdown_vs_alone": None,
