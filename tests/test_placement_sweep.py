@@ -127,6 +127,9 @@ def test_bad_arguments():
         placement_sweep(["FT"], [rf.op_trace("all_reduce", range(64), "1MiB"), ar], ["packed"], gpus=64)
     with pytest.raises(rf.SpecError, match="unknown fabric 'FTT'"):
         placement_sweep(["FTT"], [ar], ["packed"], gpus=64)
+    two = rf.jobs.compose([rf.Job(ar, name="p"), rf.Job(ar, gpus=range(8, 16), name="q")], 64)[0]
+    with pytest.raises(rf.SpecError, match="job 'job0' is a trace of several jobs"):
+        placement_sweep(["FT"], [two], ["packed"], gpus=64)
     with pytest.raises(rf.SpecError, match="job 'x' is a str, not a Trace or Flows"):
         placement_sweep(["FT"], {"x": "trace.arrow"}, ["packed"], gpus=64)
 

@@ -98,6 +98,11 @@ def _job_size(workload, label: str) -> int:
     from ..traces import Trace
 
     if isinstance(workload, Trace):
+        if "job" in workload.table.column_names:
+            raise SpecError(
+                f"placement_sweep: job {label!r} is a trace of several jobs (it has a 'job' column); "
+                "the sweep places and reports whole jobs: pass each job's trace on its own"
+            )
         return workload.gpus
     if isinstance(workload, Flows):
         return int(max(workload.src.max(), workload.dst.max())) + 1 if len(workload) else 0
