@@ -325,3 +325,16 @@ def test_bad_sizes_and_policies():
     with pytest.raises(rf.SpecError, match="expected a Topology or NetworkSpec, got list"):
         rf.place([1, 2], [4])
     assert rf.place(fab.to_spec(), 4)[0].tolist() == [0, 1, 2, 3]  # an int is one job
+
+
+def test_a_bare_spec_without_servers():
+    """GPUs with no server (-1) are servers of their own, all on rail 0; two switches joined
+    directly are one PoD."""
+    nodes = rf.spec.NodeTable.build(["gpu"] * 4 + ["eps"] * 2, [f"n{i}" for i in range(6)], [-1] * 6, [0] * 6)
+    links = rf.spec.LinkTable.build([0, 1, 2, 3, 4], [4, 4, 5, 5, 5], 10**11, 10**6, 1 << 20, "l")
+    spec = rf.NetworkSpec.from_tables(nodes, links, name="bare")
+    g = gpu_groups(spec)
+    assert g.servers == 4 and g.rails == 1 and g.tors == 2 and g.pods == 1
+    assert [j.tolist() for j in rf.place(spec, [2, 2], "spread")] == [[0, 2], [1, 3]]
+    assert [j.tolist() for j in rf.place(spec, [2, 2], "packed")] == [[0, 1], [2, 3]]
+    assert [j.tolist() for j in rf.place(spec, [3], "rail")] == [[0, 1, 2]]
