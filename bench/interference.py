@@ -10,7 +10,7 @@ the fabric costs under that placement; FCT slowdowns come from the recorded flow
 depths from the links table (ToR ports, and packet switches above the ToRs).
 
     python bench/interference.py                     # docs/explanation/shared-clusters.md
-    python bench/interference.py --workload rl       # two small RL iterations instead
+    python bench/interference.py --workload rl       # two small RL iterations instead (5 min of CPU)
     python bench/interference.py --markdown
 """
 
