@@ -16,6 +16,8 @@
   placement).
 * explicit: a list of GPU id lists, checked (ids exist, no GPU twice, sizes match).
 
+``taken=`` lists GPUs already in use: the policies place the new jobs around them.
+
 Servers, ToRs, rails and PoDs are read from the fabric's node and link tables
 (:func:`gpu_groups`), not from the family's parameters, so a user's own Topology is placed
 by the same rules.
@@ -185,7 +187,7 @@ def gpu_groups(fabric) -> GpuGroups:
     return GpuGroups(server=server, tor=tor, tor_node=tor_node, rail=rail, pod=pod)
 
 
-def _sizes(sizes, gpus: int) -> list[int]:
+def _sizes(sizes, gpus: int, taken: int = 0) -> list[int]:
     if isinstance(sizes, (int, np.integer)) and not isinstance(sizes, bool):
         sizes = [sizes]
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (Sequence, np.ndarray)):
@@ -193,14 +195,13 @@ def _sizes(sizes, gpus: int) -> list[int]:
     out = [integer(s, f"place: sizes[{i}] (GPUs of job {i})", lo=1) for i, s in enumerate(sizes)]
     if not out:
         raise SpecError("place: sizes is empty (no jobs to place)")
-    if sum(out) > gpus:
-        raise SpecError(
-            f"place: the jobs need {sum(out)} GPUs ({' + '.join(map(str, out))}), the fabric has {gpus}"
-        )
+    if sum(out) > gpus - taken:
+        have = f"the fabric has {gpus}" + (f", {taken} of them taken" if taken else "")
+        raise SpecError(f"place: the jobs need {sum(out)} GPUs ({' + '.join(map(str, out))}), {have}")
     return out
 
 
-def _explicit(lists, sizes, gpus: int, name: str) -> list[np.ndarray]:
+def _explicit(lists, sizes, gpus: int, name: str, taken=None) -> list[np.ndarray]:
     if isinstance(lists, np.ndarray) and lists.ndim == 2:
         lists = list(lists)
     if not isinstance(lists, (Sequence, np.ndarray)) or isinstance(lists, (str, bytes)) or not len(lists):
@@ -211,6 +212,8 @@ def _explicit(lists, sizes, gpus: int, name: str) -> list[np.ndarray]:
             raise SpecError(f"place: {len(want)} job sizes but {len(lists)} GPU lists")
     out: list[np.ndarray] = []
     owner = np.full(gpus, -1, dtype=np.int64)
+    if taken is not None:
+        owner[taken] = -2
     for j, ids in enumerate(lists):
         arr = np.asarray(ids)
         if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
@@ -222,10 +225,11 @@ def _explicit(lists, sizes, gpus: int, name: str) -> list[np.ndarray]:
         uniq, counts = np.unique(arr, return_counts=True)
         if np.any(counts > 1):
             raise SpecError(f"place: job {j}: GPU {uniq[counts > 1][0]} is listed twice")
-        taken = owner[arr] >= 0
-        if taken.any():
-            g = int(arr[taken][0])
-            raise SpecError(f"place: job {j}: GPU {g} is already job {owner[g]}'s (jobs overlap)")
+        clash = owner[arr] != -1
+        if clash.any():
+            g = int(arr[clash][0])
+            whose = "in taken" if owner[g] == -2 else f"already job {owner[g]}'s (jobs overlap)"
+            raise SpecError(f"place: job {j}: GPU {g} is {whose}")
         if sizes is not None and arr.size != want[j]:
             raise SpecError(f"place: job {j}: {arr.size} GPUs listed, sizes[{j}] is {want[j]}")
         owner[arr] = j
@@ -233,7 +237,7 @@ def _explicit(lists, sizes, gpus: int, name: str) -> list[np.ndarray]:
     return out
 
 
-def place(fabric, sizes, policy="packed", seed=None) -> list[np.ndarray]:
+def place(fabric, sizes, policy="packed", seed=None, taken=None) -> list[np.ndarray]:
     """Place jobs on ``fabric``: one int64 array of GPU ids per job, rank ``r`` of job ``i``
     on GPU ``result[i][r]``; no GPU serves two jobs.
 
@@ -251,6 +255,10 @@ def place(fabric, sizes, policy="packed", seed=None) -> list[np.ndarray]:
     seed : int, optional
         Seed of ``"random"`` (default 0; same seed, same placement). Ignored by the other
         policies, which are deterministic.
+    taken : list of int, optional
+        GPUs already in use (by jobs placed before): the policies place around them, as if
+        the fabric had only the other GPUs (``"pod"`` counts a PoD with a taken GPU as used by
+        another job), and an explicit placement may not name them.
 
     Raises
     ------
@@ -261,36 +269,41 @@ def place(fabric, sizes, policy="packed", seed=None) -> list[np.ndarray]:
     """
     spec = _spec(fabric)
     gpus = spec.num_gpus
+    free = np.ones(gpus, dtype=bool)
+    if taken is not None:
+        busy = _explicit([taken], None, gpus, spec.name)[0] if len(taken) else np.empty(0, np.int64)
+        free[busy] = False
     if not isinstance(policy, str):
-        return _explicit(policy, sizes, gpus, spec.name)
+        return _explicit(policy, sizes, gpus, spec.name, np.flatnonzero(~free))
     if policy not in POLICIES:
         raise SpecError(
             f"place: unknown policy {policy!r} (known: {', '.join(map(repr, POLICIES))}, or a list "
             "of GPU id lists)"
         )
-    want = _sizes(sizes, gpus)
+    want = _sizes(sizes, gpus, int((~free).sum()))
     if policy == "random":
         seed = 0 if seed is None else integer(seed, "place: seed", lo=0)
-        perm = np.random.default_rng(seed).permutation(gpus).astype(np.int64)
+        perm = np.random.default_rng(seed).permutation(np.flatnonzero(free)).astype(np.int64)
         cut = np.cumsum([0] + want)
         return [perm[a:b] for a, b in zip(cut[:-1], cut[1:], strict=True)]
     groups = gpu_groups(spec)
     if policy == "packed":
         order = groups.order()
+        order = order[free[order]]
         cut = np.cumsum([0] + want)
         return [order[a:b].astype(np.int64) for a, b in zip(cut[:-1], cut[1:], strict=True)]
     if policy == "spread":
-        return _spread(groups, want)
+        return _spread(groups, want, free)
     if policy == "rail":
-        return _rail(groups, want, spec.name)
-    return _pod(groups, want)
+        return _rail(groups, want, spec.name, free)
+    return _pod(groups, want, free)
 
 
-def _spread(groups: GpuGroups, want: list[int]) -> list[np.ndarray]:
+def _spread(groups: GpuGroups, want: list[int], free: np.ndarray) -> list[np.ndarray]:
     order = groups.order()
-    # each ToR's GPUs in locality order; ToRs by (PoD, ToR id)
-    queues: dict[int, list[int]] = {}
-    for g in order.tolist():
+    # each ToR's free GPUs in locality order; ToRs by (PoD, ToR id)
+    queues: dict[int, list[int]] = {t: [] for t in range(groups.tors)}
+    for g in order[free[order]].tolist():
         queues.setdefault(int(groups.tor[g]), []).append(g)
     tor_pod = np.zeros(groups.tors, dtype=np.int64)
     tor_pod[groups.tor] = groups.pod
@@ -309,13 +322,13 @@ def _spread(groups: GpuGroups, want: list[int]) -> list[np.ndarray]:
     return out
 
 
-def _rail(groups: GpuGroups, want: list[int], name: str) -> list[np.ndarray]:
+def _rail(groups: GpuGroups, want: list[int], name: str, free_gpu: np.ndarray) -> list[np.ndarray]:
     rails = groups.rails
     order = groups.order()
     servers = list(dict.fromkeys(groups.server[order].tolist()))  # servers in locality order
     slot = np.full((groups.servers, rails), -1, dtype=np.int64)  # (server, rail) -> GPU
     slot[groups.server, groups.rail] = np.arange(groups.gpus)
-    free = slot >= 0
+    free = (slot >= 0) & free_gpu[np.maximum(slot, 0)]
     out = []
     for j, size in enumerate(want):
         job = np.empty(size, dtype=np.int64)
@@ -337,12 +350,13 @@ def _rail(groups: GpuGroups, want: list[int], name: str) -> list[np.ndarray]:
     return out
 
 
-def _pod(groups: GpuGroups, want: list[int]) -> list[np.ndarray]:
+def _pod(groups: GpuGroups, want: list[int], free: np.ndarray) -> list[np.ndarray]:
     order = groups.order()
     pods = groups.pods
-    members = [order[groups.pod[order] == p].tolist() for p in range(pods)]
+    members = [order[(groups.pod[order] == p) & free[order]].tolist() for p in range(pods)]
     used = [0] * pods  # GPUs taken so far in each PoD, from the front of members[p]
-    touched = [False] * pods
+    # a PoD with a GPU taken before is another job's too
+    touched = [bool((~free[groups.pod == p]).any()) for p in range(pods)]
     out = []
     for size in want:
         fits = [p for p in range(pods) if len(members[p]) - used[p] >= size]

@@ -338,3 +338,44 @@ def test_a_bare_spec_without_servers():
     assert [j.tolist() for j in rf.place(spec, [2, 2], "spread")] == [[0, 2], [1, 3]]
     assert [j.tolist() for j in rf.place(spec, [2, 2], "packed")] == [[0, 1], [2, 3]]
     assert [j.tolist() for j in rf.place(spec, [3], "rail")] == [[0, 1, 2]]
+
+
+@pytest.mark.parametrize("name", ["FT", "FT-OS", "RO", "RFabric", "MixNet"])
+def test_taken_gpus_are_placed_around(name):
+    """Jobs placed one call at a time, each around the GPUs of those before (``taken``), land
+    where one call placing them all puts them, for the policies without a cursor; every
+    policy avoids the taken GPUs."""
+    fab = fabric(name)
+    sizes = [20, 12, 40]
+    for policy in ("packed", "rail", "pod"):
+        together = rf.place(fab, sizes, policy)
+        taken: list[int] = []
+        for size, want in zip(sizes, together, strict=True):
+            (got,) = rf.place(fab, [size], policy, taken=taken)
+            assert np.array_equal(got, want), policy
+            taken += got.tolist()
+    busy = list(range(3, fab.gpus, 5))
+    for policy in POLICIES:
+        jobs = rf.place(fab, [16, 16], policy, taken=busy)
+        allg = np.concatenate(jobs)
+        assert not np.isin(allg, busy).any() and np.unique(allg).size == 32
+    tor = relabel(oracle(name)[0]) if name != "MixNet" else None
+    if tor is not None:
+        (job,) = rf.place(fab, [24], "spread", taken=busy)
+        left = np.bincount(np.delete(tor, busy), minlength=tor.max() + 1)
+        counts = np.bincount(tor[job], minlength=tor.max() + 1)
+        room = counts < left
+        assert counts[room].max() - counts[room].min() <= 1
+
+
+def test_taken_errors():
+    fab = fabric("FT")
+    with pytest.raises(
+        rf.SpecError, match=r"the jobs need 100 GPUs \(100\), the fabric has 128, 30 of them taken"
+    ):
+        rf.place(fab, [100], "packed", taken=range(30))
+    with pytest.raises(rf.SpecError, match=r"job 0: GPU 3 is in taken"):
+        rf.place(fab, None, [[2, 3]], taken=[3])
+    with pytest.raises(rf.SpecError, match=r"GPU 200 does not exist"):
+        rf.place(fab, [4], "packed", taken=[200])
+    assert rf.place(fab, [4], "packed", taken=[])[0].tolist() == [0, 1, 2, 3]
