@@ -329,16 +329,27 @@ def _rail(groups: GpuGroups, want: list[int], name: str, free_gpu: np.ndarray) -
     slot = np.full((groups.servers, rails), -1, dtype=np.int64)  # (server, rail) -> GPU
     slot[groups.server, groups.rail] = np.arange(groups.gpus)
     free = (slot >= 0) & free_gpu[np.maximum(slot, 0)]
+    # GPUs only ever get taken, so the first server with rails 0..need-1 free (and the first
+    # with rail r free) never moves back: scan on from where the last search stopped
+    first_whole: dict[int, int] = {}
+    first_on: dict[int, int] = {}
+
+    def scan(start: int, ok) -> tuple[int, int | None]:
+        i = start
+        while i < len(servers) and not ok(servers[i]):
+            i += 1
+        return i, (servers[i] if i < len(servers) else None)
+
     out = []
     for j, size in enumerate(want):
         job = np.empty(size, dtype=np.int64)
         for b in range(0, size, rails):
             need = min(rails, size - b)
-            whole = next((s for s in servers if free[s, :need].all()), None)
+            first_whole[need], whole = scan(first_whole.get(need, 0), lambda s, n=need: free[s, :n].all())
             for r in range(need):
                 s = whole
                 if s is None:
-                    s = next((s for s in servers if free[s, r]), None)
+                    first_on[r], s = scan(first_on.get(r, 0), lambda s, r=r: free[s, r])
                     if s is None:
                         raise SpecError(
                             f"place: policy 'rail': job {j}'s rank {b + r} needs rail {r} and {name} has "
