@@ -29,6 +29,7 @@ from . import (
     cost,
     jobs,
     pareto,
+    placement,
     plot,
     report,
     rewrites,
@@ -44,6 +45,7 @@ from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, Tr
 from .flows import Flows
 from .forwarding import Forwarding
 from .jobs import Job
+from .placement import place
 from .results import Results
 from .simulation import EngineConfig, Simulation, simulate
 from .spec import CircuitTable, NetworkSpec
@@ -99,6 +101,8 @@ __all__ = [
     "format_table",
     "jobs",
     "pareto",
+    "place",
+    "placement",
     "plot",
     "report",
     "rewrites",

@@ -6,7 +6,7 @@ import cannot hide a cycle. Layers, lowest first; a module may import its own la
 layers below:
 
     model        units, validators, errors, catalog, _optional and _graph (helpers), spec,
-                 flows, topology, traces, rewrites,
+                 flows, topology, traces, rewrites, placement,
                  the engine, and the spec readers controllers/layout and controllers/forest
     run          simulation, results, timeline, plot, forwarding, the control loop and the controller
                  interface (controllers/base, controllers/loop)
@@ -45,6 +45,7 @@ LAYERS = [
             "rfabric.topologies",
             "rfabric.traces",
             "rfabric.rewrites",
+            "rfabric.placement",
             "rfabric.controllers.layout",
             "rfabric.controllers.forest",
         ],

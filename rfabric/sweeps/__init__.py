@@ -69,12 +69,15 @@ from .configs import load_config, run_config
 from .digests import fabric_digest, workload_digest
 from .executors import EXECUTORS
 from .fabrics import FABRIC_NAMES, resolve_fabric
+from .placement import PLACEMENT_SWEEP_SCHEMA, placement_sweep
 from .points import derive_seed
 from .runner import sweep
 from .workloads import pattern_flows, resolve_workload
 
 __all__ = [
     "sweep",
+    "placement_sweep",
+    "PLACEMENT_SWEEP_SCHEMA",
     "load_config",
     "run_config",
     "resolve_fabric",
