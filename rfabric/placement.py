@@ -180,6 +180,9 @@ def gpu_groups(fabric) -> GpuGroups:
     is_tor = np.zeros(n_nodes, dtype=bool)
     is_tor[tors] = True
     up = (is_tor[src] & ~is_gpu[dst]) | (is_tor[dst] & ~is_gpu[src])
+    # a site's gateway (rf.topologies.Sites) is no tier of the site: ToRs wired to it are not
+    # one PoD for that
+    up &= ~np.isin(spec.links.kind.astype(str), ("gateway", "long-haul"))
     edges_a.append(src[up])
     edges_b.append(dst[up])
     label = connected_components(n_nodes, np.concatenate(edges_a), np.concatenate(edges_b))

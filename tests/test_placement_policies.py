@@ -379,3 +379,12 @@ def test_taken_errors():
     with pytest.raises(rf.SpecError, match=r"GPU 200 does not exist"):
         rf.place(fab, [4], "packed", taken=[200])
     assert rf.place(fab, [4], "packed", taken=[])[0].tolist() == [0, 1, 2, 3]
+
+
+def test_sites_keep_each_sites_pods():
+    ft, rfab = rf.topologies.FatTree(128), rf.topologies.RFabric(256)
+    alone = [rf.placement.gpu_groups(f).pods for f in (ft, rfab)]
+    s = rf.topologies.Sites({"train": ft, "gen": rfab}, link="80Gbps", latency="1ms")
+    g = rf.placement.gpu_groups(s)
+    assert g.pods == sum(alone)
+    assert np.bincount(g.pod[128:]).max() < 256  # the RFabric site is not one PoD

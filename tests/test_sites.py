@@ -465,6 +465,8 @@ def test_sites_keep_each_sites_gpu_types():
     types = s.to_spec().gpu_types
     assert types.tolist() == ["H800"] * 32 + ["H20"] * 16 + ["H100"] * 16
     assert rf.cost.gpu_counts(s) == {"H800": 32, "H20": 16, "H100": 16}
+
+
 # --- the long link's own transport (Sites(..., transport="dctcp")) -------------------------
 
 
