@@ -22,8 +22,14 @@ long link against what the scheme predicts (M = the model's bytes), samples per 
 samples per second per million USD of cluster (GPUs at rfabric/data/prices.toml's [gpus]
 prices plus each site's network; the long link is a leased circuit, not in the bill).
 
-    python bench/cross_site.py                 # flow backend, 1 iteration, ~2 min
+    python bench/cross_site.py                 # flow backend, 1 iteration, ~1 min
     python bench/cross_site.py --iterations 2 --batch 512
+    python bench/cross_site.py --packets       # + the weight sync alone, flow against packets
+
+``--packets`` replays the weight-sync stage alone (``root`` and ``scatter``; ``flat``'s 490 GB
+is 50 M frames) on both backends over each long link, with the packet run's drops, ECN marks
+and retransmissions: the flow backend runs the long link at its max-min share, the packet
+backend runs DCTCP's control loop over the long link's round trip.
 """
 
 from __future__ import annotations
@@ -95,6 +101,31 @@ def run(fab, tr, backend: str) -> dict:
     }
 
 
+def packet_check(args) -> list[dict]:
+    """The weight sync alone on each long link, flow against packet backend."""
+    from qwen3_235b_flow import only_stage
+
+    rows = []
+    for link in args.links.split(","):
+        fab, _ = sites(link)
+        for scheme in ("root", "scatter"):
+            ws = only_stage(trace(scheme, "H20", args), "weight_sync")
+            out = {"link": link, "scheme": scheme}
+            for backend in ("flow", "packet"):
+                t0 = time.perf_counter()
+                res = rf.simulate(fab, ws, backend=backend)
+                out[f"{backend}_s"] = round(res.run["makespan_ps"] / 1e12, 3)
+                out[f"{backend}_wall_s"] = round(time.perf_counter() - t0, 1)
+                if backend == "packet":
+                    out["drops"] = res.run["drops"]
+                    out["ecn_marks"] = res.run["ecn_marks"]
+                    out["retransmits"] = int(np.sum(res.ops["retransmits"].fill_null(0).to_numpy()))
+            out["flow/packet"] = round(out["flow_s"] / out["packet_s"], 3)
+            rows.append(out)
+            print(rf.format_table(rows[-1:]), flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=1)
@@ -102,6 +133,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backend", default="flow", choices=("flow", "packet"))
     ap.add_argument("--links", default="20Gbps,80Gbps")
+    ap.add_argument("--packets", action="store_true", help="also the weight sync alone on both backends")
     args = ap.parse_args(argv)
     m_bytes = rf.traces.MODELS[MODEL].params * 2  # BF16 weights
     rows = []
@@ -137,6 +169,10 @@ def main(argv=None) -> None:
         f"{MODEL}: M = {m_bytes / 1e9:.2f} GB of BF16 weights; backend {args.backend}, {args.iterations} iteration(s), batch {args.batch}"
     )
     print(rf.format_table(rows))
+    if args.packets:
+        print()
+        print("the weight sync alone (its own ops, no other stage), flow against packet backend")
+        print(rf.format_table(packet_check(args)))
 
 
 if __name__ == "__main__":
