@@ -112,7 +112,15 @@ def test_a_circuit_change_slows_a_transfer_by_the_dark_time(transport, dark):
         # (200 us minimum, backed off once if the first one fires while still dark)
         assert dark <= slowed <= dark + (200 + 400) * US
     assert res.circuits.to_pylist() == [
-        {"time_ps": 200 * US, "plan_id": 0, "added": 1, "removed": 1, "dark_ps": dark, "period": -1}
+        {
+            "time_ps": 200 * US,
+            "plan_id": 0,
+            "added": 1,
+            "removed": 1,
+            "dark_ps": dark,
+            "period": -1,
+            "job": None,
+        }
     ]
     if transport == "dctcp":
         assert res.run["circuit_drops"] > 0 and res.run["circuit_reroutes"] == 0  # lossy: frames lost

@@ -92,8 +92,10 @@ def _expected(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
-    if isinstance(value, list):
+    if isinstance(value, list) and all(isinstance(p, tuple) for p in value):  # a map column
         return ", ".join(f"{k}: {v}" for k, v in value)
+    if isinstance(value, list):  # a list of structs (the jobs column): as JSON
+        return json.dumps(value)
     return str(value)
 
 
