@@ -17,12 +17,12 @@ offset). Per setup: the cluster's cost per hour (GPU rent plus the network's pri
 iteration times) per dollar.
 
     python bench/multiplex.py                      # flow backend, 4 iterations, ~1.5 min
-    python bench/multiplex.py --gen-usd-h 1.85     # price the rollout GPUs as H20
+    python bench/multiplex.py --gen-gpu H800       # an all-H800 cluster instead
 
-Prices: GPU rent per hour from RollMux Table 1 (H800 $5.28, H20 $1.85; "an H800 GPU is 2.85x
-more expensive than an H20"); network components from OrchestrRL Table 4
-(rfabric/data/prices.toml). The compute model runs every GPU as an H800 (`generate_rl` has
-one `Hardware` for both pools), so the default prices both pools as H800. The years over
+Training runs on H800 and the rollout pool on H20, as in RollMux (``--gen-gpu``): the compute
+model, the servers' NVLink and the rent follow each pool's type. Prices: GPU rent per hour
+from RollMux Table 1 (H800 $5.28, H20 $1.85; "an H800 GPU is 2.85x more expensive than an
+H20"); network components from OrchestrRL Table 4 (rfabric/data/prices.toml). The years over
 which the network is paid off are an assumption of this script (``--years``, default 3),
 not a figure of either paper.
 """
@@ -43,10 +43,16 @@ import rfabric as rf
 QWEN25_7B = rf.traces.MODELS["qwen2.5-7b"]
 
 
-def job_spec(seed: int, layers: int | None) -> dict:
+#: GPU rent per hour, RollMux Table 1
+RENT_USD_H = {"H800": 5.28, "H20": 1.85}
+
+
+def job_spec(seed: int, layers: int | None, gen_gpu: str = "H20") -> dict:
     model = QWEN25_7B if layers is None else rf.traces.get_model({"base": QWEN25_7B, "layers": layers})
     return dict(
         model=model,
+        train_hardware="H800",
+        gen_hardware=gen_gpu,
         train=dict(tp=2, dp=4),  # RollMux Table 2: 7B training at TP 2
         distributed_optimizer=True,
         gen=dict(tp=2),
@@ -78,16 +84,28 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--layers", type=int, default=None, help="cut the model to this many layers (faster)")
     ap.add_argument(
-        "--train-usd-h", type=float, default=5.28, help="training GPU rent, $/h (H800, RollMux Table 1)"
+        "--gen-gpu", default="H20", choices=sorted(RENT_USD_H), help="the rollout pool's GPU (RollMux: H20)"
     )
     ap.add_argument(
-        "--gen-usd-h", type=float, default=5.28, help="rollout GPU rent, $/h (H800; 1.85 for H20)"
+        "--train-usd-h",
+        type=float,
+        default=RENT_USD_H["H800"],
+        help="training GPU rent, $/h (H800, RollMux Table 1)",
+    )
+    ap.add_argument(
+        "--gen-usd-h",
+        type=float,
+        default=None,
+        help="rollout GPU rent, $/h (default: the --gen-gpu's, RollMux Table 1)",
     )
     ap.add_argument("--years", type=float, default=3.0, help="years over which the network is paid off")
     a = ap.parse_args(argv)
+    if a.gen_usd_h is None:
+        a.gen_usd_h = RENT_USD_H[a.gen_gpu]
 
     n_train = n_gen = 8
-    specs = [dict(job_spec(s, a.layers), name=n) for s, n in ((1, "A"), (2, "B"))]
+    specs = [dict(job_spec(s, a.layers, a.gen_gpu), name=n) for s, n in ((1, "A"), (2, "B"))]
+    pool = [(n_train, "H800"), (n_gen, a.gen_gpu)]
     hours = a.years * 365 * 24
 
     def cost_per_h(fab, pools: int) -> tuple[float, float]:
@@ -98,7 +116,7 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rf.traces.MemoryFitWarning)
         # separate clusters: each job on its own 8 + 8 GPUs
-        fab = rf.topologies.FatTree(32)
+        fab = rf.topologies.FatTree(32, gpu=pool + pool)
         jobs = []
         for k, spec in enumerate(specs):
             spec = dict(spec)
@@ -110,7 +128,7 @@ def main(argv=None) -> int:
         usd_h, net = cost_per_h(fab, 2)
         rows.append(("separate", 32, res, usd_h, net, time.perf_counter() - t0))
         # multiplexed: both jobs on one 8 + 8 group
-        fab = rf.topologies.FatTree(16)
+        fab = rf.topologies.FatTree(16, gpu=pool)
         for sw in a.switch:
             switch = int(sw) if sw.isdigit() else sw
             trace = rf.traces.multiplex_rl(
