@@ -755,3 +755,19 @@ def test_incast_over_the_long_link_marks_and_drops_only_there():
             # queue drops before it can mark
             assert long_["drops"] > 0 and long_["ecn_marks"] == 0
             assert s.ecn_ps * 80_000_000_000 // (8 * 10**12) > 60_000
+
+
+def test_cross_site_flows_take_the_long_links_rto_not_the_runs():
+    """The run's dctcp_min_rto (200 us by default, below this 4 ms round trip) is the flows'
+    inside the sites; a cross-site flow times out no sooner than Sites' min_rto, so with
+    nothing dropped it sends nothing twice whatever the run's, and the same (bit for bit)."""
+    *_, s = two_fat_trees(transport="dctcp")
+    fl = rf.Flows(src=[3], dst=[21], size_bytes=[4 << 20], start_ps=[0])
+    runs = [
+        rf.simulate(s, fl, seed=1, transport="dctcp", **kw).flows for kw in ({}, {"dctcp_min_rto": "50ms"})
+    ]
+    assert runs[0].equals(runs[1])
+    assert runs[0]["retransmits"].to_pylist() == [0]
+    # given the datacenter's 200 us minimum RTO, the same flow times out before its first ACK
+    *_, dc = two_fat_trees(transport="dctcp", min_rto="200us")
+    assert rf.simulate(dc, fl, seed=1).flows["retransmits"][0].as_py() > 0

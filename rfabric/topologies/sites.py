@@ -77,9 +77,10 @@ class Sites(Topology):
     including those crossing the long link, and the long link is as lossless or lossy as the
     run. With ``transport=`` (e.g. ``"dctcp"``) the long link has its own: flows between GPUs
     of different sites run that transport end to end, flows inside a site the run's; the long
-    link's ports are lossy (no PAUSE crosses it, its queues drop when full and mark ECN as
-    that transport is tuned for) while the sites stay as the run makes them
-    (docs/explanation/sites.md).
+    link's ports are lossy (no PAUSE crosses it, its queues drop when full and mark ECN at
+    ``ecn``) while the sites stay as the run makes them. The cross-site flows' settings are
+    scaled to the long link's round trip (``ecn``, ``min_rto``; DCTCP paced and starting at
+    alpha 0), not the datacenter defaults (docs/explanation/sites.md).
 
     Flags of the composed spec: ``host_forwarding``, ``pxn`` and ``deadlock_free`` hold if
     any site sets them (they allow paths; a site that did not set them may then find other

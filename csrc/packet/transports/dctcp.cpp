@@ -4,7 +4,9 @@
 // burst in about one round trip as SACK stacks do) and go-back-N on retransmission timeout; the receiver ACKs
 // every data packet cumulatively and echoes its ECN mark. Once per window of data the sender updates alpha =
 // (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was marked, cuts cwnd by alpha/2. A
-// flow completes when its last byte reaches the receiver.
+// flow completes when its last byte reaches the receiver. Run across a long link (set_long_link,
+// Sites' cross-site flows) it takes that link's minimum RTO, paces its frames (once it has an
+// RTT sample) and starts alpha at 0 (DctcpParams, "Over a long link").
 #include <algorithm>
 #include <memory>
 #include <vector>
