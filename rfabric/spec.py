@@ -202,6 +202,9 @@ class NetworkSpec:
     transport=)``; None otherwise): links whose ports never PAUSE and drop when full even in a
     lossless run (bool per link), each GPU's site (int per GPU id), and the transport of the
     flows between GPUs of different sites (a lossy one, e.g. ``"dctcp"``; the run's inside).
+    ``cross_site_ecn_ps``, ``cross_site_min_rto_ps`` (with a cross-site transport; None: its
+    defaults): the lossy links' step ECN threshold as queueing delay, and the cross-site flows'
+    minimum retransmission timeout.
     """
 
     nodes: NodeTable
@@ -222,6 +225,11 @@ class NetworkSpec:
     link_lossy: np.ndarray | None = field(repr=False, default=None)
     gpu_site: np.ndarray | None = field(repr=False, default=None)
     cross_site_transport: str | None = None
+    #: the lossy links' step ECN threshold and the cross-site flows' minimum RTO, in ps
+    #: (``Sites`` scales both to the long link); None: the cross-site transport's and the
+    #: run's (``EngineConfig.dctcp_min_rto``)
+    cross_site_ecn_ps: int | None = None
+    cross_site_min_rto_ps: int | None = None
 
     @classmethod
     def from_tables(
@@ -240,6 +248,8 @@ class NetworkSpec:
         link_lossy=None,
         gpu_site=None,
         cross_site_transport: str | None = None,
+        cross_site_ecn_ps: int | None = None,
+        cross_site_min_rto_ps: int | None = None,
     ) -> NetworkSpec:
         gpu_nodes = np.flatnonzero(nodes.kind == NODE_KINDS["gpu"]).astype(np.int64)
         spec = cls(
@@ -257,6 +267,8 @@ class NetworkSpec:
             link_lossy=None if link_lossy is None else np.asarray(link_lossy, dtype=bool),
             gpu_site=None if gpu_site is None else np.asarray(gpu_site, dtype=np.int64),
             cross_site_transport=cross_site_transport,
+            cross_site_ecn_ps=cross_site_ecn_ps,
+            cross_site_min_rto_ps=cross_site_min_rto_ps,
         )
         spec.validate()
         return spec
@@ -469,6 +481,14 @@ class NetworkSpec:
                 )
             if self.gpu_site is None:
                 raise SpecError(f"{self.name}: cross_site_transport {t!r} needs gpu_site")
+        for key, lo in (("cross_site_ecn_ps", 0), ("cross_site_min_rto_ps", 1)):
+            v = getattr(self, key)
+            if v is None:
+                continue
+            if t is None:
+                raise SpecError(f"{self.name}: {key} needs a cross_site_transport")
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not lo <= v < 1 << 62:
+                raise SpecError(f"{self.name}: {key} must be an integer >= {lo} ps, got {v!r}")
 
     def is_circuit_device(self, node) -> np.ndarray:
         codes = [NODE_KINDS[k] for k in CIRCUIT_KINDS]
@@ -683,6 +703,16 @@ class NetworkSpec:
             **(
                 {"cross_site_transport": self.cross_site_transport}
                 if self.cross_site_transport is not None
+                else {}
+            ),
+            **(
+                {"cross_site_ecn_ps": int(self.cross_site_ecn_ps)}
+                if self.cross_site_ecn_ps is not None
+                else {}
+            ),
+            **(
+                {"cross_site_min_rto_ps": int(self.cross_site_min_rto_ps)}
+                if self.cross_site_min_rto_ps is not None
                 else {}
             ),
         }

@@ -322,11 +322,13 @@ def test_doc_incast_table():
     (row,) = s.long_links()
     assert all(not x["pfc_pauses"] for x in links if x["link_id"] == row)
     assert all(x["src_name"].startswith("gen/") for x in links if x["pfc_pauses"])
-    # the long link's own DCTCP: no pause anywhere; nothing queues inside the sites, so its
-    # flows run as under a run-wide DCTCP
+    # the long link's own DCTCP: no pause anywhere, nothing dropped or sent again, and with its
+    # settings scaled to the long link it finishes first, above the 8 x 8 MiB at line rate
     own = rows['`roce`, `Sites(transport="dctcp")`']
-    assert "no pauses" in own
-    assert own.split("|")[2:] == rows["`dctcp` (lossy)"].split("|")[2:]
+    assert own.endswith(" ECN marks, no drops | no drops, no pauses | 0 |")
+    slowest = {label: float(line.split("|")[2].split()[0]) for label, line in rows.items()}
+    floor = 8 * (8 << 20) * 8 / 80e9 * 1e3
+    assert floor < slowest['`roce`, `Sites(transport="dctcp")`'] == min(slowest.values())
 
 
 def test_doc_weight_sync_row():
@@ -555,7 +557,10 @@ def test_cross_site_incast_without_drops_sends_nothing_twice():
     long_, inside = _per_link(s, res)
     assert long_["drops"] == inside["drops"] == 0
     assert long_["ecn_marks"] > 0 and long_["pfc_pauses"] == 0
-    assert inside["ecn_marks"] == inside["pfc_pauses"] == 0  # the queue is the long link's alone
+    # the queue is the long link's: inside the sites nothing pauses, and the sites' RoCE marking
+    # meets at most a transient queue (one mark, where the generation site's own flows and the
+    # cross-site flows' ACKs share a downlink)
+    assert inside["pfc_pauses"] == 0 and inside["ecn_marks"] <= long_["ecn_marks"] // 100
     assert res.flows["retransmits"].to_pylist() == [0] * 16
     assert res.flows["delivered_bytes"].to_pylist() == [8 << 20] * 16
 
@@ -619,7 +624,9 @@ def test_frames_off_the_long_link_drop_where_the_site_pushes_back():
     a, b = FatTree(gpus=16), FatTree(gpus=16, link="100Gbps")
     s = Sites({"train": a, "gen": b}, link="400Gbps", latency="10us", transport="dctcp")
     fl = rf.Flows(src=np.arange(8), dst=[16] * 8, size_bytes=[4 << 20] * 8, start_ps=[0] * 8)
-    res = rf.simulate(s, fl, seed=1, transport="roce")
+    # (a first window of 64 frames, sent back to back before an RTT sample paces them, so the
+    # 8 senders' first bursts fill the sending site's queues too)
+    res = rf.simulate(s, fl, seed=1, transport="roce", dctcp_init_cwnd_packets=64)
     links = res.links.to_pylist()
     rows = set(s.long_links().tolist())
     assert all(not x["pfc_pauses"] for x in links if x["link_id"] in rows)
@@ -655,3 +662,112 @@ def test_three_sites_cross_both_long_links_lossy():
     assert all(x["link_id"] in rows for x in links if x["drops"])
     assert not any(x["pfc_pauses"] for x in links if x["link_id"] in rows)
     assert res.flows["delivered_bytes"].to_pylist() == [2 << 20] * 16
+
+
+# --- the long link's transport settings, scaled to the long link -----------------------------
+
+
+def test_long_link_settings_follow_the_rule():
+    """K: a seventh of the base round trip (DCTCP's K > C x RTT / 7), never below the
+    datacenter 5 us; minimum RTO: Linux's 200 ms, or the round trip plus the long buffer's
+    drain when longer; both overridable, and only with transport=."""
+    *_, s = two_fat_trees(transport="dctcp")  # 2 ms one way
+    assert s.ecn_ps == math.ceil(4_000_000_000 / 7)
+    assert s.min_rto_ps == 200_000_000_000
+    spec = s.to_spec()
+    assert (spec.cross_site_ecn_ps, spec.cross_site_min_rto_ps) == (s.ecn_ps, s.min_rto_ps)
+    assert spec.arrays()["cross_site_ecn_ps"] == s.ecn_ps
+    *_, short = two_fat_trees(transport="dctcp", latency="10us")  # 20 us / 7 < 5 us
+    assert short.ecn_ps == 5_000_000
+    # 150 ms one way: 300 ms of round trip plus the default buffer (2 BDP + the site's) draining
+    *_, far = two_fat_trees(transport="dctcp", latency="150ms")
+    drain = math.ceil(far.long_buffer_bytes * 8 * 10**12 / 80_000_000_000)
+    assert far.min_rto_ps == 300_000_000_000 + drain > 900_000_000_000
+    *_, own = two_fat_trees(transport="dctcp", ecn="40us", min_rto="5ms")
+    assert (own.ecn_ps, own.min_rto_ps) == (40_000_000, 5_000_000_000)
+    assert "ecn='40us', min_rto='5ms'" in repr(own)
+    with pytest.raises(rf.SpecError, match="pass transport= too"):
+        two_fat_trees(ecn="40us")
+    with pytest.raises(rf.SpecError, match="min_rto"):
+        two_fat_trees(transport="dctcp", min_rto="0ms")
+    bad = dataclasses.replace(s.to_spec(), cross_site_transport=None, gpu_site=None, link_lossy=None)
+    with pytest.raises(rf.SpecError, match="cross_site_ecn_ps needs a cross_site_transport"):
+        bad.validate()
+
+
+def test_long_link_threshold_is_what_the_queue_marks_at():
+    """The datacenter floor in Python is the engine's own default (a spec without the
+    threshold runs the same, bit for bit), and a different threshold marks differently."""
+    s, res = _incast("10us")  # its threshold: the 5 us floor
+    spec = dataclasses.replace(s.to_spec(), cross_site_ecn_ps=None)
+    src = np.r_[np.arange(16, 24), np.arange(24, 32)]
+    dst = np.r_[np.arange(8), np.arange(16, 24)]
+    fl = rf.Flows(src=src, dst=dst, size_bytes=[8 << 20] * 16, start_ps=[0] * 16)
+    same = rf.simulate(spec, fl, seed=1, transport="roce")
+    assert same.flows.equals(res.flows) and same.links.equals(res.links)
+    other = rf.simulate(dataclasses.replace(spec, cross_site_ecn_ps=50_000_000), fl, seed=1, transport="roce")
+    assert other.run["ecn_marks"] != res.run["ecn_marks"]
+
+
+@pytest.mark.parametrize(("link", "size"), [("80Gbps", 15_200_000_000), ("20Gbps", 4_000_000_000)])
+def test_one_long_flow_fills_the_long_link(link, size):
+    """One cross-site flow over a 1 ms long link with the default settings: goodput (bytes over
+    the completion time less the round trip) at least 90% of the long link's rate, nothing
+    dropped and nothing sent again (its RTO above the round trip), the long link's queue the
+    only one that marks, and the packet backend's completion within 10% of the flow backend's
+    (which has no congestion control); docs/explanation/sites.md shows the same rows."""
+    bench = _bench("sites_incast")
+    r = bench.long_flow(link, size)
+    p, f, run = r["packet"], r["flow"], r["packet_run"]
+    assert p["delivered_bytes"] == size
+    goodput = size * 8 / ((p["fct_ps"] - r["rtt_ps"]) / 1e12)
+    assert goodput >= 0.9 * r["rate_bps"]
+    assert run["drops"] == 0 and p["retransmits"] == 0 and run["ecn_marks"] > 0
+    marked = {
+        x["link_id"]
+        for x in rf.simulate(r["fabric"], rf.Flows([3], [21], [size]), seed=1).links.to_pylist()
+        if x["ecn_marks"]
+    }
+    assert marked == set(r["fabric"].long_links().tolist())
+    assert f["fct_ps"] <= p["fct_ps"] <= 1.1 * f["fct_ps"]
+
+
+def test_doc_long_flow_table():
+    assert _bench("sites_incast").long_flow_table() in _doc("sites.md")
+
+
+def test_incast_over_the_long_link_marks_and_drops_only_there():
+    """The incast with the default (scaled) settings: a small long-link buffer drops, a
+    default one does not; either way drops and marks are the long link's alone (RoCE inside
+    the sites marks nothing here: no queue forms in them), nothing PAUSEs across it, and every
+    byte arrives; without drops nothing is sent again."""
+    for buffer in ("60KB", None):
+        s, res = _incast("1ms", buffer)
+        long_, inside = _per_link(s, res)
+        assert long_["pfc_pauses"] == 0
+        assert inside["drops"] == inside["ecn_marks"] == inside["pfc_pauses"] == 0
+        assert res.flows["delivered_bytes"].to_pylist() == [8 << 20] * 16
+        if buffer is None:
+            assert long_["drops"] == 0 and long_["ecn_marks"] > 0
+            assert sum(res.flows["retransmits"].to_pylist()) == 0
+        else:
+            # its threshold (2 ms / 7: 2.9 MB at 80 Gbps) is above this 60 KB buffer: the
+            # queue drops before it can mark
+            assert long_["drops"] > 0 and long_["ecn_marks"] == 0
+            assert s.ecn_ps * 80_000_000_000 // (8 * 10**12) > 60_000
+
+
+def test_cross_site_flows_take_the_long_links_rto_not_the_runs():
+    """The run's dctcp_min_rto (200 us by default, below this 4 ms round trip) is the flows'
+    inside the sites; a cross-site flow times out no sooner than Sites' min_rto, so with
+    nothing dropped it sends nothing twice whatever the run's, and the same (bit for bit)."""
+    *_, s = two_fat_trees(transport="dctcp")
+    fl = rf.Flows(src=[3], dst=[21], size_bytes=[4 << 20], start_ps=[0])
+    runs = [
+        rf.simulate(s, fl, seed=1, transport="dctcp", **kw).flows for kw in ({}, {"dctcp_min_rto": "50ms"})
+    ]
+    assert runs[0].equals(runs[1])
+    assert runs[0]["retransmits"].to_pylist() == [0]
+    # given the datacenter's 200 us minimum RTO, the same flow times out before its first ACK
+    *_, dc = two_fat_trees(transport="dctcp", min_rto="200us")
+    assert rf.simulate(dc, fl, seed=1).flows["retransmits"][0].as_py() > 0

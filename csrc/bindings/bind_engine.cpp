@@ -81,6 +81,9 @@ NetworkSpec spec_from_dict(const py::dict& d) {
   if (d.contains("gpu_site")) s.gpu_site = from_numpy<int32_t>(d["gpu_site"], "gpu_site");
   if (d.contains("cross_site_transport"))
     s.cross_site_transport = d["cross_site_transport"].cast<std::string>();
+  if (d.contains("cross_site_ecn_ps")) s.cross_site_ecn_ps = d["cross_site_ecn_ps"].cast<int64_t>();
+  if (d.contains("cross_site_min_rto_ps"))
+    s.cross_site_min_rto_ps = d["cross_site_min_rto_ps"].cast<int64_t>();
   return s;
 }
 

@@ -45,6 +45,11 @@ struct NetworkSpec {
   /// Transport of the flows whose GPUs are in different sites ("": the run's, EngineConfig::
   /// transport); a lossy one (it runs over the lossy links and must recover loss).
   std::string cross_site_transport;
+  /// The lossy links' step ECN threshold as queueing delay at their rate (-1: the cross-site
+  /// transport's default), and the cross-site flows' minimum retransmission timeout (-1: the
+  /// run's, e.g. EngineConfig::dctcp_min_rto_ps): Sites scales both to the long link.
+  SimTime cross_site_ecn_ps = -1;
+  SimTime cross_site_min_rto_ps = -1;
 };
 
 /// Engine configuration: the one list of its fields. X(type, name, default, doc) makes the

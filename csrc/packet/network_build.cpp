@@ -86,6 +86,13 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     lossy_ecn_ = cross_transport_->ecn_defaults();
     RF_CHECK(lossy_ecn_.kmin_ps == lossy_ecn_.kmax_ps, "cross-site transport '", spec.cross_site_transport,
              "': only step ECN marking (kmin = kmax) is modelled on the long link");
+    // Thresholds scaled to the long link (Sites: its round trip, not a datacenter's).
+    if (spec.cross_site_ecn_ps >= 0) lossy_ecn_.kmin_ps = lossy_ecn_.kmax_ps = spec.cross_site_ecn_ps;
+    if (spec.cross_site_min_rto_ps >= 0) {  // (Sites always sets it; a bare spec may not)
+      RF_CHECK(spec.cross_site_min_rto_ps > 0, "cross_site_min_rto_ps must be positive");
+      RF_CHECK(cross_transport_->set_long_link(spec.cross_site_min_rto_ps), "cross-site transport '",
+               spec.cross_site_transport, "' has no long-link settings");
+    }
   }
   RF_CHECK(header_ >= 0 && header_ < cfg_.mtu_bytes, "header_bytes ", header_,
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);

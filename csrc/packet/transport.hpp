@@ -52,6 +52,11 @@ class Transport : public engine::Handler {
   virtual void receive(const Packet& p, const PacketEnds& e) = 0;
   /// The flow's current sending rate in bit/s if the transport is rate-based (else -1).
   virtual double flow_rate_bps(uint32_t /*flow*/) const { return -1; }
+  /// This transport runs the flows across a long link (NetworkSpec::cross_site_transport):
+  /// they time out no sooner than `min_rto` (NetworkSpec::cross_site_min_rto_ps, > 0) and take
+  /// the transport's settings for a large bandwidth-delay product. False if the transport has
+  /// none (no retransmission timer).
+  virtual bool set_long_link(SimTime /*min_rto*/) { return false; }
   /// Timers: events of kinds this transport registered.
   void on_event(const engine::Event&) override {}
   /// The network frames this transport's flows with `header` bytes of header per data frame

@@ -35,6 +35,13 @@ __all__ = ["Sites"]
 #: running them on one (tests/test_sites.py).
 COMPOSABLE_CONTROLLERS = frozenset({"static", "mixnet"})
 
+#: DCTCP's datacenter step-marking threshold, 5 us of queueing (DctcpParams::ecn in
+#: csrc/packet/transports/dctcp_params.hpp): the least the long link's threshold is.
+DATACENTER_ECN_PS = 5_000_000
+#: Linux's minimum retransmission timeout, TCP_RTO_MIN = HZ/5 = 200 ms (include/net/tcp.h),
+#: what TCP between sites runs with unless an operator lowers it per route.
+LINUX_MIN_RTO_PS = 200_000_000_000
+
 #: Link kind labels of the rows ``Sites`` adds (``spec.links.kind``).
 LONG_HAUL = "long-haul"
 GATEWAY = "gateway"
@@ -70,9 +77,10 @@ class Sites(Topology):
     including those crossing the long link, and the long link is as lossless or lossy as the
     run. With ``transport=`` (e.g. ``"dctcp"``) the long link has its own: flows between GPUs
     of different sites run that transport end to end, flows inside a site the run's; the long
-    link's ports are lossy (no PAUSE crosses it, its queues drop when full and mark ECN as
-    that transport is tuned for) while the sites stay as the run makes them
-    (docs/explanation/sites.md).
+    link's ports are lossy (no PAUSE crosses it, its queues drop when full and mark ECN at
+    ``ecn``) while the sites stay as the run makes them. The cross-site flows' settings are
+    scaled to the long link's round trip (``ecn``, ``min_rto``; DCTCP paced and starting at
+    alpha 0), not the datacenter defaults (docs/explanation/sites.md).
 
     Flags of the composed spec: ``host_forwarding``, ``pxn`` and ``deadlock_free`` hold if
     any site sets them (they allow paths; a site that did not set them may then find other
@@ -110,6 +118,17 @@ class Sites(Topology):
         Transport of the flows between sites (a loss-recovering one: ``"dctcp"``); the long
         link's ports then run lossy even in a lossless (RoCE) run. None (default): the run's
         transport everywhere.
+    ecn : str or int, optional
+        With ``transport=``: the long link's step ECN marking threshold, as queueing delay at
+        its rate. Default (:attr:`ecn_ps`): a seventh of the base round trip over one long
+        link (2 x ``latency``), DCTCP's guideline for full throughput (K > C x RTT / 7,
+        Alizadeh et al., SIGCOMM 2010, §3.4), never below DCTCP's datacenter 5 us.
+    min_rto : str or int, optional
+        With ``transport=``: the cross-site flows' minimum retransmission timeout (the
+        run's ``dctcp_min_rto`` stays that of the flows inside the sites). Default
+        (:attr:`min_rto_ps`): Linux's 200 ms (TCP_RTO_MIN), or, if longer, the longest round
+        trip the long link allows without a drop (2 x ``latency`` plus its full buffer's
+        drain), so a timer never fires on a frame that was not lost on the long link.
     """
 
     family = "sites"
@@ -125,7 +144,11 @@ class Sites(Topology):
         gateway_links: int | None = None,
         routing: str | None = None,
         transport: str | None = None,
+        ecn=None,
+        min_rto=None,
     ):
+        if transport is None and (ecn is not None or min_rto is not None):
+            raise SpecError("Sites: ecn= and min_rto= set the long link's own transport; pass transport= too")
         if transport is not None:
             from .. import _engine
 
@@ -182,6 +205,20 @@ class Sites(Topology):
             self.long_buffer_bytes = 2 * int(bdp) + first.buffer_bytes
         else:
             self.long_buffer_bytes = parse_size(buffer, allow_zero=False, name="Sites: buffer", buffer=True)
+        self.ecn, self.min_rto = ecn, min_rto
+        self.ecn_ps: int | None = None
+        self.min_rto_ps: int | None = None
+        if transport is not None:
+            rtt = 2 * self.latency_ps  # base round trip over one long link (its hops: microseconds)
+            if ecn is None:
+                self.ecn_ps = max(DATACENTER_ECN_PS, -(-rtt // 7))
+            else:
+                self.ecn_ps = parse_time(ecn, name="Sites: ecn")
+            if min_rto is None:
+                drain = -(-self.long_buffer_bytes * 8 * 10**12 // self.long_link_bps)
+                self.min_rto_ps = max(LINUX_MIN_RTO_PS, rtt + drain)
+            else:
+                self.min_rto_ps = parse_time(min_rto, allow_zero=False, name="Sites: min_rto")
         modes = {f.routing for f in self.sites.values()}
         if routing is None:
             if len(modes) > 1:
@@ -306,9 +343,9 @@ class Sites(Topology):
         return node_table, link_table, circuit_table
 
     def to_spec(self) -> NetworkSpec:
-        """The composed spec; with ``transport=``, its long links lossy, each GPU's site and
-        the cross-site transport carried in it (NetworkSpec.link_lossy, gpu_site,
-        cross_site_transport)."""
+        """The composed spec; with ``transport=``, its long links lossy, each GPU's site, the
+        cross-site transport and its long-link settings carried in it (NetworkSpec.link_lossy,
+        gpu_site, cross_site_transport, cross_site_ecn_ps, cross_site_min_rto_ps)."""
         if self._spec is None:
             spec = super().to_spec()
             if self.transport is not None:
@@ -317,6 +354,8 @@ class Sites(Topology):
                     link_lossy=spec.links.kind.astype(str) == LONG_HAUL,
                     gpu_site=self.site_of(np.arange(self.gpus)),
                     cross_site_transport=self.transport,
+                    cross_site_ecn_ps=self.ecn_ps,
+                    cross_site_min_rto_ps=self.min_rto_ps,
                 )
                 spec.validate()
             self._spec = spec
@@ -401,6 +440,9 @@ class Sites(Topology):
     def __repr__(self) -> str:
         inner = ", ".join(f"{n!r}: {f!r}" for n, f in self.sites.items())
         more = "" if self.transport is None else f", transport={self.transport!r}"
+        more += "".join(
+            f", {k}={v!r}" for k, v in (("ecn", self.ecn), ("min_rto", self.min_rto)) if v is not None
+        )
         return f"Sites({{{inner}}}, link={self.link!r}, latency={self.latency!r}, links={self.links}{more})"
 
 

@@ -4,7 +4,9 @@
 // burst in about one round trip as SACK stacks do) and go-back-N on retransmission timeout; the receiver ACKs
 // every data packet cumulatively and echoes its ECN mark. Once per window of data the sender updates alpha =
 // (1-g) alpha + g F (F: fraction of ECN-echoing ACKs) and, if any ACK was marked, cuts cwnd by alpha/2. A
-// flow completes when its last byte reaches the receiver.
+// flow completes when its last byte reaches the receiver. Run across a long link (set_long_link,
+// Sites' cross-site flows) it takes that link's minimum RTO, paces its frames (once it has an
+// RTT sample) and starts alpha at 0 (DctcpParams, "Over a long link").
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -33,6 +35,14 @@ class Dctcp final : public net::Transport {
     RF_CHECK(c.dctcp_init_cwnd_packets >= 1, "dctcp_init_cwnd_packets must be >= 1");
     RF_CHECK(c.dctcp_min_rto_ps > 0, "dctcp_min_rto_ps must be positive");
     RF_CHECK(c.dctcp_max_timeouts >= 1, "dctcp_max_timeouts must be at least 1, got ", c.dctcp_max_timeouts);
+    min_rto_ = c.dctcp_min_rto_ps;
+  }
+
+  bool set_long_link(SimTime min_rto) override {
+    min_rto_ = min_rto;
+    pace_ = true;
+    alpha0_ = DctcpParams::long_link_alpha0;
+    return true;
   }
 
   Bytes header_bytes() const override { return DctcpParams::traits.header_bytes; }
@@ -56,7 +66,8 @@ class Dctcp final : public net::Transport {
     s.npkts = static_cast<uint32_t>((size + mss - 1) / mss);
     s.cwnd = static_cast<double>(net_.config().dctcp_init_cwnd_packets);
     s.ssthresh = DctcpParams::initial_ssthresh;
-    s.rto = net_.config().dctcp_min_rto_ps;
+    s.rto = min_rto_;
+    s.alpha = alpha0_;
     rx_[f].got.assign(s.npkts, 0);
     wake(f);
   }
@@ -90,6 +101,15 @@ class Dctcp final : public net::Transport {
     flows.sent_bytes[f] = std::max(flows.sent_bytes[f], static_cast<Bytes>(seq) * mss + payload);
     if (s.rto_deadline == kNever) arm(f);
     s.in_nic = can_send(s);
+    if (pace_ && s.srtt > 0) {
+      // Paced (over a long link): a full window per smoothed RTT, times a ratio, in wire bytes.
+      const double ratio =
+          s.cwnd < s.ssthresh / 2 ? DctcpParams::pacing_ss_ratio : DctcpParams::pacing_ca_ratio;
+      const double gap = static_cast<double>(p.size_bytes) * static_cast<double>(s.srtt) /
+                         (ratio * s.cwnd * static_cast<double>(mss_ + header_));
+      s.next_send = net_.now() + static_cast<SimTime>(gap);
+      return s.in_nic ? s.next_send : kNever;
+    }
     return s.in_nic ? net_.now() : kNever;
   }
 
@@ -161,7 +181,7 @@ class Dctcp final : public net::Transport {
     s.snd_nxt = s.snd_una;
     s.recovering = false;
     s.dupacks = 0;
-    s.rto = std::min<SimTime>(s.rto * 2, DctcpParams::max_rto_backoff * net_.config().dctcp_min_rto_ps);
+    s.rto = std::min<SimTime>(s.rto * 2, DctcpParams::max_rto_backoff * min_rto_);
     s.rto_deadline = kNever;
     arm(f);
     wake(f);
@@ -173,6 +193,7 @@ class Dctcp final : public net::Transport {
     int timeouts = 0;                          ///< consecutive, since the last cumulative ACK progress
     double cwnd = 1, ssthresh = 0, alpha = 1;  // cwnd in packets
     SimTime srtt = 0, rttvar = 0, rto = 0, rto_deadline = kNever;
+    SimTime next_send = 0;  ///< paced: the earliest the next frame may leave
     bool retransmit = false, recovering = false, in_nic = false, timer_pending = false;
   };
   struct Receiver {
@@ -189,7 +210,7 @@ class Dctcp final : public net::Transport {
     State& s = st_[f];
     if (s.in_nic || !can_send(s)) return;
     s.in_nic = true;
-    net_.activate(f, net_.now());
+    net_.activate(f, std::max(net_.now(), s.next_send));
   }
 
   /// After an ACK: hold a NIC slot exactly while the flow can send. An ACK can leave a flow
@@ -233,7 +254,7 @@ class Dctcp final : public net::Transport {
         s.rttvar = (3 * s.rttvar + err) / 4;
         s.srtt = (7 * s.srtt + rtt) / 8;
       }
-      s.rto = std::max(c.dctcp_min_rto_ps, s.srtt + DctcpParams::rto_k * s.rttvar);
+      s.rto = std::max(min_rto_, s.srtt + DctcpParams::rto_k * s.rttvar);
       const uint32_t newly = cum - s.snd_una;
       s.timeouts = 0;
       s.retransmit = false;  // the hole a pending fast retransmit was for is acknowledged
@@ -288,6 +309,10 @@ class Dctcp final : public net::Transport {
   std::vector<State> st_;
   std::vector<Receiver> rx_;
   uint32_t timer_kind_ = 0;
+  // Datacenter settings by default; set_long_link's for the cross-site flows.
+  SimTime min_rto_ = 0;  ///< EngineConfig::dctcp_min_rto_ps, or set_long_link's
+  bool pace_ = false;    ///< frames paced (DctcpParams::pacing_*_ratio), not sent back to back
+  double alpha0_ = 1;    ///< alpha of a new flow (1, as Linux; long link: long_link_alpha0)
 };
 
 }  // namespace

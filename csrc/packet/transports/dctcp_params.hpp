@@ -29,6 +29,23 @@ struct DctcpParams {
   /// Exponential backoff stops at this multiple of the minimum RTO: rfabric's cap, not a
   /// measured value (Linux stops at 120 s, 600x its 200 ms minimum).
   static constexpr int64_t max_rto_backoff = 64;
+
+  // Over a long link (Transport::set_long_link: the flows between sites). Over a round trip
+  // of milliseconds the bandwidth-delay product is thousands of frames and congestion
+  // avoidance adds one frame per round trip, so a flow that leaves slow start at half the
+  // link, or halves its window once, stays below the link's rate for seconds. Two causes:
+  /// Unpaced slow start sends two frames per ACK back to back: the long queue passes the
+  /// marking threshold in every window's burst long before the link is full, and slow start
+  /// ends early. Frames are paced instead, at cwnd per smoothed RTT times 2 in slow start
+  /// (cwnd < ssthresh / 2) and 1.2 after: Linux's TCP pacing (tcp_update_pacing_rate,
+  /// sysctls tcp_pacing_ss_ratio = 200 and tcp_pacing_ca_ratio = 120).
+  static constexpr double pacing_ss_ratio = 2.0;
+  static constexpr double pacing_ca_ratio = 1.2;
+  /// alpha of a new flow. At 1 (the datacenter default here and Linux's
+  /// dctcp_alpha_on_init = 1024/1024) the first marks at the end of slow start halve the
+  /// window; at 0 (Linux's dctcp_alpha_on_init = 0) the cut follows the measured fraction of
+  /// marks, as DCTCP's steady state does.
+  static constexpr double long_link_alpha0 = 0.0;
 };
 
 }  // namespace rfabric::proto
