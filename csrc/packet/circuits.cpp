@@ -55,14 +55,7 @@ void Network::hold_or_resend(uint32_t node, uint32_t pkt, bool fresh) {
 
 void Network::resend_from_source(uint32_t pkt) {
   Packet& p = pool_[pkt];
-  if (p.port != kNone) {
-    Port& in = ports_[p.port];
-    in.ingress_bytes -= p.size_bytes;
-    if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
-      in.pause_sent = false;
-      eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
-    }
-  }
+  if (p.port != kNone) release_ingress(p.port, p.size_bytes);
   p.port = kNone;
   p.hops = 0;
   ++counters_.circuit_reroutes;

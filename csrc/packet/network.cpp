@@ -145,16 +145,7 @@ void Network::schedule_nic_pull(uint32_t port) {
 
 void Network::transmit(uint32_t port, uint32_t pkt) {
   const Packet& p = pool_[pkt];
-  if (p.port != kNone) {
-    // The frame leaves the node it arrived at: release its ingress (PFC) accounting.
-    Port& in = ports_[p.port];
-    in.ingress_bytes -= p.size_bytes;
-    RF_DCHECK(in.ingress_bytes >= 0);
-    if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
-      in.pause_sent = false;
-      eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
-    }
-  }
+  if (p.port != kNone) release_ingress(p.port, p.size_bytes);  // it leaves the node it arrived at
   put_on_wire(port, pkt);
 }
 
@@ -245,13 +236,7 @@ uint32_t Network::pop_queue_cold(Port& pt) { return pop_queue(pt); }
 
 void Network::leave_ingress(Packet& p) {
   if (p.port == kNone) return;
-  Port& in = ports_[p.port];
-  in.ingress_bytes -= p.size_bytes;
-  RF_DCHECK(in.ingress_bytes >= 0);
-  if (in.pause_sent && in.ingress_bytes <= port_info_[p.port].xon) {
-    in.pause_sent = false;
-    eng_.schedule(eng_.now() + port_info_[p.port].prop_ps, p.port, kind_base_ + kResume);
-  }
+  release_ingress(p.port, p.size_bytes);
   p.port = kNone;
 }
 

@@ -466,6 +466,17 @@ class Network final : public engine::Handler, public FlowFabric {
       maybe_retire(f);
   }
   void set_thresholds(uint32_t port);
+  /// A frame of `size` leaves the node it arrived at through `in_port`: release its ingress
+  /// (PFC) accounting and RESUME the upstream sender once the port is back at or below xon.
+  RF_HOT void release_ingress(uint32_t in_port, Bytes size) {
+    Port& in = ports_[in_port];
+    in.ingress_bytes -= size;
+    RF_DCHECK(in.ingress_bytes >= 0);
+    if (in.pause_sent && in.ingress_bytes <= port_info_[in_port].xon) {
+      in.pause_sent = false;
+      eng_.schedule(eng_.now() + port_info_[in_port].prop_ps, in_port, kind_base_ + kResume);
+    }
+  }
   /// A frame queued into a lossy port leaves the ingress accounting of the port it came
   /// through now (as a frame put straight on a wire does), so the long queue never PAUSEs.
   void leave_ingress(Packet& p);
