@@ -240,7 +240,7 @@ def _explicit(lists, sizes, gpus: int, name: str, taken=None) -> list[np.ndarray
     return out
 
 
-def place(fabric, sizes, policy="packed", seed=None, taken=None) -> list[np.ndarray]:
+def place(fabric, sizes, policy="packed", seed=None, taken=None, gpu_type=None) -> list[np.ndarray]:
     """Place jobs on ``fabric``: one int64 array of GPU ids per job, rank ``r`` of job ``i``
     on GPU ``result[i][r]``; no GPU serves two jobs.
 
@@ -262,6 +262,10 @@ def place(fabric, sizes, policy="packed", seed=None, taken=None) -> list[np.ndar
         GPUs already in use (by jobs placed before): the policies place around them, as if
         the fabric had only the other GPUs (``"pod"`` counts a PoD with a taken GPU as used by
         another job), and an explicit placement may not name them.
+    gpu_type : str, optional
+        Place on GPUs of this type only (the fabric's ``gpu=`` pools, ``spec.gpu_types``):
+        the others count as taken. Place a generated trace's pools one call each, e.g. its
+        train ranks with ``gpu_type="H800"`` and its gen ranks with ``gpu_type="H20"``.
 
     Raises
     ------
@@ -276,6 +280,16 @@ def place(fabric, sizes, policy="packed", seed=None, taken=None) -> list[np.ndar
     if taken is not None:
         busy = _explicit([taken], None, gpus, spec.name)[0] if len(taken) else np.empty(0, np.int64)
         free[busy] = False
+    if gpu_type is not None:
+        from .traces.models import DEFAULT_GPU  # (the GPU catalog lives with the roofline)
+
+        types = spec.gpu_types if spec.gpu_types is not None else np.full(gpus, DEFAULT_GPU, dtype=object)
+        if gpu_type not in set(types.tolist()):
+            raise SpecError(
+                f"place: gpu_type {gpu_type!r}: {spec.name} has no GPU of that type "
+                f"(its types: {', '.join(sorted(set(types.tolist())))})"
+            )
+        free &= types == gpu_type
     if not isinstance(policy, str):
         return _explicit(policy, sizes, gpus, spec.name, np.flatnonzero(~free))
     if policy not in POLICIES:

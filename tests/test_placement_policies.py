@@ -388,3 +388,22 @@ def test_sites_keep_each_sites_pods():
     g = rf.placement.gpu_groups(s)
     assert g.pods == sum(alone)
     assert np.bincount(g.pod[128:]).max() < 256  # the RFabric site is not one PoD
+
+
+def test_gpu_type_places_each_pool_on_its_type():
+    from conftest import tiny_rl_trace
+
+    fab = rf.topologies.FatTree(128, gpu=[(32, "H20"), (64, "H800"), (32, "H20")])
+    types = fab.to_spec().gpu_types
+    for policy in ("packed", "spread", "random", "pod"):
+        (g,) = rf.place(fab, 48, policy, gpu_type="H20")
+        assert set(types[g]) == {"H20"} and len(set(g.tolist())) == 48
+    train = rf.place(fab, 32, "spread", gpu_type="H800")[0]
+    gen = rf.place(fab, 32, "packed", gpu_type="H20")[0]
+    t = tiny_rl_trace(train_hardware="H800", gen_hardware="H20")
+    res = rf.simulate(fab, rf.Job(t, gpus=np.concatenate([train, gen])), backend="flow")
+    assert res.jobs["complete"][0].as_py()
+    with pytest.raises(rf.SpecError, match=r"no GPU of that type \(its types: H20, H800\)"):
+        rf.place(fab, 8, gpu_type="H100")
+    with pytest.raises(rf.SpecError):
+        rf.place(fab, 65, gpu_type="H20")  # only 64 H20
