@@ -317,29 +317,79 @@ void Network::arrive(uint32_t pkt) {
   }
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
-    ++counters_.packets_delivered;
-    transport_of(p.flow).receive(p, pool_.ends(pkt));
-    release_packet(pkt);
+    deliver(pkt);
     return;
   }
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
-  const uint32_t out = route(node, in.peer_eps, p);
-  if (out == kNone) [[unlikely]] {
-    arrive_without_route(pkt, node);
+  uint32_t out;
+  if (!fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+    arrive_routed(pkt);
     return;
   }
-  const Bytes ingress = count_ingress(in, p);
+  forward(pkt, out);
+}
+
+void Network::arrive_routed(uint32_t pkt) {
+  const Packet& p = pool_[pkt];
+  const Port& in = ports_[p.port];
+  forward(pkt, route(in.peer, in.peer_eps, p));
+}
+
+void Network::forward(uint32_t pkt, uint32_t out) {
+  Packet& p = pool_[pkt];
+  Port& in = ports_[p.port];
+  if (out == kNone) [[unlikely]] {
+    arrive_without_route(pkt, in.peer);
+    return;
+  }
+  // count_ingress(), with its PAUSE out of line (forward_pausing) so that this path makes
+  // no call but tail calls
+  const Bytes ingress = in.ingress_bytes + p.size_bytes;
+  if (ingress > in.max_ingress_bytes) in.max_ingress_bytes = ingress;
+  if (ingress > in.xoff && lossless_ && !in.pause_sent && in.peer_eps) [[unlikely]] {
+    forward_pausing(pkt, out, ingress);
+    return;
+  }
+  forward_counted(pkt, out, ingress);
+}
+
+void Network::forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress) {
+  send_pause(pool_[pkt].port);
+  forward_counted(pkt, out, ingress);
+}
+
+void Network::forward_counted(uint32_t pkt, uint32_t out, Bytes ingress) {
   Port& o = ports_[out];
   if (o.head == kNone && !o.stopped && o.busy_until <= eng_.now()) {
     // Straight through an idle port: the frame's ingress bytes come and go in the same
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
-    put_on_wire(out, pkt);
-    if (o.nic) schedule_nic_pull(out);
+    if (o.nic | !o.ps_per_byte) [[unlikely]] {
+      straight_through_cold(out, pkt);
+      return;
+    }
+    put_on_wire(out, pkt);  // (ends in the event push: no call on the way)
     return;
   }
-  if (in.lossy | o.lossy) [[unlikely]] {
+  arrive_queued(pkt, out, ingress);
+}
+
+void Network::straight_through_cold(uint32_t out, uint32_t pkt) {
+  put_on_wire(out, pkt);
+  if (ports_[out].nic) schedule_nic_pull(out);
+}
+
+void Network::deliver(uint32_t pkt) {
+  Packet& p = pool_[pkt];
+  ++counters_.packets_delivered;
+  transport_of(p.flow).receive(p, pool_.ends(pkt));
+  release_packet(pkt);
+}
+
+void Network::arrive_queued(uint32_t pkt, uint32_t out, Bytes ingress) {
+  Port& in = ports_[pool_[pkt].port];
+  if (in.lossy | ports_[out].lossy) [[unlikely]] {
     arrive_lossy(pkt, out, ingress);
     return;
   }

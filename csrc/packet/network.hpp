@@ -444,6 +444,22 @@ class Network final : public engine::Handler, public FlowFabric {
   /// arrive()'s queued path when the frame came over a lossy port or is queued for one.
   [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
+  /// arrive()'s ends off the straight-through path, out of line so that path makes only tail
+  /// calls and saves no registers: the frame reached its destination GPU; the frame waits in `out`'s queue.
+  [[gnu::noinline]] void deliver(uint32_t pkt);
+  [[gnu::noinline]] void arrive_queued(uint32_t pkt, uint32_t out, Bytes ingress);
+  /// arrive() for a frame the fast route does not place (route_with): out of line, with the
+  /// call it makes. Then forward() as on the fast path.
+  [[gnu::noinline]] void arrive_routed(uint32_t pkt);
+  /// The frame at the node behind its ingress port leaves by port `out` (kNone: no route).
+  RF_HOT void forward(uint32_t pkt, uint32_t out);
+  /// forward() once the ingress bytes are counted (peak, PAUSE).
+  RF_HOT void forward_counted(uint32_t pkt, uint32_t out, Bytes ingress);
+  /// forward() when the frame's ingress bytes cross XOFF: the PAUSE, then as forward().
+  [[gnu::noinline]] void forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress);
+  /// Straight through an idle port that is a NIC's (a relayed frame) or has no whole ps
+  /// per byte: put_on_wire() and the NIC's next pull, out of line.
+  [[gnu::noinline]] void straight_through_cold(uint32_t out, uint32_t pkt);
   /// Lossless: hold a frame that node has no route for, or, at a switch once no circuit is
   /// dark (no route will appear there without another change), send it again from its source.
   void hold_or_resend(uint32_t node, uint32_t pkt, bool fresh);
