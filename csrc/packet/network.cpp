@@ -99,7 +99,16 @@ uint32_t Network::pop_queue(Port& pt) {
   return pkt;
 }
 
-void Network::try_transmit(uint32_t port) {
+void Network::try_transmit(uint32_t port) { transmit_next(port); }
+
+void Network::TxDoneHandler::on_event(const engine::Event& ev) {
+  // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
+  // event's time after it fires: every later one is scheduled strictly after now.)
+  if (net->ports_[ev.target].tx_event_at != ev.time) return;
+  net->transmit_next(ev.target);
+}
+
+void Network::transmit_next(uint32_t port) {
   Port& pt = ports_[port];
   if (pt.stopped) return;  // paused or down
   const SimTime now = eng_.now();

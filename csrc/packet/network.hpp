@@ -414,6 +414,8 @@ class Network final : public engine::Handler, public FlowFabric {
   uint32_t pop_queue_cold(Port& pt);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
   void try_transmit(uint32_t port);
+  /// try_transmit()'s body, inlined into the transmit-done handler (one call fewer per event).
+  RF_HOT void transmit_next(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port, SimTime at);
   RF_HOT void schedule_nic_pull(uint32_t port);
@@ -421,12 +423,6 @@ class Network final : public engine::Handler, public FlowFabric {
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
   RF_HOT void arrive(uint32_t pkt);
-  void tx_done(const engine::Event& ev) {
-    // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
-    // event's time after it fires: every later one is scheduled strictly after now.)
-    if (ports_[ev.target].tx_event_at != ev.time) return;
-    try_transmit(ev.target);
-  }
   struct ArriveHandler final : engine::Handler {
     Network* net;
     explicit ArriveHandler(Network* n) : net(n) {}
@@ -435,7 +431,7 @@ class Network final : public engine::Handler, public FlowFabric {
   struct TxDoneHandler final : engine::Handler {
     Network* net;
     explicit TxDoneHandler(Network* n) : net(n) {}
-    void on_event(const engine::Event& ev) override { net->tx_done(ev); }
+    void on_event(const engine::Event& ev) override;  // try_transmit() inlined
   };
   ArriveHandler arrive_handler_{this};
   TxDoneHandler tx_done_handler_{this};
