@@ -257,7 +257,9 @@ void Network::drop(uint32_t pkt, uint64_t& reason) {
   release_packet(pkt);
 }
 
-void Network::enqueue(uint32_t port, uint32_t pkt) {
+void Network::enqueue(uint32_t port, uint32_t pkt) { enqueue(port, pkt, true); }
+
+void Network::enqueue(uint32_t port, uint32_t pkt, bool may_be_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
   if (!pt.up) {
@@ -270,7 +272,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     drop(pkt, counters_.overflow_drops);
     return;
   }
-  if (pt.head == kNone && !pt.stopped && pt.busy_until <= eng_.now()) {
+  if (may_be_idle && pt.head == kNone && !pt.stopped && pt.busy_until <= eng_.now()) {
     // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
     // do after queueing it), without waiting in the queue.
     transmit(port, pkt);
@@ -403,7 +405,7 @@ void Network::arrive_queued(uint32_t pkt, uint32_t out, Bytes ingress) {
     return;
   }
   in.ingress_bytes = ingress;
-  enqueue(out, pkt);
+  enqueue(out, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
 }
 
 void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }

@@ -413,6 +413,9 @@ class Network final : public engine::Handler, public FlowFabric {
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
+  /// enqueue(); `may_be_idle` false when the caller knows the port is not idle (busy,
+  /// stopped or with a queue), which leaves out its straight-onto-the-wire branch.
+  RF_HOT void enqueue(uint32_t port, uint32_t pkt, bool may_be_idle);
   void try_transmit(uint32_t port);
   /// try_transmit()'s body, inlined into the transmit-done handler (one call fewer per event).
   RF_HOT void transmit_next(uint32_t port);
