@@ -22,18 +22,18 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 
 uint32_t Network::pull_nic(uint32_t port) {
   NicScheduler& s = nics_[port_nic_[port]];
-  if (s.heap.empty()) return kNone;
   const auto later = NicScheduler::later;
-  const SimTime now = eng_.now();
   // Skip slots superseded by a later activate() of the same flow. (A flow moved to another
   // port leaves no entry here: rehome_flows() takes them out.)
   // An entry of a slot's earlier flow (retired since) is stale too: its gen is that flow's.
-  while (!s.heap.empty() && (s.heap.front().ready != flows_.nic_ready[s.heap.front().flow] ||
-                             s.heap.front().gen != static_cast<uint32_t>(flows_.id[s.heap.front().flow]))) {
+  for (;;) {
+    if (s.heap.empty()) return kNone;
+    const NicScheduler::Entry& e = s.heap.front();
+    if (e.ready == flows_.nic_ready[e.flow] && e.gen == static_cast<uint32_t>(flows_.id[e.flow])) break;
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
     s.heap.pop_back();
   }
-  if (s.heap.empty()) return kNone;
+  const SimTime now = eng_.now();
   const NicScheduler::Entry top = s.heap.front();
   if (top.ready > now) {
     if (top.ready < s.wake_at) {
