@@ -362,15 +362,16 @@ void Network::forward(uint32_t pkt, uint32_t out) {
     forward_pausing(pkt, out, ingress);
     return;
   }
-  forward_counted(pkt, out, ingress);
+  forward_counted(pkt, in, out, ingress);
 }
 
 void Network::forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress) {
-  send_pause(pool_[pkt].port);
-  forward_counted(pkt, out, ingress);
+  const uint32_t in_port = pool_[pkt].port;
+  send_pause(in_port);
+  forward_counted(pkt, ports_[in_port], out, ingress);
 }
 
-void Network::forward_counted(uint32_t pkt, uint32_t out, Bytes ingress) {
+void Network::forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingress) {
   Port& o = ports_[out];
   if (o.head == kNone && !o.stopped && o.busy_until <= eng_.now()) {
     // Straight through an idle port: the frame's ingress bytes come and go in the same
@@ -383,7 +384,12 @@ void Network::forward_counted(uint32_t pkt, uint32_t out, Bytes ingress) {
     put_on_wire(out, pkt);  // (ends in the event push: no call on the way)
     return;
   }
-  arrive_queued(pkt, out, ingress);
+  if (in.lossy | o.lossy) [[unlikely]] {
+    arrive_lossy(pkt, out, ingress);
+    return;
+  }
+  in.ingress_bytes = ingress;
+  enqueue_busy(out, pkt);
 }
 
 void Network::straight_through_cold(uint32_t out, uint32_t pkt) {
@@ -398,14 +404,8 @@ void Network::deliver(uint32_t pkt) {
   release_packet(pkt);
 }
 
-void Network::arrive_queued(uint32_t pkt, uint32_t out, Bytes ingress) {
-  Port& in = ports_[pool_[pkt].port];
-  if (in.lossy | ports_[out].lossy) [[unlikely]] {
-    arrive_lossy(pkt, out, ingress);
-    return;
-  }
-  in.ingress_bytes = ingress;
-  enqueue(out, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
+void Network::enqueue_busy(uint32_t port, uint32_t pkt) {
+  enqueue(port, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
 }
 
 void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }

@@ -444,16 +444,17 @@ class Network final : public engine::Handler, public FlowFabric {
   [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
   /// arrive()'s ends off the straight-through path, out of line so that path makes only tail
-  /// calls and saves no registers: the frame reached its destination GPU; the frame waits in `out`'s queue.
+  /// calls and saves no registers: the frame reached its destination GPU (deliver); the frame
+  /// waits in the queue of `port`, which is busy, stopped or queueing (enqueue_busy).
   [[gnu::noinline]] void deliver(uint32_t pkt);
-  [[gnu::noinline]] void arrive_queued(uint32_t pkt, uint32_t out, Bytes ingress);
+  [[gnu::noinline]] void enqueue_busy(uint32_t port, uint32_t pkt);
   /// arrive() for a frame the fast route does not place (route_with): out of line, with the
   /// call it makes. Then forward() as on the fast path.
   [[gnu::noinline]] void arrive_routed(uint32_t pkt);
   /// The frame at the node behind its ingress port leaves by port `out` (kNone: no route).
   RF_HOT void forward(uint32_t pkt, uint32_t out);
   /// forward() once the ingress bytes are counted (peak, PAUSE).
-  RF_HOT void forward_counted(uint32_t pkt, uint32_t out, Bytes ingress);
+  RF_HOT void forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingress);
   /// forward() when the frame's ingress bytes cross XOFF: the PAUSE, then as forward().
   [[gnu::noinline]] void forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress);
   /// Straight through an idle port that is a NIC's (a relayed frame) or has no whole ps
