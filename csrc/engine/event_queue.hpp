@@ -128,12 +128,15 @@ class EventQueue {
   /// on the stack and copied.
   RF_HOT void push(SimTime time, uint32_t target, uint32_t kind) {
     const int64_t b = time >> kBucketBits;
-    // one unsigned test for the window [cur_, cur_ + kBuckets)
-    if (static_cast<uint64_t>(b - cur_) >= kBuckets) [[unlikely]] {
-      push_outside(Event{time, target, kind}, b);
+    // one unsigned test for the window [cur_, cur_ + kBuckets); the rare cases (outside it,
+    // or no free node) in one out-of-line call at the end, so a caller's per-event path that
+    // ends in a push makes no call but a tail call and saves no registers for it
+    if (static_cast<uint64_t>(b - cur_) >= kBuckets || free_ == kNil) [[unlikely]] {
+      push_slow(time, target, kind);
       return;
     }
-    const uint32_t n = alloc();
+    const uint32_t n = free_;
+    free_ = nodes_[n].next;
     Node& node = nodes_[n];
     node.ev.time = time;
     node.ev.target = target;
@@ -223,6 +226,16 @@ class EventQueue {
       nodes_[p].next = n;
       buckets_[slot].hint = n;
     }
+  }
+
+  /// push() when the event falls outside the wheel's window or the node pool is used up.
+  [[gnu::noinline]] void push_slow(SimTime time, uint32_t target, uint32_t kind) {
+    const int64_t b = time >> kBucketBits;
+    if (static_cast<uint64_t>(b - cur_) >= kBuckets) {
+      push_outside(Event{time, target, kind}, b);
+      return;
+    }
+    insert(static_cast<size_t>(b) & (kBuckets - 1), Event{time, target, kind});
   }
 
   /// An event beyond the wheel's horizon goes to the far heap; one before its window (only

@@ -22,18 +22,18 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 
 uint32_t Network::pull_nic(uint32_t port) {
   NicScheduler& s = nics_[port_nic_[port]];
-  if (s.heap.empty()) return kNone;
   const auto later = NicScheduler::later;
-  const SimTime now = eng_.now();
   // Skip slots superseded by a later activate() of the same flow. (A flow moved to another
   // port leaves no entry here: rehome_flows() takes them out.)
   // An entry of a slot's earlier flow (retired since) is stale too: its gen is that flow's.
-  while (!s.heap.empty() && (s.heap.front().ready != flows_.nic_ready[s.heap.front().flow] ||
-                             s.heap.front().gen != static_cast<uint32_t>(flows_.id[s.heap.front().flow]))) {
+  for (;;) {
+    if (s.heap.empty()) return kNone;
+    const NicScheduler::Entry& e = s.heap.front();
+    if (e.ready == flows_.nic_ready[e.flow] && e.gen == static_cast<uint32_t>(flows_.id[e.flow])) break;
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
     s.heap.pop_back();
   }
-  if (s.heap.empty()) return kNone;
+  const SimTime now = eng_.now();
   const NicScheduler::Entry top = s.heap.front();
   if (top.ready > now) {
     if (top.ready < s.wake_at) {
@@ -99,7 +99,16 @@ uint32_t Network::pop_queue(Port& pt) {
   return pkt;
 }
 
-void Network::try_transmit(uint32_t port) {
+void Network::try_transmit(uint32_t port) { transmit_next(port); }
+
+void Network::TxDoneHandler::on_event(const engine::Event& ev) {
+  // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
+  // event's time after it fires: every later one is scheduled strictly after now.)
+  if (net->ports_[ev.target].tx_event_at != ev.time) return;
+  net->transmit_next(ev.target);
+}
+
+void Network::transmit_next(uint32_t port) {
   Port& pt = ports_[port];
   if (pt.stopped) return;  // paused or down
   const SimTime now = eng_.now();
@@ -248,7 +257,9 @@ void Network::drop(uint32_t pkt, uint64_t& reason) {
   release_packet(pkt);
 }
 
-void Network::enqueue(uint32_t port, uint32_t pkt) {
+void Network::enqueue(uint32_t port, uint32_t pkt) { enqueue(port, pkt, true); }
+
+void Network::enqueue(uint32_t port, uint32_t pkt, bool may_be_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
   if (!pt.up) {
@@ -261,7 +272,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) {
     drop(pkt, counters_.overflow_drops);
     return;
   }
-  if (pt.head == kNone && !pt.stopped && pt.busy_until <= eng_.now()) {
+  if (may_be_idle && pt.head == kNone && !pt.stopped && pt.busy_until <= eng_.now()) {
     // Idle port, empty queue: the frame goes straight onto the wire (what try_transmit would
     // do after queueing it), without waiting in the queue.
     transmit(port, pkt);
@@ -317,26 +328,60 @@ void Network::arrive(uint32_t pkt) {
   }
   const uint32_t node = in.peer;
   if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
-    ++counters_.packets_delivered;
-    transport_of(p.flow).receive(p, pool_.ends(pkt));
-    release_packet(pkt);
+    deliver(pkt);
     return;
   }
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
-  const uint32_t out = route(node, in.peer_eps, p);
-  if (out == kNone) [[unlikely]] {
-    arrive_without_route(pkt, node);
+  uint32_t out;
+  if (!fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+    arrive_routed(pkt);
     return;
   }
-  const Bytes ingress = count_ingress(in, p);
+  forward(pkt, out);
+}
+
+void Network::arrive_routed(uint32_t pkt) {
+  const Packet& p = pool_[pkt];
+  const Port& in = ports_[p.port];
+  forward(pkt, route(in.peer, in.peer_eps, p));
+}
+
+void Network::forward(uint32_t pkt, uint32_t out) {
+  Packet& p = pool_[pkt];
+  Port& in = ports_[p.port];
+  if (out == kNone) [[unlikely]] {
+    arrive_without_route(pkt, in.peer);
+    return;
+  }
+  // count_ingress(), with its PAUSE out of line (forward_pausing) so that this path makes
+  // no call but tail calls
+  const Bytes ingress = in.ingress_bytes + p.size_bytes;
+  if (ingress > in.max_ingress_bytes) in.max_ingress_bytes = ingress;
+  if (ingress > in.xoff && lossless_ && !in.pause_sent && in.peer_eps) [[unlikely]] {
+    forward_pausing(pkt, out, ingress);
+    return;
+  }
+  forward_counted(pkt, in, out, ingress);
+}
+
+void Network::forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress) {
+  const uint32_t in_port = pool_[pkt].port;
+  send_pause(in_port);
+  forward_counted(pkt, ports_[in_port], out, ingress);
+}
+
+void Network::forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingress) {
   Port& o = ports_[out];
   if (o.head == kNone && !o.stopped && o.busy_until <= eng_.now()) {
     // Straight through an idle port: the frame's ingress bytes come and go in the same
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
-    put_on_wire(out, pkt);
-    if (o.nic) schedule_nic_pull(out);
+    if (o.nic | !o.ps_per_byte) [[unlikely]] {
+      straight_through_cold(out, pkt);
+      return;
+    }
+    put_on_wire(out, pkt);  // (ends in the event push: no call on the way)
     return;
   }
   if (in.lossy | o.lossy) [[unlikely]] {
@@ -344,7 +389,23 @@ void Network::arrive(uint32_t pkt) {
     return;
   }
   in.ingress_bytes = ingress;
-  enqueue(out, pkt);
+  enqueue_busy(out, pkt);
+}
+
+void Network::straight_through_cold(uint32_t out, uint32_t pkt) {
+  put_on_wire(out, pkt);
+  if (ports_[out].nic) schedule_nic_pull(out);
+}
+
+void Network::deliver(uint32_t pkt) {
+  Packet& p = pool_[pkt];
+  ++counters_.packets_delivered;
+  transport_of(p.flow).receive(p, pool_.ends(pkt));
+  release_packet(pkt);
+}
+
+void Network::enqueue_busy(uint32_t port, uint32_t pkt) {
+  enqueue(port, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
 }
 
 void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }

@@ -413,7 +413,12 @@ class Network final : public engine::Handler, public FlowFabric {
   void enqueue_cold(uint32_t port, uint32_t pkt);
   uint32_t pop_queue_cold(Port& pt);
   RF_HOT void enqueue(uint32_t port, uint32_t pkt);
+  /// enqueue(); `may_be_idle` false when the caller knows the port is not idle (busy,
+  /// stopped or with a queue), which leaves out its straight-onto-the-wire branch.
+  RF_HOT void enqueue(uint32_t port, uint32_t pkt, bool may_be_idle);
   void try_transmit(uint32_t port);
+  /// try_transmit()'s body, inlined into the transmit-done handler (one call fewer per event).
+  RF_HOT void transmit_next(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port);
   RF_HOT void schedule_tx_done(uint32_t port, SimTime at);
   RF_HOT void schedule_nic_pull(uint32_t port);
@@ -421,12 +426,6 @@ class Network final : public engine::Handler, public FlowFabric {
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
   RF_HOT void arrive(uint32_t pkt);
-  void tx_done(const engine::Event& ev) {
-    // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
-    // event's time after it fires: every later one is scheduled strictly after now.)
-    if (ports_[ev.target].tx_event_at != ev.time) return;
-    try_transmit(ev.target);
-  }
   struct ArriveHandler final : engine::Handler {
     Network* net;
     explicit ArriveHandler(Network* n) : net(n) {}
@@ -435,7 +434,7 @@ class Network final : public engine::Handler, public FlowFabric {
   struct TxDoneHandler final : engine::Handler {
     Network* net;
     explicit TxDoneHandler(Network* n) : net(n) {}
-    void on_event(const engine::Event& ev) override { net->tx_done(ev); }
+    void on_event(const engine::Event& ev) override;  // try_transmit() inlined
   };
   ArriveHandler arrive_handler_{this};
   TxDoneHandler tx_done_handler_{this};
@@ -444,6 +443,23 @@ class Network final : public engine::Handler, public FlowFabric {
   /// arrive()'s queued path when the frame came over a lossy port or is queued for one.
   [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
+  /// arrive()'s ends off the straight-through path, out of line so that path makes only tail
+  /// calls and saves no registers: the frame reached its destination GPU (deliver); the frame
+  /// waits in the queue of `port`, which is busy, stopped or queueing (enqueue_busy).
+  [[gnu::noinline]] void deliver(uint32_t pkt);
+  [[gnu::noinline]] void enqueue_busy(uint32_t port, uint32_t pkt);
+  /// arrive() for a frame the fast route does not place (route_with): out of line, with the
+  /// call it makes. Then forward() as on the fast path.
+  [[gnu::noinline]] void arrive_routed(uint32_t pkt);
+  /// The frame at the node behind its ingress port leaves by port `out` (kNone: no route).
+  RF_HOT void forward(uint32_t pkt, uint32_t out);
+  /// forward() once the ingress bytes are counted (peak, PAUSE).
+  RF_HOT void forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingress);
+  /// forward() when the frame's ingress bytes cross XOFF: the PAUSE, then as forward().
+  [[gnu::noinline]] void forward_pausing(uint32_t pkt, uint32_t out, Bytes ingress);
+  /// Straight through an idle port that is a NIC's (a relayed frame) or has no whole ps
+  /// per byte: put_on_wire() and the NIC's next pull, out of line.
+  [[gnu::noinline]] void straight_through_cold(uint32_t out, uint32_t pkt);
   /// Lossless: hold a frame that node has no route for, or, at a switch once no circuit is
   /// dark (no route will appear there without another change), send it again from its source.
   void hold_or_resend(uint32_t node, uint32_t pkt, bool fresh);

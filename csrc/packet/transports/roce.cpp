@@ -68,17 +68,10 @@ class Roce final : public net::Transport {
     flows.sent_bytes[f] += payload;
     if (s.rc < s.line) {
       s.byte_count += p.size_bytes;
-      if (s.byte_count >= net_.config().dcqcn_byte_counter) {
-        s.byte_count = 0;
-        ++s.bc_stage;
-        increase(f, s);
-      }
+      if (s.byte_count >= net_.config().dcqcn_byte_counter) [[unlikely]]
+        return byte_counter_step(f, s, p.size_bytes);
     }
-    s.last_tx = net_.now();
-    s.last_size = p.size_bytes;
-    if (flows.sent_bytes[f] >= flows.size_bytes[f]) return kNever;
-    // Pace at Rc; at line rate this is exactly when the NIC finishes this frame.
-    return pace(s);
+    return sent(f, s, p.size_bytes);
   }
 
   void receive(const Packet& p, const PacketEnds&) override {
@@ -90,12 +83,9 @@ class Roce final : public net::Transport {
     auto& flows = net_.flows_mut();
     flows.delivered_bytes[f] += payload_of(p);
     RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
-    State& s = st_[f];
-    const SimTime now = net_.now();
-    if (p.ecn && now - s.last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) {
-      s.last_cnp_sent = now;
-      const uint32_t cnp = net_.send_control(f, kCnp);
-      net_.send_packet(cnp);
+    if (p.ecn && net_.now() - st_[f].last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) [[unlikely]] {
+      send_cnp(f);
+      return;
     }
     if (flows.delivered_bytes[f] == flows.size_bytes[f]) net_.complete_flow(f);
   }
@@ -134,6 +124,37 @@ class Roce final : public net::Transport {
     bool timer_pending = false;
   };
 
+  // The per-frame paths above end in tail calls only (their rare branches out of line), so
+  // they save no registers.
+
+  /// next_packet() once the frame is built: the flow's pacing.
+  RF_HOT SimTime sent(uint32_t f, State& s, uint32_t size) {
+    s.last_tx = net_.now();
+    s.last_size = size;
+    const auto& flows = net_.flows();
+    if (flows.sent_bytes[f] >= flows.size_bytes[f]) return kNever;
+    // Pace at Rc; at line rate this is exactly when the NIC finishes this frame.
+    return pace(s);
+  }
+
+  /// next_packet() when the byte counter fills: a rate-increase step, then as sent().
+  [[gnu::noinline]] SimTime byte_counter_step(uint32_t f, State& s, uint32_t size) {
+    s.byte_count = 0;
+    ++s.bc_stage;
+    increase(f, s);
+    return sent(f, s, size);
+  }
+
+  /// receive() of an ECN-marked frame with no CNP sent within cnp_interval: send one, then
+  /// the completion test.
+  [[gnu::noinline]] void send_cnp(uint32_t f) {
+    st_[f].last_cnp_sent = net_.now();
+    const uint32_t cnp = net_.send_control(f, kCnp);
+    net_.send_packet(cnp);
+    const auto& flows = net_.flows();
+    if (flows.delivered_bytes[f] == flows.size_bytes[f]) net_.complete_flow(f);
+  }
+
   void arm(uint32_t f, SimTime deadline) {
     State& s = st_[f];
     s.timer_deadline = deadline;
@@ -144,7 +165,7 @@ class Roce final : public net::Transport {
     }
   }
 
-  void on_cnp(uint32_t f) {
+  [[gnu::noinline]] void on_cnp(uint32_t f) {
     State& s = st_[f];
     const auto& c = net_.config();
     const SimTime now = net_.now();
