@@ -166,3 +166,23 @@ def test_mla_kv_transfer_and_trace():
     res = rf.simulate(rf.topologies.RailOptimized(8, link="200Gbps"), tr, backend="flow")
     ends = {r["stage"]: r["end_ps"] for r in res.stages.to_pylist()}
     assert 0 < ends["gen"] < ends["train"]
+
+
+def test_kimi_k2_parameter_counts():
+    # config.json of moonshotai/Kimi-K2-Instruct: DeepSeek-V3's shape with 64 heads, 384
+    # routed experts, one dense layer and a 163,840-token vocabulary
+    kimi = rt.MODELS["kimi-k2"]
+    heads, dense, experts, vocab = 64, 1, 384, 163840
+    q = H * QR + QR + QR * heads * (NOPE + ROPE)
+    kv = H * (KR + ROPE) + KR + KR * heads * (NOPE + VD)
+    attn = q + kv + heads * VD * H
+
+    def total(e):
+        moe = e * 3 * H * FE + 3 * H * FE + experts * H
+        return L * (attn + 2 * H) + dense * 3 * H * F + (L - dense) * moe + 2 * vocab * H + H
+
+    assert kimi.params == total(experts)
+    assert kimi.active_params == total(K)
+    # published: "1T total, 32B activated" (its model card); 1.026e12 and 32.86e9 here
+    assert abs(kimi.params / 1e12 - 1) < 0.03
+    assert abs(kimi.active_params / 32e9 - 1) < 0.03

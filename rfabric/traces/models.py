@@ -350,7 +350,7 @@ class ModelConfig:
 #: Hugging Face ``config.json`` (Qwen organisation), and DeepSeek-V3. Parameter totals
 #: (``.params``): 14.77e9, 32.76e9, 72.71e9, 57.41e9, 235.09e9, 671.03e9. Qwen2.5-7B
 #: (7.62e9; Qwen/Qwen2.5-7B config.json) is the model of StreamRL's cross-datacenter run and
-#: RollMux's type-A jobs.
+#: RollMux's type-A jobs; Kimi K2 (1.026e12) the trillion-parameter MoE shape.
 MODELS: dict[str, ModelConfig] = {
     m.name: m
     for m in (
@@ -441,6 +441,29 @@ MODELS: dict[str, ModelConfig] = {
             shared_expert_ffn=2048,
             shared_expert_gate=False,
             dense_layers=3,
+            kv_lora_rank=512,
+            q_lora_rank=1536,
+            qk_rope_head_dim=64,
+            qk_nope_head_dim=128,
+            v_head_dim=128,
+        ),
+        # Kimi K2 (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's architecture with
+        # 64 attention heads, 384 routed experts, one dense layer and a 163,840-token vocabulary;
+        # 1.026e12 parameters, 32.9e9 activated ("1T total, 32B activated", its model card)
+        ModelConfig(
+            "kimi-k2",
+            layers=61,
+            hidden=7168,
+            heads=64,
+            kv_heads=64,
+            ffn=18432,
+            vocab=163840,
+            experts=384,
+            top_k=8,
+            expert_ffn=2048,
+            shared_expert_ffn=2048,
+            shared_expert_gate=False,
+            dense_layers=1,
             kv_lora_rank=512,
             q_lora_rank=1536,
             qk_rope_head_dim=64,

@@ -108,7 +108,7 @@ def generate_rl(
     ----------
     model : str, ModelConfig or dict
         A name of `MODELS` (``qwen2.5-7b``, ``qwen2.5-14b``, ``qwen2.5-32b``, ``qwen2.5-72b``,
-        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``, ``deepseek-v3``), a user `ModelConfig`,
+        ``qwen2-57b-a14b``, ``qwen3-235b-a22b``, ``deepseek-v3``, ``kimi-k2``), a user `ModelConfig`,
         or a dict changing fields of a named model, ``{"base": "qwen2.5-14b", "layers":
         2}`` (named ``qwen2.5-14b-2L``; as sweeps' model tables; `get_model`).
     train_gpus, gen_gpus : int
