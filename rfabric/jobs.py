@@ -204,13 +204,7 @@ def compose(jobs: Sequence[Job], num_gpus: int, fabric: str = "the fabric", gpu_
         if inner is None:
             infos.append(JobInfo(name, j.gpus, j.start_ps, model))
         else:
-            col = part.column("job").to_numpy(zero_copy_only=False)
-            flat = pc.list_flatten(part.column("ranks")).to_numpy()
-            lens = pc.list_value_length(part.column("ranks")).to_numpy()
-            owner_of_rank = np.repeat(col, lens)
-            for n in dict.fromkeys(col):
-                gp = np.unique(flat[owner_of_rank == n]).astype(np.int64)
-                infos.append(JobInfo(n, gp, j.start_ps, model))
+            infos += _infos_by_column(part, j.start_ps, model)
     has_m2n = any("m2n_senders" in p.column_names for p in parts)
     cols: dict[str, list] = {}
     for p in parts:
@@ -319,14 +313,20 @@ def single_job_infos(workload) -> list[JobInfo]:
         return [JobInfo(DEFAULT_JOB, gp, 0, None)]
     if not isinstance(workload, Trace):
         return []
-    ranks = workload.table.column("ranks")
-    flat = pc.list_flatten(ranks).to_numpy().astype(np.int64)
-    names = workload.jobs
-    if names is None:
+    if workload.jobs is None:
+        flat = pc.list_flatten(workload.table.column("ranks")).to_numpy().astype(np.int64)
         return [JobInfo(DEFAULT_JOB, np.unique(flat), 0, workload.model)]
-    lens = pc.list_value_length(ranks).to_numpy()
-    owner = np.repeat(workload.job_of_ops(), lens)
-    return [JobInfo(n, np.unique(flat[owner == n]), 0, workload.model) for n in names]
+    return _infos_by_column(workload.table, 0, workload.model)
+
+
+def _infos_by_column(table: pa.Table, start_ps: int, model) -> list[JobInfo]:
+    """One JobInfo per name of ``table``'s ``job`` column, in the order of their first op,
+    each on the GPUs its ops use."""
+    col = table.column("job").cast(pa.string()).to_numpy(zero_copy_only=False)
+    ranks = table.column("ranks")
+    flat = pc.list_flatten(ranks).to_numpy().astype(np.int64)
+    owner = np.repeat(col, pc.list_value_length(ranks).to_numpy())
+    return [JobInfo(n, np.unique(flat[owner == n]), start_ps, model) for n in dict.fromkeys(col)]
 
 
 def check_pool_types(trace, gpus: np.ndarray, gpu_types, where: str) -> None:

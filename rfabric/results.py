@@ -613,17 +613,14 @@ def build_op_tables(
         floor[job == name] = at
     op_start = np.where(start >= 0, np.maximum(start - compute, floor), -1)
     g_job = grouped["job"].to_numpy(zero_copy_only=False)
+    o_iter, o_stage = ops["iteration"].to_numpy(), ops["stage"].to_numpy(zero_copy_only=False)
+    g_iter, g_stage = grouped["iteration"].to_numpy(), grouped["stage"].to_numpy(zero_copy_only=False)
     busy = np.zeros(grouped.num_rows, dtype=np.int64)
     exclusive = np.zeros(grouped.num_rows, dtype=np.int64)
     for name in dict.fromkeys(g_job):  # each job's stages overlap only its own
         mine, g_mine = job == name, g_job == name
         busy[g_mine], exclusive[g_mine] = stage_busy_exclusive(
-            ops["iteration"].to_numpy()[mine],
-            ops["stage"].to_numpy(zero_copy_only=False)[mine],
-            op_start[mine],
-            end[mine],
-            grouped["iteration"].to_numpy()[g_mine],
-            grouped["stage"].to_numpy(zero_copy_only=False)[g_mine],
+            o_iter[mine], o_stage[mine], op_start[mine], end[mine], g_iter[g_mine], g_stage[g_mine]
         )
     stages = pa.table(
         {

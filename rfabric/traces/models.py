@@ -447,31 +447,14 @@ MODELS: dict[str, ModelConfig] = {
             qk_nope_head_dim=128,
             v_head_dim=128,
         ),
-        # Kimi K2 (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's architecture with
-        # 64 attention heads, 384 routed experts, one dense layer and a 163,840-token vocabulary;
-        # 1.026e12 parameters, 32.9e9 activated ("1T total, 32B activated", its model card)
-        ModelConfig(
-            "kimi-k2",
-            layers=61,
-            hidden=7168,
-            heads=64,
-            kv_heads=64,
-            ffn=18432,
-            vocab=163840,
-            experts=384,
-            top_k=8,
-            expert_ffn=2048,
-            shared_expert_ffn=2048,
-            shared_expert_gate=False,
-            dense_layers=1,
-            kv_lora_rank=512,
-            q_lora_rank=1536,
-            qk_rope_head_dim=64,
-            qk_nope_head_dim=128,
-            v_head_dim=128,
-        ),
     )
 }
+# Kimi K2 (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's architecture with 64
+# attention heads, 384 routed experts, one dense layer and a 163,840-token vocabulary;
+# 1.026e12 parameters, 32.9e9 activated ("1T total, 32B activated", its model card)
+MODELS["kimi-k2"] = dataclasses.replace(
+    MODELS["deepseek-v3"], name="kimi-k2", heads=64, kv_heads=64, vocab=163840, experts=384, dense_layers=1
+)
 
 
 def get_model(model, where: str = "model") -> ModelConfig:
