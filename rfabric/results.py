@@ -271,8 +271,13 @@ SWEEP_SCHEMA = pa.schema(
             ),
         ),
         ("wall_s", pa.float64()),  # wall-clock seconds for the point (build, price, simulate)
+        # resident high-water mark (bytes) of the point's process while it ran (sweeps.memory)
+        ("peak_rss_bytes", pa.int64()),
     ]
 )
+
+#: Sweep columns that measure the host, not the simulation (they differ run to run).
+SWEEP_HOST_COLUMNS = ("wall_s", "controller_wall_s", "peak_rss_bytes")
 
 #: nccl-tests bus-bandwidth factors, as functions of the rank count n
 BUSBW_FACTOR = {

@@ -9,14 +9,15 @@ import pytest
 
 import rfabric as rf
 import rfabric.sweeps as sweep_mod
-from rfabric.results import SWEEP_SCHEMA
+from rfabric.results import SWEEP_HOST_COLUMNS, SWEEP_SCHEMA
 
 PERM = {"flows": {"pattern": "permutation", "size": "64KiB"}}
 GRID = dict(fabrics=["FT", "RFabric"], links=["100Gbps", "200Gbps"], gpus=[16], workload=PERM)
 
 
 def without_wall(table):
-    return table.drop_columns(["wall_s"])
+    """The rows without the host's measurements (wall time, memory)."""
+    return table.drop_columns(list(SWEEP_HOST_COLUMNS))
 
 
 def test_rows_have_the_schema_cost_and_performance(tmp_path):
@@ -493,8 +494,7 @@ def test_controllers_by_name_per_fabric_same_rows_on_the_pool(tmp_path):
     ctl = {"RFabric": "UniformController"}  # FT has no circuits: no controller
     a = rf.sweep(**kw, controller=ctl, executor="serial", out=None)
     b = rf.sweep(**kw, controller=ctl, executor="local", workers=2, out=tmp_path / "c.parquet")
-    walls = ["wall_s", "controller_wall_s"]
-    assert a.drop_columns(walls).equals(b.drop_columns(walls))
+    assert without_wall(a).equals(without_wall(b))
     rows = {r["fabric"]: r for r in a.to_pylist()}
     assert rows["FT"]["controller"] == "none" and rows["FT"]["controller_calls"] == 0
     assert rows["RFabric"]["controller"] == "UniformController" and rows["RFabric"]["controller_calls"] > 0

@@ -3,6 +3,7 @@
 import pytest
 
 import rfabric as rf
+from rfabric.results import SWEEP_HOST_COLUMNS
 from rfabric.sweeps.executors import EXECUTORS, _check_picklable, _in_spawned_worker, _run_serial
 from rfabric.sweeps.points import _grid, _identify
 from rfabric.sweeps.rows import _run_point
@@ -16,8 +17,8 @@ def test_serial_runs_every_point_in_order_as_run_point_does():
     _run_serial(points, rows.append)
     assert [r["point"] for r in rows] == [0, 1]
     one = _run_point(points[1])
-    assert {k: v for k, v in rows[1].items() if k != "wall_s"} == {
-        k: v for k, v in one.items() if k != "wall_s"
+    assert {k: v for k, v in rows[1].items() if k not in SWEEP_HOST_COLUMNS} == {
+        k: v for k, v in one.items() if k not in SWEEP_HOST_COLUMNS
     }
     assert EXECUTORS == ("local", "serial", "ray")
 

@@ -31,6 +31,7 @@ _CONFIG_KEYS = {
     "settings",
     "ray_address",
     "rewrites",
+    "max_memory",
 }
 
 

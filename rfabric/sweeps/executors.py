@@ -10,6 +10,7 @@ import tempfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from ..errors import SpecError, SweepError
+from .memory import workers_that_fit
 from .rows import _run_point
 
 EXECUTORS = ("local", "serial", "ray")
@@ -58,13 +59,16 @@ def _run_serial(points, on_row):
         on_row(_run_point(p))
 
 
-def _run_local(points, on_row, workers: int | None):
+def _run_local(points, on_row, workers: int | None, max_memory: int | None = None):
     import multiprocessing as mp
     from concurrent.futures.process import BrokenProcessPool
 
     n = max(1, min(workers or os.cpu_count() or 1, len(points)))
+    # bounded points: no more at once than the machine's free memory holds, each in a fresh
+    # process (its peak is its own, and what it allocated goes back to the system after it)
+    n = workers_that_fit(n, max_memory)
     try:
-        _pool(points, on_row, n, mp.get_context("spawn"))
+        _pool(points, on_row, n, mp.get_context("spawn"), 1 if max_memory is not None else None)
     except BrokenProcessPool as exc:
         raise _broken_pool(exc) from None
 
@@ -85,14 +89,14 @@ def _broken_pool(exc) -> SweepError:
     )
 
 
-def _pool(points, on_row, n: int, ctx) -> None:
+def _pool(points, on_row, n: int, ctx, tasks_per_child: int | None = None) -> None:
     from concurrent.futures.process import BrokenProcessPool
 
     error = None
     finished_rows = 0
     # spawn, not fork: workers start from a clean interpreter (no copied threads or locks of
     # the parent, e.g. the progress bar's or pyarrow's), and the compiled engine loads afresh
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=tasks_per_child) as pool:
         pending = {pool.submit(_run_point, p) for p in points}
         try:
             while pending:
@@ -119,7 +123,7 @@ def _pool(points, on_row, n: int, ctx) -> None:
         raise error
 
 
-def _run_ray(points, on_row, address: str | None, workers: int | None):
+def _run_ray(points, on_row, address: str | None, workers: int | None, max_memory: int | None = None):
     from .._optional import require
 
     ray = require("ray", "ray", "rf.sweep(executor='ray')")
@@ -135,7 +139,10 @@ def _run_ray(points, on_row, address: str | None, workers: int | None):
             ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
         finally:
             os.chdir(here)
-    task = ray.remote(num_cpus=1, max_retries=0)(_run_point)
+    # a bounded point also reserves its bound from Ray's memory resource, so a node runs no more
+    # of them at once than its memory holds
+    resources = {"memory": max_memory} if max_memory is not None else {}
+    task = ray.remote(num_cpus=1, max_retries=0, **resources)(_run_point)
     pending = [task.remote(p) for p in points]
     try:
         while pending:
@@ -145,7 +152,7 @@ def _run_ray(points, on_row, address: str | None, workers: int | None):
                     on_row(ray.get(ref))
                 except ray.exceptions.RayTaskError as exc:
                     cause = exc.as_instanceof_cause()
-                    raise (cause if isinstance(cause, SpecError) else exc) from None
+                    raise (cause if isinstance(cause, (SpecError, SweepError)) else exc) from None
     finally:
         for ref in pending:
             ray.cancel(ref)

@@ -104,6 +104,7 @@ class _Point:
     config_id: str | None = None  # set by _identify; None: its fabric or workload failed to build
     fabric_digest: str | None = None  # of the fabric built in the sweep's process (workers check)
     workload_obj: Any = None  # the workload made in the sweep's process (what the point runs)
+    max_memory: int | None = None  # bytes the point may allocate (sweeps.memory); None: unbounded
 
 
 REWRITE_RULES = ("offered", "none", "own")

@@ -16,6 +16,7 @@ from ..jobs import as_jobs
 from ..results import SWEEP_SCHEMA
 from ..units import format_rate
 from .digests import _config_id, _object_digest, fabric_digest, workload_digest
+from .memory import over_bound_message, point_memory
 from .points import _Point
 
 #: Stages with a column of their own (``stage_<name>_ps``): the catalog's.
@@ -23,12 +24,25 @@ STAGES = catalog.STAGES
 
 
 def _run_point(p: _Point) -> dict:
-    """Build, price and simulate one point; returns its row (SWEEP_SCHEMA)."""
+    """Build, price and simulate one point within its memory bound; returns its row
+    (SWEEP_SCHEMA) with the point's resident peak."""
+    t0 = time.perf_counter()
+    try:
+        with point_memory(p.max_memory) as mem:
+            row = _point_row(p, t0)
+    except MemoryError as exc:
+        if p.max_memory is None:
+            raise
+        raise SweepError(over_bound_message(p.key, p.where, p.max_memory, exc)) from None
+    row["peak_rss_bytes"] = mem.peak_bytes
+    return row
+
+
+def _point_row(p: _Point, t0: float) -> dict:
     from .. import cost
     from ..simulation import simulate
     from ..traces import Trace
 
-    t0 = time.perf_counter()
     try:
         fab = p.fabric.build(p.gpus, p.link_bps)
         if p.fabric_digest is not None and fabric_digest(fab) != p.fabric_digest:

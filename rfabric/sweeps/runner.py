@@ -8,6 +8,7 @@ import logging
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from ..errors import SpecError
 from ..units import format_rate
 from ..validators import integer
 from .executors import EXECUTORS, _check_picklable, _in_spawned_worker, _run_local, _run_ray, _run_serial
+from .memory import parse_bound
 from .points import _grid, _identify
 from .resume import _atomic_parquet, _read_done
 from .rows import _table
@@ -41,6 +43,7 @@ def sweep(
     ray_address: str | None = None,
     rewrites="offered",
     where: str = "sweep",
+    max_memory=None,
 ) -> pa.Table:
     """Run one simulation per point of fabrics x links x gpus x workloads; return the rows.
 
@@ -93,6 +96,12 @@ def sweep(
         Extra ``rf.simulate`` settings for every point (``transport``, ``mtu_bytes``, ...).
     ray_address : str, optional
         Ray cluster address for ``executor="ray"`` (default: start a local instance).
+    max_memory : str or int, optional
+        Each point's memory bound ("6GiB" or bytes): what it may allocate beyond its process's
+        baseline (``rfabric.sweeps.memory``). A point past it fails with a SweepError naming
+        it; the local executor runs each bounded point in a fresh process and no more at once
+        than the machine's available memory holds; Ray reserves the bound from each node's
+        memory. Rows report every point's resident peak (``peak_rss_bytes``) either way.
 
     Returns
     -------
@@ -113,7 +122,8 @@ def sweep(
     out_path = Path(out) if out is not None else None
     parts = out_path.with_name(out_path.name + ".parts") if out_path is not None else None
     done = _read_done(out_path, parts) if out_path is not None else {}
-    points = _identify(points)
+    bound = parse_bound(max_memory, where)
+    points = [replace(p, max_memory=bound) for p in _identify(points)]
     rows: dict[int, dict] = {p.index: done[p.config_id] for p in points if p.config_id in done}
     todo = [p for p in points if p.index not in rows]
     # saved rows of a point (same fabric, link, scale and workload labels) whose config_id
@@ -153,10 +163,10 @@ def sweep(
                 _run_serial(todo, on_row)
             elif executor == "local":
                 _check_picklable(todo, executor)
-                _run_local(todo, on_row, workers)
+                _run_local(todo, on_row, workers, bound)
             else:
                 _check_picklable(todo, executor)
-                _run_ray(todo, on_row, ray_address, workers)
+                _run_ray(todo, on_row, ray_address, workers, bound)
     finally:
         if bar is not None:
             bar.close()
