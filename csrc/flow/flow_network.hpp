@@ -14,9 +14,11 @@
 //  * paths: the forwarding path for the flow's ECMP hash. Where the packet engine spreads a
 //    flow's frames (per-packet spraying, adaptive and multipath routing, frame-by-frame relays
 //    around a failed NIC) the flow's frames are split evenly over the paths its first
-//    kSamples frames would take on an idle fabric: a port that a fraction c of them cross
-//    carries c x the flow's rate (its coefficient), and the flow moves as one, so all its
-//    paths finish together, as evenly sprayed frames do;
+//    kSamples frames would take: a port that a fraction c of them cross carries c x the
+//    flow's rate (its coefficient), and the flow moves as one, so all its paths finish
+//    together, as evenly sprayed frames do. The frames walk an idle fabric, except under
+//    adaptive and multipath routing, where they walk against the load the flows sending
+//    offer at their line rates, the flow's own earlier frames included (path_cache.cpp);
 //  * its rate is its max-min fair share, the coefficients weighting what it takes of each
 //    port (progressive filling with weights); a flow relayed around its failed NIC is capped
 //    at that NIC's rate, as Network::line_rate caps it;
@@ -28,8 +30,8 @@
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
 // Not modelled: queues, PFC, ECN, congestion control dynamics (DCQCN's ramp, DCTCP's window),
-// losses and retransmissions, load-aware routing (adaptive and multipath choices see an idle
-// fabric).
+// losses and retransmissions; load-aware choices see offered load when a flow starts, not
+// queues as they change while it sends.
 #pragma once
 
 #include <cstdint>
