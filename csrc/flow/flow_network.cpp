@@ -28,6 +28,7 @@ FlowNetwork::FlowNetwork(engine::Engine& eng, const net::NetworkSpec& spec, cons
   lossless_ = cfg.lossless >= 0 ? cfg.lossless != 0 : lossless;
   fwd_.set_per_frame_relays(lossless_);
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
+  load_routing_ = cfg.ecmp_adaptive || cfg.ecmp_multipath;
   kind_base_ = eng_.register_handler(this);
   for (uint32_t k = 1; k < kNumSub; ++k) eng_.register_handler(this);
   changes_.attach(eng_, *this, fwd_, kind_base_ + kTopologyChange);
@@ -144,7 +145,6 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
 
 void FlowNetwork::start_flow(uint32_t f) {
   const double wire = wire_bytes(f);
-  PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
   if (handoff_ != kNone) {
     // The connection's next message, posted as its last one left: same paths and ceiling, so
     // the max-min allocation with the new flow in the old one's place is the one in force.
@@ -160,14 +160,15 @@ void FlowNetwork::start_flow(uint32_t f) {
       sf.remaining = sf.accounted = wire;
       sf.last = eng_.now();
       flow_sub_[f] = s;
-      flow_delay_[f] = delivery_delay(f, ps);
+      // (under load routing the delay of the idle paths: the subflow keeps the ones it has)
+      flow_delay_[f] = delivery_delay(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]));
       ++counters_.subflows;
       ++counters_.handoffs;
       schedule_finish(s);
       return;
     }
   }
-  new_subflow(f, ps, wire);
+  new_subflow(f, start_paths(f), wire);
 }
 
 uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
@@ -206,6 +207,11 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   } else {
     attach(s);
     dirty_sub(s);
+    if (load_routing_) {
+      if (sub_offered_.size() <= s) sub_offered_.resize(subs_.size());
+      sub_offered_[s] = offered_rate(f);
+      offer(s, +1);
+    }
   }
   return s;
 }
@@ -278,6 +284,7 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   }
   if (!sf.blocked) {
     detach(s);
+    if (load_routing_) offer(s, -1);
     bool quiet = true;
     const Hop* hops = sf.hops();
     for (size_t h = 0; h < sf.nhops; ++h)
@@ -349,7 +356,11 @@ void FlowNetwork::topology_changed() {
             [&](uint32_t a, uint32_t b) { return flows_.id[a] < flows_.id[b]; });
   for (const uint32_t f : sending) {
     const uint32_t s = flow_sub_[f];
-    const PathSet& ps = paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+    // (load routing: sampled again against the others' load, its own taken back meanwhile)
+    const bool offers = load_routing_ && !subs_[s].blocked;
+    if (offers) offer(s, -1);
+    PathSet& ps = load_routing_ ? start_paths(f) : paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]);
+    if (offers) offer(s, +1);
     const Subflow& sf = subs_[s];
     const bool blocked = !ps.reached || ps.ports.empty();
     bool same = sf.blocked == blocked && sf.nhops == ps.ports.size();
@@ -362,7 +373,7 @@ void FlowNetwork::topology_changed() {
     const double left = sf.remaining;
     remove_subflow(s);
     ++counters_.reroutes;
-    new_subflow(f, paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), left);
+    new_subflow(f, load_routing_ ? ps : paths_of(flows_.src[f], flows_.dst[f], flows_.hash[f]), left);
   }
   // capacities changed too: every component is recomputed
   for (uint32_t p = 0; p < ports_.size(); ++p)

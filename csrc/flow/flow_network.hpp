@@ -14,9 +14,11 @@
 //  * paths: the forwarding path for the flow's ECMP hash. Where the packet engine spreads a
 //    flow's frames (per-packet spraying, adaptive and multipath routing, frame-by-frame relays
 //    around a failed NIC) the flow's frames are split evenly over the paths its first
-//    kSamples frames would take on an idle fabric: a port that a fraction c of them cross
-//    carries c x the flow's rate (its coefficient), and the flow moves as one, so all its
-//    paths finish together, as evenly sprayed frames do;
+//    kSamples frames would take: a port that a fraction c of them cross carries c x the
+//    flow's rate (its coefficient), and the flow moves as one, so all its paths finish
+//    together, as evenly sprayed frames do. The frames walk an idle fabric, except under
+//    adaptive and multipath routing, where they walk against the load the flows sending
+//    offer at their line rates, the flow's own earlier frames included (path_cache.cpp);
 //  * its rate is its max-min fair share, the coefficients weighting what it takes of each
 //    port (progressive filling with weights); a flow relayed around its failed NIC is capped
 //    at that NIC's rate, as Network::line_rate caps it;
@@ -28,8 +30,8 @@
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
 // Not modelled: queues, PFC, ECN, congestion control dynamics (DCQCN's ramp, DCTCP's window),
-// losses and retransmissions, load-aware routing (adaptive and multipath choices see an idle
-// fabric).
+// losses and retransmissions; load-aware choices see offered load when a flow starts, not
+// queues as they change while it sends.
 #pragma once
 
 #include <cstdint>
@@ -258,9 +260,26 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void finish(uint32_t f);
   Bytes sent_of(uint32_t f) const;
   PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
+  /// Add one sampled frame's path (`reached`: it gets to the destination) to `ps`, `weight`
+  /// samples of it; `count`: per port of ps.ports, the samples crossing it; `samples`: all.
+  static void add_sample(PathSet& ps, std::vector<uint32_t>& count, uint32_t& samples,
+                         const std::vector<uint32_t>& path, bool reached, uint32_t weight);
   void clear_path_cache();
-  /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst.
-  std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached) const;
+  struct FluidLoad;  ///< path_cache.cpp
+  /// The ports a frame with sequence number `seq` crosses; `reached`: it gets to dst. `load`:
+  /// what adaptive and multipath choices read (net::IdleLoad, or path_cache.cpp's FluidLoad).
+  template <class Load>
+  std::vector<uint32_t> walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, bool& reached,
+                             const Load& load) const;
+  /// Sample the paths of flow f's kSamples frames into `out`, frame by frame, as the ports'
+  /// offered load (path_cache.cpp) makes adaptive and multipath choices take them.
+  void sample_paths(uint32_t f, PathSet& out);
+  /// The paths flow f starts on: with load routing sampled now (into fresh_), else cached.
+  PathSet& start_paths(uint32_t f);
+  /// What flow f offers when it starts (bit/s): its line rate, each copy.
+  double offered_rate(uint32_t f) const;
+  /// Add (sign +1) or take back (-1) subflow s's offered load on its ports (load routing).
+  void offer(uint32_t s, double sign);
   void start_flow(uint32_t f);
   uint32_t new_subflow(uint32_t f, PathSet& ps, double bytes);
   void remove_subflow(uint32_t s);
@@ -295,6 +314,14 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   net::FlowTransports ft_;
   bool lossless_ = true;
   bool spreads_ = false;  ///< the routing mode spreads a flow's frames (spray, adaptive, multipath)
+  /// Adaptive or multipath routing: a flow's frames follow port load, so a flow's paths are
+  /// sampled when it starts against the offered load of the flows sending (path_cache.cpp).
+  bool load_routing_ = false;
+  std::vector<double> offered_;      ///< per port: bit/s offered by the subflows crossing it
+  std::vector<double> sub_offered_;  ///< per subflow slot: the bit/s it offers (line rate x copies)
+  std::vector<double> extra_;        ///< per port: offered by the samples of the flow being routed
+  std::vector<uint32_t> touched_;    ///< ports with extra_ set
+  PathSet fresh_;                    ///< the last sampled path set (start_paths)
 
   FlowRecords flows_;
   bool record_ = true;
