@@ -9,6 +9,18 @@ each stage's error.
     python bench/validate_flow.py                      # README / bench/README table (~8 min)
     python bench/validate_flow.py --fabrics FT --scenarios all_reduce,incast --size 16MiB
     python bench/validate_flow.py --fabrics RO,TopoOpt,MixNet --size 256MiB   # the other three
+    python bench/validate_flow.py --scale 128,256,512 --fabrics FT,RFabric   # error against scale
+    python bench/validate_flow.py --scale 128 --modes flow,flow+flow_ring_slices=0
+
+--scale N,N,...: per size N, one RL iteration of a small MoE model (every op kind the
+generator emits: all_reduce, reduce_scatter, all_gather, all_to_all, send, broadcast) on N
+GPUs of each fabric with its own controller, run whole (--replay iteration) or stage by stage
+(--replay stages: each stage alone, its dependencies on other stages dropped; --replay auto:
+whole up to --whole-max GPUs), in packets and in each --modes mode. One row per stage and per
+(stage, op kind), with the packet run's PFC pauses, ECN marks and drops beside the error;
+Markdown on stdout, the same rows as CSV in --csv (default bench/validation/flow_scale.csv).
+A mode is a backend and config settings: `flow`, `flow+flow_ring_slices=0`, ...; errors are
+always against `packet`.
 
 Scenarios (128 GPUs by default):
   all_reduce   ring all-reduce over every GPU (8 NCCL channels)
@@ -23,16 +35,25 @@ Scenarios (128 GPUs by default):
 from __future__ import annotations
 
 import argparse
+import csv
+import os
+import shlex
 import sys
 import time
 
 import numpy as np
+import pyarrow as pa
 
 import rfabric as rf
 from rfabric.units import parse_size, parse_time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import only_stage  # noqa: E402  (bench/_common.py, shared with qwen3_235b_flow.py)
+
 SCENARIOS = ("all_reduce", "all_to_all", "broadcast", "permutation", "incast", "rl")
 FABRICS = ("FT", "FT-OS", "RFabric")
+ALL_FABRICS = ("FT", "FT-OS", "RO", "TopoOpt", "MixNet", "RFabric")
+CSV_DEFAULT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "validation", "flow_scale.csv")
 
 
 def fabric(name: str, gpus: int):
@@ -123,6 +144,273 @@ def compare(pk, fl, wl, min_op_ps: int) -> dict:
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# --scale: the flow model's error against scale, per stage and per op kind
+
+# A small MoE model (4 layers, 16 experts, top-2): small enough that a whole iteration in
+# packets takes seconds at 128 GPUs, with every op kind the generator emits for an MoE model.
+MOE_SMALL = rf.traces.ModelConfig(
+    name="moe-small",
+    layers=4,
+    hidden=1024,
+    heads=8,
+    kv_heads=8,
+    ffn=4096,
+    vocab=32000,
+    experts=16,
+    top_k=2,
+    expert_ffn=1024,
+)
+
+
+def moe_iteration(gpus: int, seed: int) -> rf.traces.Trace:
+    """One sync GRPO iteration of MOE_SMALL on ``gpus`` GPUs: half train (tp 4, pp 2, dp the
+    rest, ep up to 8, distributed optimizer: reduce-scatter and all-gather), half generation
+    (tp 4, ep up to 8), the response stream and the weight sync; the batch grows with the
+    GPUs (a quarter of the generation GPUs' count, at least 16)."""
+    if gpus < 16 or gpus % 16:
+        raise SystemExit(f"--scale: {gpus} GPUs: need a multiple of 16 (two sides of tp 4 x pp 2)")
+    half = gpus // 2
+    dp = half // 8
+    return rf.traces.generate_rl(
+        model=MOE_SMALL,
+        train_gpus=half,
+        gen_gpus=half,
+        train=dict(tp=4, pp=2, ep=min(8, dp)),
+        gen=dict(tp=4, ep=min(8, half // 4)),
+        iterations=1,
+        seed=seed,
+        global_batch=max(16, half // 4),
+        decode_steps_per_op=256,
+        distributed_optimizer=True,
+    )
+
+
+def parse_value(v: str):
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(v.lower(), v)
+
+
+def parse_mode(mode: str) -> tuple[str, dict]:
+    """``flow+flow_ring_slices=0+...`` -> ("flow", {"flow_ring_slices": 0}): a backend and
+    config settings given to rf.simulate."""
+    backend, *parts = mode.split("+")
+    settings = {}
+    for part in parts:
+        key, eq, val = part.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"--modes: {mode!r}: expected backend+setting=value+..., got {part!r}")
+        settings[key] = parse_value(val)
+    if backend not in ("flow", "packet"):
+        raise SystemExit(f"--modes: {mode!r}: unknown backend {backend!r} (flow or packet)")
+    return backend, settings
+
+
+def run_mode(fab, tr, mode: str, seed: int):
+    backend, settings = parse_mode(mode)
+    t0 = time.perf_counter()
+    res = rf.simulate(fab, tr, backend=backend, seed=seed, controller=fab.controller(), **settings)
+    return res, time.perf_counter() - t0
+
+
+def _ops(res) -> dict:
+    t = res.ops.select(["op_id", "stage", "kind", "time_ps", "delivered_bytes"]).sort_by("op_id")
+    return {c: t[c].to_numpy(zero_copy_only=False) for c in t.column_names}
+
+
+def _spans(res) -> dict:
+    spans: dict = {}
+    for r in res.stages.to_pylist():
+        a, b = spans.get(r["stage"], (r["start_ps"], r["end_ps"]))
+        spans[r["stage"]] = (min(a, r["start_ps"]), max(b, r["end_ps"]))
+    return spans
+
+
+def _op_errors(tp, tf, min_op_ps: int):
+    keep = tp >= min_op_ps
+    if not keep.any():
+        return float("nan"), float("nan"), float("nan"), 0
+    e = err(tf[keep].astype(float), tp[keep].astype(float))
+    return (
+        float(np.median(e)),
+        float(np.percentile(np.abs(e), 90)),
+        float(e[np.argmax(np.abs(e))]),
+        int(keep.sum()),
+    )
+
+
+SCALE_COLUMNS = (
+    "fabric",
+    "gpus",
+    "ran",
+    "mode",
+    "stage",
+    "kind",
+    "ops",
+    "bytes",
+    "packet_ms",
+    "flow_ms",
+    "error",
+    "ops_compared",
+    "op_err_median",
+    "op_err_p90_abs",
+    "op_err_worst",
+    "pfc_pauses",
+    "ecn_marks",
+    "drops",
+    "packet_wall_s",
+    "flow_wall_s",
+)
+
+
+def scale_rows(fabric_name, gpus, ran, mode, pk, fl, wall_p, wall_f, min_op_ps) -> list[dict]:
+    """Rows comparing one packet run with one flow-mode run of the same trace: the whole run
+    (stage ``*``) when it is an iteration, each stage (kind ``*``: its span, first op start
+    to last op end) and each (stage, op kind) (the sum of its op times). Per-op errors over
+    the ops of at least ``min_op_ps`` in packets. The packet run's PFC pauses, ECN marks and
+    drops are on every row."""
+    P, F = _ops(pk), _ops(fl)
+    if not np.array_equal(P["op_id"], F["op_id"]):
+        raise AssertionError(f"{fabric_name} {gpus} {mode}: the two runs report different ops")
+    if not np.array_equal(P["delivered_bytes"], F["delivered_bytes"]):
+        bad = int(np.flatnonzero(P["delivered_bytes"] != F["delivered_bytes"])[0])
+        raise AssertionError(
+            f"{fabric_name} {gpus} {mode}: op {P['op_id'][bad]} delivered {P['delivered_bytes'][bad]} B in "
+            f"packets, {F['delivered_bytes'][bad]} B in {mode}"
+        )
+    sp, sf = _spans(pk), _spans(fl)
+    common = dict(
+        fabric=fabric_name,
+        gpus=gpus,
+        ran=ran,
+        mode=mode,
+        pfc_pauses=pk.run["pfc_pauses"],
+        ecn_marks=pk.run["ecn_marks"],
+        drops=pk.run["drops"],
+        packet_wall_s=round(wall_p, 2),
+        flow_wall_s=round(wall_f, 2),
+    )
+
+    def row(stage, kind, sel, p_ps, f_ps):
+        med, p90, worst, n = _op_errors(P["time_ps"][sel], F["time_ps"][sel], min_op_ps)
+        return dict(
+            common,
+            stage=stage,
+            kind=kind,
+            ops=int(sel.sum()),
+            bytes=int(P["delivered_bytes"][sel].sum()),
+            packet_ms=p_ps / 1e9,
+            flow_ms=f_ps / 1e9,
+            error=err(f_ps, p_ps) if p_ps > 0 else float("nan"),
+            ops_compared=n,
+            op_err_median=med,
+            op_err_p90_abs=p90,
+            op_err_worst=worst,
+        )
+
+    out = []
+    everything = np.ones(len(P["op_id"]), dtype=bool)
+    if ran == "iteration":
+        out.append(row("*", "*", everything, pk.run["makespan_ps"], fl.run["makespan_ps"]))
+    for stage in sp:  # the packet run's order: the order stages start in
+        sel = P["stage"] == stage
+        out.append(row(stage, "*", sel, sp[stage][1] - sp[stage][0], sf[stage][1] - sf[stage][0]))
+        for kind in sorted(set(P["kind"][sel])):
+            k = sel & (P["kind"] == kind)
+            out.append(row(stage, kind, k, int(P["time_ps"][k].sum()), int(F["time_ps"][k].sum())))
+    return out
+
+
+def _fmt_err(x: float) -> str:
+    return "" if x != x else f"{x:+.1%}"
+
+
+def markdown_header() -> str:
+    return (
+        "| fabric | GPUs | ran | mode | stage | kind | ops | packet ms | flow ms | error "
+        "| per-op error median / p90 abs / worst | PFC pauses | ECN marks | drops | packet wall s | flow wall s |\n"
+        "|---|---:|---|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+    )
+
+
+def markdown_row(r: dict) -> str:
+    per_op = ""
+    if r["ops_compared"]:
+        per_op = (
+            f"{_fmt_err(r['op_err_median'])} / {r['op_err_p90_abs']:.1%} / {_fmt_err(r['op_err_worst'])} "
+            f"({r['ops_compared']})"
+        )
+    return (
+        f"| {r['fabric']} | {r['gpus']} | {r['ran']} | {r['mode']} | {r['stage']} | {r['kind']} | {r['ops']} "
+        f"| {r['packet_ms']:.3f} | {r['flow_ms']:.3f} | {_fmt_err(r['error'])} | {per_op} "
+        f"| {r['pfc_pauses']:,} | {r['ecn_marks']:,} | {r['drops']:,} | {r['packet_wall_s']:.2f} | {r['flow_wall_s']:.2f} |"
+    )
+
+
+def write_csv(path: str, rows: list[dict], command: str) -> None:
+    """The rows as CSV text, the command that made them in a '#' comment line on top."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        f.write(f"# {command}\n")
+        f.write("# error = flow / packet - 1; per-op errors over ops of at least --min-op in packets\n")
+        w = csv.DictWriter(f, fieldnames=SCALE_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    os.replace(tmp, path)
+
+
+_INT_COLUMNS = {"gpus", "ops", "bytes", "ops_compared", "pfc_pauses", "ecn_marks", "drops"}
+_STR_COLUMNS = {"fabric", "ran", "mode", "stage", "kind"}
+
+
+def read_csv(path: str) -> list[dict]:
+    """The rows write_csv wrote, with their types (ints, floats: repr round-trips)."""
+    with open(path, newline="") as f:
+        lines = [ln for ln in f if not ln.startswith("#")]
+    rows = []
+    for r in csv.DictReader(lines):
+        rows.append(
+            {k: (v if k in _STR_COLUMNS else int(v) if k in _INT_COLUMNS else float(v)) for k, v in r.items()}
+        )
+    return rows
+
+
+def scale(args, command: str) -> int:
+    sizes = [int(x) for x in args.scale.split(",")]
+    modes = args.modes.split(",")
+    for m in modes:
+        parse_mode(m)
+    min_op = parse_time(args.min_op)
+    rows = read_csv(args.csv) if args.append and os.path.exists(args.csv) else []
+    print(markdown_header(), flush=True)
+    for gpus in sizes:
+        tr = moe_iteration(gpus, args.seed)
+        whole = args.replay == "iteration" or (args.replay == "auto" and gpus <= args.whole_max)
+        if whole:
+            runs = [("iteration", tr)]
+        else:
+            stages = list(dict.fromkeys(tr.table["stage"].cast(pa.string()).to_pylist()))
+            runs = [("stage", only_stage(tr, st)) for st in stages]
+        for fname in args.fabrics.split(","):
+            fab = fabric(fname, gpus)
+            for ran, wl in runs:
+                pk, wp = run_mode(fab, wl, "packet", args.seed)
+                for mode in modes:
+                    fl, wf = run_mode(fab, wl, mode, args.seed)
+                    new = scale_rows(fname, gpus, ran, mode, pk, fl, wp, wf, min_op)
+                    for r in new:
+                        print(markdown_row(r), flush=True)
+                    rows.extend(new)
+                write_csv(args.csv, rows, command)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", type=int, default=128)
@@ -131,7 +419,27 @@ def main(argv=None) -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-op", default="50us", help="RL ops shorter than this (packet time) are left out")
+    ap.add_argument(
+        "--scale", default=None, help="GPU counts for the error-against-scale table, e.g. 128,256,512"
+    )
+    ap.add_argument(
+        "--modes", default="flow", help="--scale: modes against packet, e.g. flow,flow+flow_ring_slices=0"
+    )
+    ap.add_argument(
+        "--replay",
+        default="auto",
+        choices=("auto", "iteration", "stages"),
+        help="--scale: whole or stage by stage",
+    )
+    ap.add_argument(
+        "--whole-max", type=int, default=512, help="--replay auto: whole iterations up to this many GPUs"
+    )
+    ap.add_argument("--csv", default=CSV_DEFAULT, help="--scale: write the rows here (CSV)")
+    ap.add_argument("--append", action="store_true", help="--scale: keep the rows already in --csv")
     args = ap.parse_args(argv)
+    if args.scale:
+        argv_list = sys.argv[1:] if argv is None else list(argv)
+        return scale(args, "python bench/validate_flow.py " + shlex.join(argv_list))
     size = parse_size(args.size)
     min_op = parse_time(args.min_op)
     print(
