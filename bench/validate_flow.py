@@ -30,6 +30,18 @@ Scenarios (128 GPUs by default):
   incast       16 GPUs of other servers send --size each to GPU 0
   rl           one RL iteration (a 4-layer model, train 64 GPUs tp8 pp2 dp4, gen 64 GPUs
                tp8, weight sync, response stream), with the fabric's own controller
+
+Stress scenarios (each on its own 128-GPU fabric; --fabrics and --gpus do not apply; packets
+against each --modes mode, with the packet run's PFC pauses, ECN marks and drops):
+  victims         FT-OS 3:1: a 16:1 incast into GPU 0 and 16 victim flows that share its
+                  upstream ports, not its bottleneck (detail: the victims' mean FCT)
+  dcqcn_recovery  FT: a long flow into GPU 0 and a 16:1 burst into GPU 0 that ends while the
+                  long flow goes on (detail: the long flow's FCT)
+  pfc_spreading   RFabric, PXN off: an 8 MB random permutation (seed 4)
+  link_failure    FT: ring all-reduce of --size, a ToR-aggregation link fails a third of the way in
+  circuit_change  RFabric, PXN off: the 8 MB permutation, 8 circuits re-paired a third of the
+                  way in (50 us dark)
+    python bench/validate_flow.py --scenarios victims,dcqcn_recovery,pfc_spreading,link_failure,circuit_change
 """
 
 from __future__ import annotations
@@ -140,6 +152,133 @@ def compare(pk, fl, wl, min_op_ps: int) -> dict:
     else:
         out["detail"] = (
             f"busbw {pk.ops['busbw_GBps'][0].as_py():.1f} / {fl.ops['busbw_GBps'][0].as_py():.1f} GB/s"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Stress scenarios (issue 27 item 2): each on its own fabric, with events scheduled at a
+# third of the flow backend's healthy makespan (the same simulated instant for every mode).
+
+MB = 1_000_000
+
+
+def _stress_fat_tree_incast_victims(size: int, seed: int):
+    """16 GPUs of servers 8-9 send to GPU 0 (an incast behind GPU 0's ToR port) while the
+    16 GPUs of servers 10-11 send to GPUs 8-23 (victims: they share the senders'
+    ToR uplinks and the spine's downlinks to GPU 0's ToR with the incast, not its
+    bottleneck). FT-OS 3:1, 128 GPUs."""
+    fab = rf.topologies.FatTree(128, oversubscription=3)
+    inc = np.arange(64, 80)
+    vic = np.arange(80, 96)
+    src = np.concatenate([inc, vic])
+    dst = np.concatenate([np.zeros(16, dtype=np.int64), np.arange(8, 24)])
+    return fab, rf.Flows(src, dst, size), [], np.arange(16, 32), "victims"
+
+
+def _stress_dcqcn_recovery(size: int, seed: int):
+    """A long flow GPU 8 -> GPU 0 of 8 x --size, and a 16:1 burst of --size / 8 each into GPU 0
+    from other servers starting 20 us in: DCQCN cuts the long flow's rate under the burst and
+    recovers it after the burst ends; the fluid model hands the rate back at once. FT, 128."""
+    fab = rf.topologies.FatTree(128)
+    burst = np.arange(32, 48)
+    src = np.concatenate([[8], burst])
+    dst = np.zeros(17, dtype=np.int64)
+    sizes = np.concatenate([[8 * size], np.full(16, max(size // 8, 4096))])
+    start = np.concatenate([[0], np.full(16, 20_000_000)])
+    return fab, rf.Flows(src, dst, sizes, start_ps=start), [], np.array([0]), "long flow"
+
+
+def _stress_pfc_spreading(size: int, seed: int):
+    """RFabric with PXN off (cross-rail traffic crosses circuits), an 8 MB permutation: PFC
+    pauses spread from the congested circuits to flows that do not cross them."""
+    fab = rf.topologies.RFabric(128, pxn=False)
+    return fab, rf.Flows.permutation(128, 8 * MB, seed=4), [], None, ""
+
+
+def _stress_link_failure(size: int, seed: int):
+    """Ring all-reduce of --size over 128 GPUs of FT; the first ToR-aggregation link fails a
+    third of the way in and the rings re-route around it."""
+    fab = rf.topologies.FatTree(128)
+    link = int(np.flatnonzero(fab.to_spec().links.kind == "tor-agg")[0])
+
+    def fail(sim, at):
+        sim.fail_link(link, at=at)
+
+    return fab, rf.op_trace("all_reduce", range(128), size, "ring"), [fail], None, ""
+
+
+def _stress_circuit_change(size: int, seed: int):
+    """RFabric with PXN off, an 8 MB permutation; a third of the way in the first 8 circuits
+    of the first OCS are re-paired (their b ends rotated) with a 50 us dark time: flows on
+    them re-route or wait for light."""
+    fab = rf.topologies.RFabric(128, pxn=False)
+    c = fab.to_spec().circuits
+    same = np.flatnonzero(c.ocs == c.ocs[0])[:8]
+    b = c.b.copy()
+    b[same] = np.roll(b[same], 1)
+    plan = rf.CircuitTable.build(c.ocs, c.a, b)
+
+    def change(sim, at):
+        sim.apply_circuits(plan, at=at, t_ocs="50us")
+
+    return fab, rf.Flows.permutation(128, 8 * MB, seed=4), [change], None, ""
+
+
+STRESS = {
+    "victims": _stress_fat_tree_incast_victims,
+    "dcqcn_recovery": _stress_dcqcn_recovery,
+    "pfc_spreading": _stress_pfc_spreading,
+    "link_failure": _stress_link_failure,
+    "circuit_change": _stress_circuit_change,
+}
+STRESS_FABRIC = {
+    "victims": "FT-OS",
+    "dcqcn_recovery": "FT",
+    "pfc_spreading": "RFabric no PXN",
+    "link_failure": "FT",
+    "circuit_change": "RFabric no PXN",
+}
+
+
+def run_events(fab, wl, mode: str, seed: int, events, at_ps: int):
+    """Run ``wl`` in ``mode`` with each event (a function of the Simulation and a time)
+    scheduled at ``at_ps`` before the run."""
+    backend, settings = parse_mode(mode)
+    t0 = time.perf_counter()
+    sim = rf.Simulation(fab, wl, backend=backend, seed=seed, **settings)
+    for ev in events:
+        ev(sim, at_ps)
+    sim.run()
+    res = sim.results()
+    return res, time.perf_counter() - t0
+
+
+def stress(name: str, modes: list[str], size: int, seed: int, min_op_ps: int) -> list[str]:
+    """Markdown rows of one stress scenario: packets against each mode."""
+    fab, wl, events, focus, focus_name = STRESS[name](size, seed)
+    at = 0
+    if events:  # a third of the healthy flow run
+        healthy, _ = run_events(fab, wl, "flow", seed, [], 0)
+        at = healthy.run["makespan_ps"] // 3
+    pk, wp = run_events(fab, wl, "packet", seed, events, at)
+    out = []
+    for mode in modes:
+        fl, wf = run_events(fab, wl, mode, seed, events, at)
+        if not (pk.complete and fl.complete):
+            raise AssertionError(f"{name}: a run did not finish (packet {pk.complete}, {mode} {fl.complete})")
+        c = compare(pk, fl, wl, min_op_ps)
+        med, p90, worst = c["op_err"]
+        detail = c["detail"]
+        if focus is not None:
+            fp, ff = pk.fct_ps[focus].astype(float), fl.fct_ps[focus].astype(float)
+            detail = f"{focus_name} mean FCT {err(ff.mean(), fp.mean()):+.1%}; all: {detail}"
+        if events:
+            detail += f"; event at {at / 1e9:.3f} ms"
+        out.append(
+            f"| {name} | {STRESS_FABRIC[name]} | {mode} | {c['packet_ms']:.3f} | {c['flow_ms']:.3f} | "
+            f"{err(c['flow_ms'], c['packet_ms']):+.1%} | {med:+.1%} / {p90:.1%} / {worst:+.1%} | {detail} | "
+            f"{pk.run['pfc_pauses']:,} | {pk.run['ecn_marks']:,} | {pk.run['drops']:,} | {wp:.2f} | {wf:.2f} |"
         )
     return out
 
@@ -437,19 +576,27 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", default=CSV_DEFAULT, help="--scale: write the rows here (CSV)")
     ap.add_argument("--append", action="store_true", help="--scale: keep the rows already in --csv")
     args = ap.parse_args(argv)
+    for m in args.modes.split(","):
+        parse_mode(m)
     if args.scale:
         argv_list = sys.argv[1:] if argv is None else list(argv)
         return scale(args, "python bench/validate_flow.py " + shlex.join(argv_list))
     size = parse_size(args.size)
     min_op = parse_time(args.min_op)
-    print(
-        "| fabric | scenario | packet ms | flow ms | error | per-op error median / p90 abs / worst "
-        "| detail (flow vs packet) | packet wall s | flow wall s | speed-up |"
-    )
-    print("|---|---|---:|---:|---:|---|---|---:|---:|---:|")
-    for fname in args.fabrics.split(","):
+    names = args.scenarios.split(",")
+    unknown = [n for n in names if n not in SCENARIOS and n not in STRESS]
+    if unknown:
+        raise SystemExit(f"unknown scenario {unknown[0]!r} (known: {', '.join(SCENARIOS + tuple(STRESS))})")
+    plain = [n for n in names if n in SCENARIOS]
+    if plain:
+        print(
+            "| fabric | scenario | packet ms | flow ms | error | per-op error median / p90 abs / worst "
+            "| detail (flow vs packet) | packet wall s | flow wall s | speed-up |"
+        )
+        print("|---|---|---:|---:|---:|---|---|---:|---:|---:|")
+    for fname in args.fabrics.split(",") if plain else ():
         fab = fabric(fname, args.gpus)
-        for sname in args.scenarios.split(","):
+        for sname in plain:
             wl = workload(sname, args.gpus, size, args.seed)
             pk, wp = run(fab, wl, "packet", args.seed)
             fl, wf = run(fab, wl, "flow", args.seed)
@@ -463,6 +610,16 @@ def main(argv=None) -> int:
                 f"{c['detail']} | {wp:.2f} | {wf:.2f} | {speedup(wp, wf)} |",
                 flush=True,
             )
+    hard = [n for n in names if n in STRESS]
+    if hard:
+        print(
+            "\n| scenario | fabric | mode | packet ms | flow ms | error | per-flow (per-op) error median / p90 abs "
+            "/ worst | detail (mode vs packet) | PFC pauses | ECN marks | drops | packet wall s | mode wall s |"
+        )
+        print("|---|---|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|")
+    for name in hard:
+        for line in stress(name, args.modes.split(","), size, args.seed, min_op):
+            print(line, flush=True)
     return 0
 
 

@@ -165,3 +165,33 @@ def test_a_mode_setting_reaches_the_engine(trace):
     fab = vf.fabric("FT", GPUS)
     with pytest.raises((rf.SpecError, TypeError, ValueError)):
         vf.run_mode(fab, trace, "flow+no_such_setting=1", 1)
+
+
+@pytest.mark.parametrize("name", sorted(vf.STRESS))
+def test_stress_scenarios_finish_and_their_events_happen(name):
+    # Each stress scenario of validate_flow.py finishes on both backends with every byte
+    # delivered, and its mid-run event (link failure, circuit change) takes effect in both.
+    fab, wl, events, focus, _ = vf.STRESS[name](1 << 20, 1)
+    at = 100_000_000 if events else 0  # 100 us: inside every scenario's run at 1 MiB
+    runs = [vf.run_events(fab, wl, b, 1, events, at)[0] for b in ("packet", "flow")]
+    if name == "link_failure":  # the failed link carries bytes before the failure only
+        link = int(np.flatnonzero(fab.to_spec().links.kind == "tor-agg")[0])
+        for b, res in zip(("packet", "flow"), runs, strict=True):
+            healthy = vf.run_events(fab, wl, b, 1, [], 0)[0]
+
+            def on_link(r):
+                return sum(x["bytes"] for x in r.links.to_pylist() if x["link_id"] == link)
+
+            assert 0 < on_link(res) < on_link(healthy), b
+    for res in runs:
+        assert res.complete and not res.run["unroutable"]
+        if isinstance(wl, rf.Flows):
+            assert res.flows["delivered_bytes"].to_pylist() == wl.size_bytes.tolist()
+        else:
+            assert res.ops["delivered_bytes"][0].as_py() > 0
+        if name == "circuit_change":
+            assert len(res.circuits) == 1
+    if not isinstance(wl, rf.Flows):
+        assert runs[0].ops["delivered_bytes"].to_pylist() == runs[1].ops["delivered_bytes"].to_pylist()
+    if focus is not None:
+        assert len(focus) and focus.max() < len(wl.size_bytes)
