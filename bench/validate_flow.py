@@ -520,6 +520,72 @@ def read_csv(path: str) -> list[dict]:
     return rows
 
 
+STAGE_ORDER = ("gen", "response_stream", "experience", "train", "weight_sync")
+
+
+def summary(rows: list[dict]) -> str:
+    """Two Markdown tables from --scale rows: per (fabric, GPUs, mode) the whole run's and
+    each stage's error with the packet run's pauses, marks and drops; per (stage, op kind)
+    the error of its summed op time over every fabric and size (median, worst)."""
+    out = []
+    stages = [s for s in STAGE_ORDER if any(r["stage"] == s for r in rows)]
+    stages += sorted({r["stage"] for r in rows} - set(stages) - {"*"})
+    out.append(
+        "| fabric | GPUs | ran | mode | iteration | "
+        + " | ".join(stages)
+        + " | worst stage/kind | PFC pauses | ECN marks | drops | packet wall s | flow wall s |"
+    )
+    out.append("|---|---:|---|---|---:|" + "---:|" * len(stages) + "---|---:|---:|---:|---:|---:|")
+    keys = list(dict.fromkeys((r["fabric"], r["gpus"], r["ran"], r["mode"]) for r in rows))
+    for key in keys:
+        rs = [r for r in rows if (r["fabric"], r["gpus"], r["ran"], r["mode"]) == key]
+        whole = next((r for r in rs if r["stage"] == "*"), None)
+        per_stage = {r["stage"]: r for r in rs if r["stage"] != "*" and r["kind"] == "*"}
+        kinds = [r for r in rs if r["kind"] != "*" and r["packet_ms"] >= 0.05 and r["error"] == r["error"]]
+        worst = max(kinds, key=lambda r: abs(r["error"]), default=None)
+        # a stage replay's runs: pauses, marks and drops summed over the stages' packet runs
+        runs = [whole] if whole else list(per_stage.values())
+        pfc = sum(r["pfc_pauses"] for r in runs)
+        ecn = sum(r["ecn_marks"] for r in runs)
+        drops = sum(r["drops"] for r in runs)
+        wp = sum(r["packet_wall_s"] for r in runs)
+        wf = sum(r["flow_wall_s"] for r in runs)
+        cells = [_fmt_err(per_stage[s]["error"]) if s in per_stage else "" for s in stages]
+        w = f"{worst['stage']}/{worst['kind']} {_fmt_err(worst['error'])}" if worst else ""
+        out.append(
+            f"| {key[0]} | {key[1]:,} | {key[2]} | {key[3]} | {_fmt_err(whole['error']) if whole else ''} | "
+            + " | ".join(cells)
+            + f" | {w} | {pfc:,} | {ecn:,} | {drops:,} | {wp:.1f} | {wf:.1f} |"
+        )
+    out.append("")
+    out.append(
+        "| mode | stage | kind | rows | error median | worst error (fabric, GPUs) | per-op p90 abs, median over rows |"
+    )
+    out.append("|---|---|---|---:|---:|---|---:|")
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    pairs = sorted(
+        {(r["mode"], r["stage"], r["kind"]) for r in rows if r["kind"] != "*"},
+        key=lambda p: (modes.index(p[0]), STAGE_ORDER.index(p[1]) if p[1] in STAGE_ORDER else 99, p[2]),
+    )
+    for mode, st, kind in pairs:
+        rs = [
+            r
+            for r in rows
+            if r["mode"] == mode and r["stage"] == st and r["kind"] == kind and r["error"] == r["error"]
+        ]
+        if not rs:
+            continue
+        e = np.array([r["error"] for r in rs])
+        worst = rs[int(np.argmax(np.abs(e)))]
+        p90 = [r["op_err_p90_abs"] for r in rs if r["ops_compared"]]
+        out.append(
+            f"| {mode} | {st} | {kind} | {len(rs)} | {_fmt_err(float(np.median(e)))} | "
+            f"{_fmt_err(worst['error'])} ({worst['fabric']}, {worst['gpus']:,}) | "
+            f"{f'{np.median(p90):.1%}' if p90 else ''} |"
+        )
+    return "\n".join(out)
+
+
 def scale(args, command: str) -> int:
     sizes = [int(x) for x in args.scale.split(",")]
     modes = args.modes.split(",")
@@ -547,6 +613,8 @@ def scale(args, command: str) -> int:
                         print(markdown_row(r), flush=True)
                     rows.extend(new)
                 write_csv(args.csv, rows, command)
+    print()
+    print(summary(rows))
     return 0
 
 
@@ -575,9 +643,15 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--csv", default=CSV_DEFAULT, help="--scale: write the rows here (CSV)")
     ap.add_argument("--append", action="store_true", help="--scale: keep the rows already in --csv")
+    ap.add_argument(
+        "--summary", default=None, metavar="CSV", help="print the summary tables of a --scale CSV"
+    )
     args = ap.parse_args(argv)
     for m in args.modes.split(","):
         parse_mode(m)
+    if args.summary:
+        print(summary(read_csv(args.summary)))
+        return 0
     if args.scale:
         argv_list = sys.argv[1:] if argv is None else list(argv)
         return scale(args, "python bench/validate_flow.py " + shlex.join(argv_list))

@@ -195,3 +195,14 @@ def test_stress_scenarios_finish_and_their_events_happen(name):
         assert runs[0].ops["delivered_bytes"].to_pylist() == runs[1].ops["delivered_bytes"].to_pylist()
     if focus is not None:
         assert len(focus) and focus.max() < len(wl.size_bytes)
+
+
+def test_summary_has_a_line_per_run_and_per_stage_kind(iteration_rows):
+    rows = iteration_rows[2]
+    text = vf.summary(rows)
+    first, second = text.split("\n\n")
+    assert len(first.splitlines()) == 2 + 1  # header, rule, the one (fabric, GPUs, ran, mode)
+    pairs = {(r["stage"], r["kind"]) for r in rows if r["kind"] != "*"}
+    assert len(second.splitlines()) == 2 + len(pairs)
+    whole = next(r for r in rows if r["stage"] == "*")
+    assert f"| {whole['pfc_pauses']:,} | {whole['ecn_marks']:,} | {whole['drops']:,} |" in first
