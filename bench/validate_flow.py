@@ -391,6 +391,7 @@ SCALE_COLUMNS = (
     "kind",
     "ops",
     "bytes",
+    "flow_bytes",
     "packet_ms",
     "flow_ms",
     "error",
@@ -415,11 +416,14 @@ def scale_rows(fabric_name, gpus, ran, mode, pk, fl, wall_p, wall_f, min_op_ps) 
     P, F = _ops(pk), _ops(fl)
     if not np.array_equal(P["op_id"], F["op_id"]):
         raise AssertionError(f"{fabric_name} {gpus} {mode}: the two runs report different ops")
-    if not np.array_equal(P["delivered_bytes"], F["delivered_bytes"]):
-        bad = int(np.flatnonzero(P["delivered_bytes"] != F["delivered_bytes"])[0])
-        raise AssertionError(
-            f"{fabric_name} {gpus} {mode}: op {P['op_id'][bad]} delivered {P['delivered_bytes'][bad]} B in "
-            f"packets, {F['delivered_bytes'][bad]} B in {mode}"
+    differ = np.flatnonzero(P["delivered_bytes"] != F["delivered_bytes"])
+    if differ.size:  # recorded in the rows (flow_bytes), said on stderr; not expected
+        i = int(differ[0])
+        print(
+            f"warning: {fabric_name} {gpus} {mode}: {differ.size} ops delivered other bytes than in packets, "
+            f"e.g. op {P['op_id'][i]}: {P['delivered_bytes'][i]} B in packets, {F['delivered_bytes'][i]} B",
+            file=sys.stderr,
+            flush=True,
         )
     sp, sf = _spans(pk), _spans(fl)
     common = dict(
@@ -442,6 +446,7 @@ def scale_rows(fabric_name, gpus, ran, mode, pk, fl, wall_p, wall_f, min_op_ps) 
             kind=kind,
             ops=int(sel.sum()),
             bytes=int(P["delivered_bytes"][sel].sum()),
+            flow_bytes=int(F["delivered_bytes"][sel].sum()),
             packet_ms=p_ps / 1e9,
             flow_ms=f_ps / 1e9,
             error=err(f_ps, p_ps) if p_ps > 0 else float("nan"),
@@ -490,12 +495,13 @@ def markdown_row(r: dict) -> str:
     )
 
 
-def write_csv(path: str, rows: list[dict], command: str) -> None:
-    """The rows as CSV text, the command that made them in a '#' comment line on top."""
+def write_csv(path: str, rows: list[dict], command: str | list[str]) -> None:
+    """The rows as CSV text, the command(s) that made them in '#' comment lines on top."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
-        f.write(f"# {command}\n")
+        for c in [command] if isinstance(command, str) else command:
+            f.write(f"# {c}\n")
         f.write("# error = flow / packet - 1; per-op errors over ops of at least --min-op in packets\n")
         w = csv.DictWriter(f, fieldnames=SCALE_COLUMNS, lineterminator="\n")
         w.writeheader()
@@ -504,7 +510,7 @@ def write_csv(path: str, rows: list[dict], command: str) -> None:
     os.replace(tmp, path)
 
 
-_INT_COLUMNS = {"gpus", "ops", "bytes", "ops_compared", "pfc_pauses", "ecn_marks", "drops"}
+_INT_COLUMNS = {"gpus", "ops", "bytes", "flow_bytes", "ops_compared", "pfc_pauses", "ecn_marks", "drops"}
 _STR_COLUMNS = {"fabric", "ran", "mode", "stage", "kind"}
 
 
@@ -592,7 +598,12 @@ def scale(args, command: str) -> int:
     for m in modes:
         parse_mode(m)
     min_op = parse_time(args.min_op)
-    rows = read_csv(args.csv) if args.append and os.path.exists(args.csv) else []
+    rows, commands = [], [command]
+    if args.append and os.path.exists(args.csv):
+        rows = read_csv(args.csv)
+        with open(args.csv) as f:
+            before = [ln[2:].rstrip("\n") for ln in f if ln.startswith("# python ")]
+        commands = before + commands
     print(markdown_header(), flush=True)
     for gpus in sizes:
         tr = moe_iteration(gpus, args.seed)
@@ -612,7 +623,7 @@ def scale(args, command: str) -> int:
                     for r in new:
                         print(markdown_row(r), flush=True)
                     rows.extend(new)
-                write_csv(args.csv, rows, command)
+                write_csv(args.csv, rows, commands)
     print()
     print(summary(rows))
     return 0

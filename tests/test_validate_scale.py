@@ -95,6 +95,7 @@ def test_rows_cover_the_trace(trace, iteration_rows):
         assert sum(r["ops"] for r in kinds) == stage["ops"]
         assert sum(r["bytes"] for r in kinds) == stage["bytes"]
     for r in rows:
+        assert r["flow_bytes"] == r["bytes"]
         assert r["pfc_pauses"] == pk.run["pfc_pauses"] and r["ecn_marks"] == pk.run["ecn_marks"]
         assert r["drops"] == pk.run["drops"]
         assert r["packet_ms"] > 0 and r["flow_ms"] > 0
