@@ -89,6 +89,9 @@ def main() -> None:
         "handoffs",
         "controller_wall_s",
         "unroutable",
+        "pfc_pauses",
+        "ecn_marks",
+        "drops",
     )
     print({k: res.run.get(k) for k in keys})
     ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")
