@@ -543,6 +543,9 @@ def summary(rows: list[dict]) -> str:
     )
     out.append("|---|---:|---|---|---:|" + "---:|" * len(stages) + "---|---:|---:|---:|---:|---:|")
     keys = list(dict.fromkeys((r["fabric"], r["gpus"], r["ran"], r["mode"]) for r in rows))
+    order = {f: i for i, f in enumerate(ALL_FABRICS)}
+    first_seen = {k: i for i, k in enumerate(keys)}
+    keys.sort(key=lambda k: (k[1], order.get(k[0], len(order)), first_seen[k]))  # by size, then fabric
     for key in keys:
         rs = [r for r in rows if (r["fabric"], r["gpus"], r["ran"], r["mode"]) == key]
         whole = next((r for r in rs if r["stage"] == "*"), None)
