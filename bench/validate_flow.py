@@ -16,8 +16,8 @@ each stage's error.
 generator emits: all_reduce, reduce_scatter, all_gather, all_to_all, send, broadcast) on N
 GPUs of each fabric with its own controller, run whole (--replay iteration) or stage by stage
 (--replay stages: each stage alone, its dependencies on other stages dropped; --replay auto:
-whole up to --whole-max GPUs), in packets and in each --modes mode. One row per stage and per
-(stage, op kind), with the packet run's PFC pauses, ECN marks and drops beside the error;
+whole up to --whole-max GPUs, default 2,048, where a packet iteration takes about a minute),
+in packets and in each --modes mode. One row per stage and per (stage, op kind), with the packet run's PFC pauses, ECN marks and drops beside the error;
 Markdown on stdout, the same rows as CSV in --csv (default bench/validation/flow_scale.csv).
 A mode is a backend and config settings: `flow`, `flow+flow_ring_slices=0`, ...; errors are
 always against `packet`.
@@ -653,7 +653,7 @@ def main(argv=None) -> int:
         help="--scale: whole or stage by stage",
     )
     ap.add_argument(
-        "--whole-max", type=int, default=512, help="--replay auto: whole iterations up to this many GPUs"
+        "--whole-max", type=int, default=2048, help="--replay auto: whole iterations up to this many GPUs"
     )
     ap.add_argument("--csv", default=CSV_DEFAULT, help="--scale: write the rows here (CSV)")
     ap.add_argument("--append", action="store_true", help="--scale: keep the rows already in --csv")
