@@ -21,20 +21,10 @@ import resource
 import time
 from collections import Counter
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from _common import only_stage  # bench/_common.py (shared with validate_flow.py)
 
 import rfabric as rf
 from rfabric.controllers import StageAwareController
-
-
-def only_stage(tr: rf.traces.Trace, stage: str) -> rf.traces.Trace:
-    """The ops of one stage, their dependencies on other stages dropped."""
-    t = tr.table.filter(pc.equal(tr.table["stage"].cast(pa.string()), stage))
-    ids = set(t["op_id"].to_pylist())
-    deps = pa.array([[d for d in ds if d in ids] for ds in t["deps"].to_pylist()], type=pa.list_(pa.int64()))
-    t = t.set_column(t.schema.get_field_index("deps"), "deps", deps)
-    return rf.traces.Trace.from_table(t, tr.metadata, gpus=tr.gpus)
 
 
 def main() -> None:
@@ -99,6 +89,9 @@ def main() -> None:
         "handoffs",
         "controller_wall_s",
         "unroutable",
+        "pfc_pauses",
+        "ecn_marks",
+        "drops",
     )
     print({k: res.run.get(k) for k in keys})
     ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")

@@ -1,0 +1,21 @@
+"""Helpers shared by the bench scripts (not part of the rfabric package)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import rfabric as rf
+
+
+def only_stage(tr: rf.traces.Trace, stage: str) -> rf.traces.Trace:
+    """The ops of one stage of ``tr``, their dependencies on other stages dropped: replayed
+    alone, the stage starts at time 0 on the fabric's initial circuits."""
+    t = tr.table.filter(pc.equal(tr.table["stage"].cast(pa.string()), stage))
+    if t.num_rows == 0:
+        known = sorted(set(tr.table["stage"].cast(pa.string()).to_pylist()))
+        raise SystemExit(f"stage {stage!r} is not in the trace (its stages: {', '.join(known)})")
+    ids = set(t["op_id"].to_pylist())
+    deps = pa.array([[d for d in ds if d in ids] for ds in t["deps"].to_pylist()], type=pa.list_(pa.int64()))
+    t = t.set_column(t.schema.get_field_index("deps"), "deps", deps)
+    return rf.traces.Trace.from_table(t, tr.metadata, gpus=tr.gpus)
