@@ -101,7 +101,9 @@ class EventQueue {
   static constexpr int kBucketBits = 9;                ///< 512 ps per bucket
   static constexpr size_t kBuckets = size_t{1} << 18;  ///< horizon ~134 us
 
-  EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0) {}
+  EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0), cur_bucket_(buckets_.data()) {}
+  EventQueue(const EventQueue&) = delete;  // (cur_bucket_ points into buckets_)
+  EventQueue& operator=(const EventQueue&) = delete;
 
   /// Events held (off the hot path: counts the free list, so pushes and pops keep no count).
   size_t size() const {
@@ -152,10 +154,21 @@ class EventQueue {
   /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
   /// lookup for the test and the pop, the run loop's path).
   RF_HOT bool pop_due(SimTime until, Event& out) {
-    if (buckets_[cur_slot()].head == kNil && !advance()) return false;
-    const size_t slot = cur_slot();
-    if (nodes_[buckets_[slot].head].ev.time > until) return false;
-    out = take_head(slot);
+    if (cur_bucket_->head == kNil && !advance()) return false;
+    Bucket& b = *cur_bucket_;
+    const uint32_t n = b.head;
+    if (nodes_[n].ev.time > until) return false;
+    // take_head() on the current bucket, through its pointer
+    out = nodes_[n].ev;
+    b.head = nodes_[n].next;
+    if (n == b.hint) b.hint = kNil;
+    if (b.head == kNil) {
+      b.tail = kNil;
+      const size_t slot = cur_slot();
+      bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+    }
+    nodes_[n].next = free_;
+    free_ = n;
     return true;
   }
 
@@ -252,9 +265,13 @@ class EventQueue {
 
   /// Make cur_ the first non-empty bucket (the queue must not be empty).
   RF_HOT void prepare() {
-    const size_t slot = cur_slot();
-    if (buckets_[slot].head != kNil) return;  // (the bitmap serves advance()'s scan)
+    if (cur_bucket_->head != kNil) return;  // (the bitmap serves advance()'s scan)
     advance();
+  }
+  /// cur_ changed: its bucket's address.
+  void set_cur(int64_t b) {
+    cur_ = b;
+    cur_bucket_ = &buckets_[cur_slot()];
   }
 
   /// Move cur_ to the next bucket holding events, pulling far events into the wheel.
@@ -275,13 +292,13 @@ class EventQueue {
     }
     if (far_.empty()) {  // the common case: the next bucket is in the wheel, or nothing is left
       if (next == kBuckets) return false;
-      cur_ += static_cast<int64_t>(next);
+      set_cur(cur_ + static_cast<int64_t>(next));
       return true;
     }
     int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
     const int64_t fb = far_.top().time >> kBucketBits;
     if (fb < target) target = fb;
-    cur_ = target;
+    set_cur(target);
     while (!far_.empty() && (far_.top().time >> kBucketBits) < cur_ + static_cast<int64_t>(kBuckets)) {
       const Event ev = far_.pop();
       insert(static_cast<size_t>(ev.time >> kBucketBits) & (kBuckets - 1), ev);
@@ -308,7 +325,7 @@ class EventQueue {
       buckets_[slot].head = buckets_[slot].tail = buckets_[slot].hint = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
-    cur_ = b;
+    set_cur(b);
   }
 
   std::vector<Node> nodes_;
@@ -320,7 +337,8 @@ class EventQueue {
   std::vector<Bucket> buckets_;
   std::vector<uint64_t> bitmap_;
   HeapQueue far_;
-  int64_t cur_ = 0;  ///< absolute index of the current bucket
+  int64_t cur_ = 0;     ///< absolute index of the current bucket
+  Bucket* cur_bucket_;  ///< &buckets_[cur_slot()] (the run loop's one load to reach it)
 };
 
 }  // namespace rfabric::engine
