@@ -153,11 +153,17 @@ class EventQueue {
 
   /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
   /// lookup for the test and the pop, the run loop's path).
-  RF_HOT bool pop_due(SimTime until, Event& out) {
+  RF_HOT bool pop_due(SimTime until, Event& out) { return pop_if<true>(until, out); }
+  /// pop_due(kNever, out): no event is later, so no time test.
+  RF_HOT bool pop_any(Event& out) { return pop_if<false>(kNever, out); }
+
+ private:
+  template <bool kBounded>
+  RF_HOT bool pop_if(SimTime until, Event& out) {
     if (cur_bucket_->head == kNil && !advance()) return false;
     Bucket& b = *cur_bucket_;
     const uint32_t n = b.head;
-    if (node(n).ev.time > until) return false;
+    if (kBounded && node(n).ev.time > until) return false;
     // take_head() on the current bucket, through its pointer
     out = node(n).ev;
     b.head = node(n).next;
@@ -172,7 +178,6 @@ class EventQueue {
     return true;
   }
 
- private:
   RF_HOT Event take_head(size_t slot) {
     const uint32_t n = buckets_[slot].head;
     const Event out = node(n).ev;
