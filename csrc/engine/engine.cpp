@@ -7,7 +7,11 @@ uint64_t Engine::run(SimTime until, uint64_t max_events) {
   if (max_events == 0) {
     // No limit: the per-kind counters are the only count kept per event.
     const uint64_t before = events_counted();
-    while (queue_.pop_due(until, ev)) dispatch(ev);
+    if (until == kNever) {  // (a run to the end: nothing is later, no time test per event)
+      while (queue_.pop_any(ev)) dispatch(ev);
+    } else {
+      while (queue_.pop_due(until, ev)) dispatch(ev);
+    }
     return finish_run(until, max_events, events_counted() - before);
   }
   uint64_t done = 0;

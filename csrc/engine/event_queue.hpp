@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/check.hpp"
 #include "engine/time.hpp"
 
 /// Force inlining of small functions on the per-event path.
@@ -88,25 +89,26 @@ class HeapQueue {
 ///
 /// Time is cut into buckets of 2^kBucketBits ps; a wheel of kBuckets buckets covers the
 /// near future and a HeapQueue holds events beyond it. Each bucket is a singly linked list
-/// of pooled nodes kept sorted by time, equal times in push order; events nearly always
-/// arrive in order within a bucket, so a push is an append at the tail, and a pop takes the
-/// head of the first non-empty bucket (found with a bitmap). Pop order is exactly (time, push
-/// order), as the reference heap's.
-/// Costs: push O(1) (O(k) for an out-of-order insert into a bucket of k events), pop O(1)
-/// plus the scan over empty buckets; no allocation once the node pool has grown. Packet
-/// simulations schedule almost everything a few microseconds ahead, where this beats a heap
-/// of tens of thousands of events (bench/README.md has the instruction counts).
+/// of pooled nodes (named by byte offset into the pool) kept sorted by time, equal times in push order;
+/// events nearly always arrive in order within a bucket, so a push is an append at the tail, and a pop takes
+/// the head of the first non-empty bucket (found with a bitmap). Pop order is exactly (time, push order), as
+/// the reference heap's. Costs: push O(1) (O(k) for an out-of-order insert into a bucket of k events), pop
+/// O(1) plus the scan over empty buckets; no allocation once the node pool has grown. Packet simulations
+/// schedule almost everything a few microseconds ahead, where this beats a heap of tens of thousands of
+/// events (bench/README.md has the instruction counts).
 class EventQueue {
  public:
   static constexpr int kBucketBits = 9;                ///< 512 ps per bucket
   static constexpr size_t kBuckets = size_t{1} << 18;  ///< horizon ~134 us
 
-  EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0) {}
+  EventQueue() : buckets_(kBuckets), bitmap_(kBuckets / 64, 0), cur_bucket_(buckets_.data()) {}
+  EventQueue(const EventQueue&) = delete;  // (cur_bucket_ points into buckets_)
+  EventQueue& operator=(const EventQueue&) = delete;
 
   /// Events held (off the hot path: counts the free list, so pushes and pops keep no count).
   size_t size() const {
     size_t free = 0;
-    for (uint32_t n = free_; n != kNil; n = nodes_[n].next) ++free;
+    for (uint32_t n = free_; n != kNil; n = node(n).next) ++free;
     return nodes_.size() - free + far_.size();
   }
   bool empty() const {
@@ -119,7 +121,7 @@ class EventQueue {
   /// The next event; the queue must not be empty.
   const Event& top() {
     prepare();
-    return nodes_[buckets_[cur_slot()].head].ev;
+    return node(buckets_[cur_slot()].head).ev;
   }
 
   RF_HOT void push(const Event& ev) { push(ev.time, ev.target, ev.kind); }
@@ -136,11 +138,11 @@ class EventQueue {
       return;
     }
     const uint32_t n = free_;
-    free_ = nodes_[n].next;
-    Node& node = nodes_[n];
-    node.ev.time = time;
-    node.ev.target = target;
-    node.ev.kind = kind;
+    free_ = node(n).next;
+    Node& nd = node(n);
+    nd.ev.time = time;
+    nd.ev.target = target;
+    nd.ev.kind = kind;
     link(static_cast<size_t>(b) & (kBuckets - 1), n, time);
   }
 
@@ -151,25 +153,41 @@ class EventQueue {
 
   /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
   /// lookup for the test and the pop, the run loop's path).
-  RF_HOT bool pop_due(SimTime until, Event& out) {
-    if (buckets_[cur_slot()].head == kNil && !advance()) return false;
-    const size_t slot = cur_slot();
-    if (nodes_[buckets_[slot].head].ev.time > until) return false;
-    out = take_head(slot);
+  RF_HOT bool pop_due(SimTime until, Event& out) { return pop_if<true>(until, out); }
+  /// pop_due(kNever, out): no event is later, so no time test.
+  RF_HOT bool pop_any(Event& out) { return pop_if<false>(kNever, out); }
+
+ private:
+  template <bool kBounded>
+  RF_HOT bool pop_if(SimTime until, Event& out) {
+    if (cur_bucket_->head == kNil && !advance()) return false;
+    Bucket& b = *cur_bucket_;
+    const uint32_t n = b.head;
+    if (kBounded && node(n).ev.time > until) return false;
+    // take_head() on the current bucket, through its pointer
+    out = node(n).ev;
+    b.head = node(n).next;
+    if (n == b.hint) b.hint = kNil;
+    if (b.head == kNil) {
+      b.tail = kNil;
+      const size_t slot = cur_slot();
+      bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+    }
+    node(n).next = free_;
+    free_ = n;
     return true;
   }
 
- private:
   RF_HOT Event take_head(size_t slot) {
     const uint32_t n = buckets_[slot].head;
-    const Event out = nodes_[n].ev;
-    buckets_[slot].head = nodes_[n].next;
+    const Event out = node(n).ev;
+    buckets_[slot].head = node(n).next;
     if (n == buckets_[slot].hint) buckets_[slot].hint = kNil;
     if (buckets_[slot].head == kNil) {
       buckets_[slot].tail = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
-    nodes_[n].next = free_;
+    node(n).next = free_;
     free_ = n;
     return out;
   }
@@ -179,6 +197,12 @@ class EventQueue {
     Event ev;
     uint32_t next;
   };
+  /// The node at byte offset `off` into the pool. Nodes are named by byte offset, not
+  /// index (kNil none): a node's address is one add, with no multiply by its 24 bytes.
+  Node& node(uint32_t off) { return *reinterpret_cast<Node*>(reinterpret_cast<char*>(nodes_.data()) + off); }
+  const Node& node(uint32_t off) const {
+    return *reinterpret_cast<const Node*>(reinterpret_cast<const char*>(nodes_.data()) + off);
+  }
 
   size_t cur_slot() const { return static_cast<size_t>(cur_) & (kBuckets - 1); }
 
@@ -188,42 +212,43 @@ class EventQueue {
   /// heap, in order, into an empty bucket.
   RF_HOT void insert(size_t slot, const Event& ev) {
     const uint32_t n = alloc();
-    nodes_[n].ev = ev;
+    node(n).ev = ev;
     link(slot, n, ev.time);
   }
 
   RF_HOT uint32_t alloc() {
     if (free_ != kNil) {
       const uint32_t n = free_;
-      free_ = nodes_[n].next;
+      free_ = node(n).next;
       return n;
     }
+    RF_CHECK(nodes_.size() < kNil / sizeof(Node), "more than ", kNil / sizeof(Node), " pending events");
     nodes_.push_back(Node{Event{0, 0, 0}, kNil});
-    return static_cast<uint32_t>(nodes_.size() - 1);
+    return static_cast<uint32_t>((nodes_.size() - 1) * sizeof(Node));
   }
 
   /// Link node n (its event at `time`) into bucket `slot`.
   RF_HOT void link(size_t slot, uint32_t n, SimTime time) {
     const uint32_t t = buckets_[slot].tail;
     if (t == kNil) {
-      nodes_[n].next = kNil;
+      node(n).next = kNil;
       buckets_[slot].head = buckets_[slot].tail = n;
       bitmap_[slot >> 6] |= uint64_t{1} << (slot & 63);
-    } else if (time >= nodes_[t].ev.time) {
-      nodes_[n].next = kNil;
-      nodes_[t].next = n;
+    } else if (time >= node(t).ev.time) {
+      node(n).next = kNil;
+      node(t).next = n;
       buckets_[slot].tail = n;
-    } else if (time < nodes_[buckets_[slot].head].ev.time) {
-      nodes_[n].next = buckets_[slot].head;
+    } else if (time < node(buckets_[slot].head).ev.time) {
+      node(n).next = buckets_[slot].head;
       buckets_[slot].head = n;
     } else {
       // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
       // out-of-order insert when it is not later than ev, since such inserts come in rising runs.
       uint32_t p = buckets_[slot].hint;
-      if (p == kNil || nodes_[p].ev.time > time) p = buckets_[slot].head;
-      while (nodes_[nodes_[p].next].ev.time <= time) p = nodes_[p].next;
-      nodes_[n].next = nodes_[p].next;
-      nodes_[p].next = n;
+      if (p == kNil || node(p).ev.time > time) p = buckets_[slot].head;
+      while (node(node(p).next).ev.time <= time) p = node(p).next;
+      node(n).next = node(p).next;
+      node(p).next = n;
       buckets_[slot].hint = n;
     }
   }
@@ -252,9 +277,13 @@ class EventQueue {
 
   /// Make cur_ the first non-empty bucket (the queue must not be empty).
   RF_HOT void prepare() {
-    const size_t slot = cur_slot();
-    if (buckets_[slot].head != kNil) return;  // (the bitmap serves advance()'s scan)
+    if (cur_bucket_->head != kNil) return;  // (the bitmap serves advance()'s scan)
     advance();
+  }
+  /// cur_ changed: its bucket's address.
+  void set_cur(int64_t b) {
+    cur_ = b;
+    cur_bucket_ = &buckets_[cur_slot()];
   }
 
   /// Move cur_ to the next bucket holding events, pulling far events into the wheel.
@@ -275,13 +304,13 @@ class EventQueue {
     }
     if (far_.empty()) {  // the common case: the next bucket is in the wheel, or nothing is left
       if (next == kBuckets) return false;
-      cur_ += static_cast<int64_t>(next);
+      set_cur(cur_ + static_cast<int64_t>(next));
       return true;
     }
     int64_t target = next < kBuckets ? cur_ + static_cast<int64_t>(next) : INT64_MAX;
     const int64_t fb = far_.top().time >> kBucketBits;
     if (fb < target) target = fb;
-    cur_ = target;
+    set_cur(target);
     while (!far_.empty() && (far_.top().time >> kBucketBits) < cur_ + static_cast<int64_t>(kBuckets)) {
       const Event ev = far_.pop();
       insert(static_cast<size_t>(ev.time >> kBucketBits) & (kBuckets - 1), ev);
@@ -298,17 +327,17 @@ class EventQueue {
     const int64_t old = cur_;
     for (int64_t abs = std::max(b + n, old); abs < old + n; ++abs) {
       const size_t slot = static_cast<size_t>(abs) & (kBuckets - 1);
-      for (uint32_t node = buckets_[slot].head; node != kNil;) {
-        const uint32_t next = nodes_[node].next;
-        far_.push(nodes_[node].ev);
-        nodes_[node].next = free_;
-        free_ = node;
-        node = next;
+      for (uint32_t n = buckets_[slot].head; n != kNil;) {
+        const uint32_t next = node(n).next;
+        far_.push(node(n).ev);
+        node(n).next = free_;
+        free_ = n;
+        n = next;
       }
       buckets_[slot].head = buckets_[slot].tail = buckets_[slot].hint = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
-    cur_ = b;
+    set_cur(b);
   }
 
   std::vector<Node> nodes_;
@@ -320,7 +349,8 @@ class EventQueue {
   std::vector<Bucket> buckets_;
   std::vector<uint64_t> bitmap_;
   HeapQueue far_;
-  int64_t cur_ = 0;  ///< absolute index of the current bucket
+  int64_t cur_ = 0;     ///< absolute index of the current bucket
+  Bucket* cur_bucket_;  ///< &buckets_[cur_slot()] (the run loop's one load to reach it)
 };
 
 }  // namespace rfabric::engine

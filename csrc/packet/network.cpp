@@ -101,11 +101,12 @@ uint32_t Network::pop_queue(Port& pt) {
 
 void Network::try_transmit(uint32_t port) { transmit_next(port); }
 
-void Network::TxDoneHandler::on_event(const engine::Event& ev) {
+void Network::on_tx_done(void* self, SimTime time, uint32_t port, uint32_t) {
+  Network* net = static_cast<Network*>(self);
   // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
   // event's time after it fires: every later one is scheduled strictly after now.)
-  if (net->ports_[ev.target].tx_event_at != ev.time) return;
-  net->transmit_next(ev.target);
+  if (net->ports_[port].tx_event_at != time) return;
+  net->transmit_next(port);
 }
 
 void Network::transmit_next(uint32_t port) {
@@ -408,7 +409,9 @@ void Network::enqueue_busy(uint32_t port, uint32_t pkt) {
   enqueue(port, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
 }
 
-void Network::ArriveHandler::on_event(const engine::Event& ev) { net->arrive(ev.target); }
+void Network::on_arrive(void* self, SimTime, uint32_t pkt, uint32_t) {
+  static_cast<Network*>(self)->arrive(pkt);
+}
 
 Bytes Network::count_ingress(Port& in, const Packet& p) {
   const Bytes ingress = in.ingress_bytes + p.size_bytes;
@@ -501,7 +504,7 @@ void Network::send_packet(uint32_t pkt) {
 
 void Network::on_event(const engine::Event& ev) {
   switch (ev.kind - kind_base_) {
-    // (kArrive and kTxDone reach arrive_handler_ and tx_done_handler_, not this switch)
+    // (kArrive and kTxDone reach on_arrive and on_tx_done, not this switch)
     case kPause:
       set_paused(ports_[ev.target], true);
       break;

@@ -426,18 +426,10 @@ class Network final : public engine::Handler, public FlowFabric {
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
   RF_HOT void arrive(uint32_t pkt);
-  struct ArriveHandler final : engine::Handler {
-    Network* net;
-    explicit ArriveHandler(Network* n) : net(n) {}
-    void on_event(const engine::Event& ev) override;  // arrive() inlined: one call fewer per hop
-  };
-  struct TxDoneHandler final : engine::Handler {
-    Network* net;
-    explicit TxDoneHandler(Network* n) : net(n) {}
-    void on_event(const engine::Event& ev) override;  // try_transmit() inlined
-  };
-  ArriveHandler arrive_handler_{this};
-  TxDoneHandler tx_done_handler_{this};
+  /// The engine's direct handlers (Engine::register_direct) of arrivals (arrive() inlined:
+  /// one call per hop) and transmit-dones (try_transmit() inlined).
+  static void on_arrive(void* net, SimTime time, uint32_t pkt, uint32_t kind);
+  static void on_tx_done(void* net, SimTime time, uint32_t port, uint32_t kind);
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
   /// arrive()'s queued path when the frame came over a lossy port or is queued for one.

@@ -295,3 +295,43 @@ TEST_CASE("Engine run_stoppable returns after the event that requested the stop"
   CHECK(eng.run_stoppable(1000) == 2);
   CHECK(r.seen.size() == 5);
 }
+
+namespace {
+/// A direct handler's log: (clock, time, target, kind) of each call.
+struct DirectLog {
+  Engine* eng = nullptr;
+  std::vector<std::tuple<SimTime, SimTime, uint32_t, uint32_t>> seen;
+  static void call(void* self, SimTime time, uint32_t target, uint32_t kind) {
+    auto* log = static_cast<DirectLog*>(self);
+    log->seen.emplace_back(log->eng->now(), time, target, kind);
+  }
+};
+}  // namespace
+
+TEST_CASE("Engine calls direct handlers with the event's fields, interleaved with Handler kinds") {
+  Engine eng(1);
+  Recorder r;
+  r.eng = &eng;
+  DirectLog d;
+  d.eng = &eng;
+  r.kind = eng.register_handler(&r);
+  const uint32_t dk = eng.register_direct(&DirectLog::call, &d);
+  CHECK(dk == r.kind + 1);
+  eng.schedule(20, 7, dk);
+  eng.schedule(10, 1, r.kind);
+  eng.schedule(20, 8, r.kind);
+  eng.schedule(30, 9, dk);
+  // to the end (kNever: the loop without a time test), then with a bound
+  CHECK(eng.run(rfabric::engine::kNever) == 4);
+  const std::vector<std::tuple<SimTime, SimTime, uint32_t, uint32_t>> want{{20, 20, 7, dk}, {30, 30, 9, dk}};
+  CHECK(d.seen == want);
+  CHECK(r.seen == std::vector<std::pair<SimTime, uint32_t>>{{10, 1}, {20, 8}});
+  CHECK(eng.kind_count(dk) == 2);
+  CHECK(eng.kind_count(r.kind) == 2);
+  eng.schedule(40, 3, dk);
+  eng.schedule(60, 4, dk);
+  CHECK(eng.run(50) == 1);
+  CHECK(std::get<2>(d.seen.back()) == 3);
+  CHECK(eng.now() == 50);
+  CHECK(eng.pending() == 1);
+}
