@@ -232,6 +232,7 @@ void FluidNetwork::add_lanes(uint32_t f, double bytes_left) {
     ln.q.assign(n, 0.0);
     ln.arr.assign(n, 0.0);
     ln.dep.assign(n, 0.0);
+    ln.hold.assign(n, 0.0);
     s.lanes.push_back(l);
     ++counters_.lanes;
     delay = std::max(delay, fwd_.lone_delay_ps(paths[i], flows_.size_bytes[f], mtu_ - h, h));
@@ -505,6 +506,7 @@ void FluidNetwork::plan() {
       Lane& ln = lanes_[l];
       ln.unmarked = 1;
       for (size_t h = 0; h < ln.ports.size(); ++h) {
+        ln.hold[h] = ln.dep[h];
         ln.arr[h] = ln.dep[h] = 0;
         if (h == 0 || ln.q[h] <= 0) continue;
         ports_[ln.ports[h]].queued += ln.q[h];
@@ -545,14 +547,41 @@ void FluidNetwork::plan() {
       }
     }
     counters_.lane_hops += ps.lanes.size();
-    const double share = demand > budget ? budget / demand : 1.0;
+    // A FIFO's departures: in proportion to the bytes each lane has there, except that a lane
+    // whose arrivals stopped (its source done, or its upstream paused) keeps leaving at its
+    // last step's pace until it is empty, as its bytes sit spread through the queue ahead of
+    // the later arrivals (proportional shares alone would drain its tail geometrically).
     double used = 0;
-    for (const auto& [l, h] : ps.lanes) {
-      if (h == 0) continue;
-      Lane& ln = lanes_[l];
-      const double d = (ln.q[h] + ln.arr[h]) * share;
-      ln.dep[h] = d;
-      used += d;
+    if (demand <= budget) {
+      for (const auto& [l, h] : ps.lanes) {
+        if (h == 0) continue;
+        Lane& ln = lanes_[l];
+        ln.dep[h] = ln.q[h] + ln.arr[h];
+        used += ln.dep[h];
+      }
+    } else {
+      const double share = budget / demand;
+      double held = 0, rest = 0;
+      for (const auto& [l, h] : ps.lanes) {
+        if (h == 0) continue;
+        Lane& ln = lanes_[l];
+        const double d = ln.q[h] + ln.arr[h];
+        if (ln.arr[h] <= 0 && ln.hold[h] > 0) {
+          ln.dep[h] = std::min(d, std::max(ln.hold[h], d * share));
+          held += ln.dep[h];
+        } else {
+          ln.dep[h] = -d;  // (a proportional one, set below)
+          rest += d;
+        }
+      }
+      const double held_scale = held > budget ? budget / held : 1.0;
+      const double rest_share = held >= budget || rest <= 0 ? 0.0 : std::min(1.0, (budget - held) / rest);
+      for (const auto& [l, h] : ps.lanes) {
+        if (h == 0) continue;
+        Lane& ln = lanes_[l];
+        ln.dep[h] = ln.dep[h] < 0 ? -ln.dep[h] * rest_share : ln.dep[h] * held_scale;
+        used += ln.dep[h];
+      }
     }
     double left = std::max(0.0, budget - used);
     if (!offers.empty()) {

@@ -172,9 +172,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     double unmarked = 1;   ///< the plan's probability that a byte crosses unmarked
     SimTime t = 0;         ///< committed up to
     std::vector<uint32_t> ports;
-    std::vector<double> q;    ///< per hop: bytes queued there
-    std::vector<double> arr;  ///< plan: bytes reaching the hop during the plan's step
-    std::vector<double> dep;  ///< plan: bytes leaving it
+    std::vector<double> q;     ///< per hop: bytes queued there
+    std::vector<double> arr;   ///< plan: bytes reaching the hop during the plan's step
+    std::vector<double> dep;   ///< plan: bytes leaving it
+    std::vector<double> hold;  ///< the previous step's dep (a FIFO's pace for a lane no longer arriving)
   };
   /// Per flow slot: the source's DCQCN state and the flow's progress events.
   struct Source {
