@@ -51,11 +51,11 @@ def test_incast_makespan_is_the_bottleneck_bound(ft128, step):
     assert res.run["ecn_marks"] == 0 and res.run["cnps"] == 0
     assert res.run["flow_model"] == "dynamic"
     assert res.run["stepped_ps"] > 0
-    # with DCQCN on, CNPs cut the senders and the port idles a little near the end, as in
-    # packets (bench/README: 16 MiB incast 1.0075x the bound in packets)
+    # with DCQCN on, CNPs cut the senders and the port idles at times, as in packets (there
+    # 1.4x the bound at 4 MiB; here 1.02x: docs/explanation/flow-dynamic.md)
     on = dynamic(ft128, incast(size=size), ecmp="flow", flow_step=step)
     assert on.run["cnps"] > 0
-    assert bound + delay.min() < on.run["makespan_ps"] < 1.01 * bound + delay.max()
+    assert on.run["makespan_ps"] > bound + delay.max()
 
 
 def test_bytes_are_conserved_per_flow_and_per_port(ft128):
@@ -117,15 +117,17 @@ def test_same_seed_same_results(ft128):
     assert a.run["pfc_pauses"] == b.run["pfc_pauses"]
 
 
-def test_halving_the_step_moves_little():
-    # PFC spreading on RFabric without PXN (the case max-min misses by 29%): the makespan with
-    # a 0.5 us step is within 1% of the 1 us one
+def test_results_converge_as_the_step_halves():
+    # PFC spreading on RFabric without PXN (the case max-min misses by 29%): the makespan
+    # converges as the step halves (measured 724.3, 709.6, 701.8, 702.5 us at 2, 1, 0.5,
+    # 0.25 us): the default 1 us within 1.5% of 0.25 us, 0.5 us within 0.5%
     fab = rf.topologies.RFabric(128, pxn=False)
     wl = rf.Flows.permutation(128, 2 << 20, seed=1)
-    a = dynamic(fab, wl)
-    b = dynamic(fab, wl, flow_step="500ns")
-    assert b.run["makespan_ps"] == pytest.approx(a.run["makespan_ps"], rel=0.01)
-    assert b.run["flow_step_ps"] == 500_000
+    m = {st: dynamic(fab, wl, flow_step=st).run for st in ("1us", "500ns", "250ns")}
+    fine = m["250ns"]["makespan_ps"]
+    assert m["1us"]["makespan_ps"] == pytest.approx(fine, rel=0.015)
+    assert m["500ns"]["makespan_ps"] == pytest.approx(fine, rel=0.005)
+    assert m["500ns"]["flow_step_ps"] == 500_000
 
 
 # ---- against packets, where the dynamic model reaches them (bench/fluid_dynamic.py) ----
@@ -158,9 +160,9 @@ def test_incast_fcts_closer_to_packets_than_max_min(ft128):
     assert np.mean(e_dy) < np.mean(e_mm)
 
 
-def test_pfc_spreading_closer_to_packets_than_max_min():
-    # RFabric without PXN, 8 MB permutation: packets 2.89 ms (5,026 PFC pauses), max-min
-    # 2.04 ms (-29%), dynamic 2.52 ms (-13%): better, not within 5% (docs: flow-dynamic.md)
+def test_pfc_spreading_within_5_percent_of_packets():
+    # RFabric without PXN, 8 MB permutation: packets 2.887 ms (5,026 PFC pauses), max-min
+    # 2.039 ms (-29.4%), dynamic 2.832 ms (-1.9%, 5,936 pauses)
     fab = rf.topologies.RFabric(128, pxn=False)
     wl = rf.Flows.permutation(128, 8 << 20, seed=1)
     pk = rf.simulate(fab, wl, seed=1)
@@ -168,7 +170,7 @@ def test_pfc_spreading_closer_to_packets_than_max_min():
     dy = dynamic(fab, wl)
     e_mm = abs(mm.run["makespan_ps"] / pk.run["makespan_ps"] - 1)
     e_dy = abs(dy.run["makespan_ps"] / pk.run["makespan_ps"] - 1)
-    assert e_dy < e_mm - 0.1
+    assert e_dy < 0.05 < e_mm
 
 
 def test_link_failure_mid_all_to_all():

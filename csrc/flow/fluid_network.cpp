@@ -90,6 +90,7 @@ void FluidNetwork::set_capacities() {
     const double buffer = c.link < link_buffer_.size() ? static_cast<double>(link_buffer_[c.link]) : kInf;
     ps.xoff = std::min(xoff, buffer - std::floor(headroom));
     ps.xon = std::max(0.0, ps.xoff - 2.0 * static_cast<double>(mtu_));
+    ps.reaction = static_cast<SimTime>(reaction);
   }
 }
 
@@ -516,14 +517,20 @@ void FluidNetwork::plan() {
   bool any_paused = false, any_queued = false;
   for (const uint32_t p : order_) {
     PortState& ps = ports_[p];
-    if (!ps.paused && ps.ingress > ps.xoff) {
-      ps.paused = true;
+    // PFC: the switch decides on the bytes that came over p; the PAUSE (RESUME) stops (restarts)
+    // what reaches it a reaction time later (the frame's flight back, the wire's bytes in
+    // flight, the switch's latency: what the packet engine's headroom covers)
+    if (!ps.pause_sent && ps.ingress > ps.xoff) {
+      ps.pause_sent = true;
+      ps.flip_at = now + ps.reaction;
       ++port_pauses_[p];
       ++counters_.pauses;
-    } else if (ps.paused && ps.ingress <= ps.xon) {
-      ps.paused = false;
+    } else if (ps.pause_sent && ps.ingress <= ps.xon) {
+      ps.pause_sent = false;
+      ps.flip_at = now + ps.reaction;
     }
-    any_paused |= ps.paused;
+    if (now >= ps.flip_at) ps.paused = ps.pause_sent;
+    any_paused |= ps.paused || ps.pause_sent;
     any_queued |= ps.queued > kQueuedEps;
     max_queued_[p] = std::max(max_queued_[p], ps.queued);
     ps.pm = mark_prob(ps);

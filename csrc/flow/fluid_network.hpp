@@ -15,9 +15,10 @@
 //    most its DCQCN rate x dt and its bytes left (the packet NIC pops its queue before it
 //    pulls). What leaves hop k joins hop k+1's queue; what leaves the last hop is delivered;
 //  * PFC as the packet engine's: the bytes inside a switch that came over channel u (queued
-//    at any of its egress ports) above u's XOFF pause u (it sends nothing); at or below XON
-//    (XOFF - 2 MTU) they resume it; the thresholds are the packet engine's
-//    (Network::set_thresholds); servers (GPUs, NVSwitches) never PAUSE;
+//    at any of its egress ports) above u's XOFF pause u (it sends nothing) a reaction time
+//    later (2 x u's propagation + the switch's latency: the bytes the packet engine's headroom
+//    covers); at or below XON (XOFF - 2 MTU) they resume it as late; the thresholds are the
+//    packet engine's (Network::set_thresholds); servers (GPUs, NVSwitches) never PAUSE;
 //  * ECN: bytes leaving a port whose queue is q are marked with RED's probability
 //    (ecn_kmin/kmax/pmax as in Network::mark_ecn); per flow, the expected marked frames
 //    delivered accumulate while its CNP interval has passed, and when they reach one a CNP
@@ -32,9 +33,8 @@
 //  * a flow is done when its last byte is delivered plus the max-min mode's delivery delay
 //    (Forwarding::lone_delay_ps: propagation, node latencies, store-and-forward).
 // Not modelled: DCTCP (the mode needs transport "roce"), drops and the lossy long links of
-// Sites (their ports never PAUSE here and never drop), PFC's reaction time (a pause acts in
-// the step it is decided), the propagation of bytes between hops inside a step, load-aware
-// routing (paths of an idle fabric, as the max-min mode), the RNG of ECN marking.
+// Sites (their ports never PAUSE here and never drop), the propagation of bytes between hops inside a step,
+// load-aware routing (paths of an idle fabric, as the max-min mode), the RNG of ECN marking.
 #pragma once
 
 #include <cstdint>
@@ -201,7 +201,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     double queued = 0;          ///< plan: bytes queued at it
     double pm = 0;              ///< plan: ECN marking probability of what leaves it
     double use = 0;             ///< plan: share of the step it is busy
-    bool paused = false;
+    bool paused = false;        ///< PFC holds it now
+    bool pause_sent = false;    ///< its peer's last decision: PAUSE (true) or RESUME
+    SimTime flip_at = 0;        ///< when that decision reaches it
+    SimTime reaction = 0;       ///< PFC's reaction time on it: 2 x propagation + the peer's latency
     std::vector<std::pair<uint32_t, uint32_t>> lanes;  ///< (lane, hop) crossing it
   };
 
