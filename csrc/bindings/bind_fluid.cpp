@@ -62,7 +62,7 @@ void bind_fluid(py::module_& m) {
             d["steps"] = c.steps;
             d["jumps"] = c.jumps;
             d["stepped_ps"] = c.stepped_ps;
-            d["jumped_ps"] = c.jumped_ps;
+            d["jumped_ps"] = s.network().jumped_ps();
             d["lane_hops"] = c.lane_hops;
             d["pauses"] = c.pauses;
             d["ecn_marks"] = c.ecn_marks;

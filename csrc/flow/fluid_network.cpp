@@ -122,9 +122,7 @@ uint32_t FluidNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTi
   RF_CHECK(copies == 1, "flow_model 'dynamic' runs one flow per message (copies ", copies, ")");
   const uint32_t f = append_flow(src, dst, size, start_ps, ecmp_key, owner);
   if (start_ps == eng_.now() && size > 0) {
-    commit();
-    start_flow(f);
-    request_plan();
+    begin_flow(f);
   } else {
     eng_.schedule(start_ps, f, kind_base_ + kStart);
   }
@@ -236,6 +234,7 @@ void FluidNetwork::add_lanes(uint32_t f, double bytes_left) {
     ln.hold.assign(n, 0.0);
     s.lanes.push_back(l);
     ++counters_.lanes;
+    if (quiet_) attach_lane(l);
     delay = std::max(delay, fwd_.lone_delay_ps(paths[i], flows_.size_bytes[f], mtu_ - h, h));
     cnp_delay = std::max(cnp_delay, fwd_.lone_delay_ps(paths[i], cfg_.control_bytes, mtu_ - h, 0));
   }
@@ -265,6 +264,7 @@ void FluidNetwork::start_flow(uint32_t f) {
 
 void FluidNetwork::drop_lanes(uint32_t f) {
   for (const uint32_t l : src_[f].lanes) {
+    if (quiet_) detach_lane(l);
     lanes_[l].live = false;
     lanes_[l].ports.clear();
     free_lanes_.push_back(l);
@@ -436,6 +436,11 @@ void FluidNetwork::rebuild_ports() {
   // along the lanes' paths (Kahn's; a cycle is broken at its lowest port id), so that what
   // leaves a port in a step reaches the next one in the same step.
   for (const uint32_t p : order_) ports_[p].lanes.clear();
+  for (const Lane& ln : lanes_)
+    for (const uint32_t p : ln.ports) {
+      ports_[p].lanes.clear();
+      ports_[p].sources = 0;
+    }
   order_.clear();
   std::vector<uint32_t> touched;
   if (indeg_.size() < ports_.size()) indeg_.assign(ports_.size(), 0);
@@ -447,6 +452,7 @@ void FluidNetwork::rebuild_ports() {
       const uint32_t p = ln.ports[h];
       if (ports_[p].lanes.empty()) touched.push_back(p);
       ports_[p].lanes.emplace_back(l, h);
+      ports_[p].sources += h == 0;
       if (h + 1 < ln.ports.size()) edges.emplace_back(p, ln.ports[h + 1]);
     }
   }
@@ -485,57 +491,17 @@ void FluidNetwork::rebuild_ports() {
   ports_dirty_ = false;
 }
 
-void FluidNetwork::plan() {
-  const SimTime now = eng_.now();
-  plan_pending_ = false;
-  // sources: CNPs that arrived, timers due; lanes of finished flows leave
-  for (const uint32_t f : active_) {
-    Source& s = src_[f];
-    if (s.cnp_at <= now) {
-      const SimTime at = s.cnp_at;
-      s.cnp_at = kNever;
-      if (!s.sent) cnp(f, at);
-    }
-    if (!s.sent) fire_timers(s, now);
-  }
-  if (ports_dirty_) rebuild_ports();
-  const double dt = static_cast<double>(step_);
-  // queues and PFC ingress accounting at the start of the step
-  for (const uint32_t p : order_) ports_[p].queued = ports_[p].ingress = 0;
+bool FluidNetwork::sweep(double dt, bool by_rate) {
+  // One step of dt ps: ports in order, queued bytes first (a FIFO's share), then the NIC's
+  // pulls. `by_rate`: sources offer their rate x dt whatever their bytes left (the rates of a
+  // quiescent stretch), else at most their bytes left.
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
       ln.unmarked = 1;
-      for (size_t h = 0; h < ln.ports.size(); ++h) {
-        ln.hold[h] = ln.dep[h];
-        ln.arr[h] = ln.dep[h] = 0;
-        if (h == 0 || ln.q[h] <= 0) continue;
-        ports_[ln.ports[h]].queued += ln.q[h];
-        ports_[ln.ports[h - 1]].ingress += ln.q[h];
-      }
+      std::fill(ln.arr.begin(), ln.arr.end(), 0.0);
+      std::fill(ln.dep.begin(), ln.dep.end(), 0.0);
     }
-  bool any_paused = false, any_queued = false;
-  for (const uint32_t p : order_) {
-    PortState& ps = ports_[p];
-    // PFC: the switch decides on the bytes that came over p; the PAUSE (RESUME) stops (restarts)
-    // what reaches it a reaction time later (the frame's flight back, the wire's bytes in
-    // flight, the switch's latency: what the packet engine's headroom covers)
-    if (!ps.pause_sent && ps.ingress > ps.xoff) {
-      ps.pause_sent = true;
-      ps.flip_at = now + ps.reaction;
-      ++port_pauses_[p];
-      ++counters_.pauses;
-    } else if (ps.pause_sent && ps.ingress <= ps.xon) {
-      ps.pause_sent = false;
-      ps.flip_at = now + ps.reaction;
-    }
-    if (now >= ps.flip_at) ps.paused = ps.pause_sent;
-    any_paused |= ps.paused || ps.pause_sent;
-    any_queued |= ps.queued > kQueuedEps;
-    max_queued_[p] = std::max(max_queued_[p], ps.queued);
-    ps.pm = mark_prob(ps);
-  }
-  // the step: ports in order, queued bytes first (a FIFO's share), then the NIC's pulls
   bool moved = false;
   std::vector<std::pair<double, uint32_t>>& offers = offers_;
   for (const uint32_t p : order_) {
@@ -549,7 +515,8 @@ void FluidNetwork::plan() {
         demand += ln.q[h] + ln.arr[h];
       } else {
         const Source& s = src_[ln.flow];
-        const double cap = std::min(ln.backlog, s.rc * ln.frac * dt / kBitsPsPerByte);
+        const double rate_cap = s.rc * ln.frac * dt / kBitsPsPerByte;
+        const double cap = by_rate ? (ln.backlog > 0 ? rate_cap : 0.0) : std::min(ln.backlog, rate_cap);
         if (cap > 0) offers.emplace_back(cap, l);
       }
     }
@@ -613,17 +580,85 @@ void FluidNetwork::plan() {
       if (h + 1 < ln.ports.size()) ln.arr[h + 1] += d;
     }
   }
+  return moved;
+}
+
+void FluidNetwork::plan() {
+  const SimTime now = eng_.now();
+  plan_pending_ = false;
+  // sources: CNPs that arrived, timers due; lanes of finished flows leave
+  for (const uint32_t f : active_) {
+    Source& s = src_[f];
+    if (s.cnp_at <= now) {
+      const SimTime at = s.cnp_at;
+      s.cnp_at = kNever;
+      if (!s.sent) cnp(f, at);
+    }
+    if (!s.sent) fire_timers(s, now);
+  }
+  if (ports_dirty_) rebuild_ports();
+  const double dt = static_cast<double>(step_);
+  // queues and PFC ingress accounting at the start of the step
+  for (const uint32_t p : order_) ports_[p].queued = ports_[p].ingress = 0;
+  for (const uint32_t f : active_)
+    for (const uint32_t l : src_[f].lanes) {
+      Lane& ln = lanes_[l];
+      for (size_t h = 0; h < ln.ports.size(); ++h) {
+        ln.hold[h] = ln.dep[h];
+        if (h == 0 || ln.q[h] <= 0) continue;
+        ports_[ln.ports[h]].queued += ln.q[h];
+        ports_[ln.ports[h - 1]].ingress += ln.q[h];
+      }
+    }
+  bool any_paused = false, any_queued = false;
+  for (const uint32_t p : order_) {
+    PortState& ps = ports_[p];
+    // PFC: the switch decides on the bytes that came over p; the PAUSE (RESUME) stops (restarts)
+    // what reaches it a reaction time later (the frame's flight back, the wire's bytes in
+    // flight, the switch's latency: what the packet engine's headroom covers)
+    if (!ps.pause_sent && ps.ingress > ps.xoff) {
+      ps.pause_sent = true;
+      ps.flip_at = now + ps.reaction;
+      ++port_pauses_[p];
+      ++counters_.pauses;
+    } else if (ps.pause_sent && ps.ingress <= ps.xon) {
+      ps.pause_sent = false;
+      ps.flip_at = now + ps.reaction;
+    }
+    if (now >= ps.flip_at) ps.paused = ps.pause_sent;
+    any_paused |= ps.paused || ps.pause_sent;
+    any_queued |= ps.queued > kQueuedEps;
+    max_queued_[p] = std::max(max_queued_[p], ps.queued);
+    ps.pm = mark_prob(ps);
+  }
+  bool moved = sweep(dt, false);
   // quiescence: nothing queued, paused, throttled or held back: the rates hold until a flow
   // finishes sending (or a flow starts, which replans)
-  bool quiet = !any_paused && !any_queued;
-  for (size_t i = 0; quiet && i < active_.size(); ++i) {
-    const Source& s = src_[active_[i]];
-    if (!s.sent && (s.rc < s.line || s.timer_deadline != kNever || s.cnp_at != kNever)) quiet = false;
-    for (const uint32_t l : s.lanes) {
-      const Lane& ln = lanes_[l];
-      for (size_t h = 1; quiet && h < ln.ports.size(); ++h)
-        if (std::abs(ln.arr[h] - ln.dep[h]) > kEps * (1.0 + ln.arr[h])) quiet = false;
+  auto steady = [&] {
+    for (const uint32_t f : active_) {
+      const Source& s = src_[f];
+      if (!s.sent && (s.rc < s.line || s.timer_deadline != kNever || s.cnp_at != kNever)) return false;
+      for (const uint32_t l : s.lanes) {
+        const Lane& ln = lanes_[l];
+        for (size_t h = 1; h < ln.ports.size(); ++h)
+          if (std::abs(ln.arr[h] - ln.dep[h]) > kEps * (1.0 + ln.arr[h])) return false;
+      }
     }
+    return true;
+  };
+  bool quiet = !any_paused && !any_queued && steady();
+  if (quiet) {
+    // the rates themselves (a source about to finish offered only its bytes left): if they
+    // oversubscribe nothing either, they hold until the first flow finishes sending
+    moved = sweep(dt, true);
+    if (!steady()) {
+      quiet = false;
+      moved = sweep(dt, false);
+    }
+  }
+  if (quiet) {
+    enter_quiet();
+    return;
   }
   SimTime len = step_;
   if (quiet) {
@@ -638,7 +673,7 @@ void FluidNetwork::plan() {
       }
       if (rate > 0 && backlog > tolerance(s.wire)) until = std::min(until, backlog / rate * dt);
     }
-    len = until == kInf ? kNever : std::max<SimTime>(step_, static_cast<SimTime>(std::ceil(until)));
+    len = until == kInf ? kNever : std::max<SimTime>(1, static_cast<SimTime>(std::ceil(until)));
   }
   planned_ = true;
   plan_t_ = now;
@@ -717,9 +752,221 @@ void FluidNetwork::plan() {
   eng_.schedule(plan_at_, 0, kind_base_ + kPlan);
 }
 
+// ---- quiescence, event by event ----
+
+void FluidNetwork::begin_flow(uint32_t f) {
+  if (!quiet_) {
+    commit();
+    start_flow(f);
+    request_plan();
+    return;
+  }
+  start_flow(f);
+  std::vector<uint32_t> work;
+  bool blocked = false;
+  for (const uint32_t l : src_[f].lanes) {
+    if (lanes_[l].blocked) {
+      blocked = true;
+      continue;
+    }
+    work.push_back(lanes_[l].ports[0]);
+  }
+  if (!refill(std::move(work))) {
+    leave_quiet();
+    return;
+  }
+  (void)blocked;  // (a blocked lane waits for a topology change, as in the steps)
+}
+
+void FluidNetwork::attach_lane(uint32_t l) {
+  const Lane& ln = lanes_[l];
+  if (ln.blocked) return;
+  for (uint32_t h = 0; h < ln.ports.size(); ++h) {
+    PortState& ps = ports_[ln.ports[h]];
+    ps.lanes.emplace_back(l, h);
+    ps.sources += h == 0;
+  }
+}
+
+void FluidNetwork::detach_lane(uint32_t l) {
+  const Lane& ln = lanes_[l];
+  if (ln.blocked) return;
+  for (uint32_t h = 0; h < ln.ports.size(); ++h) {
+    PortState& ps = ports_[ln.ports[h]];
+    ps.load -= ln.dep[h];
+    auto& list = ps.lanes;
+    const auto it = std::find(list.begin(), list.end(), std::make_pair(l, h));
+    if (it != list.end()) {
+      *it = list.back();
+      list.pop_back();
+    }
+    ps.sources -= h == 0;
+  }
+}
+
+void FluidNetwork::enter_quiet() {
+  const SimTime now = eng_.now();
+  quiet_ = true;
+  quiet_since_ = now;
+  planned_ = true;
+  plan_t_ = now;
+  plan_step_ = step_;
+  plan_len_ = kNever;
+  plan_at_ = -1;  // (no step queued: events are the flows' own)
+  ++counters_.plans;
+  ++counters_.jumps;
+  for (const uint32_t p : order_) ports_[p].load = 0;
+  for (const uint32_t f : active_)
+    for (const uint32_t l : src_[f].lanes) {
+      Lane& ln = lanes_[l];
+      ln.t = now;
+      for (size_t h = 0; h < ln.ports.size(); ++h) ports_[ln.ports[h]].load += ln.dep[h];
+    }
+  for (const uint32_t f : active_) {
+    Source& s = src_[f];
+    if (s.sent) continue;
+    s.sent_at = -1;  // (the flow's own lane events take over)
+    if (!s.delivered) s.done_at = -1;
+    schedule_lane_end(f);
+  }
+}
+
+void FluidNetwork::leave_quiet() {
+  const SimTime now = eng_.now();
+  quiet_ = false;
+  counters_.jumped_ps += now - quiet_since_;
+  for (const uint32_t f : active_) src_[f].lane_at = -1;
+  committed_ = -1;
+  commit();
+  ports_dirty_ = true;
+  request_plan();
+}
+
+void FluidNetwork::schedule_lane_end(uint32_t f) {
+  Source& s = src_[f];
+  const double dt = static_cast<double>(plan_step_);
+  double first = kInf;
+  bool left = false;
+  for (const uint32_t l : s.lanes) {
+    const Lane& ln = lanes_[l];
+    if (ln.blocked || ln.backlog <= tolerance(ln.wire)) continue;
+    left = true;
+    if (ln.dep[0] > 0) first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.dep[0] * dt);
+  }
+  const SimTime now = eng_.now();
+  if (!left) {
+    s.lane_at = now;  // all sent: tell it now
+  } else if (first < kInf) {
+    s.lane_at = std::max(now, static_cast<SimTime>(std::ceil(first)));
+  } else {
+    s.lane_at = -1;  // (no rate: waits for a refill)
+    return;
+  }
+  eng_.schedule(s.lane_at, f, kind_base_ + kLane);
+}
+
+void FluidNetwork::lane_end(uint32_t f) {
+  Source& s = src_[f];
+  const SimTime now = eng_.now();
+  std::vector<uint32_t> work;
+  bool all = true;
+  for (const uint32_t l : s.lanes) {
+    Lane& ln = lanes_[l];
+    commit_lane(l, now);
+    if (ln.blocked) {
+      all = false;
+      continue;
+    }
+    if (ln.backlog <= tolerance(ln.wire)) {
+      ln.backlog = 0;
+      if (ln.dep[0] > 0) work.push_back(ln.ports[0]);
+    } else {
+      all = false;
+    }
+  }
+  if (!work.empty() && !refill(std::move(work))) {
+    leave_quiet();
+    return;
+  }
+  if (!all) {
+    schedule_lane_end(f);
+    return;
+  }
+  // sent, and (nothing queued) delivered: done its path's delay later
+  for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
+  s.sent = true;
+  s.timer_deadline = kNever;
+  s.lane_at = -1;
+  flows_.sent_ps[f] = now;
+  s.delivered = true;
+  s.done_at = now + s.delay;
+  eng_.schedule(s.done_at, f, kind_base_ + kDone);
+  if (observer_ != nullptr) observer_->on_flow_sent(f);
+}
+
+bool FluidNetwork::refill(std::vector<uint32_t> work) {
+  const SimTime now = eng_.now();
+  const double dt = static_cast<double>(plan_step_);
+  std::vector<uint32_t>& changed = refill_flows_;
+  changed.clear();
+  size_t rounds = 0;
+  std::vector<std::pair<double, uint32_t>>& offers = offers_;
+  while (!work.empty()) {
+    if (++rounds > 4096) return false;  // (relays feeding each other: let the steps settle it)
+    const uint32_t p = work.back();
+    work.pop_back();
+    PortState& ps = ports_[p];
+    counters_.lane_hops += ps.lanes.size();
+    double relayed = 0;
+    offers.clear();
+    for (const auto& [l, h] : ps.lanes) {
+      Lane& ln = lanes_[l];
+      if (h > 0) {
+        relayed += ln.dep[h];
+        continue;
+      }
+      commit_lane(l, now);
+      const Source& s = src_[ln.flow];
+      offers.emplace_back(ln.backlog > tolerance(ln.wire) ? s.rc * ln.frac * dt / kBitsPsPerByte : 0.0, l);
+    }
+    const double budget = ps.capacity * dt / kBitsPsPerByte;
+    if (relayed > budget * (1 + 1e-9) + kQueuedEps) return false;
+    double left = std::max(0.0, budget - relayed);
+    std::sort(offers.begin(), offers.end());
+    size_t k = offers.size();
+    for (const auto& [cap, l] : offers) {
+      const double give = std::min(cap, left / static_cast<double>(k));
+      left -= give;
+      --k;
+      Lane& ln = lanes_[l];
+      const double old = ln.dep[0];
+      if (std::abs(give - old) <= 1e-12 * std::max(give, old)) continue;
+      changed.push_back(ln.flow);
+      for (size_t h = 0; h < ln.ports.size(); ++h) {
+        PortState& q = ports_[ln.ports[h]];
+        q.load += give - ln.dep[h];
+        ln.dep[h] = give;
+        ln.arr[h] = h > 0 ? give : 0.0;
+        if (h == 0) continue;
+        if (q.sources > 0) {
+          work.push_back(ln.ports[h]);  // a relay's NIC: its own flows' shares change
+        } else if (q.load > q.capacity * dt / kBitsPsPerByte * (1 + 1e-9) + kQueuedEps) {
+          return false;
+        }
+      }
+    }
+  }
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+  for (const uint32_t f : changed)
+    if (!src_[f].sent) schedule_lane_end(f);
+  return true;
+}
+
 // ---- topology ----
 
 void FluidNetwork::topology_changed() {
+  if (quiet_) leave_quiet();
   commit();
   fwd_.update_channels(eng_.now());
   fwd_.rebuild();
@@ -776,9 +1023,7 @@ void FluidNetwork::on_event(const engine::Event& ev) {
         if (observer_ != nullptr) observer_->on_flow_sent(f);
         finish(f);
       } else {
-        commit();
-        start_flow(f);
-        request_plan();
+        begin_flow(f);
       }
       break;
     }
@@ -800,6 +1045,12 @@ void FluidNetwork::on_event(const engine::Event& ev) {
         if (observer_ != nullptr) observer_->on_flow_sent(ev.target);
       }
       finish(ev.target);
+      break;
+    }
+    case kLane: {
+      Source& s = src_[ev.target];
+      if (!quiet_ || s.lane_at != ev.time || s.sent || !s.active || !flows_.live[ev.target]) break;
+      lane_end(ev.target);
       break;
     }
     case kPlan:

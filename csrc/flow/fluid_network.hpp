@@ -116,6 +116,8 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
 
   // ---- results ----
   const FluidCounters& counters() const { return counters_; }
+  /// Simulated time quiescent (jumped over) by now, and whether it is now.
+  SimTime jumped_ps() const { return counters_.jumped_ps + (quiet_ ? eng_.now() - quiet_since_ : 0); }
   uint64_t flows_created() const { return flows_.next_id(); }
   size_t peak_live_flows() const { return flows_.size(); }
   size_t live_lanes() const { return lanes_.size() - free_lanes_.size(); }
@@ -152,7 +154,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   static constexpr uint32_t kSamples = FlowNetwork::kSamples;
 
  private:
-  enum Sub : uint32_t { kStart, kSent, kDone, kPlan, kTopologyChange, kNumSub };
+  enum Sub : uint32_t { kStart, kSent, kDone, kPlan, kTopologyChange, kLane, kNumSub };
   static constexpr double kBitsPsPerByte = 8e12;
   static constexpr double kEps = 1e-6;        ///< bytes: below this a backlog or remainder is none
   static constexpr double kQueuedEps = 1e-3;  ///< bytes: below this a port's queue is empty
@@ -189,6 +191,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     SimTime delay = 0, cnp_delay = 0;
     double delivered_base = 0;           ///< bytes delivered by lanes a topology change replaced
     SimTime sent_at = -1, done_at = -1;  ///< queued kSent / kDone (-1: none)
+    SimTime lane_at = -1;                ///< quiescent: queued kLane, its first lane to finish sending
     bool sent = false, delivered = false, active = false;
   };
   struct PortState {
@@ -201,6 +204,8 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     double queued = 0;          ///< plan: bytes queued at it
     double pm = 0;              ///< plan: ECN marking probability of what leaves it
     double use = 0;             ///< plan: share of the step it is busy
+    double load = 0;            ///< quiescent: bytes per step crossing it
+    uint32_t sources = 0;       ///< lanes starting at it (a NIC's flows)
     bool paused = false;        ///< PFC holds it now
     bool pause_sent = false;    ///< its peer's last decision: PAUSE (true) or RESUME
     SimTime flip_at = 0;        ///< when that decision reaches it
@@ -212,6 +217,8 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
                        int64_t owner);
   double wire_bytes(uint32_t f) const;
   void start_flow(uint32_t f);
+  /// A flow starts now: locally while quiescent, else at a new step.
+  void begin_flow(uint32_t f);
   void add_lanes(uint32_t f, double bytes_left);
   void drop_lanes(uint32_t f);
   uint32_t new_lane();
@@ -224,6 +231,20 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   void commit_lane(uint32_t l, SimTime to);
   /// Plan the next step (or quiescent stretch) from now.
   void plan();
+  /// One step's amounts (the lanes' arr and dep, the ports' use); whether anything moved.
+  bool sweep(double dt, bool by_rate);
+  // Quiescence, event by event: the lanes' rates hold; a flow starting or finishing sending
+  // refills only its NIC's shares (and the relays' NICs its lanes cross); a port oversubscribed
+  // ends it (commit, then time-stepping again).
+  void enter_quiet();
+  void leave_quiet();
+  /// Water-fill the NICs in `work` (and those their changes reach) at the rates; false when
+  /// a port is oversubscribed.
+  bool refill(std::vector<uint32_t> work);
+  void schedule_lane_end(uint32_t f);
+  void lane_end(uint32_t f);
+  void attach_lane(uint32_t l);
+  void detach_lane(uint32_t l);
   void request_plan();
   void rebuild_ports();
   void set_capacities();
@@ -264,6 +285,9 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   bool planned_ = false, plan_pending_ = false;
   SimTime idle_since_ = -1;  ///< stepping without moving a byte since (stall detection)
   SimTime committed_ = -1;   ///< the last commit's time
+  bool quiet_ = false;       ///< quiescent (rates held, events local)
+  SimTime quiet_since_ = 0;
+  std::vector<uint32_t> refill_flows_;
   std::vector<uint32_t> indeg_;
   std::vector<std::pair<double, uint32_t>> offers_;
   std::vector<Bytes> link_buffer_;
