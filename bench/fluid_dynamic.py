@@ -89,6 +89,15 @@ def _failure(size):
     return fab, rf.op_trace("all_to_all", range(64), size, "direct"), {}, setup
 
 
+def _rl(size):
+    # one RL iteration (bench/validate_flow.py's: a 4-layer model, train 64 GPUs, gen 64) on
+    # RFabric with its controller: circuits change between stages, mid-run
+    import validate_flow
+
+    fab = rf.topologies.RFabric(128)
+    return fab, validate_flow.workload("rl", 128, size, 1), {"controller": fab.controller()}, None
+
+
 CASES = {
     "incast": (_incast, "16MiB"),
     "victim": (_victim, "16MiB"),
@@ -99,6 +108,7 @@ CASES = {
     "broadcast": (_broadcast, "64MiB"),
     "all_reduce": (_all_reduce, "64MiB"),
     "failure": (_failure, "16MiB"),
+    "rl": (_rl, "64MiB"),
 }
 
 
@@ -113,12 +123,23 @@ def run(fab, wl, kw, setup, seed, **model):
 
 
 def time_of(res, wl) -> float:
-    if isinstance(wl, rf.Flows):
+    if isinstance(wl, rf.Flows) or wl.num_ops > 1:
         return res.run["makespan_ps"] / 1e9
     return float(res.ops["time_ps"].to_numpy()[0]) / 1e9
 
 
+def stages(res, pk) -> str:
+    """Each stage's error against packets (an RL iteration)."""
+    if res.stages is None or not len(res.stages):
+        return ""
+    sp = {r["stage"]: r["end_ps"] - r["start_ps"] for r in pk.stages.to_pylist()}
+    sf = {r["stage"]: r["end_ps"] - r["start_ps"] for r in res.stages.to_pylist()}
+    return " ".join(f"{k} {sf[k] / sp[k] - 1:+.1%}" for k in sp if sp[k] > 0)
+
+
 def per_flow(res, pk) -> str:
+    if res.stages is not None and len(res.stages) > 1:
+        return stages(res, pk)
     a, b = pk.fct_ps.astype(float), res.fct_ps.astype(float)
     if len(a) != len(b) or len(a) > 20000:
         return ""

@@ -419,6 +419,7 @@ void FluidNetwork::commit() {
     if (!s.sent && backlog > tolerance(s.wire)) s.sent_at = -1;
     if (!s.delivered && undelivered > tolerance(s.wire)) s.done_at = -1;
   }
+  if (stepping_) counters_.stepped_ps += now - plan_t_;
   if (plan_len_ != kNever) plan_len_ = std::max<SimTime>(0, plan_t_ + plan_len_ - now);
   plan_t_ = now;
 }
@@ -499,6 +500,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
       ln.unmarked = 1;
+      ln.fin = ln.fin0 = 0;
       std::fill(ln.arr.begin(), ln.arr.end(), 0.0);
       std::fill(ln.dep.begin(), ln.dep.end(), 0.0);
     }
@@ -541,7 +543,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
         Lane& ln = lanes_[l];
         const double d = ln.q[h] + ln.arr[h];
         if (ln.arr[h] <= 0 && ln.hold[h] > 0) {
-          ln.dep[h] = std::min(d, std::max(ln.hold[h], d * share));
+          ln.dep[h] = std::min(d, std::max(ln.hold[h] * dt, d * share));
           held += ln.dep[h];
         } else {
           ln.dep[h] = -d;  // (a proportional one, set below)
@@ -562,19 +564,40 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       // max-min among the flows the NIC pulls from, each at most its offer
       std::sort(offers.begin(), offers.end());
       size_t k = offers.size();
+      double level = kInf;  // the share of the flows not held back by their offer
       for (const auto& [cap, l] : offers) {
         const double give = std::min(cap, left / static_cast<double>(k));
+        if (give < cap && level == kInf) level = give;
         lanes_[l].dep[0] = give;
         left -= give;
         used += give;
         --k;
       }
+      // when in the step a source sent its last byte: its bytes at its pace (its rate or
+      // its share, whichever is lower)
+      for (const auto& [cap, l] : offers) {
+        Lane& ln = lanes_[l];
+        const double pace = std::min(src_[ln.flow].rc * ln.frac * dt / kBitsPsPerByte, level);
+        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, ln.dep[0] / pace) : 1.0;
+      }
     }
     ps.use = budget > 0 ? std::min(1.0, used / budget) : 1.0;
     moved |= used > 0;
+    // when in the step each lane's last byte here left: behind the queue, at its arrivals'
+    // pace where the port keeps up, at the step's end where it does not (a FIFO interleaves)
+    const bool saturated = demand > budget;
+    const double ahead = budget > 0 ? std::min(1.0, ps.queued / budget) : 1.0;
     for (const auto& [l, h] : ps.lanes) {
       Lane& ln = lanes_[l];
       const double d = ln.dep[h];
+      if (h > 0) {
+        double fin = ahead;
+        if (saturated) {
+          const double all = ln.q[h] + ln.arr[h];
+          fin = d >= all && ln.hold[h] > 0 ? std::min(1.0, d / (ln.hold[h] * dt)) : 1.0;
+        }
+        ln.fin = std::max(ln.fin, fin);
+      }
       if (d <= 0) continue;
       ln.unmarked *= 1.0 - ps.pm;
       if (h + 1 < ln.ports.size()) ln.arr[h + 1] += d;
@@ -597,14 +620,19 @@ void FluidNetwork::plan() {
     if (!s.sent) fire_timers(s, now);
   }
   if (ports_dirty_) rebuild_ports();
-  const double dt = static_cast<double>(step_);
+  // Steps keep one grid: a plan made inside a step (a flow started, the state was brought to
+  // now) runs to that step's end, so that the starts do not push the step's work back.
+  if (step_end_ <= now) step_end_ = now + step_;
+  const SimTime step_len = step_end_ - now;
+  const double dt = static_cast<double>(step_len);
+  const double prev_dt = static_cast<double>(std::max<SimTime>(1, plan_step_));
   // queues and PFC ingress accounting at the start of the step
   for (const uint32_t p : order_) ports_[p].queued = ports_[p].ingress = 0;
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
       for (size_t h = 0; h < ln.ports.size(); ++h) {
-        ln.hold[h] = ln.dep[h];
+        ln.hold[h] = ln.dep[h] / prev_dt;  // (a pace: bytes per ps)
         if (h == 0 || ln.q[h] <= 0) continue;
         ports_[ln.ports[h]].queued += ln.q[h];
         ports_[ln.ports[h - 1]].ingress += ln.q[h];
@@ -657,10 +685,12 @@ void FluidNetwork::plan() {
     }
   }
   if (quiet) {
+    plan_step_ = step_len;  // (the amounts' step)
+    step_end_ = -1;
     enter_quiet();
     return;
   }
-  SimTime len = step_;
+  SimTime len = step_len;
   if (quiet) {
     double until = kInf;  // ps to the first flow that finishes sending
     for (const uint32_t f : active_) {
@@ -676,8 +706,9 @@ void FluidNetwork::plan() {
     len = until == kInf ? kNever : std::max<SimTime>(1, static_cast<SimTime>(std::ceil(until)));
   }
   planned_ = true;
+  stepping_ = len != kNever && !quiet;
   plan_t_ = now;
-  plan_step_ = step_;
+  plan_step_ = step_len;
   plan_len_ = len;
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) lanes_[l].t = now;
@@ -689,7 +720,6 @@ void FluidNetwork::plan() {
     counters_.jumped_ps += len;
   } else {
     ++counters_.steps;
-    counters_.stepped_ps += len;
   }
   // progress events: a flow's last byte leaving its source, and reaching its destination
   const double span = len == kNever ? 0.0 : static_cast<double>(len) / dt;  // plan length in steps
@@ -714,16 +744,8 @@ void FluidNetwork::plan() {
         continue;
       }
       // within the step: when its ports finished their share of it
-      double frac = quiet ? u / (ln.dep.back() * span) : 0.0;
-      if (!quiet)
-        for (const uint32_t p : ln.ports) frac = std::max(frac, ports_[p].use);
-      done_frac = std::max(done_frac, frac);
-      if (ln.backlog > tolerance(ln.wire)) {
-        const double cap = s.rc * ln.frac * dt / kBitsPsPerByte;
-        const double f0 =
-            quiet ? ln.backlog / (ln.dep[0] * span) : std::max(ports_[ln.ports[0]].use, ln.dep[0] / cap);
-        sent_frac = std::max(sent_frac, std::min(1.0, f0));
-      }
+      done_frac = std::max(done_frac, ln.fin);
+      if (ln.backlog > tolerance(ln.wire)) sent_frac = std::max(sent_frac, ln.fin0);
     }
     const double tol = tolerance(s.wire);
     if (!s.sent && s.sent_at < 0 && (backlog <= tol || sent >= backlog - tol)) {
@@ -809,8 +831,8 @@ void FluidNetwork::enter_quiet() {
   quiet_ = true;
   quiet_since_ = now;
   planned_ = true;
+  stepping_ = false;
   plan_t_ = now;
-  plan_step_ = step_;
   plan_len_ = kNever;
   plan_at_ = -1;  // (no step queued: events are the flows' own)
   ++counters_.plans;

@@ -167,12 +167,13 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     uint32_t flow = kNone;
     bool live = false;
     bool blocked = false;
-    double frac = 1;       ///< share of the flow's wire bytes
-    double wire = 0;       ///< its wire bytes
-    double backlog = 0;    ///< bytes not yet sent by the source
-    double delivered = 0;  ///< bytes out of the last hop
-    double unmarked = 1;   ///< the plan's probability that a byte crosses unmarked
-    SimTime t = 0;         ///< committed up to
+    double frac = 1;           ///< share of the flow's wire bytes
+    double wire = 0;           ///< its wire bytes
+    double backlog = 0;        ///< bytes not yet sent by the source
+    double delivered = 0;      ///< bytes out of the last hop
+    double unmarked = 1;       ///< the plan's probability that a byte crosses unmarked
+    SimTime t = 0;             ///< committed up to
+    double fin0 = 0, fin = 0;  ///< plan: when in the step its last byte left the source, the last hop
     std::vector<uint32_t> ports;
     std::vector<double> q;     ///< per hop: bytes queued there
     std::vector<double> arr;   ///< plan: bytes reaching the hop during the plan's step
@@ -286,6 +287,8 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   SimTime idle_since_ = -1;  ///< stepping without moving a byte since (stall detection)
   SimTime committed_ = -1;   ///< the last commit's time
   bool quiet_ = false;       ///< quiescent (rates held, events local)
+  bool stepping_ = false;    ///< the plan in force is a step
+  SimTime step_end_ = -1;    ///< the end of the step in progress (the steps' grid)
   SimTime quiet_since_ = 0;
   std::vector<uint32_t> refill_flows_;
   std::vector<uint32_t> indeg_;
