@@ -231,7 +231,7 @@ void FluidNetwork::add_lanes(uint32_t f, double bytes_left) {
     ln.q.assign(n, 0.0);
     ln.arr.assign(n, 0.0);
     ln.dep.assign(n, 0.0);
-    ln.hold.assign(n, 0.0);
+    ln.mark.assign(n, 0.0);
     s.lanes.push_back(l);
     ++counters_.lanes;
     if (quiet_) attach_lane(l);
@@ -523,40 +523,66 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       }
     }
     counters_.lane_hops += ps.lanes.size();
-    // A FIFO's departures: in proportion to the bytes each lane has there, except that a lane
-    // whose arrivals stopped (its source done, or its upstream paused) keeps leaving at its
-    // last step's pace until it is empty, as its bytes sit spread through the queue ahead of
-    // the later arrivals (proportional shares alone would drain its tail geometrically).
+    // A FIFO's departures. The port's departures so far are a position in its byte stream
+    // (`bytes`); each lane's queued bytes lie spread between there and its mark, the position
+    // its last byte arrived at (this step's arrivals: the end of the stream, as they
+    // interleave). A lane leaves d x min(1, budget / (mark - position)): a lane whose
+    // arrivals stopped drains by its mark (FIFO order: an older chunk ahead of a newer one),
+    // lanes still arriving share in proportion to their bytes. Lanes ahead first.
+    const double pos = ps.bytes;
+    double arrivals = 0;
+    for (const auto& [l, h] : ps.lanes)
+      if (h > 0) arrivals += lanes_[l].arr[h];
+    const double end = pos + ps.queued + arrivals;
     double used = 0;
     if (demand <= budget) {
       for (const auto& [l, h] : ps.lanes) {
         if (h == 0) continue;
         Lane& ln = lanes_[l];
+        if (ln.arr[h] > 0) ln.mark[h] = end;
         ln.dep[h] = ln.q[h] + ln.arr[h];
         used += ln.dep[h];
       }
     } else {
-      const double share = budget / demand;
-      double held = 0, rest = 0;
+      double ahead = 0, rest = 0;
       for (const auto& [l, h] : ps.lanes) {
         if (h == 0) continue;
         Lane& ln = lanes_[l];
         const double d = ln.q[h] + ln.arr[h];
-        if (ln.arr[h] <= 0 && ln.hold[h] > 0) {
-          ln.dep[h] = std::min(d, std::max(ln.hold[h] * dt, d * share));
-          held += ln.dep[h];
+        if (ln.arr[h] > 0) ln.mark[h] = end;
+        if (ln.arr[h] <= 0 && ln.mark[h] < end) {
+          ln.dep[h] = d * std::min(1.0, budget / std::max(ln.mark[h] - pos, 1e-9));
+          ahead += ln.dep[h];
         } else {
           ln.dep[h] = -d;  // (a proportional one, set below)
           rest += d;
         }
       }
-      const double held_scale = held > budget ? budget / held : 1.0;
-      const double rest_share = held >= budget || rest <= 0 ? 0.0 : std::min(1.0, (budget - held) / rest);
+      const double ahead_scale = ahead > budget ? budget / ahead : 1.0;
+      const double rest_share = ahead >= budget || rest <= 0 ? 0.0 : std::min(1.0, (budget - ahead) / rest);
+      double short_of = 0;  // bytes the lanes ahead still hold
       for (const auto& [l, h] : ps.lanes) {
         if (h == 0) continue;
         Lane& ln = lanes_[l];
-        ln.dep[h] = ln.dep[h] < 0 ? -ln.dep[h] * rest_share : ln.dep[h] * held_scale;
+        if (ln.dep[h] < 0) {
+          ln.dep[h] = -ln.dep[h] * rest_share;
+        } else {
+          ln.dep[h] *= ahead_scale;
+          short_of += ln.q[h] + ln.arr[h] - ln.dep[h];
+        }
         used += ln.dep[h];
+      }
+      if (used < budget && short_of > 0) {
+        // (everything behind them went: what is left of the step drains them further)
+        const double extra = std::min(1.0, (budget - used) / short_of);
+        for (const auto& [l, h] : ps.lanes) {
+          if (h == 0) continue;
+          Lane& ln = lanes_[l];
+          if (ln.arr[h] > 0 || ln.mark[h] >= end) continue;
+          const double more = (ln.q[h] + ln.arr[h] - ln.dep[h]) * extra;
+          ln.dep[h] += more;
+          used += more;
+        }
       }
     }
     double left = std::max(0.0, budget - used);
@@ -594,7 +620,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
         double fin = ahead;
         if (saturated) {
           const double all = ln.q[h] + ln.arr[h];
-          fin = d >= all && ln.hold[h] > 0 ? std::min(1.0, d / (ln.hold[h] * dt)) : 1.0;
+          fin = d >= all - kEps ? std::min(1.0, std::max(0.0, ln.mark[h] - pos) / budget) : 1.0;
         }
         ln.fin = std::max(ln.fin, fin);
       }
@@ -625,14 +651,12 @@ void FluidNetwork::plan() {
   if (step_end_ <= now) step_end_ = now + step_;
   const SimTime step_len = step_end_ - now;
   const double dt = static_cast<double>(step_len);
-  const double prev_dt = static_cast<double>(std::max<SimTime>(1, plan_step_));
   // queues and PFC ingress accounting at the start of the step
   for (const uint32_t p : order_) ports_[p].queued = ports_[p].ingress = 0;
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
       for (size_t h = 0; h < ln.ports.size(); ++h) {
-        ln.hold[h] = ln.dep[h] / prev_dt;  // (a pace: bytes per ps)
         if (h == 0 || ln.q[h] <= 0) continue;
         ports_[ln.ports[h]].queued += ln.q[h];
         ports_[ln.ports[h - 1]].ingress += ln.q[h];

@@ -178,7 +178,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     std::vector<double> q;     ///< per hop: bytes queued there
     std::vector<double> arr;   ///< plan: bytes reaching the hop during the plan's step
     std::vector<double> dep;   ///< plan: bytes leaving it
-    std::vector<double> hold;  ///< the previous step's dep (a FIFO's pace for a lane no longer arriving)
+    std::vector<double> mark;  ///< per hop: the port's stream position its last byte arrived at (FIFO order)
   };
   /// Per flow slot: the source's DCQCN state and the flow's progress events.
   struct Source {
