@@ -73,6 +73,11 @@ def _broadcast(size):
     return rf.topologies.FatTree(128), rf.op_trace("broadcast", range(128), size, "chain"), {}, None
 
 
+def _rfabric_broadcast(size):
+    # latency-bound: 64 KiB chunks relayed by PXN through GPUs' NIC queues
+    return rf.topologies.RFabric(128), rf.op_trace("broadcast", range(128), size, "chain"), {}, None
+
+
 def _all_reduce(size):
     return rf.topologies.FatTree(128), rf.op_trace("all_reduce", range(128), size, "ring"), {}, None
 
@@ -106,6 +111,7 @@ CASES = {
     "ftos_permutation": (_ftos_permutation, "8MiB"),
     "ftos_all_to_all": (_ftos_all_to_all, "64MiB"),
     "broadcast": (_broadcast, "64MiB"),
+    "rfabric_broadcast": (_rfabric_broadcast, "4MiB"),
     "all_reduce": (_all_reduce, "64MiB"),
     "failure": (_failure, "16MiB"),
     "rl": (_rl, "64MiB"),
