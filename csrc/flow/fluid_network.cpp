@@ -714,39 +714,18 @@ void FluidNetwork::plan() {
     enter_quiet();
     return;
   }
-  SimTime len = step_len;
-  if (quiet) {
-    double until = kInf;  // ps to the first flow that finishes sending
-    for (const uint32_t f : active_) {
-      const Source& s = src_[f];
-      if (s.sent) continue;
-      double backlog = 0, rate = 0;
-      for (const uint32_t l : s.lanes) {
-        backlog += lanes_[l].backlog;
-        rate += lanes_[l].dep.empty() ? 0.0 : lanes_[l].dep[0];
-      }
-      if (rate > 0 && backlog > tolerance(s.wire)) until = std::min(until, backlog / rate * dt);
-    }
-    len = until == kInf ? kNever : std::max<SimTime>(1, static_cast<SimTime>(std::ceil(until)));
-  }
+  const SimTime len = step_len;  // (a step: quiescence went above)
   planned_ = true;
-  stepping_ = len != kNever && !quiet;
+  stepping_ = true;
   plan_t_ = now;
   plan_step_ = step_len;
   plan_len_ = len;
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) lanes_[l].t = now;
   ++counters_.plans;
-  if (len == kNever) {
-    ++counters_.jumps;
-  } else if (quiet) {
-    ++counters_.jumps;
-    counters_.jumped_ps += len;
-  } else {
-    ++counters_.steps;
-  }
+  ++counters_.steps;
   // progress events: a flow's last byte leaving its source, and reaching its destination
-  const double span = len == kNever ? 0.0 : static_cast<double>(len) / dt;  // plan length in steps
+  const double span = static_cast<double>(len) / dt;  // (1: the plan is the step)
   for (const uint32_t f : active_) {
     Source& s = src_[f];
     double backlog = 0, sent = 0, sent_frac = 0, undelivered = 0, done_frac = 0;
@@ -784,7 +763,6 @@ void FluidNetwork::plan() {
       eng_.schedule(s.done_at, f, kind_base_ + kDone);
     }
   }
-  if (len == kNever) return;  // nothing moves until a flow starts or the topology changes
   if (!moved && any_queued) {
     if (idle_since_ < 0) idle_since_ = now;
     if (now - idle_since_ >= kStallPs) {

@@ -7,13 +7,16 @@
 //  * a flow's paths are the max-min mode's (the forwarding layer's walk; spread evenly over
 //    the paths its first kSamples frames take where routing spreads them): one lane per path,
 //    carrying its share of the flow's wire bytes (payload plus a header per frame);
-//  * per lane and hop, the bytes queued at that hop's egress port. Each step of length dt, a
-//    port sends at most capacity x dt: the bytes queued for it (and those that reached it in
-//    this step from ports earlier in the step's order, a topological order of the ports on
-//    the lanes' paths) first, split among lanes in proportion to those bytes (a FIFO's share),
-//    then what its NIC pulls from the flows that start there, max-min among them, each at
-//    most its DCQCN rate x dt and its bytes left (the packet NIC pops its queue before it
-//    pulls). What leaves hop k joins hop k+1's queue; what leaves the last hop is delivered;
+//  * per lane and hop, the bytes queued at that hop's egress port. Each step of length dt (on
+//    one grid: a plan made inside a step runs to its end), a port sends at most capacity x dt,
+//    visiting ports in a topological order of the lanes' paths so that what leaves a port
+//    reaches the next in the same step: first the bytes queued for it and those that reached
+//    it this step, in FIFO order by stream position (a lane's queued bytes lie between the
+//    port's departures so far and the position its last byte arrived at: lanes whose arrivals
+//    stopped drain by that mark, first; lanes still arriving share the rest in proportion to
+//    their bytes), then what its NIC pulls from the flows that start there, max-min among
+//    them, each at most its DCQCN rate x dt and its bytes left (the packet NIC pops its queue
+//    before it pulls). What leaves hop k joins hop k+1; what leaves the last hop is delivered;
 //  * PFC as the packet engine's: the bytes inside a switch that came over channel u (queued
 //    at any of its egress ports) above u's XOFF pause u (it sends nothing) a reaction time
 //    later (2 x u's propagation + the switch's latency: the bytes the packet engine's headroom
@@ -27,9 +30,10 @@
 //    the cut on a CNP, the timer and byte-counter rate increases (fast recovery, additive,
 //    hyper), the rate floor;
 //  * quiescence: when no queue holds bytes, no port is paused, every flow is at its line
-//    rate with no timer pending and every byte that reached a port this step left it, the
-//    rates hold until a flow finishes sending or a flow starts: the step is stretched to the
-//    next such event (one plan instead of many steps);
+//    rate with no timer pending and, at the rates themselves, every byte that reaches a port
+//    in a step leaves it, the rates hold: the model goes event by event (a flow starting or
+//    finishing sending refills its NIC's shares and the relays' its lanes cross) until a port
+//    is oversubscribed, then steps again;
 //  * a flow is done when its last byte is delivered plus the max-min mode's delivery delay
 //    (Forwarding::lone_delay_ps: propagation, node latencies, store-and-forward).
 // Not modelled: DCTCP (the mode needs transport "roce"), drops and the lossy long links of
