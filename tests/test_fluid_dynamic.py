@@ -203,3 +203,47 @@ def test_bad_settings_are_refused_by_name(ft128):
         rf.simulate(ft128, wl, backend="flow", flow_model="dynamic", transport="dctcp")
     with pytest.raises(rf.SpecError, match="flow_step"):
         rf.simulate(ft128, wl, backend="flow", flow_model="dynamic", flow_step=0)
+
+
+class _TwoToRs(rf.Topology):
+    """Two ToRs, one GPU each, joined through one OCS by two ports each (test_optical's)."""
+
+    family = "fluid_two_tors_test"
+
+    def __init__(self):
+        super().__init__(gpus=2, link="200Gbps", gpus_per_server=1)
+
+    def build(self, net):
+        gpu = net.add_servers(2, 1)
+        tor = net.add_nodes("eps", 2, prefix="tor")
+        ocs = net.add_nodes("ocs", 1, prefix="ocs")
+        net.add_links(gpu.ravel(), tor, rate=self.link_bps, kind="nic")
+        self.up0 = net.add_links(tor[0], np.repeat(ocs, 2), rate=self.link_bps, kind="tor-ocs")
+        self.up1 = net.add_links(tor[1], np.repeat(ocs, 2), rate=self.link_bps, kind="tor-ocs")
+        self.ocs = int(ocs[0])
+        net.add_circuits(self.ocs, self.up0[0], self.up1[0])
+
+
+@pytest.mark.parametrize("dark_us", [10, 100])
+def test_a_circuit_change_mid_flow_costs_exactly_the_dark_time(dark_us):
+    # The only circuit is replaced mid-flow by one on other ports: the flow has no path for
+    # exactly the dark time, then goes on at full rate: its FCT is the lone FCT plus the dark
+    # time, on both flow models.
+    from rfabric.spec import CircuitTable
+
+    fab = _TwoToRs()
+    flows = rf.Flows([0], [1], [20 << 20])
+    base = rf.simulate(fab, flows, backend="flow").fct_ps[0]
+    sim = rf.Simulation(fab, flows, backend="flow", flow_model="dynamic")
+    sim.run("30us")
+    sim.apply_circuits(
+        CircuitTable.build([fab.ocs], [fab.up0[1]], [fab.up1[1]]), at=sim.now, t_ocs=f"{dark_us}us"
+    )
+    sim.run(sim.now + dark_us * US // 2)
+    assert sim.engine.flow_rates()[0] == 0
+    led = sim.engine.ledger()
+    assert led["backlog"][0] + led["queued"][0] + led["delivered"][0] == pytest.approx(led["wire"][0])
+    sim.run()
+    res = sim.results()
+    assert res.complete and res.run["reroutes"] == 2
+    assert abs(res.fct_ps[0] - base - dark_us * US) <= 2

@@ -873,9 +873,10 @@ void FluidNetwork::schedule_lane_end(uint32_t f) {
   bool left = false;
   for (const uint32_t l : s.lanes) {
     const Lane& ln = lanes_[l];
-    if (ln.blocked || ln.backlog <= tolerance(ln.wire)) continue;
-    left = true;
-    if (ln.dep[0] > 0) first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.dep[0] * dt);
+    if (ln.backlog <= tolerance(ln.wire)) continue;
+    left = true;  // (a blocked lane waits for a topology change: no event)
+    if (!ln.blocked && ln.dep[0] > 0)
+      first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.dep[0] * dt);
   }
   const SimTime now = eng_.now();
   if (!left) {
