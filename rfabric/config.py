@@ -21,11 +21,24 @@ from .spec import ROUTING_MODES, NetworkSpec
 from .units import format_time, parse_rate, parse_size, parse_time
 from .validators import boolean, integer, known_keys
 
-__all__ = ["EngineConfig", "ENGINE_FIELDS", "BACKENDS", "ECMP_MODES", "PYTHON_ONLY", "as_spec", "make_config"]
+__all__ = [
+    "EngineConfig",
+    "ENGINE_FIELDS",
+    "BACKENDS",
+    "FLOW_MODELS",
+    "ECMP_MODES",
+    "PYTHON_ONLY",
+    "as_spec",
+    "make_config",
+]
 
 #: ``"packet"``: every frame through queues and transports; ``"flow"``: max-min fair rates over
 #: the same paths (csrc/flow/flow_network.hpp; docs/explanation/flow-backend.md).
 BACKENDS = ("packet", "flow")
+#: ``backend="flow"``'s models (EngineConfig.flow_model): ``"max-min"`` (default): max-min fair
+#: rates, event-driven; ``"dynamic"``: a time-stepped fluid with queues, PFC and DCQCN
+#: (csrc/flow/fluid_network.hpp; docs/explanation/flow-dynamic.md).
+FLOW_MODELS = ("max-min", "dynamic")
 ECMP_MODES = ROUTING_MODES
 
 #: The engine's config fields and their defaults in base units (-1: the transport's choice).
@@ -45,6 +58,8 @@ PYTHON_ONLY = (
     "nccl_model",
     "flow_ring_slices",
     "flow_merge_channels",
+    "flow_model",
+    "flow_step",
 )
 #: Time and size fields that may be zero (the others must be positive).
 _MAY_BE_ZERO = ("header_bytes", "ecn_kmin_ps", "ecn_kmax_ps", "dcqcn_cnp_interval_ps")
@@ -181,6 +196,14 @@ class EngineConfig:
         same edges and the same paths (an NVLink ring inside a server) as one flow of n
         copies per message (default True). Exact in the fluid model, where flows on the same
         paths share them alike; n times fewer flows and events. False: a flow per channel.
+        (The dynamic model runs a flow per channel.)
+    flow_model : str
+        ``backend="flow"`` only: ``"max-min"`` (default: max-min fair rates, event-driven) or
+        ``"dynamic"`` (a time-stepped fluid with per-hop queues, PFC back-pressure, ECN and
+        DCQCN, jumping from event to event while nothing is transient; transport ``"roce"``
+        only; docs/explanation/flow-dynamic.md).
+    flow_step : time
+        ``flow_model="dynamic"`` only: the time step while anything is transient (default 1 us).
     t_ocs : time
         Reconfiguration time of optical circuit switches (default 25 ms, paper §7.2): a new
         circuit is dark this long after a plan is applied.
@@ -219,6 +242,8 @@ class EngineConfig:
     coll_protocol: str = "auto"  # "auto" (the tuner's) or a forced "ll", "ll128", "simple"
     flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
     flow_merge_channels: bool = True  # backend="flow": channels with the same ring and paths as one flow
+    flow_model: str = "max-min"  # backend="flow": "max-min" or "dynamic" (queues, PFC, DCQCN)
+    flow_step: object = "1us"  # flow_model="dynamic": the step while anything is transient
 
     def to_engine(self, routing: str | None = None) -> dict:
         """The config dict the engine takes, built from the engine's own field list: base
@@ -261,6 +286,11 @@ class EngineConfig:
         parse_size(self.coll_chunk, allow_zero=False, name="coll_chunk")
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
         boolean(self.flow_merge_channels, "flow_merge_channels")
+        if not isinstance(self.flow_model, str) or self.flow_model not in FLOW_MODELS:
+            raise SpecError(
+                f"flow_model must be one of {', '.join(map(repr, FLOW_MODELS))}, got {self.flow_model!r}"
+            )
+        parse_time(self.flow_step, allow_zero=False, name="flow_step")
         boolean(self.nccl_model, "nccl_model")
         protocols = ("auto", *_engine.op_protocols())
         if not isinstance(self.coll_protocol, str) or self.coll_protocol not in protocols:

@@ -21,4 +21,5 @@ PYBIND11_MODULE(_engine, m) {
   rfabric::bindings::bind_engine(m);
   rfabric::bindings::bind_forwarding(m);
   rfabric::bindings::bind_flow(m);
+  rfabric::bindings::bind_fluid(m);
 }

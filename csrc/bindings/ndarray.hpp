@@ -46,5 +46,6 @@ std::vector<T> from_numpy(const py::handle& obj, const char* name) {
 void bind_engine(py::module_& m);
 void bind_forwarding(py::module_& m);
 void bind_flow(py::module_& m);
+void bind_fluid(py::module_& m);
 
 }  // namespace rfabric::bindings

@@ -169,6 +169,8 @@ class ResultsAssembly:
         c = self._engine.counters()
         run = self._run_keys(c, "flow")
         sim_ps, makespan = run["sim_ps"], run["makespan_ps"]
+        if self.flow_model == "dynamic":
+            return self._fluid_results(c, run, sim_ps, makespan)
         run |= {
             # the flow model's own counters
             "recomputes": int(c["recomputes"]),
@@ -185,6 +187,36 @@ class ResultsAssembly:
         }
         for key in PACKET_ONLY_RUN_KEYS:
             run[key] = None
+        links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
+        flows = self._flow_table(self._engine.flow_log()) if self.record_flows else FLOW_SCHEMA.empty_table()
+        res = Results(flows=flows, links=links, run=run)
+        return self._finish_results(res)
+
+    def _fluid_results(self, c: dict, run: dict, sim_ps: int, makespan: int) -> Results:
+        """Results of ``flow_model="dynamic"``: the flow backend's tables, with the PFC pauses
+        and (expected) ECN marks it models, and its own counters
+        (docs/explanation/flow-dynamic.md)."""
+        run |= {
+            "flow_model": "dynamic",
+            "flow_step_ps": int(self._engine.step),
+            "plans": int(c["plans"]),
+            "steps": int(c["steps"]),
+            "jumps": int(c["jumps"]),
+            "stepped_ps": int(c["stepped_ps"]),
+            "jumped_ps": int(c["jumped_ps"]),
+            "lane_hops": int(c["lane_hops"]),
+            "cnps": int(c["cnps"]),
+            "lanes": int(c["lanes"]),
+            "max_lanes": int(c["max_lanes"]),
+            "blocked_subflows": int(c["blocked"]),
+            "reroutes": int(c["reroutes"]),
+            "stalls": int(c["stalls"]),
+            "unroutable": bool(self._engine.idle and c["blocked_now"] > 0),
+        }
+        for key in PACKET_ONLY_RUN_KEYS:
+            run[key] = None
+        run["pfc_pauses"] = int(c["pauses"])
+        run["ecn_marks"] = int(round(c["ecn_marks"]))
         links = build_link_table(self._engine.port_stats(), self.spec, makespan if makespan > 0 else sim_ps)
         flows = self._flow_table(self._engine.flow_log()) if self.record_flows else FLOW_SCHEMA.empty_table()
         res = Results(flows=flows, links=links, run=run)

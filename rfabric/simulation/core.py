@@ -114,12 +114,22 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
             )
         #: ``"packet"`` or ``"flow"``
         self.backend = backend
-        engine_class = _engine.Engine if backend == "packet" else _engine.FlowEngine
         from ..traces import Trace
 
         self.spec = as_spec(topology)
         self.config = make_config(config, settings)
         engine_config = self.config.to_engine(self.spec.routing)
+        if self.config.flow_model != "max-min" and backend != "flow":
+            raise SpecError(f"flow_model={self.config.flow_model!r} is a setting of backend='flow'")
+        #: the flow backend's model ("max-min" or "dynamic"; None for packets)
+        self.flow_model = self.config.flow_model if backend == "flow" else None
+        engine_class = (
+            _engine.Engine
+            if backend == "packet"
+            else _engine.FluidEngine
+            if self.flow_model == "dynamic"
+            else _engine.FlowEngine
+        )
         #: the routing the run uses: the config's ``ecmp``, else the fabric's own
         self.routing = self.config.ecmp if self.config.ecmp is not None else self.spec.routing
         self.trace: Trace | None = None
@@ -159,6 +169,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
                 )
             self.trace = workload
             self._engine = engine_class(self.spec.arrays(), engine_config)
+            self._set_fluid_step()
             flow_args = (
                 {
                     "ring_slices": int(self.config.flow_ring_slices),
@@ -184,6 +195,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
             workload.check_gpus(self.spec.num_gpus, self.spec.name)
             self.flows = workload
             self._engine = engine_class(self.spec.arrays(), engine_config)
+            self._set_fluid_step()
             self._engine.add_flows(
                 workload.src.astype(np.uint32),
                 workload.dst.astype(np.uint32),
@@ -244,6 +256,11 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
         self._link_changes: dict[int, list[tuple[int, bool]]] = {}
         self._link_change_log: list[tuple[int, int, bool]] = []  # (at_ps, link, up) in call order
 
+    def _set_fluid_step(self) -> None:
+        """The dynamic fluid's step (EngineConfig.flow_step), before anything runs."""
+        if self.flow_model == "dynamic":
+            self._engine.set_step(parse_time(self.config.flow_step, allow_zero=False, name="flow_step"))
+
     @property
     def now(self) -> int:
         """Simulated time (ps)."""
@@ -257,7 +274,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
     @property
     def engine(self):
         """The compiled engine handle (``rfabric._engine.Engine``; ``FlowEngine`` with
-        ``backend="flow"``): its dry runs (``op_flows``, ``start_bounds``) and counters."""
+        ``backend="flow"``, ``FluidEngine`` with ``flow_model="dynamic"``): its dry runs (``op_flows``, ``start_bounds``) and counters."""
         return self._engine
 
     def delivered_bytes(self) -> np.ndarray:

@@ -1,0 +1,163 @@
+// bind_fluid.cpp: the flow backend's dynamic mode, rfabric._engine.FluidEngine
+// (flow/fluid_network.hpp): the calls FlowEngine answers, by the same names, so
+// rfabric.Simulation picks it by EngineConfig.flow_model and is otherwise the same; plus
+// what the dynamic model has that the max-min one has not (queues, PFC pauses, ECN marks,
+// DCQCN rates, the bytes ledger).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <string>
+
+#include "bindings/bind_simulator.hpp"
+#include "bindings/ndarray.hpp"
+#include "bindings/spec_dict.hpp"
+#include "engine/check.hpp"
+#include "flow/fluid_network.hpp"
+
+namespace rfabric::bindings {
+
+using engine::SimTime;
+using flow::FluidSimulator;
+
+void bind_fluid(py::module_& m) {
+  py::class_<FluidSimulator> cls(m, "FluidEngine",
+                                 "One flow-level simulation in the dynamic mode: a time-stepped fluid with "
+                                 "queues, PFC and DCQCN over the same forwarding, executor and event loop.");
+  bind_simulator(cls);
+  cls.def(
+         "load_workload",
+         [](FluidSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
+            const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
+            bool nccl_model, const std::string& protocol) {
+           if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
+             throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
+           coll::ExecutorConfig cfg =
+               executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
+           cfg.ring_slices = static_cast<uint32_t>(ring_slices);
+           cfg.merge_channels = merge_channels;
+           s.load_workload(workload_from_dict(a), std::move(cfg));
+         },
+         py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
+         py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
+         py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
+         py::arg("protocol") = "auto",
+         "Load a collective-op workload to replay (as FlowEngine.load_workload).")
+      .def(
+          "set_step", [](FluidSimulator& s, SimTime ps) { s.network().set_step(ps); }, py::arg("ps"),
+          "The step (ps) while anything is transient (EngineConfig.flow_step). Before the run.")
+      .def_property_readonly("step", [](const FluidSimulator& s) { return s.network().step(); })
+      .def(
+          "counters",
+          [](const FluidSimulator& s) {
+            const auto& c = s.network().counters();
+            py::dict d;
+            d["events"] = s.engine().events_processed();
+            d["flows"] = s.network().flows_created();
+            d["flows_done"] = c.flows_done;
+            d["last_flow_end_ps"] = c.last_flow_end_ps;
+            d["peak_live_flows"] = s.network().peak_live_flows();
+            d["plans"] = c.plans;
+            d["steps"] = c.steps;
+            d["jumps"] = c.jumps;
+            d["stepped_ps"] = c.stepped_ps;
+            d["jumped_ps"] = s.network().jumped_ps();
+            d["lane_hops"] = c.lane_hops;
+            d["pauses"] = c.pauses;
+            d["ecn_marks"] = c.ecn_marks;
+            d["cnps"] = c.cnps;
+            d["lanes"] = c.lanes;
+            d["max_lanes"] = c.max_lanes;
+            d["blocked"] = c.blocked;
+            d["reroutes"] = c.reroutes;
+            d["stalls"] = c.stalls;
+            d["active_lanes"] = s.network().live_lanes();
+            d["blocked_now"] = s.network().blocked_lanes();
+            return d;
+          },
+          "Run-wide counters of the dynamic fluid: plans (steps while transient, jumps while quiescent)\n"
+          "and the simulated time each covered, (lane, hop) pairs visited, PFC pauses, expected ECN\n"
+          "marks, CNPs, lanes (one per path of a flow), re-routes, stalls (PFC deadlocks).")
+      .def(
+          "flow_log",
+          [](const FluidSimulator& s) {
+            auto f = s.network().flow_rows();
+            auto ideal = net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes);
+            py::dict d = flow_columns(f);
+            d["ideal_fct_ps"] = to_numpy(std::move(ideal));
+            d["sent_ps"] = to_numpy(std::move(f.sent_ps));
+            return d;
+          },
+          "Per-flow columns (numpy arrays), as FlowEngine.flow_log.")
+      .def(
+          "op_flow_stats",
+          [](const FluidSimulator& s) {
+            const coll::Executor* x = s.executor();
+            const size_t n = x ? x->op_start().size() : 0;
+            const auto& st = s.network().owner_stats();
+            py::dict d;
+            d["flows"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
+            d["delivered_bytes"] = column<int64_t>(
+                n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
+            d["max_fct_ps"] =
+                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
+            return d;
+          },
+          "Per op: flows, delivered payload bytes and the longest flow (as FlowEngine.op_flow_stats).")
+      .def(
+          "delivered_bytes", [](const FluidSimulator& s) { return to_numpy(s.network().sent_bytes()); },
+          "Payload bytes per flow slot that have left the source by now.")
+      .def(
+          "flow_rates", [](const FluidSimulator& s) { return to_numpy(s.network().flow_rates()); },
+          "Current source rate per flow slot, bit/s of wire bytes (0 when not sending).")
+      .def(
+          "dcqcn_rates", [](const FluidSimulator& s) { return to_numpy(s.network().dcqcn_rates()); },
+          "DCQCN's current rate per flow slot, bit/s (0 when not sending).")
+      .def(
+          "ledger",
+          [](const FluidSimulator& s) {
+            auto l = s.network().ledger();
+            py::dict d;
+            d["wire"] = to_numpy(std::move(l.wire));
+            d["backlog"] = to_numpy(std::move(l.backlog));
+            d["queued"] = to_numpy(std::move(l.queued));
+            d["delivered"] = to_numpy(std::move(l.delivered));
+            return d;
+          },
+          "Per flow slot alive, as of the last step: wire bytes, bytes still at the source, queued in\n"
+          "the fabric and delivered (they sum to the wire bytes).")
+      .def(
+          "port_stats",
+          [](const FluidSimulator& s) {
+            const auto& net = s.network();
+            const auto& fwd = net.forwarding();
+            const size_t n = net.num_ports();
+            const auto bytes = net.port_bytes();
+            const auto busy = net.port_busy_ps();
+            const auto queued = net.port_queued();
+            py::dict d;
+            d["port_id"] = column<uint32_t>(n, [](size_t i) { return i; });
+            d["link_id"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).link; });
+            d["src"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).node; });
+            d["dst"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).peer; });
+            d["rate_bps"] = column<int64_t>(n, [&](size_t i) { return fwd.channel(i).rate_bps; });
+            d["tx_bytes"] =
+                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(bytes[i])); });
+            d["busy_ps"] =
+                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(busy[i])); });
+            d["pfc_pauses_sent"] =
+                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(net.port_pauses()[i]); });
+            d["ecn_marks"] = column<int64_t>(
+                n, [&](size_t i) { return static_cast<int64_t>(std::llround(net.port_marks()[i])); });
+            d["max_queue_bytes"] = column<int64_t>(
+                n, [&](size_t i) { return static_cast<int64_t>(std::llround(net.port_max_queued()[i])); });
+            d["queued_bytes"] = column<double>(n, [&](size_t i) { return queued[i]; });
+            return d;
+          },
+          "Per-port columns: wire bytes carried, time busy, PFC pauses of the port (by its peer, as the\n"
+          "packet engine counts them), expected ECN marks (rounded), bytes queued at most and now.");
+}
+
+}  // namespace rfabric::bindings
