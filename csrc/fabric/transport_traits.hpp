@@ -3,7 +3,8 @@
 // The packet transports (packet/transports/) answer Transport::header_bytes() and lossless()
 // from here, and the flow backend frames its flows with the same numbers, so the two backends
 // cannot disagree. A transport's congestion-control parameters are its own
-// (packet/transports/<name>_params.hpp): only the packet backend runs them.
+// (packet/transports/<name>_params.hpp), except RoCE's DCQCN constants, which the flow
+// backend's dynamic fluid runs too (fabric/roce_dcqcn.hpp).
 #pragma once
 
 #include <string>

@@ -8,7 +8,7 @@
 
 #include "engine/check.hpp"
 #include "fabric/ecmp.hpp"
-#include "packet/transports/roce_params.hpp"
+#include "fabric/roce_dcqcn.hpp"
 
 namespace rfabric::flow {
 
@@ -42,10 +42,10 @@ FluidNetwork::FluidNetwork(engine::Engine& eng, const net::NetworkSpec& spec, co
   lossless_ = cfg.lossless >= 0 ? cfg.lossless != 0 : lossless;
   fwd_.set_per_frame_relays(lossless_);
   spreads_ = cfg.ecmp_per_packet || cfg.ecmp_adaptive || cfg.ecmp_multipath;
-  const auto& ecn = proto::RoceParams::ecn;
-  if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = ecn.kmin_ps;
-  if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = ecn.kmax_ps;
-  if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = ecn.pmax;
+  const net::RoceDcqcn& dcqcn = net::kRoceDcqcn;
+  if (cfg_.ecn_kmin_ps == -1) cfg_.ecn_kmin_ps = dcqcn.ecn_kmin_ps;
+  if (cfg_.ecn_kmax_ps == -1) cfg_.ecn_kmax_ps = dcqcn.ecn_kmax_ps;
+  if (cfg_.ecn_pmax == -1) cfg_.ecn_pmax = dcqcn.ecn_pmax;
   RF_CHECK(cfg_.ecn_kmin_ps >= 0 && cfg_.ecn_kmax_ps >= cfg_.ecn_kmin_ps, "ecn_kmax_ps ", cfg_.ecn_kmax_ps,
            " is below ecn_kmin_ps ", cfg_.ecn_kmin_ps);
   ecn_pmax_ = cfg_.ecn_pmax;
@@ -253,7 +253,7 @@ void FluidNetwork::start_flow(uint32_t f) {
   if (nic != kNone && !fwd_.nic_usable(srcg) && fwd_.gpu_server(srcg) != fwd_.gpu_server(flows_.dst[f]))
     line = std::min(line, static_cast<double>(fwd_.link_rate_bps(fwd_.channel(nic).link)));
   s.line = s.rc = s.rt = line;
-  s.alpha = proto::RoceParams::initial_alpha;
+  s.alpha = net::kRoceDcqcn.initial_alpha;
   s.alpha_time = eng_.now();
   s.last_cnp = std::numeric_limits<SimTime>::min() / 2;
   s.active = true;
@@ -310,7 +310,7 @@ void FluidNetwork::increase(Source& s) {
   }
   s.rt = std::min(s.rt, s.line);
   s.rc = std::min(s.line, (s.rt + s.rc) / 2);
-  if (s.line - s.rc < proto::RoceParams::line_rate_snap_bps) s.rc = s.line;
+  if (s.line - s.rc < net::kRoceDcqcn.line_rate_snap_bps) s.rc = s.line;
 }
 
 void FluidNetwork::fire_timers(Source& s, SimTime now) {

@@ -3,6 +3,7 @@
 // engine configuration (RF_ENGINE_CONFIG_FIELDS, fabric/spec.hpp), with its defaults' sources.
 #pragma once
 
+#include "fabric/roce_dcqcn.hpp"
 #include "fabric/transport_traits.hpp"
 #include "packet/transport.hpp"
 
@@ -11,14 +12,12 @@ namespace rfabric::proto {
 struct RoceParams {
   /// Header bytes per frame and the lossless (PFC) fabric RDMA assumes; both backends read them.
   static constexpr net::TransportTraits traits = net::kRoceTraits;
-  /// ECN marking DCQCN is tuned for: Kmin 5 KB, Kmax 200 KB, Pmax 1% at 40 Gb/s in the DCQCN
-  /// paper (Zhu et al., SIGCOMM 2015), i.e. 1 us and 40 us of queueing.
-  static constexpr net::Transport::EcnDefaults ecn{1'000'000, 40'000'000, 0.01};
-  /// A flow's alpha when it starts (DCQCN paper: 1, the most cautious first cut).
-  static constexpr double initial_alpha = 1.0;
-  /// Rate recovery ends at the line rate once within this many bit/s of it (rfabric's: ends
-  /// the halving's approach to the line rate, which doubles never reach exactly).
-  static constexpr double line_rate_snap_bps = 1.0;
+  /// DCQCN's ECN marking, first alpha and line-rate snap (fabric/roce_dcqcn.hpp, with their
+  /// sources; the flow backend's dynamic fluid reads the same).
+  static constexpr net::Transport::EcnDefaults ecn{net::kRoceDcqcn.ecn_kmin_ps, net::kRoceDcqcn.ecn_kmax_ps,
+                                                   net::kRoceDcqcn.ecn_pmax};
+  static constexpr double initial_alpha = net::kRoceDcqcn.initial_alpha;
+  static constexpr double line_rate_snap_bps = net::kRoceDcqcn.line_rate_snap_bps;
 };
 
 }  // namespace rfabric::proto
