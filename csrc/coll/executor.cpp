@@ -341,23 +341,24 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   } own{w_.algorithm[op], w_.algorithm[op]};
   if (algo >= 0) own.slot = algo;
   // plan() may fill the congestion cache from the current paths; the real run must fill it
-  // itself, when the op starts, so a dry run leaves it as it was.
-  auto saved = congestion_;
-  auto saved_terms = terms_;
+  // itself, when the op starts, so a dry run leaves it as it was: the entries it adds are
+  // noted (dry_congestion_, dry_terms_) and erased at the end.
+  dry_congestion_.clear();
+  dry_terms_.clear();
+  dry_ = &d;
   struct Restore {
     Executor& x;
-    decltype(saved)& cache;
-    decltype(saved_terms)& terms;
     ~Restore() {
       x.dry_ = nullptr;
-      x.congestion_.swap(cache);
-      x.terms_.swap(terms);
+      for (const auto it : x.dry_congestion_) x.congestion_.erase(it);
+      for (const auto it : x.dry_terms_) x.terms_.erase(it);
+      x.dry_congestion_.clear();
+      x.dry_terms_.clear();
     }
-  } restore{*this, saved, saved_terms};
+  } restore{*this};
   OpRun run;
   plan(op, run);
   d.proto = run.proto;
-  dry_ = &d;
   for (auto& progs : run.phases) {
     size_t live = progs.size();
     for (size_t i = 0; i < progs.size(); ++i)

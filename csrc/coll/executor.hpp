@@ -245,6 +245,11 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   mutable std::map<std::vector<uint32_t>, PathTerms> terms_;
   const PathTerms& path_terms(const std::vector<uint32_t>& ranks,
                               const std::vector<std::vector<uint32_t>>& groups) const;
+  /// The entries of congestion_ and terms_ added during the current dry_run(), erased when it
+  /// ends (so a dry run leaves both caches as they were without copying them: a copy per dry
+  /// run grew with the cache, and so with the fabric, for every op dry-run).
+  mutable std::vector<decltype(congestion_)::iterator> dry_congestion_;
+  mutable std::vector<decltype(terms_)::iterator> dry_terms_;
   size_t ops_done_ = 0;
   // control-loop boundaries
   std::vector<uint32_t> period_index_;   ///< op -> dense period index
