@@ -259,6 +259,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   int64_t epoch_ = 0;                    ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   std::vector<int32_t> ended_periods_;
+  /// start_bounds()'s memo, per op: the call that last wrote it, and its bounds then.
+  mutable std::vector<uint64_t> lb_mark_;
+  mutable std::vector<SimTime> lb_start_, lb_end_;
+  mutable uint64_t lb_epoch_ = 0;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
 };
 

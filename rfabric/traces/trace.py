@@ -390,6 +390,8 @@ def _int_column(values, typ, name: str, source: str, n: int | None = None) -> pa
     lo, hi = _INT_RANGE[typ]
     if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
         arr = values
+    elif isinstance(values, list) and set(map(type, values)) <= {int} and _fits_int64(values):
+        arr = np.array(values, dtype=np.int64)  # (Python ints: in bulk)
     else:
         for i, v in enumerate(values):
             if not _is_int(v):
@@ -428,6 +430,10 @@ def _list_column(values, typ, name: str, source: str) -> pa.Array:
                 _bad(source, name, i, f"entry {v} does not fit in {typ}")
         rows.append([int(v) for v in row])
     return pa.array(rows, type=pa.list_(typ))
+
+
+def _fits_int64(values: list) -> bool:
+    return not values or (-(2**63) <= min(values) and max(values) < 2**63)
 
 
 def _int_lists(values, typ, lo: int, hi: int) -> pa.Array | None:
