@@ -499,7 +499,11 @@ def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
     breadth-first order, ``size_bytes`` the shard's, depending on the Phase A op that
     brings the shard to the root (or on ``ext`` when a local holder is the root). Phase A
     rows are kept as they are (they come first in the forest's edge order)."""
-    m = int((f.wave >= 0).sum())
+    from .controllers.forest import op_rows
+
+    # Phase A's ops and the barriers between its waves come first (forest_ops' rows)
+    edge_row, barriers = op_rows(f)
+    m = int((f.wave >= 0).sum()) + len(barriers)
     out = {k: (list(v[:m]) if not np.isscalar(v) and not isinstance(v, str) else v) for k, v in cols.items()}
     out["algorithm"] = ["direct"] * m
     top = {}  # Phase B edge -> (shard, root GPU, Phase A edge or -1)
@@ -519,7 +523,7 @@ def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
         out["phase"].append("intra_pod")
         out["kind"].append("broadcast")
         out["ranks"].append([root, *receivers])
-        out["deps"].append([first_id + via] if via >= 0 else list(ext))
+        out["deps"].append([first_id + int(edge_row[via])] if via >= 0 else list(ext))
         out["algorithm"].append("chain")
         out["size_bytes"].append(int(sizes[shard]))
         out["period"].append(b_period)

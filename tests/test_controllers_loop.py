@@ -416,6 +416,13 @@ def test_start_bounds_match_a_plain_walk_over_the_dependencies():
     got = sim.engine.start_bounds(rows, dur, now)
     assert got.tolist() == [bound(r) for r in range(n)]
     assert (got[start < 0] > now).any()  # some bound is ahead of now
+    # the executor keeps its memo between calls (stamped per call): a second call with other
+    # durations and a later now, on part of the rows, matches a fresh walk again
+    dur = np.random.default_rng(6).integers(0, 10**10, n)
+    now += 10**9
+    memo.clear()
+    part = rows[::3]
+    assert sim.engine.start_bounds(part, dur, now).tolist() == [bound(int(r)) for r in part]
 
 
 def test_the_loop_uses_only_the_simulations_public_surface():

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import rfabric as rf
 from rfabric.controllers import Forest, dissemination_forest, forest_ops
+from rfabric.controllers.forest import op_rows
 from rfabric.traces import Trace
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -253,3 +254,38 @@ def test_forest_ops_bad_input():
         forest_ops(f, [10], first_op_id=5, deps=[5])
     with pytest.raises(rf.SpecError, match=r"shard_bytes has 0 entries"):
         forest_ops(f, [])
+
+
+@pytest.mark.parametrize("backend", ["packet", "flow"])
+def test_barriers_between_waves_wait_as_the_dense_dependencies_do(backend):
+    # Large waves wait on each other through one zero-byte barrier op per wave boundary
+    # (barrier_above): every edge op starts and ends exactly when it does with every op of
+    # wave t + 1 depending on every op of wave t (barrier_above large: no barrier).
+    pod_of = np.repeat(np.arange(4), 4)
+    shards = [([g], list(range(4, 16))) for g in range(4)]
+    sizes = [1 << 20] * 4
+    f = dissemination_forest(shards, pod_of, [2, 2, 2, 2], seeds_per_pod=1, shard_bytes=sizes)
+    assert f.n_waves >= 2
+    dense = forest_ops(f, sizes, barrier_above=1 << 30)
+    barred = forest_ops(f, sizes, barrier_above=0)
+    n, b = f.shard.size, f.n_waves - 1
+    assert len(dense["op_id"]) == n and len(barred["op_id"]) == n + b
+    assert barred["op_id"].tolist() == list(range(n + b))
+    row, after = op_rows(f, 0)
+    assert after == list(range(b))
+    bar = [int(row[f.waves[t][-1]]) + 1 for t in range(b)]  # each right after its wave
+    for j, t in enumerate(range(b)):
+        assert barred["deps"][bar[j]] == row[f.waves[t]].tolist() and barred["size_bytes"][bar[j]] == 0
+        assert all(barred["deps"][row[e]] == [bar[j]] for e in f.waves[t + 1])
+    fab = rf.topologies.FatTree(gpus=16, link="200Gbps")
+    times = []
+    for cols in (dense, barred):
+        res = rf.simulate(fab, Trace.from_columns(**cols, gpus=16), seed=1, backend=backend)
+        ops = res.ops.to_pydict()
+        times.append(
+            {i: (s, e) for i, s, e in zip(ops["op_id"], ops["start_ps"], ops["end_ps"], strict=True)}
+        )
+    assert all(times[0][e] == times[1][int(row[e])] for e in range(n))
+    for j, t in enumerate(range(b)):  # a barrier ends as its wave does, and takes no time
+        s, e = times[1][bar[j]]
+        assert s == e == max(times[0][x][1] for x in f.waves[t].tolist())

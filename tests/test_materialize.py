@@ -71,3 +71,37 @@ def test_chains_go_to_the_pairs_with_most_demand_per_chain():
     assert _pair_chains(D, pod_of, lifts, core) == [(0, 2), (0, 2), (1, 3)]
     # ToR 0 has lift circuits for one chain only: the second goes to (1, 3)
     assert _pair_chains(D, pod_of, np.array([1, 2, 2, 2]), core) == [(0, 2), (1, 3), (1, 3)]
+
+
+def _pair_chains_by_rescoring(D, pod_of, lifts, core_c):
+    """The oracle: every pair rescored at every pick (what _pair_chains keeps incrementally)."""
+    n = len(pod_of)
+    sym = np.maximum(D, D.T) * (pod_of[:, None] != pod_of[None, :])
+    have = np.zeros((n, n))
+    slots, rem, out = lifts.astype(np.int64).copy(), core_c.astype(np.int64).copy(), []
+    for _ in range(int(np.triu(core_c, 1).sum())):
+        ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0)
+        ok &= np.triu(np.ones((n, n), dtype=bool), 1)
+        if not ok.any():
+            break
+        i, j = np.unravel_index(int(np.argmax(np.where(ok, sym / (have + 1), -1.0))), (n, n))
+        out.append((int(i), int(j)))
+        have[i, j] += 1
+        slots[i] -= 1
+        slots[j] -= 1
+        rem[pod_of[i], pod_of[j]] -= 1
+        rem[pod_of[j], pod_of[i]] -= 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_incremental_chain_pairing_matches_rescoring_every_pair(seed):
+    rng = np.random.default_rng(seed)
+    pods, per = int(rng.integers(1, 6)), int(rng.integers(1, 8))
+    n = pods * per
+    pod_of = np.repeat(np.arange(pods), per)
+    D = rng.integers(0, 4, (n, n)).astype(float) * (rng.random((n, n)) < 0.6)  # (small ints: ties)
+    lifts = rng.integers(0, 4, n)
+    core = np.triu(rng.integers(0, 5, (pods, pods)), 1)
+    core = core + core.T
+    assert _pair_chains(D, pod_of, lifts, core) == _pair_chains_by_rescoring(D, pod_of, lifts, core)

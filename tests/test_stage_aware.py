@@ -921,3 +921,27 @@ def test_no_commit_of_the_weight_sync_forest_cuts_a_running_period(ws_run):
             after = routable(fwd, out, it.src, it.dst)
             assert not (before & ~after).any(), (intent.period, p)
     assert commits >= 3
+
+
+@pytest.mark.parametrize("backend", ["flow"])
+def test_forest_barriers_leave_the_run_as_it_was(ws_run, monkeypatch, backend):
+    # The forest's waves joined by barrier ops (forest_ops' barrier_above, forced to 0 here)
+    # instead of every op of wave t + 1 depending on every op of wave t: the same run, stage
+    # by stage, one zero-byte op more per wave boundary in the weight sync.
+    import rfabric.controllers.forest as forest
+
+    trace, spec, _, _ = ws_run
+    top = rf.topologies.RFabric(256, core_ports=16)
+    runs = []
+    for above in (1 << 62, 0):
+        monkeypatch.setattr(forest, "BARRIER_ABOVE", above)
+        ctl = StageAwareController()
+        runs.append((ctl, rf.simulate(top, trace, controller=ctl, t_ocs="0us", backend=backend)))
+    (c0, r0), (c1, r1) = runs
+    assert c0.forest_plan.n_waves >= 2
+    s0, s1 = r0.stages.to_pylist(), r1.stages.to_pylist()
+    extra = c1.forest_plan.n_waves - 1
+    for a, b in zip(s0, s1, strict=True):
+        assert (a["stage"], a["start_ps"], a["end_ps"]) == (b["stage"], b["start_ps"], b["end_ps"])
+        assert b["ops"] - a["ops"] == (extra if a["stage"] == "weight_sync" else 0)
+    assert r0.run["makespan_ps"] == r1.run["makespan_ps"]

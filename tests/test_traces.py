@@ -12,6 +12,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
+import rfabric as rf
 import rfabric.traces as rt
 from rfabric.cli import main as cli_main
 from rfabric.errors import TraceError
@@ -665,3 +666,32 @@ def test_sizes_and_compute_gaps_beyond_the_engine_horizon_are_named():
     with pytest.raises(TraceError, match=r"column 'size_bytes': 1152921504606846976 is beyond"):
         rt.Trace.from_columns(**base, size_bytes=[2**60])
     assert rt.Trace.from_columns(**base, size_bytes=[2**48]).num_ops == 1
+
+
+def test_from_columns_bulk_and_checked_lists_agree():
+    # lists of Python ints take the bulk path; tuples, numpy integers and bad entries the
+    # checks row by row: the same column either way, and the same errors as before
+    ranks = [[0, 1], [1, 2, 3], [2], [3, 0]]
+    deps = [[], [0], [0, 1], [2]]
+
+    def build(r, d):
+        return rt.Trace.from_columns(
+            op_id=[0, 1, 2, 3],
+            stage="train",
+            phase="p",
+            kind="all_gather",
+            ranks=r,
+            size_bytes=8,
+            deps=d,
+            gpus=4,
+        ).table
+
+    bulk = build(ranks, deps)
+    checked = build([tuple(x) for x in ranks], [[np.int64(v) for v in x] for x in deps])
+    assert bulk["ranks"].to_pylist() == checked["ranks"].to_pylist() == ranks
+    assert bulk["deps"].to_pylist() == checked["deps"].to_pylist() == deps
+    assert bulk["ranks"].type == checked["ranks"].type
+    with pytest.raises(rf.TraceError, match=r"row 1, column 'deps': entry True is not an integer"):
+        build(ranks, [[], [True], [0], [2]])
+    with pytest.raises(rf.TraceError, match=r"row 2, column 'ranks': entry 2147483648 does not fit"):
+        build([[0], [1], [2**31], [3]], deps)

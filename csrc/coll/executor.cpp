@@ -341,23 +341,24 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   } own{w_.algorithm[op], w_.algorithm[op]};
   if (algo >= 0) own.slot = algo;
   // plan() may fill the congestion cache from the current paths; the real run must fill it
-  // itself, when the op starts, so a dry run leaves it as it was.
-  auto saved = congestion_;
-  auto saved_terms = terms_;
+  // itself, when the op starts, so a dry run leaves it as it was: the entries it adds are
+  // noted (dry_congestion_, dry_terms_) and erased at the end.
+  dry_congestion_.clear();
+  dry_terms_.clear();
+  dry_ = &d;
   struct Restore {
     Executor& x;
-    decltype(saved)& cache;
-    decltype(saved_terms)& terms;
     ~Restore() {
       x.dry_ = nullptr;
-      x.congestion_.swap(cache);
-      x.terms_.swap(terms);
+      for (const auto it : x.dry_congestion_) x.congestion_.erase(it);
+      for (const auto it : x.dry_terms_) x.terms_.erase(it);
+      x.dry_congestion_.clear();
+      x.dry_terms_.clear();
     }
-  } restore{*this, saved, saved_terms};
+  } restore{*this};
   OpRun run;
   plan(op, run);
   d.proto = run.proto;
-  dry_ = &d;
   for (auto& progs : run.phases) {
     size_t live = progs.size();
     for (size_t i = 0; i < progs.size(); ++i)
@@ -380,8 +381,23 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
                                             const std::vector<SimTime>& dur, SimTime now) const {
   const size_t n = w_.op_id.size();
   RF_CHECK(dur.size() == n, "start_bounds: dur has ", dur.size(), " entries, the workload ", n, " ops");
-  // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not yet)
-  std::vector<SimTime> lb_start(n, -1), lb_end(n, -1);
+  // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not
+  // yet). The memo is kept across calls and stamped with the call (lb_mark_), so a call costs
+  // the ops it walks, not two tables of every op of the workload.
+  if (lb_mark_.size() != n) {
+    lb_mark_.assign(n, 0);
+    lb_start_.assign(n, -1);
+    lb_end_.assign(n, -1);
+  }
+  const uint64_t epoch = ++lb_epoch_;
+  auto fresh = [&](uint32_t r) {
+    if (lb_mark_[r] != epoch) {
+      lb_mark_[r] = epoch;
+      lb_start_[r] = lb_end_[r] = -1;
+    }
+  };
+  auto& lb_start = lb_start_;
+  auto& lb_end = lb_end_;
   std::vector<uint32_t> stack;
   std::vector<SimTime> out;
   out.reserve(rows.size());
@@ -390,6 +406,7 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
     stack.push_back(row);
     while (!stack.empty()) {
       const uint32_t r = stack.back();
+      fresh(r);
       if (lb_start[r] >= 0) {
         stack.pop_back();
         continue;
@@ -405,6 +422,7 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
         const auto d = static_cast<uint32_t>(w_.deps[k]);
         SimTime e = end_[d];
         if (e < 0) {
+          fresh(d);
           if (lb_end[d] < 0) {
             if (lb_start[d] < 0) {
               stack.push_back(d);

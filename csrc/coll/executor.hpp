@@ -245,6 +245,11 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   mutable std::map<std::vector<uint32_t>, PathTerms> terms_;
   const PathTerms& path_terms(const std::vector<uint32_t>& ranks,
                               const std::vector<std::vector<uint32_t>>& groups) const;
+  /// The entries of congestion_ and terms_ added during the current dry_run(), erased when it
+  /// ends (so a dry run leaves both caches as they were without copying them: a copy per dry
+  /// run grew with the cache, and so with the fabric, for every op dry-run).
+  mutable std::vector<decltype(congestion_)::iterator> dry_congestion_;
+  mutable std::vector<decltype(terms_)::iterator> dry_terms_;
   size_t ops_done_ = 0;
   // control-loop boundaries
   std::vector<uint32_t> period_index_;   ///< op -> dense period index
@@ -254,6 +259,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   int64_t epoch_ = 0;                    ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   std::vector<int32_t> ended_periods_;
+  /// start_bounds()'s memo, per op: the call that last wrote it, and its bounds then.
+  mutable std::vector<uint64_t> lb_mark_;
+  mutable std::vector<SimTime> lb_start_, lb_end_;
+  mutable uint64_t lb_epoch_ = 0;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
 };
 

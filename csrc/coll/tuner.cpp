@@ -159,7 +159,9 @@ const Executor::PathTerms& Executor::path_terms(const std::vector<uint32_t>& ran
     t.l_nvl = h.ps, t.b_nvl = h.bytes_per_ps;
   }
   if (t.servers < 2) t.l_net = t.l_tree = t.l_nvl, t.b_net = t.b_nvl;
-  return terms_.emplace(ranks, t).first->second;
+  const auto it = terms_.emplace(ranks, t).first;
+  if (dry_ != nullptr) dry_terms_.push_back(it);
+  return it->second;
 }
 
 std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ranks,
@@ -205,7 +207,8 @@ std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ra
     return ps;
   };
   const std::pair<double, double> out{worst(ring), worst(tree)};
-  congestion_.emplace(std::move(key), out);
+  const auto it = congestion_.emplace(std::move(key), out).first;
+  if (dry_ != nullptr) dry_congestion_.push_back(it);
   return out;
 }
 

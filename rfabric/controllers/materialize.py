@@ -211,6 +211,11 @@ def materialize(
     def port_free(t, g, link):
         return link in free_tor.get((t, g), [])
 
+    # free_core's (agg, links) per (PoD, core), in its order: the chains' search below reads
+    # one PoD's aggs for one core, not every entry (which grew with the fabric, per chain)
+    aggs_of: dict[tuple[int, int], list[tuple[int, list[int]]]] = {}
+    for (pp, g, cc), lst in free_core.items():
+        aggs_of.setdefault((pp, cc), []).append((g, lst))
     new = []
     unchained = 0
     # 5. chains (core circuits) first: they are coupled across two PoDs
@@ -247,8 +252,8 @@ def materialize(
             for t, p in ((a, pa_), (b, pb_)):
                 opts = [
                     (len(free_tor[(t, g)]), g)
-                    for (pp, g, cc), lst in free_core.items()
-                    if pp == p and cc == c and lst and free_tor.get((t, g))
+                    for g, lst in aggs_of.get((p, c), ())
+                    if lst and free_tor.get((t, g))
                 ]
                 if not opts:
                     break
@@ -415,24 +420,60 @@ def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
 def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
     """ToR pairs of the core chains: one at a time to the pair across PoDs with core circuits
     left between them and lift circuits left at both ToRs, largest max-directional demand
-    per chain (+1) first, lowest ids on ties."""
+    per chain (+1) first, lowest ids on ties.
+
+    Incremental: the score matrix and each row's best column are kept, and a pick rescores
+    only what it changed (its pair, the rows and columns of a ToR out of lift circuits, the
+    PoD pair out of core circuits), so a pick costs O(ToRs) rather than O(ToRs^2). The picks
+    are those of rescoring every pair each time (row-major first maximum, as np.argmax)."""
     n = len(pod_of)
+    pod_of = np.asarray(pod_of)
     sym = np.maximum(D, D.T) * (pod_of[:, None] != pod_of[None, :])
     have = np.zeros((n, n))
     slots = lifts.astype(np.int64).copy()
     rem = core_c.astype(np.int64).copy()
     out = []
-    for _ in range(int(np.triu(core_c, 1).sum())):
-        ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0)
-        ok &= np.triu(np.ones((n, n), dtype=bool), 1)
-        if not ok.any():
-            break
-        score = np.where(ok, sym / (have + 1), -1.0)
-        i, j = np.unravel_index(int(np.argmax(score)), score.shape)
-        out.append((int(i), int(j)))
+    picks = int(np.triu(core_c, 1).sum())
+    if picks <= 0 or n == 0:
+        return out
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0) & upper
+    score = np.where(ok, sym / (have + 1), -1.0)
+    best_col = np.argmax(score, axis=1)
+    best = score[np.arange(n), best_col]
+    members = {int(p): np.flatnonzero(pod_of == p) for p in np.unique(pod_of)}
+
+    def rescore_rows(rows) -> None:
+        best_col[rows] = np.argmax(score[rows], axis=1)
+        best[rows] = score[rows, best_col[rows]]
+
+    for _ in range(picks):
+        i = int(np.argmax(best))
+        if best[i] < 0 and not ok[i, best_col[i]]:
+            break  # (no pair is ok: every score is -1)
+        j = int(best_col[i])
+        out.append((i, j))
         have[i, j] += 1
         slots[i] -= 1
         slots[j] -= 1
         rem[pod_of[i], pod_of[j]] -= 1
         rem[pod_of[j], pod_of[i]] -= 1
+        dirty = {i}
+        if ok[i, j]:
+            score[i, j] = sym[i, j] / (have[i, j] + 1)
+        for t in (i, j):
+            if slots[t] <= 0:
+                ok[t, :] = False
+                ok[:, t] = False
+                score[t, :] = -1.0
+                score[:, t] = -1.0
+                dirty.add(t)
+                dirty.update(np.flatnonzero(best_col == t).tolist())
+        for pa_, pb_ in ((pod_of[i], pod_of[j]), (pod_of[j], pod_of[i])):
+            if rem[pa_, pb_] <= 0:
+                ra, rb = members[int(pa_)], members[int(pb_)]
+                ok[np.ix_(ra, rb)] = False
+                score[np.ix_(ra, rb)] = -1.0
+                dirty.update(ra.tolist())
+        rescore_rows(np.fromiter(sorted(dirty), dtype=np.int64))
     return out

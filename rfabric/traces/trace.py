@@ -8,6 +8,7 @@ knows nothing about files (see `io`) or about how traces are generated.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -389,6 +390,8 @@ def _int_column(values, typ, name: str, source: str, n: int | None = None) -> pa
     lo, hi = _INT_RANGE[typ]
     if isinstance(values, np.ndarray) and np.issubdtype(values.dtype, np.integer):
         arr = values
+    elif isinstance(values, list) and set(map(type, values)) <= {int} and _fits_int64(values):
+        arr = np.array(values, dtype=np.int64)  # (Python ints: in bulk)
     else:
         for i, v in enumerate(values):
             if not _is_int(v):
@@ -412,6 +415,9 @@ def _str_column(values, name: str, source: str, n: int) -> pa.Array:
 def _list_column(values, typ, name: str, source: str) -> pa.Array:
     _length(values, name, source)
     lo, hi = _INT_RANGE[typ]
+    fast = _int_lists(values, typ, lo, hi)
+    if fast is not None:
+        return fast
     rows = []
     for i, row in enumerate(values):
         if isinstance(row, (str, bytes, dict)) or not hasattr(row, "__iter__"):
@@ -424,6 +430,33 @@ def _list_column(values, typ, name: str, source: str) -> pa.Array:
                 _bad(source, name, i, f"entry {v} does not fit in {typ}")
         rows.append([int(v) for v in row])
     return pa.array(rows, type=pa.list_(typ))
+
+
+def _fits_int64(values: list) -> bool:
+    return not values or (-(2**63) <= min(values) and max(values) < 2**63)
+
+
+def _int_lists(values, typ, lo: int, hi: int) -> pa.Array | None:
+    """``values`` as a list<typ> array when every row is a list of Python ints in [lo, hi]
+    (what the generators and readers pass), built in bulk; None otherwise, for the checks
+    row by row that name the offending entry."""
+    if not isinstance(values, list) or any(type(r) is not list for r in values):
+        return None
+    flat = list(itertools.chain.from_iterable(values))
+    if not set(map(type, flat)) <= {int}:  # (bool, numpy integers, floats: row by row)
+        return None
+    try:
+        arr = np.array(flat, dtype=np.int64)
+    except OverflowError:
+        return None
+    if len(arr) and (arr.min() < lo or arr.max() > hi):
+        return None
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        return None
+    flat_arr = pa.array(arr, type=pa.int64()).cast(typ)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat_arr, type=pa.list_(typ))
 
 
 def _quantity_column(values, what: str, name: str, source: str, n: int) -> pa.Array:
