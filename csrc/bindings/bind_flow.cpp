@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "bindings/bind_flow_level.hpp"
 #include "bindings/bind_simulator.hpp"
 #include "bindings/ndarray.hpp"
 #include "bindings/spec_dict.hpp"
@@ -25,92 +26,32 @@ void bind_flow(py::module_& m) {
   py::class_<FlowSimulator> cls(m, "FlowEngine",
                                 "One flow-level simulation: max-min fair rates over the same forwarding, "
                                 "executor and event loop.");
-  bind_simulator(cls);
+  bind_flow_level(cls);
   cls.def(
-         "load_workload",
-         [](FlowSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-            const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
-            bool nccl_model, const std::string& protocol) {
-           if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
-             throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
-           coll::ExecutorConfig cfg =
-               executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
-           cfg.ring_slices = static_cast<uint32_t>(ring_slices);
-           cfg.merge_channels = merge_channels;
-           s.load_workload(workload_from_dict(a), std::move(cfg));
+         "counters",
+         [](const FlowSimulator& s) {
+           const auto& c = s.network().counters();
+           py::dict d;
+           d["events"] = s.engine().events_processed();
+           d["flows"] = s.network().flows_created();
+           d["flows_done"] = c.flows_done;
+           d["last_flow_end_ps"] = c.last_flow_end_ps;
+           d["peak_live_flows"] = s.network().peak_live_flows();
+           d["recomputes"] = c.recomputes;
+           d["rate_updates"] = c.rate_updates;
+           d["subflows"] = c.subflows;
+           d["max_component"] = c.max_component;
+           d["component_subflows"] = c.component_subflows;
+           d["blocked"] = c.blocked;
+           d["reroutes"] = c.reroutes;
+           d["quiet_ends"] = c.quiet_ends;
+           d["handoffs"] = c.handoffs;
+           d["active_subflows"] = s.network().active_subflows();
+           d["blocked_now"] = s.network().blocked_subflows();
+           return d;
          },
-         py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-         py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-         py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
-         py::arg("protocol") = "auto",
-         "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
-         "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).\n"
-         "`merge_channels`: a ring collective's channels whose rings have the same edges and paths\n"
-         "run as one flow of n copies per message (False: a flow per channel).")
-      .def(
-          "counters",
-          [](const FlowSimulator& s) {
-            const auto& c = s.network().counters();
-            py::dict d;
-            d["events"] = s.engine().events_processed();
-            d["flows"] = s.network().flows_created();
-            d["flows_done"] = c.flows_done;
-            d["last_flow_end_ps"] = c.last_flow_end_ps;
-            d["peak_live_flows"] = s.network().peak_live_flows();
-            d["recomputes"] = c.recomputes;
-            d["rate_updates"] = c.rate_updates;
-            d["subflows"] = c.subflows;
-            d["max_component"] = c.max_component;
-            d["component_subflows"] = c.component_subflows;
-            d["blocked"] = c.blocked;
-            d["reroutes"] = c.reroutes;
-            d["quiet_ends"] = c.quiet_ends;
-            d["handoffs"] = c.handoffs;
-            d["active_subflows"] = s.network().active_subflows();
-            d["blocked_now"] = s.network().blocked_subflows();
-            return d;
-          },
-          "Run-wide counters of the flow model: max-min recomputations, subflow rate changes, the\n"
-          "largest component recomputed, subflows without a path (now and ever), re-routes.")
-      .def(
-          "flow_log",
-          [](const FlowSimulator& s) {
-            auto f = s.network().flow_rows();
-            auto ideal = net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes);
-            py::dict d = flow_columns(f);
-            d["ideal_fct_ps"] = to_numpy(std::move(ideal));
-            d["sent_ps"] = to_numpy(std::move(f.sent_ps));
-            return d;
-          },
-          "Per-flow columns (numpy arrays), one row per flow recorded (record_flows), then one per\n"
-          "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
-          "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
-          "a flow whole, its path delay after it is sent), sent_ps (when the last byte left),\n"
-          "ideal_fct_ps (the flow model's time for it alone on its path: Forwarding::lone_fct_ps).")
-      .def(
-          "op_flow_stats",
-          [](const FlowSimulator& s) {
-            const coll::Executor* x = s.executor();
-            const size_t n = x ? x->op_start().size() : 0;
-            const auto& st = s.network().owner_stats();
-            py::dict d;
-            d["flows"] =
-                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
-            d["delivered_bytes"] = column<int64_t>(
-                n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
-            d["max_fct_ps"] =
-                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
-            return d;
-          },
-          "Per op (workload rows): totals of its flows that finished so far: flows, delivered payload\n"
-          "bytes and the longest flow (max_fct_ps, -1: none).")
-      .def(
-          "delivered_bytes", [](const FlowSimulator& s) { return to_numpy(s.network().sent_bytes()); },
-          "Payload bytes per flow slot that have left the source by now (the fluid's progress; for a\n"
-          "flow set, whose flows keep their slots, per flow).")
-      .def(
-          "flow_rates", [](const FlowSimulator& s) { return to_numpy(s.network().flow_rates()); },
-          "Current max-min rate per flow slot, bit/s (0 when not sending).")
+         "Run-wide counters of the flow model: max-min recomputations, subflow rate changes, the\n"
+         "largest component recomputed, subflows without a path (now and ever), re-routes.")
       .def(
           "sending_flows",
           [](const FlowSimulator& s) {
@@ -127,25 +68,7 @@ void bind_flow(py::module_& m) {
           "The messages sending now, one row each (a flow of n copies is n rows, ids id .. id + n - 1),\n"
           "sorted by flow_id: src, dst, ECMP hash and max-min rate (bit/s of wire bytes).")
       .def(
-          "port_stats",
-          [](const FlowSimulator& s) {
-            const auto& net = s.network();
-            const auto& fwd = net.forwarding();
-            const size_t n = net.num_ports();
-            const auto bytes = net.port_bytes();
-            const auto busy = net.port_busy_ps();
-            py::dict d;
-            d["port_id"] = column<uint32_t>(n, [](size_t i) { return i; });
-            d["link_id"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).link; });
-            d["src"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).node; });
-            d["dst"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).peer; });
-            d["rate_bps"] = column<int64_t>(n, [&](size_t i) { return fwd.channel(i).rate_bps; });
-            d["tx_bytes"] =
-                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(bytes[i])); });
-            d["busy_ps"] =
-                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(busy[i])); });
-            return d;
-          },
+          "port_stats", [](const FlowSimulator& s) { return flow_port_columns(s.network()); },
           "Per-port columns (ports 2l and 2l+1 are link l's two directions): wire bytes carried\n"
           "(headers included) and time busy carrying them at the port's rate.");
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "bindings/bind_flow_level.hpp"
 #include "bindings/bind_simulator.hpp"
 #include "bindings/ndarray.hpp"
 #include "bindings/spec_dict.hpp"
@@ -25,28 +26,10 @@ void bind_fluid(py::module_& m) {
   py::class_<FluidSimulator> cls(m, "FluidEngine",
                                  "One flow-level simulation in the dynamic mode: a time-stepped fluid with "
                                  "queues, PFC and DCQCN over the same forwarding, executor and event loop.");
-  bind_simulator(cls);
+  bind_flow_level(cls);
   cls.def(
-         "load_workload",
-         [](FluidSimulator& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
-            const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
-            bool nccl_model, const std::string& protocol) {
-           if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
-             throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
-           coll::ExecutorConfig cfg =
-               executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
-           cfg.ring_slices = static_cast<uint32_t>(ring_slices);
-           cfg.merge_channels = merge_channels;
-           s.load_workload(workload_from_dict(a), std::move(cfg));
-         },
-         py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
-         py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
-         py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
-         py::arg("protocol") = "auto",
-         "Load a collective-op workload to replay (as FlowEngine.load_workload).")
-      .def(
-          "set_step", [](FluidSimulator& s, SimTime ps) { s.network().set_step(ps); }, py::arg("ps"),
-          "The step (ps) while anything is transient (EngineConfig.flow_step). Before the run.")
+         "set_step", [](FluidSimulator& s, SimTime ps) { s.network().set_step(ps); }, py::arg("ps"),
+         "The step (ps) while anything is transient (EngineConfig.flow_step). Before the run.")
       .def_property_readonly("step", [](const FluidSimulator& s) { return s.network().step(); })
       .def(
           "counters",
@@ -80,39 +63,6 @@ void bind_fluid(py::module_& m) {
           "and the simulated time each covered, (lane, hop) pairs visited, PFC pauses, expected ECN\n"
           "marks, CNPs, lanes (one per path of a flow), re-routes, stalls (PFC deadlocks).")
       .def(
-          "flow_log",
-          [](const FluidSimulator& s) {
-            auto f = s.network().flow_rows();
-            auto ideal = net::ideal_fct_column(s.network(), f.src, f.dst, f.hash, f.size_bytes);
-            py::dict d = flow_columns(f);
-            d["ideal_fct_ps"] = to_numpy(std::move(ideal));
-            d["sent_ps"] = to_numpy(std::move(f.sent_ps));
-            return d;
-          },
-          "Per-flow columns (numpy arrays), as FlowEngine.flow_log.")
-      .def(
-          "op_flow_stats",
-          [](const FluidSimulator& s) {
-            const coll::Executor* x = s.executor();
-            const size_t n = x ? x->op_start().size() : 0;
-            const auto& st = s.network().owner_stats();
-            py::dict d;
-            d["flows"] =
-                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].flows : int64_t{0}; });
-            d["delivered_bytes"] = column<int64_t>(
-                n, [&](size_t i) { return i < st.size() ? st[i].delivered_bytes : int64_t{0}; });
-            d["max_fct_ps"] =
-                column<int64_t>(n, [&](size_t i) { return i < st.size() ? st[i].max_fct_ps : -1; });
-            return d;
-          },
-          "Per op: flows, delivered payload bytes and the longest flow (as FlowEngine.op_flow_stats).")
-      .def(
-          "delivered_bytes", [](const FluidSimulator& s) { return to_numpy(s.network().sent_bytes()); },
-          "Payload bytes per flow slot that have left the source by now.")
-      .def(
-          "flow_rates", [](const FluidSimulator& s) { return to_numpy(s.network().flow_rates()); },
-          "Current source rate per flow slot, bit/s of wire bytes (0 when not sending).")
-      .def(
           "dcqcn_rates", [](const FluidSimulator& s) { return to_numpy(s.network().dcqcn_rates()); },
           "DCQCN's current rate per flow slot, bit/s (0 when not sending).")
       .def(
@@ -132,21 +82,9 @@ void bind_fluid(py::module_& m) {
           "port_stats",
           [](const FluidSimulator& s) {
             const auto& net = s.network();
-            const auto& fwd = net.forwarding();
             const size_t n = net.num_ports();
-            const auto bytes = net.port_bytes();
-            const auto busy = net.port_busy_ps();
             const auto queued = net.port_queued();
-            py::dict d;
-            d["port_id"] = column<uint32_t>(n, [](size_t i) { return i; });
-            d["link_id"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).link; });
-            d["src"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).node; });
-            d["dst"] = column<uint32_t>(n, [&](size_t i) { return fwd.channel(i).peer; });
-            d["rate_bps"] = column<int64_t>(n, [&](size_t i) { return fwd.channel(i).rate_bps; });
-            d["tx_bytes"] =
-                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(bytes[i])); });
-            d["busy_ps"] =
-                column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(std::llround(busy[i])); });
+            py::dict d = flow_port_columns(net);
             d["pfc_pauses_sent"] =
                 column<int64_t>(n, [&](size_t i) { return static_cast<int64_t>(net.port_pauses()[i]); });
             d["ecn_marks"] = column<int64_t>(
