@@ -174,6 +174,16 @@ class Forwarding {
   static bool revisits(const std::vector<uint32_t>& path, uint32_t port) {
     return std::find(path.begin(), path.end(), port) != path.end();
   }
+  /// The ports the frame with sequence number `seq` of a flow (ECMP hash `hash`) from GPU src
+  /// to GPU dst crosses under `load` (the choices that spread a flow's frames read seq), at
+  /// most 64, stopping at a channel that is down or where it has no way on; `reached`: it
+  /// gets to dst. `loops_end`: a port crossed a second time ends it (on an idle fabric a
+  /// frame going round a loop); without it a frame may cross a port twice, as a multipath
+  /// frame under load does in the packet engine (its hop budget bounds the detour). The flow
+  /// backend's paths (both of its models) are these walks.
+  template <class Load>
+  std::vector<uint32_t> walk_frame(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq, const Load& load,
+                                   bool loops_end, bool& reached) const;
   /// Parallel links: the place of port `p` among its node's working ports to the same far
   /// end (0 ..) and how many there are (1: no parallel link).
   uint32_t bundle_slot(uint32_t p) const { return bundle_slot_[p]; }
@@ -298,6 +308,34 @@ class Forwarding {
 };
 
 // ---- templates (the packet plane instantiates them with its queue loads) ----
+
+template <class Load>
+std::vector<uint32_t> Forwarding::walk_frame(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
+                                             const Load& load, bool loops_end, bool& reached) const {
+  std::vector<uint32_t> out;
+  reached = false;
+  const uint32_t dst_node = gpu_node(dst);
+  uint32_t port = first_port(src, dst, hash);
+  uint32_t hops = 0;
+  while (port != kNone && out.size() < 64) {
+    const Channel& c = channel(port);
+    if (!c.up) break;
+    out.push_back(port);
+    hops += hop_step(c.peer);
+    if (c.peer == dst_node) {
+      reached = true;
+      break;
+    }
+    const uint32_t next =
+        route_with(c.peer, src, dst, hash, seq, hops, hash, descends(c.node, c.peer), c.node, load, port);
+    // (a frame may go back the way it came, as the packet engine sends it: an NVSwitch
+    // handing a PXN frame back to its source GPU, whose own NIC is that frame's relay; only a
+    // port crossed twice is a loop)
+    if (next == kNone || (loops_end && revisits(out, next))) break;
+    port = next;
+  }
+  return out;
+}
 
 template <class Load>
 uint32_t Forwarding::route_with(uint32_t node, uint32_t src, uint32_t d, uint32_t hash, uint32_t seq,

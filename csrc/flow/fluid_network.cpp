@@ -140,29 +140,8 @@ void FluidNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector
 
 std::vector<uint32_t> FluidNetwork::walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
                                          bool& reached) const {
-  // Forwarding::path for the frame with sequence number `seq`, stopping at a channel that is
-  // down (as the max-min mode's walk, path_cache.cpp)
-  std::vector<uint32_t> out;
-  reached = false;
-  const uint32_t dst_node = fwd_.gpu_node(dst);
-  uint32_t port = fwd_.first_port(src, dst, hash);
-  uint32_t hops = 0;
-  while (port != kNone && out.size() < 64) {
-    const net::Channel& c = fwd_.channel(port);
-    if (!c.up) break;
-    out.push_back(port);
-    hops += fwd_.hop_step(c.peer);
-    if (c.peer == dst_node) {
-      reached = true;
-      break;
-    }
-    const bool descending = fwd_.descends(c.node, c.peer);
-    const uint32_t next =
-        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, net::IdleLoad{}, port);
-    if (next == kNone || net::Forwarding::revisits(out, next)) break;
-    port = next;
-  }
-  return out;
+  // the frame's walk on an idle fabric (the max-min mode's paths before they followed load)
+  return fwd_.walk_frame(src, dst, hash, seq, net::IdleLoad{}, true, reached);
 }
 
 uint32_t FluidNetwork::new_lane() {

@@ -40,34 +40,9 @@ void FlowNetwork::add_sample(PathSet& ps, std::vector<uint32_t>& count, uint32_t
 template <class Load>
 std::vector<uint32_t> FlowNetwork::walk(uint32_t src, uint32_t dst, uint32_t hash, uint32_t seq,
                                         bool& reached, const Load& load) const {
-  // Forwarding::path, for the frame with sequence number `seq` (the choices that spread a
-  // flow's frames read it), stopping at a channel that is down.
-  std::vector<uint32_t> out;
-  reached = false;
-  const uint32_t dst_node = fwd_.gpu_node(dst);
-  uint32_t port = fwd_.first_port(src, dst, hash);
-  uint32_t hops = 0;
-  while (port != kNone && out.size() < 64) {
-    const net::Channel& c = fwd_.channel(port);
-    if (!c.up) break;
-    out.push_back(port);
-    hops += fwd_.hop_step(c.peer);
-    if (c.peer == dst_node) {
-      reached = true;
-      break;
-    }
-    const bool descending = fwd_.descends(c.node, c.peer);
-    const uint32_t next =
-        fwd_.route_with(c.peer, src, dst, hash, seq, hops, hash, descending, c.node, load, port);
-    // (a frame may go back the way it came, as the packet engine sends it: an NVSwitch
-    // handing a PXN frame back to its source GPU, whose own NIC is that frame's relay; only a
-    // port crossed twice is a loop. Under load a multipath frame may cross a port twice, as
-    // in the packet engine: a detour that comes back to its server spends its hop budget,
-    // which bounds it; the walk's 64 ports bound the rest.)
-    if (next == kNone || (!std::is_same_v<Load, FluidLoad> && net::Forwarding::revisits(out, next))) break;
-    port = next;
-  }
-  return out;
+  // Under load a multipath frame may cross a port twice, as in the packet engine: a detour
+  // that comes back to its server spends its hop budget, which bounds it.
+  return fwd_.walk_frame(src, dst, hash, seq, load, !std::is_same_v<Load, FluidLoad>, reached);
 }
 
 void FlowNetwork::clear_path_cache() {
