@@ -15,7 +15,7 @@
 #include "bindings/ndarray.hpp"
 #include "bindings/spec_dict.hpp"
 #include "engine/check.hpp"
-#include "flow/fluid_network.hpp"
+#include "flow/flow_sim.hpp"
 
 namespace rfabric::bindings {
 

@@ -1203,27 +1203,4 @@ std::vector<double> FluidNetwork::dcqcn_rates() const {
   return out;
 }
 
-// ---- the simulator ----
-
-namespace {
-FluidNetwork* make_fluid(engine::Engine& eng, const net::NetworkSpec& spec, const net::EngineConfig& cfg) {
-  const net::TransportTraits& t = net::transport_traits(cfg.transport);
-  return new FluidNetwork(eng, spec, cfg, t.header_bytes, t.lossless);
-}
-}  // namespace
-
-FluidSimulator::FluidSimulator(const net::NetworkSpec& spec, const net::EngineConfig& cfg)
-    : engine_(cfg.seed), network_(make_fluid(engine_, spec, cfg)) {}
-
-void FluidSimulator::load_workload(coll::Workload w, coll::ExecutorConfig cfg) {
-  RF_CHECK(executor_ == nullptr, "a workload was already loaded");
-  RF_CHECK(network_->flows_created() == 0, "a workload cannot be combined with plain flows");
-  executor_ = std::make_unique<coll::Executor>(*network_, std::move(w), cfg);
-}
-
-uint64_t FluidSimulator::run(engine::SimTime until, uint64_t max_events) {
-  if (executor_ != nullptr && executor_->stops()) return engine_.run_stoppable(until, max_events);
-  return engine_.run(until, max_events);
-}
-
 }  // namespace rfabric::flow

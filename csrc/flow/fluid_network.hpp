@@ -305,24 +305,4 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   FluidCounters counters_;
 };
 
-/// One dynamic-fluid simulation: Engine + FluidNetwork + the collective executor.
-class FluidSimulator {
- public:
-  FluidSimulator(const net::NetworkSpec& spec, const net::EngineConfig& cfg);
-  engine::Engine& engine() { return engine_; }
-  const engine::Engine& engine() const { return engine_; }
-  FluidNetwork& network() { return *network_; }
-  const FluidNetwork& network() const { return *network_; }
-  void load_workload(coll::Workload w, coll::ExecutorConfig cfg);
-  const coll::Executor* executor() const { return executor_.get(); }
-  coll::Executor* executor() { return executor_.get(); }
-  uint64_t run(engine::SimTime until, uint64_t max_events);
-  bool idle() const { return engine_.idle(); }
-
- private:
-  engine::Engine engine_;
-  std::unique_ptr<FluidNetwork> network_;
-  std::unique_ptr<coll::Executor> executor_;
-};
-
 }  // namespace rfabric::flow
