@@ -19,3 +19,25 @@ def only_stage(tr: rf.traces.Trace, stage: str) -> rf.traces.Trace:
     deps = pa.array([[d for d in ds if d in ids] for ds in t["deps"].to_pylist()], type=pa.list_(pa.int64()))
     t = t.set_column(t.schema.get_field_index("deps"), "deps", deps)
     return rf.traces.Trace.from_table(t, tr.metadata, gpus=tr.gpus)
+
+
+#: The counters a whole-iteration bench prints from ``Results.run`` (flow-backend ones, then
+#: what the packet backend counts; missing keys print None).
+RUN_KEYS = (
+    "ops_done",
+    "ops",
+    "flows",
+    "peak_live_flows",
+    "events",
+    "recomputes",
+    "rate_updates",
+    "component_subflows",
+    "max_component",
+    "quiet_ends",
+    "handoffs",
+    "controller_wall_s",
+    "unroutable",
+    "pfc_pauses",
+    "ecn_marks",
+    "drops",
+)

@@ -32,6 +32,8 @@ import argparse
 import resource
 import time
 
+from _common import RUN_KEYS  # bench/_common.py
+
 import rfabric as rf
 import rfabric.simulation.core as sim_core
 from rfabric.controllers import StageAwareController
@@ -129,21 +131,7 @@ def main(argv=None) -> None:
         print(
             "stage", st["stage"], "ops", st["ops"], f"{st['start_ps'] / 1e12:.3f}-{st['end_ps'] / 1e12:.3f} s"
         )
-    keys = (
-        "ops_done",
-        "ops",
-        "flows",
-        "peak_live_flows",
-        "events",
-        "recomputes",
-        "rate_updates",
-        "component_subflows",
-        "max_component",
-        "quiet_ends",
-        "handoffs",
-        "controller_wall_s",
-        "unroutable",
-    )
+    keys = RUN_KEYS
     print({k: res.run.get(k) for k in keys})
     wall = time.perf_counter() - t0
     print(

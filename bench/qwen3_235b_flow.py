@@ -21,7 +21,7 @@ import resource
 import time
 from collections import Counter
 
-from _common import only_stage  # bench/_common.py (shared with validate_flow.py)
+from _common import RUN_KEYS, only_stage  # bench/_common.py (shared with validate_flow.py)
 
 import rfabric as rf
 from rfabric.controllers import StageAwareController
@@ -75,24 +75,7 @@ def main() -> None:
             print(f"projected whole iteration at this rate: {hours:.1f} h ({args.frame_hops:.3g} frame-hops)")
     for st in res.stages.to_pylist():
         print("stage", st)
-    keys = (
-        "ops_done",
-        "ops",
-        "flows",
-        "peak_live_flows",
-        "events",
-        "recomputes",
-        "rate_updates",
-        "component_subflows",
-        "max_component",
-        "quiet_ends",
-        "handoffs",
-        "controller_wall_s",
-        "unroutable",
-        "pfc_pauses",
-        "ecn_marks",
-        "drops",
-    )
+    keys = RUN_KEYS
     print({k: res.run.get(k) for k in keys})
     ws = Counter(d.action for d in ctl.log if d.stage == "weight_sync" and d.action != "cached template")
     print("weight-sync decisions", dict(sorted(ws.items())))
