@@ -8,6 +8,24 @@ import pyarrow.compute as pc
 import rfabric as rf
 
 
+def qwen3_trace(n: int) -> rf.traces.Trace:
+    """One Qwen3-235B-A22B RL iteration with n GPUs training and n generating, as the 2,048-GPU
+    bench lays it out: train tp 4, pp 8, ep up to 32; generation tp 4, ep 32; global batch 2n;
+    PoDs of up to 512 GPUs; 256 decode steps per op."""
+    return rf.traces.generate_rl(
+        "qwen3-235b-a22b",
+        train_gpus=n,
+        gen_gpus=n,
+        train=dict(tp=4, pp=8, ep=min(32, n // 32)),
+        gen=dict(tp=4, ep=32),
+        iterations=1,
+        seed=0,
+        global_batch=2 * n,
+        pod_gpus=min(512, n),
+        decode_steps_per_op=256,
+    )
+
+
 def only_stage(tr: rf.traces.Trace, stage: str) -> rf.traces.Trace:
     """The ops of one stage of ``tr``, their dependencies on other stages dropped: replayed
     alone, the stage starts at time 0 on the fabric's initial circuits."""

@@ -29,27 +29,12 @@ def fabric(name: str, gpus: int):
 
 
 def workload(name: str, gpus: int, size: int, seed: int):
-    if name in ("all_to_all", "all_gather", "broadcast"):
-        algo = {"all_to_all": "direct", "all_gather": "ring", "broadcast": "chain"}[name]
-        return rf.op_trace(name, range(gpus), size, algo)
-    if name == "permutation":
-        return rf.Flows.permutation(gpus, size, seed=seed)
-    if name == "rl":  # bench/validate_flow.py's RL iteration: a 4-layer model, 128 GPUs
-        tiny = rf.traces.ModelConfig(
-            name="tiny", layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000
-        )
-        half = gpus // 2
-        return rf.traces.generate_rl(
-            model=tiny,
-            train_gpus=half,
-            gen_gpus=half,
-            train=dict(tp=8, pp=2, dp=half // 16),
-            gen=dict(tp=8),
-            iterations=1,
-            seed=seed,
-            global_batch=16,
-            decode_steps_per_op=256,
-        )
+    if name == "all_gather":
+        return rf.op_trace(name, range(gpus), size, "ring")
+    if name in ("all_to_all", "broadcast", "permutation", "rl"):
+        import validate_flow  # bench/validate_flow.py's scenarios (its RL iteration: a 4-layer model)
+
+        return validate_flow.workload(name, gpus, size, seed)
     raise SystemExit(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
 
 

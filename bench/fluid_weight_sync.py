@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 
-from qwen3_235b_flow import only_stage
+from _common import only_stage, qwen3_trace  # bench/_common.py
 
 import rfabric as rf
 from rfabric.controllers import StageAwareController
@@ -25,18 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--step", default="1us")
     args = ap.parse_args(argv)
     n = args.gpus
-    tr = rf.traces.generate_rl(
-        "qwen3-235b-a22b",
-        train_gpus=n,
-        gen_gpus=n,
-        train=dict(tp=4, pp=8, ep=min(32, n // 32)),
-        gen=dict(tp=4, ep=32),
-        iterations=1,
-        seed=0,
-        global_batch=2 * n,
-        pod_gpus=min(512, n),
-        decode_steps_per_op=256,
-    )
+    tr = qwen3_trace(n)
     tr = only_stage(tr, "weight_sync")
     fab = rf.topologies.RFabric(2 * n)
     print("| model | weight_sync s | PFC pauses | stepped | wall s |")

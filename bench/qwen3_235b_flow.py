@@ -21,7 +21,7 @@ import resource
 import time
 from collections import Counter
 
-from _common import RUN_KEYS, only_stage  # bench/_common.py (shared with validate_flow.py)
+from _common import RUN_KEYS, only_stage, qwen3_trace  # bench/_common.py (shared with validate_flow.py)
 
 import rfabric as rf
 from rfabric.controllers import StageAwareController
@@ -38,18 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     n = args.gpus
     t0 = time.time()
-    tr = rf.traces.generate_rl(
-        "qwen3-235b-a22b",
-        train_gpus=n,
-        gen_gpus=n,
-        train=dict(tp=4, pp=8, ep=min(32, n // 32)),
-        gen=dict(tp=4, ep=32),
-        iterations=1,
-        seed=0,
-        global_batch=2 * n,
-        pod_gpus=min(512, n),
-        decode_steps_per_op=256,
-    )
+    tr = qwen3_trace(n)
     if args.stage:
         tr = only_stage(tr, args.stage)
     print(f"trace {tr.num_ops} ops, {time.time() - t0:.1f} s", flush=True)
