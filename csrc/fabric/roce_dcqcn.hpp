@@ -1,6 +1,6 @@
 // roce_dcqcn.hpp: RoCEv2's DCQCN constants that both transports of RoCE read: the packet
 // engine's (packet/transports/roce.cpp, through RoceParams) and the flow backend's dynamic
-// fluid (flow/fluid_network.cpp), so that the two cannot disagree. What a run may change
+// fluid (flow/fluid_dynamics.cpp, fluid_network.cpp), so that the two cannot disagree. What a run may change
 // (DCQCN's timer, byte counter, gains and steps) is in the engine configuration
 // (RF_ENGINE_CONFIG_FIELDS, fabric/spec.hpp), with its defaults' sources.
 #pragma once
