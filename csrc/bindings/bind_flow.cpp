@@ -31,12 +31,7 @@ void bind_flow(py::module_& m) {
          "counters",
          [](const FlowSimulator& s) {
            const auto& c = s.network().counters();
-           py::dict d;
-           d["events"] = s.engine().events_processed();
-           d["flows"] = s.network().flows_created();
-           d["flows_done"] = c.flows_done;
-           d["last_flow_end_ps"] = c.last_flow_end_ps;
-           d["peak_live_flows"] = s.network().peak_live_flows();
+           py::dict d = flow_counters(s);
            d["recomputes"] = c.recomputes;
            d["rate_updates"] = c.rate_updates;
            d["subflows"] = c.subflows;

@@ -36,6 +36,20 @@ py::dict flow_port_columns(const Net& net) {
   return d;
 }
 
+/// The counters both flow-level models keep: events, flows created and done, the last flow's
+/// end and the most flows alive at once; each binding's counters() adds its model's own.
+template <class Sim>
+py::dict flow_counters(const Sim& s) {
+  const auto& c = s.network().counters();
+  py::dict d;
+  d["events"] = s.engine().events_processed();
+  d["flows"] = s.network().flows_created();
+  d["flows_done"] = c.flows_done;
+  d["last_flow_end_ps"] = c.last_flow_end_ps;
+  d["peak_live_flows"] = s.network().peak_live_flows();
+  return d;
+}
+
 /// The calls a flow-level simulator `Sim` (FlowSimulator, FluidSimulator) answers alike.
 template <class Sim>
 void bind_flow_level(py::class_<Sim>& cls) {
