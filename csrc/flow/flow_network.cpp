@@ -323,16 +323,53 @@ void FlowNetwork::subflow_sent(uint32_t s) {
   // connection now takes it over (start_flow); otherwise it leaves after.
   flow_sub_[f] = kNone;
   handoff_ = s;
-  flow_sent(f);
+  flow_sent(f, round_robin_lead(s));
   if (handoff_ == s) {
     handoff_ = kNone;
     remove_subflow(s);
   }
 }
 
-void FlowNetwork::flow_sent(uint32_t f) {
-  flows_.sent_ps[f] = eng_.now();
-  eng_.schedule(eng_.now() + flow_delay_[f], f, kind_base_ + kDone);
+SimTime FlowNetwork::round_robin_lead(uint32_t s) {
+  // A port sends the frames of the flows backlogged on it in turn (the packet engine's NIC
+  // arbitration: earliest first, FIFO among equals), so a flow's last frame leaves in the
+  // round that ends it, ahead of one frame of each flow behind it in that round (started
+  // later, or with it and created after it) that still has one to send: those whose bytes
+  // the fluid has left to send (a full frame, or what is left), and those that the fluid ends
+  // at this same instant (their last frame). The fluid, which shares the port evenly, ends it
+  // that much later; its last byte is taken to have left that much earlier.
+  const Subflow& sub = subs_[s];
+  const uint32_t b = sub.bneck;
+  if (b == kNone || ports_[b].capacity <= 0) return 0;
+  const PortState& port = ports_[b];
+  const SimTime now = eng_.now();
+  const uint32_t f = sub.flow;
+  const SimTime start = flows_.start_ps[f];
+  auto last_frame = [&](uint32_t g) {
+    const Bytes h = header_for(flows_.src[g], flows_.dst[g]), pp = mtu_ - h;
+    const Bytes size = flows_.size_bytes[g] / flows_.copies[g];
+    return static_cast<double>((size % pp == 0 ? pp : size % pp) + h);
+  };
+  double behind = 0;  // wire bytes sent after its last frame
+  for (const auto& [t, hop] : port.subs) {
+    const Subflow& o = subs_[t];
+    if (t == s || !o.active || o.bneck != b) continue;
+    const uint32_t g = o.flow;
+    const SimTime gs = flows_.start_ps[g];
+    if (gs < start || (gs == start && flows_.id[g] < flows_.id[f])) continue;
+    if (o.finish_at == now) {
+      behind += last_frame(g) * flows_.copies[g];
+    } else {
+      const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
+      behind += std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
+    }
+  }
+  return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
+}
+
+void FlowNetwork::flow_sent(uint32_t f, SimTime lead) {
+  flows_.sent_ps[f] = eng_.now() - lead;
+  eng_.schedule(eng_.now() + std::max<SimTime>(0, flow_delay_[f] - lead), f, kind_base_ + kDone);
   if (observer_ != nullptr) observer_->on_flow_sent(f);
 }
 
