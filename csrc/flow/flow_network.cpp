@@ -334,10 +334,10 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   // A port sends the frames of the flows backlogged on it in turn (the packet engine's NIC
   // arbitration: earliest first, FIFO among equals), so a flow's last frame leaves in the
   // round that ends it, ahead of one frame of each flow behind it in that round (started
-  // later, or with it and created after it) that still has one to send: those whose bytes
-  // the fluid has left to send (a full frame, or what is left), and those that the fluid ends
-  // at this same instant (their last frame). The fluid, which shares the port evenly, ends it
-  // that much later; its last byte is taken to have left that much earlier.
+  // later, or with it and created after it) that still has one to send: a full frame, or
+  // what the fluid has left of it; and the last frame of each flow the fluid ends at this
+  // same instant and that is told after this one (in the order they are told). The fluid, which shares the
+  // port evenly, ends it that much later; its last byte is taken to have left that much earlier.
   const Subflow& sub = subs_[s];
   const uint32_t b = sub.bneck;
   if (b == kNone || ports_[b].capacity <= 0) return 0;
@@ -355,14 +355,14 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
     const Subflow& o = subs_[t];
     if (t == s || !o.active || o.bneck != b) continue;
     const uint32_t g = o.flow;
+    if (o.finish_at == now) {  // (told after it: those told before it have left the port)
+      behind += last_frame(g) * flows_.copies[g];
+      continue;
+    }
     const SimTime gs = flows_.start_ps[g];
     if (gs < start || (gs == start && flows_.id[g] < flows_.id[f])) continue;
-    if (o.finish_at == now) {
-      behind += last_frame(g) * flows_.copies[g];
-    } else {
-      const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
-      behind += std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
-    }
+    const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
+    behind += std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
   }
   return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
 }
