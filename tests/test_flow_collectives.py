@@ -121,13 +121,14 @@ def test_flows_sharing_a_nic_end_one_last_frame_apart(ft, k, size):
 
 
 def test_flows_starting_apart_end_near_their_packets(ft):
-    # Started 0.5 us apart, the first flows are ahead in the port's turns; the model counts
-    # one frame of each flow behind them (it was up to 5.3% late for the first).
-    starts = [0, 500_000, 1_000_000, 1_500_000]
-    flows = rf.Flows([0] * 4, [16] * 4, 80_458, start_ps=starts)
-    pk = rf.simulate(ft, flows, backend="packet").flows["end_ps"].to_numpy()
-    fl = rf.simulate(ft, flows, backend="flow").flows["end_ps"].to_numpy()
-    np.testing.assert_allclose(fl, pk, rtol=0.02)
+    # Started apart, a flow's turns on the port fall before or after each later flow's as
+    # their phases do, which the fluid does not know: the model counts half a frame of each
+    # flow behind it (the fluid alone was up to 5.3% late for the first).
+    for starts in ([0, 1_000_000], [0, 500_000, 1_000_000, 1_500_000], [0, 2_000_000, 4_000_000, 6_000_000]):
+        flows = rf.Flows([0] * len(starts), [16] * len(starts), 80_458, start_ps=starts)
+        pk = rf.simulate(ft, flows, backend="packet").flows["end_ps"].to_numpy()
+        fl = rf.simulate(ft, flows, backend="flow").flows["end_ps"].to_numpy()
+        np.testing.assert_allclose(fl, pk, rtol=0.025)
 
 
 def test_a_long_data_parallel_ring_paces_as_packets():

@@ -333,11 +333,13 @@ void FlowNetwork::subflow_sent(uint32_t s) {
 SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   // A port sends the frames of the flows backlogged on it in turn (the packet engine's NIC
   // arbitration: earliest first, FIFO among equals), so a flow's last frame leaves in the
-  // round that ends it, ahead of one frame of each flow behind it in that round (started
-  // later, or with it and created after it) that still has one to send: a full frame, or
-  // what the fluid has left of it; and the last frame of each flow the fluid ends at this
-  // same instant and that is told after this one (in the order they are told). The fluid, which shares the
-  // port evenly, ends it that much later; its last byte is taken to have left that much earlier.
+  // round that ends it, ahead of what the flows behind it in that round send there. The
+  // fluid, sharing the port evenly, ends it that much later; its last byte is taken to have
+  // left that much earlier. Behind it: the last frame of each flow the fluid ends at this same
+  // instant and that is told after it (equal flows started together end one last frame
+  // apart, exactly as in packets); and of each flow started after it (or with it and created
+  // after it) that has bytes left, half a frame: whether its turn falls after this flow's last
+  // frame or before it depends on the phase of their turns, which the fluid does not know.
   const Subflow& sub = subs_[s];
   const uint32_t b = sub.bneck;
   if (b == kNone || ports_[b].capacity <= 0) return 0;
@@ -362,7 +364,7 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
     const SimTime gs = flows_.start_ps[g];
     if (gs < start || (gs == start && flows_.id[g] < flows_.id[f])) continue;
     const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
-    behind += std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
+    behind += 0.5 * std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
   }
   return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
 }

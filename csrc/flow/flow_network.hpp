@@ -27,8 +27,8 @@
 //    lone_packet_fct_ps: the path's propagation and node latencies, store-and-forward at every
 //    hop, a short last frame waiting behind the full one before it), so that a lone flow ends
 //    as the packet engine's does; a flow that shares its bottleneck delivers as its last
-//    frame would in a port sending the flows' frames in turn, ahead of one frame of each flow
-//    behind it in the round (round_robin_lead);
+//    frame would in a port sending the flows' frames in turn, ahead of what the flows behind
+//    it in that round send (round_robin_lead);
 //  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
@@ -295,7 +295,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void account(uint32_t s);
   void subflow_sent(uint32_t s);
   /// How much earlier than now subflow s's last frame left, as a port sends the frames of the
-  /// flows backlogged on it in turn: one frame of each flow behind it in the round (0: alone).
+  /// flows backlogged on it in turn: what the flows behind it in that round send (0: alone).
   SimTime round_robin_lead(uint32_t s);
   /// Queue subflow s's finish at its rate (none at rate 0).
   void schedule_finish(uint32_t s);
