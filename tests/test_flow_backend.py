@@ -354,8 +354,9 @@ def test_a_failed_nic_spreads_its_flow_over_the_servers_other_nics():
 
 def _mixed_trace():
     """Three collectives at once on an 8-GPU LoneGpus chain: a ring all-reduce (one GPU per
-    server, so every channel's ring has the same edges and paths: merged), a chain broadcast
-    (each edge posts its next chunk as the last one leaves: handed over) and an all-to-all."""
+    server, so every channel's ring has the same edges and paths, but over the network: a flow
+    per channel), a chain broadcast (its channels merged; each edge posts its next chunk as
+    the last one leaves: handed over) and an all-to-all."""
     return rf.traces.Trace.from_columns(
         op_id=[0, 1, 2],
         stage="train",
@@ -396,28 +397,34 @@ def test_merged_channels_and_handoffs_keep_the_exact_max_min():
 
 
 def test_merged_channels_run_as_the_channels_apart():
-    # flow_merge_channels=False runs a flow per channel: the same op times (to rounding), the
-    # same flow counts and bytes, and the merged run makes fewer events.
+    # flow_merge_channels=False runs a flow per channel: the same op times (to 0.1%: apart,
+    # the channels sharing a port end one last frame apart, in its turns; a merged flow's
+    # copies end together), the same flow counts and bytes, and the merged run makes fewer
+    # events.
     fab, trace = _mixed_fabric(), _mixed_trace()
     merged = rf.simulate(fab, trace, backend="flow", record_flows=True)
     apart = rf.simulate(fab, trace, backend="flow", record_flows=True, flow_merge_channels=False)
     for col in ("start_ps", "end_ps"):
-        np.testing.assert_allclose(merged.ops[col].to_numpy(), apart.ops[col].to_numpy(), rtol=1e-9, atol=2)
+        np.testing.assert_allclose(merged.ops[col].to_numpy(), apart.ops[col].to_numpy(), rtol=1e-3, atol=2)
     for col in ("flows", "delivered_bytes"):
         assert merged.ops[col].equals(apart.ops[col])
     assert merged.run["flows"] == apart.run["flows"]
-    assert merged.run["events"] < 0.6 * apart.run["events"]  # (the ring's 8 channels as one)
+    assert merged.run["events"] < 0.8 * apart.run["events"]  # (the chain's 8 channels as one)
     # the per-flow table has a row per message either way
     a, b = merged.flows, apart.flows
     assert a.num_rows == b.num_rows == merged.run["flows"]
     assert sorted(a["size_bytes"].to_pylist()) == sorted(b["size_bytes"].to_pylist())
     assert len(set(a["flow_id"].to_pylist())) == a.num_rows
-    # both kinds merge: the ring's 8 channels and the chain broadcast's
+    # the chain broadcast's 8 channels merge; the ring's do not (its edges cross the network,
+    # where the channels leaving one NIC end in its turns, which merged copies cannot)
     for op in (0, 1):
         one = rf.traces.Trace.from_table(trace.table.slice(op, 1))
         runs = [rf.simulate(fab, one, backend="flow", flow_merge_channels=m) for m in (True, False)]
         assert runs[0].run["flows"] == runs[1].run["flows"]
-        assert runs[0].run["events"] < runs[1].run["events"] / 4
-        assert runs[0].ops["end_ps"][0].as_py() == pytest.approx(runs[1].ops["end_ps"][0].as_py(), rel=1e-9)
+        if op == 0:
+            assert runs[0].run["events"] == runs[1].run["events"]
+        else:
+            assert runs[0].run["events"] < runs[1].run["events"] / 4
+        assert runs[0].ops["end_ps"][0].as_py() == pytest.approx(runs[1].ops["end_ps"][0].as_py(), rel=2e-3)
     with pytest.raises(rf.SpecError, match="flow_merge_channels"):
         rf.simulate(fab, trace, backend="flow", flow_merge_channels="yes")

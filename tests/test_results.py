@@ -29,17 +29,11 @@ def wire_time_ps(size: int, mtu: int = 9216) -> int:
 @pytest.mark.parametrize("size", [1, 9155, 1 << 20, 50 * 9154])
 def test_lone_flow_slowdown_is_one(ft128, backend, size):
     # GPU 0 -> 64: another pod, 6 links. The ideal is computed here from rates, latencies and
-    # the MTU: the packet engine's is the store-and-forward oracle (exact), the flow model's
-    # its own fluid time: all wire bytes at the bottleneck, plus the path's latencies and the
-    # first frame's serialization before the bottleneck (the NIC: none) and the last one's
-    # on each of the 5 hops after it.
+    # the MTU: the store-and-forward oracle (exact), on both backends (the flow model's delay
+    # after the fluid is what a lone message takes beyond its bottleneck time, frame by frame).
     res = rf.simulate(ft128, rf.Flows([0], [64], [size]), ecmp="flow", backend=backend)
     hops = fat_tree_hops(6)
-    if backend == "packet":
-        ideal = ideal_fct_ps(size, hops, mtu=9216, header=HEADER)
-    else:
-        last = size - (-(-size // 9154) - 1) * 9154 + HEADER
-        ideal = wire_time_ps(size) + sum(d for _, d in hops) + 5 * -(-last * 8 * 10**12 // RATE)
+    ideal = ideal_fct_ps(size, hops, mtu=9216, header=HEADER)
     assert res.flows["ideal_fct_ps"][0].as_py() == ideal
     assert res.flows["slowdown"][0].as_py() == pytest.approx(1.0, abs=1e-9)
 

@@ -164,7 +164,7 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies, SimTime ready) {
+                    uint32_t channel, uint32_t copies, SimTime ready, SimTime lead) {
   if (dry_ != nullptr) {
     dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
@@ -172,6 +172,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
   }
   OpRun& run = runs_[op];
   SimTime at = net_.now();
+  SimTime lead_out = 0;
   Bytes wire = size;
   if (run.proto != kNoProto) {
     // NCCL's protocol (docs/nccl-model.md): the line format's bytes go on the wire; the step
@@ -190,8 +191,33 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     const bool nvlink = server >= 0 && server == net_.gpu_server(dst);
     const int a = run.algo == kTree ? 0 : 1;
     const SimTime hop = us_to_ps((nvlink ? kNvlHopUs : kNetHopUs)[a][run.proto]);
-    at = std::max(at, std::max(ready, run.t0) + std::max<SimTime>(0, hop - path_ps));
-    if (nvlink && bps > 0) {
+    const SimTime flag = std::max<SimTime>(0, hop - path_ps);
+    const SimTime last_ready = std::max(ready, run.t0) + flag;  // the last copy's data
+    at = std::max(at, last_ready);
+    if (nvlink && bps > 0 && copies > 1) {
+      // Merged channels (docs/explanation/flow-backend.md, "Merged channels"): the flow stands
+      // for `copies` channels' messages, which the SMs copy one after another like any
+      // others. Copy k may begin once its own data is there: the first copy `lead` before the
+      // last, as the merged flow that brought them staggered them, and with it the moment the
+      // program would have posted it (now - lead: a channel's program steps on its own data).
+      // So the copies begin as soon as the SMs are free of the earlier flows, even before the
+      // last copy's data came, and end one copy time apart; the flow carries the copies' wire
+      // bytes at the link's rate, its last byte leaving as the last copy ends (or as soon after
+      // now as the bytes allow: the fluid cannot send in the past).
+      const double one = static_cast<double>(wire) * 8e12 / bps;  // a copy's bytes at the link's rate
+      const SimTime copy1 = static_cast<SimTime>(std::llround(one / kNvlEfficiency));
+      const SimTime first_ready = std::max(ready < 0 ? ready : ready - lead, run.t0) + flag;
+      SimTime& free = copy_free_[src];
+      const SimTime begin = std::max({first_ready, free, net_.now() - lead});
+      // copy k begins after the copies before it and once its data is there (the data
+      // arrive spread from first_ready to the last copy's), so the last copy ends at the
+      // later of all copies back to back from `begin` and its own copy after its data
+      const SimTime all =
+          static_cast<SimTime>(std::llround(one * static_cast<double>(copies) / kNvlEfficiency));
+      free = std::max(begin + all, at + copy1);  // (at: the last copy may begin no earlier)
+      at = std::max(net_.now(), free - static_cast<SimTime>(std::llround(one * static_cast<double>(copies))));
+      lead_out = free - (begin + copy1);
+    } else if (nvlink && bps > 0) {
       // The copy is a bandwidth limit of the GPU's NVLink port, whoever's flow it is: the SMs
       // copy the flows leaving src over NVLink one after another, each for its bytes at
       // kNvlEfficiency of the port's rate, and a flow runs at the link's rate at the end of its
@@ -210,7 +236,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     recs_.resize(f + 1);
     has_rec_.resize(f + 1, 0);
   }
-  recs_[f] = FlowRec{op, prog, tag};
+  recs_[f] = FlowRec{op, prog, tag, lead_out};
   has_rec_[f] = 1;
 }
 
@@ -225,7 +251,10 @@ void Executor::on_flow_done(uint32_t flow) {
   if (flow >= has_rec_.size() || !has_rec_[flow]) return;
   const FlowRec r = recs_[flow];
   OpRun& run = runs_[r.op];
-  if (run.phases[run.phase][r.prog]->on_flow(*this, r.op, r.prog, r.tag)) program_done(r.op);
+  lead_ = r.lead;
+  const bool done = run.phases[run.phase][r.prog]->on_flow(*this, r.op, r.prog, r.tag);
+  lead_ = 0;
+  if (done) program_done(r.op);
 }
 
 void Executor::start_op(uint32_t op) {

@@ -112,8 +112,15 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// -1: held since the op began. With the NCCL model the flow carries the protocol's wire
   /// bytes and starts no earlier than `ready` (or the op's launch) plus the hop's latency.
   /// Over NVLink the flow also waits for src's SM copy (docs/nccl-model.md, "NVLink copy").
+  /// `lead` (copies > 1): how much earlier than `ready` the first copy's data arrived (the
+  /// arrival_lead() of the merged flow that brought it; 0: all copies at `ready`).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0);
+  /// While a program is told a flow is done (on_flow): how much earlier than now the first
+  /// of its copies arrived. Over NVLink the SMs copy a merged flow's copies (the channels it
+  /// stands for) one after another, so their data arrive staggered, the first (copies - 1)
+  /// copy times before the last; 0 for a flow of one copy, or whose copies arrive together.
+  SimTime arrival_lead() const { return lead_; }
 
   // ---- control-loop boundaries (ExecutorConfig::boundaries) ----
   bool stops() const { return cfg_.boundaries != Boundaries::kNone; }
@@ -165,6 +172,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
     uint32_t op;
     uint32_t prog;
     uint64_t tag;
+    SimTime lead;  ///< its arrival_lead()
   };
   struct OpRun {
     std::vector<std::vector<std::unique_ptr<Program>>> phases;
@@ -232,6 +240,7 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<FlowRec> recs_;  ///< indexed by flow slot (reused once a flow retires)
   /// per GPU: when the SM copy of its NVLink flows posted so far ends (send(), NCCL model)
   std::unordered_map<uint32_t, SimTime> copy_free_;
+  SimTime lead_ = 0;  ///< arrival_lead() of the flow being told
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings
   /// busiest_port() results by (ranks, channels)

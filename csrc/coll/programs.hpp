@@ -74,7 +74,8 @@ class Ring final : public Program {
         sent_(order_.size(), 0),
         got_(order_.size(), 0),
         busy_(order_.size(), 0),
-        arrived_(order_.size()) {
+        arrived_(order_.size()),
+        leads_(copies_ > 1 ? order_.size() : 0) {
     const Bytes k = std::max<Bytes>(1, ceil_div(chunk, slice));
     for (Bytes j = 0; j < k; ++j) slices_.push_back(std::min(slice, chunk - j * slice));
     if (chunk == 0) slices_.assign(1, 0);
@@ -89,6 +90,7 @@ class Ring final : public Program {
     const uint32_t next = (tag_hi(tag) + 1) % n;
     ++got_[next];
     if (timed) arrived_[next].push(x.now());
+    if (timed && copies_ > 1) leads_[next].push(x.arrival_lead());
     try_send(x, op, id, next);
     return ++done_ == total();
   }
@@ -111,8 +113,9 @@ class Ring final : public Program {
     const uint32_t n = static_cast<uint32_t>(order_.size());
     // step 0: the rank's own data; later, the slice it forwards arrived then (in order)
     const SimTime ready = timed && q >= k ? arrived_[i].pop() : -1;
+    const SimTime lead = timed && q >= k && copies_ > 1 ? leads_[i].pop() : 0;
     x.send(op, id, order_[i], order_[(i + 1) % n], slices_[q % k], tag_of(i, static_cast<uint32_t>(q)),
-           channel_, copies_, ready);
+           channel_, copies_, ready, lead);
   }
   std::vector<uint32_t> order_;
   uint32_t steps_, channel_, copies_;
@@ -120,6 +123,7 @@ class Ring final : public Program {
   std::vector<uint64_t> sent_, got_;
   std::vector<uint8_t> busy_;
   std::vector<Times> arrived_;  ///< per rank: when each slice not yet forwarded came
+  std::vector<Times> leads_;    ///< (copies > 1) and how much earlier its first copy came
   uint64_t done_ = 0;
 };
 
@@ -233,8 +237,13 @@ class Pipeline final : public Program {
         next_(order_.size(), 0),
         busy_(order_.size(), 0),
         children_(order_.size()),
-        arrived_(order_.size()) {
+        arrived_(order_.size()),
+        leads_(copies_ > 1 ? order_.size() : 0) {
     for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
+    // A node with several children copies their flows' copies interleaved, which a merged
+    // flow per child cannot stand for: only a chain passes its copies' stagger on.
+    for (const auto& c : children_)
+      if (c.size() > 1) leads_.clear();
     received_[0] = static_cast<uint32_t>(chunks_.size());
   }
   bool start(Executor& x, uint32_t op, uint32_t id) override {
@@ -247,6 +256,7 @@ class Pipeline final : public Program {
     ++received_[p];  // chunks arrive in order on an edge
     for (const uint32_t c : children_[p]) {
       if (timed) arrived_[c].push(x.now());
+      if (timed && !leads_.empty()) leads_[c].push(x.arrival_lead());
       try_edge(x, op, id, c);
     }
     return ++done_ == (order_.size() - 1) * chunks_.size();
@@ -265,7 +275,8 @@ class Pipeline final : public Program {
     ++next_[p];
     // the root holds every chunk from the start
     const SimTime ready = timed && parent_[p] != 0 ? arrived_[p].pop() : -1;
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready);
+    const SimTime lead = timed && parent_[p] != 0 && !leads_.empty() ? leads_[p].pop() : 0;
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead);
   }
   std::vector<uint32_t> order_;
   uint32_t channel_, copies_;
@@ -274,8 +285,9 @@ class Pipeline final : public Program {
   std::vector<uint32_t> received_, next_;
   std::vector<uint8_t> busy_;
   std::vector<std::vector<uint32_t>> children_;
-  /// per position: when each chunk its parent holds for it (not yet forwarded to it) arrived
-  std::vector<Times> arrived_;
+  /// per position: when each chunk its parent holds for it (not yet forwarded to it) arrived,
+  /// and (a chain of copies > 1) how much earlier its first copy arrived
+  std::vector<Times> arrived_, leads_;
   uint64_t done_ = 0;
 };
 

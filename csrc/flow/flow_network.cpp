@@ -46,10 +46,20 @@ double FlowNetwork::flow_cap(uint32_t f) const {
 }
 
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
-  // The fluid's own time covers the bottleneck; the rest is Forwarding::lone_delay_ps (of one
-  // copy: copies move side by side).
+  // The fluid's own time covers the bottleneck; the delay is the rest of what a lone message
+  // (one copy: copies move side by side) takes frame by frame (Forwarding::lone_packet_fct_ps:
+  // store-and-forward at every hop, and a short last frame waiting behind the full one before
+  // it at every hop after the bottleneck, where lone_delay_ps counts the short frame), so a
+  // lone flow ends when the packet engine's does.
   const Bytes h = header_for(flows_.src[f], flows_.dst[f]);
-  return fwd_.lone_delay_ps(path, flows_.size_bytes[f] / flows_.copies[f], mtu_ - h, h);
+  const Bytes size = flows_.size_bytes[f] / flows_.copies[f], pp = mtu_ - h;
+  const SimTime lone = fwd_.lone_packet_fct_ps(path, size, pp, h);
+  const BitsPerSec rate = fwd_.path_cost(path).second;
+  if (lone <= 0 || rate <= 0) return fwd_.lone_delay_ps(path, size, pp, h);
+  const Bytes wire = size + (size + pp - 1) / pp * h;
+  const auto bits_ps = static_cast<unsigned __int128>(wire) * 8'000'000'000'000ULL;
+  const auto r = static_cast<unsigned __int128>(rate);
+  return std::max<SimTime>(0, lone - static_cast<SimTime>((bits_ps + r - 1) / r));
 }
 
 double FlowNetwork::wire_bytes(uint32_t f) const {
@@ -313,16 +323,55 @@ void FlowNetwork::subflow_sent(uint32_t s) {
   // connection now takes it over (start_flow); otherwise it leaves after.
   flow_sub_[f] = kNone;
   handoff_ = s;
-  flow_sent(f);
+  flow_sent(f, round_robin_lead(s));
   if (handoff_ == s) {
     handoff_ = kNone;
     remove_subflow(s);
   }
 }
 
-void FlowNetwork::flow_sent(uint32_t f) {
-  flows_.sent_ps[f] = eng_.now();
-  eng_.schedule(eng_.now() + flow_delay_[f], f, kind_base_ + kDone);
+SimTime FlowNetwork::round_robin_lead(uint32_t s) {
+  // A port sends the frames of the flows backlogged on it in turn (the packet engine's NIC
+  // arbitration: earliest first, FIFO among equals), so a flow's last frame leaves in the
+  // round that ends it, ahead of what the flows behind it in that round send there. The
+  // fluid, sharing the port evenly, ends it that much later; its last byte is taken to have
+  // left that much earlier. Behind it: the last frame of each flow the fluid ends at this same
+  // instant and that is told after it (equal flows started together end one last frame
+  // apart, exactly as in packets); and of each flow started after it (or with it and created
+  // after it) that has bytes left, half a frame: whether its turn falls after this flow's last
+  // frame or before it depends on the phase of their turns, which the fluid does not know.
+  const Subflow& sub = subs_[s];
+  const uint32_t b = sub.bneck;
+  if (b == kNone || ports_[b].capacity <= 0) return 0;
+  const PortState& port = ports_[b];
+  const SimTime now = eng_.now();
+  const uint32_t f = sub.flow;
+  const SimTime start = flows_.start_ps[f];
+  auto last_frame = [&](uint32_t g) {
+    const Bytes h = header_for(flows_.src[g], flows_.dst[g]), pp = mtu_ - h;
+    const Bytes size = flows_.size_bytes[g] / flows_.copies[g];
+    return static_cast<double>((size % pp == 0 ? pp : size % pp) + h);
+  };
+  double behind = 0;  // wire bytes sent after its last frame
+  for (const auto& [t, hop] : port.subs) {
+    const Subflow& o = subs_[t];
+    if (t == s || !o.active || o.bneck != b) continue;
+    const uint32_t g = o.flow;
+    if (o.finish_at == now) {  // (told after it: those told before it have left the port)
+      behind += last_frame(g) * flows_.copies[g];
+      continue;
+    }
+    const SimTime gs = flows_.start_ps[g];
+    if (gs < start || (gs == start && flows_.id[g] < flows_.id[f])) continue;
+    const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
+    behind += 0.5 * std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
+  }
+  return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
+}
+
+void FlowNetwork::flow_sent(uint32_t f, SimTime lead) {
+  flows_.sent_ps[f] = eng_.now() - lead;
+  eng_.schedule(eng_.now() + std::max<SimTime>(0, flow_delay_[f] - lead), f, kind_base_ + kDone);
   if (observer_ != nullptr) observer_->on_flow_sent(f);
 }
 

@@ -22,10 +22,13 @@
 //  * its rate is its max-min fair share, the coefficients weighting what it takes of each
 //    port (progressive filling with weights); a flow relayed around its failed NIC is capped
 //    at that NIC's rate, as Network::line_rate caps it;
-//  * the last byte reaches the destination a fixed delay after the fluid is through: the
-//    path's propagation and node latencies, plus store-and-forward as a lone flow has it with
-//    the path's slowest port as its bottleneck (the first frame's serialization on each hop
-//    before it, the last frame's on each hop after it);
+//  * the last byte reaches the destination a fixed delay after the fluid is through: what a
+//    lone message takes frame by frame beyond its bottleneck time (Forwarding::
+//    lone_packet_fct_ps: the path's propagation and node latencies, store-and-forward at every
+//    hop, a short last frame waiting behind the full one before it), so that a lone flow ends
+//    as the packet engine's does; a flow that shares its bottleneck delivers as its last
+//    frame would in a port sending the flows' frames in turn, ahead of what the flows behind
+//    it in that round send (round_robin_lead);
 //  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
@@ -122,7 +125,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
   SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
     const Bytes h = header_for(src, dst);
-    return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
+    return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
   /// Header bytes per frame of a flow from GPU src to GPU dst: its transport's (the run's, or
   /// between sites the cross-site one, net::FlowTransports).
@@ -291,11 +294,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// and before a capacity change): one pass over its ports per flow, not per rate change.
   void account(uint32_t s);
   void subflow_sent(uint32_t s);
+  /// How much earlier than now subflow s's last frame left, as a port sends the frames of the
+  /// flows backlogged on it in turn: what the flows behind it in that round send (0: alone).
+  SimTime round_robin_lead(uint32_t s);
   /// Queue subflow s's finish at its rate (none at rate 0).
   void schedule_finish(uint32_t s);
   /// Flow f's delivery delay over the paths of `ps` (kept in ps for flows of its size).
   SimTime delivery_delay(uint32_t f, PathSet& ps) const;
-  void flow_sent(uint32_t f);
+  /// Flow f's last byte left `lead` ps ago (round_robin_lead): it arrives its delay after.
+  void flow_sent(uint32_t f, SimTime lead = 0);
   void dirty_port(uint32_t p);
   void dirty_sub(uint32_t s);
   void request_recompute();
