@@ -81,7 +81,7 @@ class Roce final : public net::Transport {
       return;
     }
     auto& flows = net_.flows_mut();
-    flows.delivered_bytes[f] += payload_of(p);
+    flows.delivered_bytes[f] += Bytes{p.size_bytes} - header_;  // (a data frame: payload_of)
     RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
     if (p.ecn && net_.now() - st_[f].last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) [[unlikely]] {
       send_cnp(f);
