@@ -81,7 +81,8 @@ Network::NicPull Network::pull_nic(uint32_t port) {
       s.heap.pop_back();
     }
   }
-  if (!flows_.sent_notified[top.flow] && flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow]) {
+  // (the byte counts first: nearly every frame is not its flow's last, one test then)
+  if (flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow] && !flows_.sent_notified[top.flow]) {
     flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
     if (observer_ != nullptr) observer_->on_flow_sent(top.flow);
   }
