@@ -48,6 +48,7 @@ Network::NicPull Network::pull_nic(uint32_t port) {
   p.dst = flows_.dst[top.flow];
   p.port = kNone;
   p.control = false;
+  p.type = 0;  // (the transport sets it: written here, the four flag bytes are one store)
   p.ecn = 0;
   p.hops = 0;
   ++flows_.packets[top.flow];
