@@ -160,7 +160,7 @@ class EventQueue {
  private:
   template <bool kBounded>
   RF_HOT bool pop_if(SimTime until, Event& out) {
-    if (cur_bucket_->head == kNil && !advance()) return false;
+    if (cur_bucket_->head == kNil && !next_bucket()) return false;
     Bucket& b = *cur_bucket_;
     const uint32_t n = b.head;
     if (kBounded && node(n).ev.time > until) return false;
@@ -275,6 +275,19 @@ class EventQueue {
     insert(static_cast<size_t>(b) & (kBuckets - 1), ev);
   }
 
+  /// advance() when the current bucket ran dry: the next non-empty bucket is most often
+  /// later in the same bitmap word, and then, with nothing in the far heap, the move takes
+  /// no call and no scan. (The far heap must be empty: its events enter the wheel only as
+  /// advance() moves the window.)
+  RF_HOT bool next_bucket() {
+    const size_t slot = cur_slot();
+    const uint64_t bits = bitmap_[slot >> 6] & (~uint64_t{0} << (slot & 63));
+    if (bits && far_.empty()) [[likely]] {
+      set_cur(cur_ + static_cast<int64_t>(static_cast<size_t>(__builtin_ctzll(bits)) - (slot & 63)));
+      return true;
+    }
+    return advance();
+  }
   /// Make cur_ the first non-empty bucket (the queue must not be empty).
   RF_HOT void prepare() {
     if (cur_bucket_->head != kNil) return;  // (the bitmap serves advance()'s scan)

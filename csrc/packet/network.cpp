@@ -20,14 +20,14 @@ bool h_top_is(const NicScheduler& s, const NicScheduler::Entry& e) {
 }
 }  // namespace
 
-uint32_t Network::pull_nic(uint32_t port) {
+Network::NicPull Network::pull_nic(uint32_t port) {
   NicScheduler& s = nics_[port_nic_[port]];
   const auto later = NicScheduler::later;
   // Skip slots superseded by a later activate() of the same flow. (A flow moved to another
   // port leaves no entry here: rehome_flows() takes them out.)
   // An entry of a slot's earlier flow (retired since) is stale too: its gen is that flow's.
   for (;;) {
-    if (s.heap.empty()) return kNone;
+    if (s.heap.empty()) return {kNever, kNone};
     const NicScheduler::Entry& e = s.heap.front();
     if (e.ready == flows_.nic_ready[e.flow] && e.gen == static_cast<uint32_t>(flows_.id[e.flow])) break;
     std::pop_heap(s.heap.begin(), s.heap.end(), later);
@@ -40,7 +40,7 @@ uint32_t Network::pull_nic(uint32_t port) {
       s.wake_at = top.ready;
       eng_.schedule(top.ready, port, kind_base_ + kWake);
     }
-    return kNone;
+    return {top.ready, kNone};
   }
   const uint32_t pkt = pool_.alloc();
   Packet& p = pool_[pkt];
@@ -48,6 +48,7 @@ uint32_t Network::pull_nic(uint32_t port) {
   p.dst = flows_.dst[top.flow];
   p.port = kNone;
   p.control = false;
+  p.type = 0;  // (the transport sets it: written here, the four flag bytes are one store)
   p.ecn = 0;
   p.hops = 0;
   ++flows_.packets[top.flow];
@@ -81,11 +82,12 @@ uint32_t Network::pull_nic(uint32_t port) {
       s.heap.pop_back();
     }
   }
-  if (!flows_.sent_notified[top.flow] && flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow]) {
+  // (the byte counts first: nearly every frame is not its flow's last, one test then)
+  if (flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow] && !flows_.sent_notified[top.flow]) {
     flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
     if (observer_ != nullptr) observer_->on_flow_sent(top.flow);
   }
-  return pkt;
+  return {s.heap.empty() ? kNever : s.heap.front().ready, pkt};
 }
 
 uint32_t Network::pop_queue(Port& pt) {
@@ -117,19 +119,27 @@ void Network::transmit_next(uint32_t port) {
     schedule_tx_done(port);
     return;
   }
-  uint32_t pkt = kNone;
   if (pt.head != kNone) {
-    pkt = pop_queue(pt);
+    const uint32_t pkt = pop_queue(pt);
     mark_ecn(pt, port, pool_[pkt]);
-  } else if (pt.nic) {
-    pkt = pull_nic(port);
+    transmit(port, pkt);
+    if (pt.head != kNone) {
+      schedule_tx_done(port);
+    } else if (pt.nic) {
+      schedule_nic_pull(port);
+    }
+    return;
   }
-  if (pkt == kNone) return;
-  transmit(port, pkt);
+  if (!pt.nic) return;
+  // A fresh frame from the NIC's flows (no ingress to release); the pull says when the next
+  // one is due at the soonest (schedule_nic_pull's bound, without looking at the heap again).
+  const NicPull r = pull_nic(port);
+  if (r.pkt == kNone) return;
+  put_on_wire(port, r.pkt);
   if (pt.head != kNone) {
     schedule_tx_done(port);
-  } else if (pt.nic) {
-    schedule_nic_pull(port);
+  } else if (r.next_slot != kNever) {
+    schedule_tx_done(port, std::max(pt.busy_until, r.next_slot));
   }
 }
 

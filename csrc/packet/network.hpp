@@ -490,7 +490,13 @@ class Network final : public engine::Handler, public FlowFabric {
   void leave_ingress(Packet& p);
   Transport::EcnDefaults lossy_ecn_{};  ///< ECN thresholds of the lossy ports
   RF_HOT uint32_t pop_queue(Port& port);
-  uint32_t pull_nic(uint32_t port);
+  /// What a NIC pull gives: the frame (kNone: none is due) and the earliest slot left in
+  /// the NIC's heap (kNever: it is empty), when the next pull is due at the soonest.
+  struct NicPull {
+    SimTime next_slot;
+    uint32_t pkt;
+  };
+  NicPull pull_nic(uint32_t port);
   /// Take a flow's entries out of a port's NIC heap (the flow now starts elsewhere).
   void drop_nic_entries(uint32_t port, uint32_t flow);
   void drop(uint32_t pkt, uint64_t& reason);

@@ -81,7 +81,7 @@ class Roce final : public net::Transport {
       return;
     }
     auto& flows = net_.flows_mut();
-    flows.delivered_bytes[f] += payload_of(p);
+    flows.delivered_bytes[f] += Bytes{p.size_bytes} - header_;  // (a data frame: payload_of)
     RF_DCHECK(flows.delivered_bytes[f] <= flows.size_bytes[f]);
     if (p.ecn && net_.now() - st_[f].last_cnp_sent >= net_.config().dcqcn_cnp_interval_ps) [[unlikely]] {
       send_cnp(f);
@@ -183,7 +183,8 @@ class Roce final : public net::Transport {
 
   SimTime pace(const State& s) const {
     // ceil() of a positive gap, without a libm call per frame
-    const double gap = s.last_size * 8.0 * 1e12 / s.rc;
+    // (8e12 in one product: s.last_size * 8.0 is exact, so this is the same double)
+    const double gap = s.last_size * 8e12 / s.rc;
     SimTime whole = static_cast<SimTime>(gap);
     if (static_cast<double>(whole) < gap) ++whole;
     return s.last_tx + whole;
