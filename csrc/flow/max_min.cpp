@@ -97,41 +97,65 @@ void FlowNetwork::request_recompute() {
 void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++counters_.recomputes;
-  const uint64_t mark = ++mark_;
+  if (static_cast<uint32_t>(++mark_) == 0) {
+    // (the marks keep 32 bits: once in 2^32 recomputations they are all cleared)
+    std::fill(sub_mark_.begin(), sub_mark_.end(), Mark{});
+    std::fill(port_mark_.begin(), port_mark_.end(), Mark{});
+    ++mark_;
+  }
+  const auto mark = static_cast<uint32_t>(mark_);
   // The walk gathers the component into dense local arrays (Fill): each subflow's ports as
   // local indices with their coefficients, each port's subflows in the order of its list;
   // the fill then reads only those, not the subflow and port records spread over the heap.
+  // The arrays are buffers that only grow (written through pointers, their sizes kept here):
+  // a push_back per hop stored the vector's end back to memory at every step.
   Fill& w = fill_;
-  w.clear();
   std::vector<uint32_t>& comp_subs = comp_subs_;
   std::vector<uint32_t>& comp_ports = comp_ports_;
   comp_subs.clear();
   comp_ports.clear();
   if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
-  auto visit_port = [&](uint32_t p) {
-    PortState& ps = ports_[p];
-    if (ps.mark == mark) return ps.local;
-    ps.mark = mark;
-    ps.local = static_cast<uint32_t>(comp_ports.size());
-    comp_ports.push_back(p);
-    return ps.local;
+  if (port_mark_.size() < ports_.size()) port_mark_.resize(ports_.size());
+  Mark* const port_mark = port_mark_.data();
+  Mark* const sub_mark = sub_mark_.data();
+  size_t nhop = 0;  // entries of sub_port / sub_coef written
+  auto grow = [](auto& v, size_t need) {
+    if (need > v.size()) v.resize(std::max(need, 2 * v.size()));
   };
-  auto visit_sub = [&](uint32_t s) {
-    Mark& m = sub_mark_[s];
+  auto visit_port = [&](uint32_t p) {
+    Mark& m = port_mark[p];
     if (m.mark == mark) return m.local;
     m.mark = mark;
-    m.local = static_cast<uint32_t>(comp_subs.size());
+    m.local = static_cast<uint32_t>(comp_ports.size());
+    comp_ports.push_back(p);
+    return m.local;
+  };
+  auto visit_sub = [&](uint32_t s) {
+    Mark& m = sub_mark[s];
+    if (m.mark == mark) return m.local;
+    m.mark = mark;
+    const auto i = static_cast<uint32_t>(comp_subs.size());
+    m.local = i;
     comp_subs.push_back(s);
     const Subflow& sf = subs_[s];
-    w.weight.push_back(sf.weight);
-    w.cap.push_back(sf.cap);
+    grow(w.weight, i + 1);
+    grow(w.cap, i + 1);
+    grow(w.sub_end, i + 1);
+    w.weight[i] = sf.weight;
+    w.cap[i] = sf.cap;
     const Hop* hops = sf.hops();
-    for (size_t h = 0; h < sf.nhops; ++h) {
-      w.sub_port.push_back(visit_port(hops[h].port));
-      w.sub_coef.push_back(hops[h].coef);
+    const size_t n = sf.nhops;
+    grow(w.sub_port, nhop + n);
+    grow(w.sub_coef, nhop + n);
+    uint32_t* const port_out = w.sub_port.data() + nhop;
+    double* const coef_out = w.sub_coef.data() + nhop;
+    for (size_t h = 0; h < n; ++h) {
+      port_out[h] = visit_port(hops[h].port);
+      coef_out[h] = hops[h].coef;
     }
-    w.sub_end.push_back(static_cast<uint32_t>(w.sub_port.size()));
-    return m.local;
+    nhop += n;
+    w.sub_end[i] = static_cast<uint32_t>(nhop);
+    return i;
   };
   for (const uint32_t s : seed_subs_)
     if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
@@ -139,9 +163,35 @@ void FlowNetwork::recompute() {
   seed_subs_.clear();
   seed_ports_.clear();
   // (every subflow in a port's list is active and has a path: blocked ones are not attached)
+  // The walk is bound by memory latency on a large component (subflow records and marks
+  // scattered over the heap, hops past kInlineHops in a vector of their own): the marks and
+  // records of the subflows a few entries ahead in a port's list are fetched while the
+  // current one is read.
+  constexpr size_t kAhead = 8;
+  size_t nentry = 0;  // entries of port_sub written
   for (size_t i = 0; i < comp_ports.size(); ++i) {
-    for (const auto& [s, h] : ports_[comp_ports[i]].subs) w.port_sub.push_back(visit_sub(s));
-    w.port_end.push_back(static_cast<uint32_t>(w.port_sub.size()));
+    const auto& list = ports_[comp_ports[i]].subs;
+    if (i + 1 < comp_ports.size()) __builtin_prefetch(&ports_[comp_ports[i + 1]]);
+    const auto* const entries = list.data();
+    const size_t n = list.size();
+    grow(w.port_sub, nentry + n);
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kAhead < n) {
+        const uint32_t t = entries[k + kAhead].first;
+        __builtin_prefetch(&sub_mark[t]);
+        __builtin_prefetch(&subs_[t]);
+      }
+      if (k + kAhead / 2 < n) {
+        // (its mark fetched by now: the hops of a subflow not yet visited)
+        const uint32_t t = entries[k + kAhead / 2].first;
+        const Subflow& next = subs_[t];
+        if (sub_mark[t].mark != mark && next.nhops > kInlineHops) __builtin_prefetch(next.spill.data());
+      }
+      const uint32_t local = visit_sub(entries[k].first);  // (may grow sub_port, not port_sub)
+      w.port_sub[nentry++] = local;
+    }
+    grow(w.port_end, i + 1);
+    w.port_end[i] = static_cast<uint32_t>(nentry);
   }
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
@@ -149,6 +199,7 @@ void FlowNetwork::recompute() {
   water_fill(comp_subs, comp_ports);
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
+    if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
     Subflow& sf = subs_[comp_subs[i]];
     const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
     if (bneck != sf.bneck) {
