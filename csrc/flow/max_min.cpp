@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "engine/check.hpp"
@@ -164,14 +165,29 @@ void FlowNetwork::recompute() {
   seed_ports_.clear();
   // (every subflow in a port's list is active and has a path: blocked ones are not attached)
   // The walk is bound by memory latency on a large component (subflow records and marks
-  // scattered over the heap, hops past kInlineHops in a vector of their own): the marks and
-  // records of the subflows a few entries ahead in a port's list are fetched while the
-  // current one is read.
+  // scattered over the heap, hops past kInlineHops in a vector of their own, port marks):
+  // what the entries a few places ahead in a port's list will read is fetched in stages
+  // while the current one is read: their marks and records (kAhead), the hops of those not
+  // yet visited (kAhead / 2), the marks of those hops' ports (kAhead / 4).
   constexpr size_t kAhead = 8;
+  auto fetch_hops = [&](uint32_t t) {
+    if (sub_mark[t].mark == mark) return;
+    const Subflow& sf = subs_[t];
+    const char* hops = reinterpret_cast<const char*>(sf.hops());
+    const size_t bytes = sizeof(Hop) * sf.nhops;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(hops + b);
+  };
+  auto fetch_port_marks = [&](uint32_t t) {
+    if (sub_mark[t].mark == mark) return;
+    const Subflow& sf = subs_[t];
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) __builtin_prefetch(&port_mark[hops[h].port]);
+  };
   size_t nentry = 0;  // entries of port_sub written
   for (size_t i = 0; i < comp_ports.size(); ++i) {
     const auto& list = ports_[comp_ports[i]].subs;
-    if (i + 1 < comp_ports.size()) __builtin_prefetch(&ports_[comp_ports[i + 1]]);
+    if (i + 2 < comp_ports.size()) __builtin_prefetch(&ports_[comp_ports[i + 2]]);
+    if (i + 1 < comp_ports.size()) __builtin_prefetch(ports_[comp_ports[i + 1]].subs.data());
     const auto* const entries = list.data();
     const size_t n = list.size();
     grow(w.port_sub, nentry + n);
@@ -179,14 +195,12 @@ void FlowNetwork::recompute() {
       if (k + kAhead < n) {
         const uint32_t t = entries[k + kAhead].first;
         __builtin_prefetch(&sub_mark[t]);
-        __builtin_prefetch(&subs_[t]);
+        const char* rec = reinterpret_cast<const char*>(&subs_[t]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + offsetof(Subflow, spill));
       }
-      if (k + kAhead / 2 < n) {
-        // (its mark fetched by now: the hops of a subflow not yet visited)
-        const uint32_t t = entries[k + kAhead / 2].first;
-        const Subflow& next = subs_[t];
-        if (sub_mark[t].mark != mark && next.nhops > kInlineHops) __builtin_prefetch(next.spill.data());
-      }
+      if (k + kAhead / 2 < n) fetch_hops(entries[k + kAhead / 2].first);
+      if (k + kAhead / 4 < n) fetch_port_marks(entries[k + kAhead / 4].first);
       const uint32_t local = visit_sub(entries[k].first);  // (may grow sub_port, not port_sub)
       w.port_sub[nentry++] = local;
     }
