@@ -238,8 +238,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double busy_ps = 0;     ///< time busy up to the last capacity change, when bytes was
     double bytes_mark = 0;  ///< bytes_mark (busy time since: the bytes after it at capacity)
     uint32_t bnecks = 0;    ///< subflows whose bottleneck it is (Subflow::bneck)
-    uint64_t mark = 0;      ///< the recomputation that last reached it
-    uint32_t local = 0;     ///< its index in that recomputation's component (comp_ports_)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
@@ -368,31 +366,24 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
   std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
-  /// Per subflow slot: the recomputation that last reached it and its index in that
-  /// component (beside subs_, so the walk over a port's list reads 16 bytes per subflow).
+  /// Per subflow slot (per port): the recomputation that last reached it (the low 32 bits of
+  /// mark_) and its index in that component (comp_subs_, comp_ports_), beside subs_ (ports_),
+  /// so the walk reads 8 bytes per subflow or port it meets, not their records.
   struct Mark {
-    uint64_t mark = 0;
+    uint32_t mark = 0;
     uint32_t local = 0;
   };
-  std::vector<Mark> sub_mark_;
+  std::vector<Mark> sub_mark_, port_mark_;
   /// One component, gathered by recompute for water_fill, by local index (comp_subs_,
   /// comp_ports_ order): CSR lists sub -> (port, coefficient) and port -> subs, the inputs
-  /// (weight, cap) and the fill's state and outputs (rate, bottleneck).
+  /// (weight, cap) and the fill's state and outputs (rate, bottleneck). The gathered arrays
+  /// are buffers: recompute writes their first entries and only grows them.
   struct Fill {
     std::vector<double> weight, cap, sub_coef;
     std::vector<uint32_t> sub_port, sub_end, port_sub, port_end;
     std::vector<double> left, load, rate;   ///< (load: the unfrozen flows' coefficients x weights)
     std::vector<uint32_t> unfrozen, bneck;  ///< (unfrozen: how many; load is exactly 0 with them gone)
     std::vector<uint8_t> frozen;
-    void clear() {
-      weight.clear();
-      cap.clear();
-      sub_coef.clear();
-      sub_port.clear();
-      sub_end.clear();
-      port_sub.clear();
-      port_end.clear();
-    }
   };
   Fill fill_;
   bool recompute_pending_ = false;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "engine/check.hpp"
@@ -97,41 +98,65 @@ void FlowNetwork::request_recompute() {
 void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++counters_.recomputes;
-  const uint64_t mark = ++mark_;
+  if (static_cast<uint32_t>(++mark_) == 0) {
+    // (the marks keep 32 bits: once in 2^32 recomputations they are all cleared)
+    std::fill(sub_mark_.begin(), sub_mark_.end(), Mark{});
+    std::fill(port_mark_.begin(), port_mark_.end(), Mark{});
+    ++mark_;
+  }
+  const auto mark = static_cast<uint32_t>(mark_);
   // The walk gathers the component into dense local arrays (Fill): each subflow's ports as
   // local indices with their coefficients, each port's subflows in the order of its list;
   // the fill then reads only those, not the subflow and port records spread over the heap.
+  // The arrays are buffers that only grow (written through pointers, their sizes kept here):
+  // a push_back per hop stored the vector's end back to memory at every step.
   Fill& w = fill_;
-  w.clear();
   std::vector<uint32_t>& comp_subs = comp_subs_;
   std::vector<uint32_t>& comp_ports = comp_ports_;
   comp_subs.clear();
   comp_ports.clear();
   if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
-  auto visit_port = [&](uint32_t p) {
-    PortState& ps = ports_[p];
-    if (ps.mark == mark) return ps.local;
-    ps.mark = mark;
-    ps.local = static_cast<uint32_t>(comp_ports.size());
-    comp_ports.push_back(p);
-    return ps.local;
+  if (port_mark_.size() < ports_.size()) port_mark_.resize(ports_.size());
+  Mark* const port_mark = port_mark_.data();
+  Mark* const sub_mark = sub_mark_.data();
+  size_t nhop = 0;  // entries of sub_port / sub_coef written
+  auto grow = [](auto& v, size_t need) {
+    if (need > v.size()) v.resize(std::max(need, 2 * v.size()));
   };
-  auto visit_sub = [&](uint32_t s) {
-    Mark& m = sub_mark_[s];
+  auto visit_port = [&](uint32_t p) {
+    Mark& m = port_mark[p];
     if (m.mark == mark) return m.local;
     m.mark = mark;
-    m.local = static_cast<uint32_t>(comp_subs.size());
+    m.local = static_cast<uint32_t>(comp_ports.size());
+    comp_ports.push_back(p);
+    return m.local;
+  };
+  auto visit_sub = [&](uint32_t s) {
+    Mark& m = sub_mark[s];
+    if (m.mark == mark) return m.local;
+    m.mark = mark;
+    const auto i = static_cast<uint32_t>(comp_subs.size());
+    m.local = i;
     comp_subs.push_back(s);
     const Subflow& sf = subs_[s];
-    w.weight.push_back(sf.weight);
-    w.cap.push_back(sf.cap);
+    grow(w.weight, i + 1);
+    grow(w.cap, i + 1);
+    grow(w.sub_end, i + 1);
+    w.weight[i] = sf.weight;
+    w.cap[i] = sf.cap;
     const Hop* hops = sf.hops();
-    for (size_t h = 0; h < sf.nhops; ++h) {
-      w.sub_port.push_back(visit_port(hops[h].port));
-      w.sub_coef.push_back(hops[h].coef);
+    const size_t n = sf.nhops;
+    grow(w.sub_port, nhop + n);
+    grow(w.sub_coef, nhop + n);
+    uint32_t* const port_out = w.sub_port.data() + nhop;
+    double* const coef_out = w.sub_coef.data() + nhop;
+    for (size_t h = 0; h < n; ++h) {
+      port_out[h] = visit_port(hops[h].port);
+      coef_out[h] = hops[h].coef;
     }
-    w.sub_end.push_back(static_cast<uint32_t>(w.sub_port.size()));
-    return m.local;
+    nhop += n;
+    w.sub_end[i] = static_cast<uint32_t>(nhop);
+    return i;
   };
   for (const uint32_t s : seed_subs_)
     if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
@@ -139,9 +164,48 @@ void FlowNetwork::recompute() {
   seed_subs_.clear();
   seed_ports_.clear();
   // (every subflow in a port's list is active and has a path: blocked ones are not attached)
+  // The walk is bound by memory latency on a large component (subflow records and marks
+  // scattered over the heap, hops past kInlineHops in a vector of their own, port marks):
+  // what the entries a few places ahead in a port's list will read is fetched in stages
+  // while the current one is read: their marks and records (kAhead), the hops of those not
+  // yet visited (kAhead / 2), the marks of those hops' ports (kAhead / 4).
+  constexpr size_t kAhead = 8;
+  auto fetch_hops = [&](uint32_t t) {
+    if (sub_mark[t].mark == mark) return;
+    const Subflow& sf = subs_[t];
+    const char* hops = reinterpret_cast<const char*>(sf.hops());
+    const size_t bytes = sizeof(Hop) * sf.nhops;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(hops + b);
+  };
+  auto fetch_port_marks = [&](uint32_t t) {
+    if (sub_mark[t].mark == mark) return;
+    const Subflow& sf = subs_[t];
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) __builtin_prefetch(&port_mark[hops[h].port]);
+  };
+  size_t nentry = 0;  // entries of port_sub written
   for (size_t i = 0; i < comp_ports.size(); ++i) {
-    for (const auto& [s, h] : ports_[comp_ports[i]].subs) w.port_sub.push_back(visit_sub(s));
-    w.port_end.push_back(static_cast<uint32_t>(w.port_sub.size()));
+    const auto& list = ports_[comp_ports[i]].subs;
+    if (i + 2 < comp_ports.size()) __builtin_prefetch(&ports_[comp_ports[i + 2]]);
+    if (i + 1 < comp_ports.size()) __builtin_prefetch(ports_[comp_ports[i + 1]].subs.data());
+    const auto* const entries = list.data();
+    const size_t n = list.size();
+    grow(w.port_sub, nentry + n);
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kAhead < n) {
+        const uint32_t t = entries[k + kAhead].first;
+        __builtin_prefetch(&sub_mark[t]);
+        const char* rec = reinterpret_cast<const char*>(&subs_[t]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + offsetof(Subflow, spill));
+      }
+      if (k + kAhead / 2 < n) fetch_hops(entries[k + kAhead / 2].first);
+      if (k + kAhead / 4 < n) fetch_port_marks(entries[k + kAhead / 4].first);
+      const uint32_t local = visit_sub(entries[k].first);  // (may grow sub_port, not port_sub)
+      w.port_sub[nentry++] = local;
+    }
+    grow(w.port_end, i + 1);
+    w.port_end[i] = static_cast<uint32_t>(nentry);
   }
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
@@ -149,6 +213,7 @@ void FlowNetwork::recompute() {
   water_fill(comp_subs, comp_ports);
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
+    if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
     Subflow& sf = subs_[comp_subs[i]];
     const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
     if (bneck != sf.bneck) {
