@@ -84,24 +84,25 @@ void FluidNetwork::commit_lane(uint32_t l, SimTime to) {
   const size_t n = ln.ports.size();
   if (n == 0) return;
   Source& s = src_[ln.flow];
-  const double sent = std::min(ln.backlog, ln.dep[0] * scale);
+  Hop* const x = ln.hop.data();
+  const double sent = std::min(ln.backlog, x[0].dep * scale);
   ln.backlog -= sent;
   ports_[ln.ports[0]].bytes += sent;
   port_marks_[ln.ports[0]] += sent / static_cast<double>(mtu_) * ports_[ln.ports[0]].pm;
   for (size_t h = 1; h < n; ++h) {
-    const double d = ln.dep[h] * scale;
-    const double q = ln.q[h] + ln.arr[h] * scale - d;
-    ln.q[h] = q > 0 ? q : 0.0;
+    const double d = x[h].dep * scale;
+    const double q = x[h].q + x[h].arr * scale - d;
+    x[h].q = q > 0 ? q : 0.0;
     ports_[ln.ports[h]].bytes += d;
     port_marks_[ln.ports[h]] += d / static_cast<double>(mtu_) * ports_[ln.ports[h]].pm;
   }
-  const double got = ln.dep[n - 1] * scale;
+  const double got = x[n - 1].dep * scale;
   ln.delivered = std::min(ln.wire, ln.delivered + got);
   if (ln.wire - ln.delivered < tolerance(ln.wire)) {
     // all there but rounding (the sums of a few thousand steps' shares)
     ln.delivered = ln.wire;
     ln.backlog = 0;
-    std::fill(ln.q.begin(), ln.q.end(), 0.0);
+    for (Hop& y : ln.hop) y.q = 0.0;
   } else if (ln.backlog < tolerance(ln.wire)) {
     ln.backlog = 0;
   }
@@ -177,7 +178,7 @@ void FluidNetwork::rebuild_ports() {
     for (uint32_t h = 0; h < ln.ports.size(); ++h) {
       const uint32_t p = ln.ports[h];
       if (ports_[p].lanes.empty()) touched.push_back(p);
-      ports_[p].lanes.emplace_back(l, h);
+      ports_[p].lanes.push_back(Slot{&lanes_[l].hop[h], l, h});
       ports_[p].sources += h == 0;
       if (h + 1 < ln.ports.size()) edges.emplace_back(p, ln.ports[h + 1]);
     }
@@ -226,21 +227,21 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       Lane& ln = lanes_[l];
       ln.unmarked = 1;
       ln.fin = ln.fin0 = 0;
-      std::fill(ln.arr.begin(), ln.arr.end(), 0.0);
-      std::fill(ln.dep.begin(), ln.dep.end(), 0.0);
+      for (Hop& x : ln.hop) x.arr = x.dep = 0.0;
     }
   bool moved = false;
   std::vector<std::pair<double, uint32_t>>& offers = offers_;
   for (const uint32_t p : order_) {
     PortState& ps = ports_[p];
     const double budget = ps.paused ? 0.0 : ps.capacity * dt / kBitsPsPerByte;
-    double demand = 0;
+    double demand = 0, arrivals = 0;
     offers.clear();
-    for (const auto& [l, h] : ps.lanes) {
-      Lane& ln = lanes_[l];
+    for (const auto& [x, l, h] : ps.lanes) {
       if (h > 0) {
-        demand += ln.q[h] + ln.arr[h];
+        demand += x->q + x->arr;
+        arrivals += x->arr;
       } else {
+        const Lane& ln = lanes_[l];
         const Source& s = src_[ln.flow];
         const double rate_cap = s.rc * ln.frac * dt / kBitsPsPerByte;
         const double cap = by_rate ? (ln.backlog > 0 ? rate_cap : 0.0) : std::min(ln.backlog, rate_cap);
@@ -255,57 +256,50 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
     // arrivals stopped drains by its mark (FIFO order: an older chunk ahead of a newer one),
     // lanes still arriving share in proportion to their bytes. Lanes ahead first.
     const double pos = ps.bytes;
-    double arrivals = 0;
-    for (const auto& [l, h] : ps.lanes)
-      if (h > 0) arrivals += lanes_[l].arr[h];
     const double end = pos + ps.queued + arrivals;
     double used = 0;
     if (demand <= budget) {
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        if (ln.arr[h] > 0) ln.mark[h] = end;
-        ln.dep[h] = ln.q[h] + ln.arr[h];
-        used += ln.dep[h];
+        if (x->arr > 0) x->mark = end;
+        x->dep = x->q + x->arr;
+        used += x->dep;
       }
     } else {
       double ahead = 0, rest = 0;
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        const double d = ln.q[h] + ln.arr[h];
-        if (ln.arr[h] > 0) ln.mark[h] = end;
-        if (ln.arr[h] <= 0 && ln.mark[h] < end) {
-          ln.dep[h] = d * std::min(1.0, budget / std::max(ln.mark[h] - pos, 1e-9));
-          ahead += ln.dep[h];
+        const double d = x->q + x->arr;
+        if (x->arr > 0) x->mark = end;
+        if (x->arr <= 0 && x->mark < end) {
+          x->dep = d * std::min(1.0, budget / std::max(x->mark - pos, 1e-9));
+          ahead += x->dep;
         } else {
-          ln.dep[h] = -d;  // (a proportional one, set below)
+          x->dep = -d;  // (a proportional one, set below)
           rest += d;
         }
       }
       const double ahead_scale = ahead > budget ? budget / ahead : 1.0;
       const double rest_share = ahead >= budget || rest <= 0 ? 0.0 : std::min(1.0, (budget - ahead) / rest);
       double short_of = 0;  // bytes the lanes ahead still hold
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        if (ln.dep[h] < 0) {
-          ln.dep[h] = -ln.dep[h] * rest_share;
+        if (x->dep < 0) {
+          x->dep = -x->dep * rest_share;
         } else {
-          ln.dep[h] *= ahead_scale;
-          short_of += ln.q[h] + ln.arr[h] - ln.dep[h];
+          x->dep *= ahead_scale;
+          short_of += x->q + x->arr - x->dep;
         }
-        used += ln.dep[h];
+        used += x->dep;
       }
       if (used < budget && short_of > 0) {
         // (everything behind them went: what is left of the step drains them further)
         const double extra = std::min(1.0, (budget - used) / short_of);
-        for (const auto& [l, h] : ps.lanes) {
+        for (const auto& [x, l, h] : ps.lanes) {
           if (h == 0) continue;
-          Lane& ln = lanes_[l];
-          if (ln.arr[h] > 0 || ln.mark[h] >= end) continue;
-          const double more = (ln.q[h] + ln.arr[h] - ln.dep[h]) * extra;
-          ln.dep[h] += more;
+          if (x->arr > 0 || x->mark >= end) continue;
+          const double more = (x->q + x->arr - x->dep) * extra;
+          x->dep += more;
           used += more;
         }
       }
@@ -319,7 +313,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       for (const auto& [cap, l] : offers) {
         const double give = std::min(cap, left / static_cast<double>(k));
         if (give < cap && level == kInf) level = give;
-        lanes_[l].dep[0] = give;
+        lanes_[l].hop[0].dep = give;
         left -= give;
         used += give;
         --k;
@@ -329,7 +323,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       for (const auto& [cap, l] : offers) {
         Lane& ln = lanes_[l];
         const double pace = std::min(src_[ln.flow].rc * ln.frac * dt / kBitsPsPerByte, level);
-        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, ln.dep[0] / pace) : 1.0;
+        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, ln.hop[0].dep / pace) : 1.0;
       }
     }
     ps.use = budget > 0 ? std::min(1.0, used / budget) : 1.0;
@@ -338,20 +332,22 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
     // pace where the port keeps up, at the step's end where it does not (a FIFO interleaves)
     const bool saturated = demand > budget;
     const double ahead = budget > 0 ? std::min(1.0, ps.queued / budget) : 1.0;
-    for (const auto& [l, h] : ps.lanes) {
+    const double unmarked = 1.0 - ps.pm;
+    for (const auto& [x, l, h] : ps.lanes) {
+      const double d = x->dep;
+      if (h == 0 && d <= 0) continue;
       Lane& ln = lanes_[l];
-      const double d = ln.dep[h];
       if (h > 0) {
         double fin = ahead;
         if (saturated) {
-          const double all = ln.q[h] + ln.arr[h];
-          fin = d >= all - kEps ? std::min(1.0, std::max(0.0, ln.mark[h] - pos) / budget) : 1.0;
+          const double all = x->q + x->arr;
+          fin = d >= all - kEps ? std::min(1.0, std::max(0.0, x->mark - pos) / budget) : 1.0;
         }
         ln.fin = std::max(ln.fin, fin);
       }
       if (d <= 0) continue;
-      ln.unmarked *= 1.0 - ps.pm;
-      if (h + 1 < ln.ports.size()) ln.arr[h + 1] += d;
+      ln.unmarked *= unmarked;
+      if (h + 1 < ln.hop.size()) x[1].arr += d;
     }
   }
   return moved;
@@ -381,10 +377,11 @@ void FluidNetwork::plan() {
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
-      for (size_t h = 0; h < ln.ports.size(); ++h) {
-        if (h == 0 || ln.q[h] <= 0) continue;
-        ports_[ln.ports[h]].queued += ln.q[h];
-        ports_[ln.ports[h - 1]].ingress += ln.q[h];
+      for (size_t h = 1; h < ln.ports.size(); ++h) {
+        const double q = ln.hop[h].q;
+        if (q <= 0) continue;
+        ports_[ln.ports[h]].queued += q;
+        ports_[ln.ports[h - 1]].ingress += q;
       }
     }
   bool any_paused = false, any_queued = false;
@@ -418,7 +415,7 @@ void FluidNetwork::plan() {
       for (const uint32_t l : s.lanes) {
         const Lane& ln = lanes_[l];
         for (size_t h = 1; h < ln.ports.size(); ++h)
-          if (std::abs(ln.arr[h] - ln.dep[h]) > kEps * (1.0 + ln.arr[h])) return false;
+          if (std::abs(ln.hop[h].arr - ln.hop[h].dep) > kEps * (1.0 + ln.hop[h].arr)) return false;
       }
     }
     return true;
@@ -463,11 +460,11 @@ void FluidNetwork::plan() {
         continue;
       }
       backlog += ln.backlog;
-      sent += ln.dep[0] * span;
+      sent += ln.hop[0].dep * span;
       const double u = ln.wire - ln.delivered;
       undelivered += u;
       if (u <= tolerance(ln.wire)) continue;
-      if (ln.dep.back() * span < u - tolerance(ln.wire)) {
+      if (ln.hop.back().dep * span < u - tolerance(ln.wire)) {
         delivers = false;
         continue;
       }
@@ -532,7 +529,7 @@ void FluidNetwork::attach_lane(uint32_t l) {
   if (ln.blocked) return;
   for (uint32_t h = 0; h < ln.ports.size(); ++h) {
     PortState& ps = ports_[ln.ports[h]];
-    ps.lanes.emplace_back(l, h);
+    ps.lanes.push_back(Slot{&lanes_[l].hop[h], l, h});
     ps.sources += h == 0;
   }
 }
@@ -542,9 +539,10 @@ void FluidNetwork::detach_lane(uint32_t l) {
   if (ln.blocked) return;
   for (uint32_t h = 0; h < ln.ports.size(); ++h) {
     PortState& ps = ports_[ln.ports[h]];
-    ps.load -= ln.dep[h];
+    ps.load -= ln.hop[h].dep;
     auto& list = ps.lanes;
-    const auto it = std::find(list.begin(), list.end(), std::make_pair(l, h));
+    const auto it =
+        std::find_if(list.begin(), list.end(), [&](const Slot& e) { return e.lane == l && e.hop == h; });
     if (it != list.end()) {
       *it = list.back();
       list.pop_back();
@@ -569,7 +567,7 @@ void FluidNetwork::enter_quiet() {
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
       ln.t = now;
-      for (size_t h = 0; h < ln.ports.size(); ++h) ports_[ln.ports[h]].load += ln.dep[h];
+      for (size_t h = 0; h < ln.ports.size(); ++h) ports_[ln.ports[h]].load += ln.hop[h].dep;
     }
   for (const uint32_t f : active_) {
     Source& s = src_[f];
@@ -600,8 +598,8 @@ void FluidNetwork::schedule_lane_end(uint32_t f) {
     const Lane& ln = lanes_[l];
     if (ln.backlog <= tolerance(ln.wire)) continue;
     left = true;  // (a blocked lane waits for a topology change: no event)
-    if (!ln.blocked && ln.dep[0] > 0)
-      first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.dep[0] * dt);
+    if (!ln.blocked && ln.hop[0].dep > 0)
+      first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.hop[0].dep * dt);
   }
   const SimTime now = eng_.now();
   if (!left) {
@@ -629,7 +627,7 @@ void FluidNetwork::lane_end(uint32_t f) {
     }
     if (ln.backlog <= tolerance(ln.wire)) {
       ln.backlog = 0;
-      if (ln.dep[0] > 0) work.push_back(ln.ports[0]);
+      if (ln.hop[0].dep > 0) work.push_back(ln.ports[0]);
     } else {
       all = false;
     }
@@ -669,12 +667,12 @@ bool FluidNetwork::refill(std::vector<uint32_t> work) {
     counters_.lane_hops += ps.lanes.size();
     double relayed = 0;
     offers.clear();
-    for (const auto& [l, h] : ps.lanes) {
-      Lane& ln = lanes_[l];
+    for (const auto& [x, l, h] : ps.lanes) {
       if (h > 0) {
-        relayed += ln.dep[h];
+        relayed += x->dep;
         continue;
       }
+      Lane& ln = lanes_[l];
       commit_lane(l, now);
       const Source& s = src_[ln.flow];
       offers.emplace_back(ln.backlog > tolerance(ln.wire) ? s.rc * ln.frac * dt / kBitsPsPerByte : 0.0, l);
@@ -689,14 +687,14 @@ bool FluidNetwork::refill(std::vector<uint32_t> work) {
       left -= give;
       --k;
       Lane& ln = lanes_[l];
-      const double old = ln.dep[0];
+      const double old = ln.hop[0].dep;
       if (std::abs(give - old) <= 1e-12 * std::max(give, old)) continue;
       changed.push_back(ln.flow);
       for (size_t h = 0; h < ln.ports.size(); ++h) {
         PortState& q = ports_[ln.ports[h]];
-        q.load += give - ln.dep[h];
-        ln.dep[h] = give;
-        ln.arr[h] = h > 0 ? give : 0.0;
+        q.load += give - ln.hop[h].dep;
+        ln.hop[h].dep = give;
+        ln.hop[h].arr = h > 0 ? give : 0.0;
         if (h == 0) continue;
         if (q.sources > 0) {
           work.push_back(ln.ports[h]);  // a relay's NIC: its own flows' shares change

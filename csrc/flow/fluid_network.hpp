@@ -165,6 +165,19 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   /// Bytes of a lane of `wire` bytes left to deliver that are rounding, not bytes.
   static double tolerance(double wire) { return kEps + 1e-9 * wire; }
 
+  /// A lane's state at one hop, together (the step visits them port by port).
+  struct Hop {
+    double q = 0;     ///< bytes queued there
+    double arr = 0;   ///< plan: bytes reaching the hop during the plan's step
+    double dep = 0;   ///< plan: bytes leaving it
+    double mark = 0;  ///< the port's stream position its last byte arrived at (FIFO order)
+  };
+  /// A (lane, hop) crossing a port, with the hop's state (stable while the lane lives: a
+  /// lane's hops are allocated once, and port lists are rebuilt when lanes change).
+  struct Slot {
+    Hop* x;
+    uint32_t lane, hop;
+  };
   /// One path of a flow: its share of the flow's bytes and, per hop, the bytes queued at
   /// that hop's port (hop 0: unused, the source holds its bytes), with the plan's amounts.
   struct Lane {
@@ -179,10 +192,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     SimTime t = 0;             ///< committed up to
     double fin0 = 0, fin = 0;  ///< plan: when in the step its last byte left the source, the last hop
     std::vector<uint32_t> ports;
-    std::vector<double> q;     ///< per hop: bytes queued there
-    std::vector<double> arr;   ///< plan: bytes reaching the hop during the plan's step
-    std::vector<double> dep;   ///< plan: bytes leaving it
-    std::vector<double> mark;  ///< per hop: the port's stream position its last byte arrived at (FIFO order)
+    std::vector<Hop> hop;  ///< per hop (hop 0: the source; its q and mark unused)
   };
   /// Per flow slot: the source's DCQCN state and the flow's progress events.
   struct Source {
@@ -215,7 +225,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     bool pause_sent = false;    ///< its peer's last decision: PAUSE (true) or RESUME
     SimTime flip_at = 0;        ///< when that decision reaches it
     SimTime reaction = 0;       ///< PFC's reaction time on it: 2 x propagation + the peer's latency
-    std::vector<std::pair<uint32_t, uint32_t>> lanes;  ///< (lane, hop) crossing it
+    std::vector<Slot> lanes;    ///< (lane, hop) crossing it
   };
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
