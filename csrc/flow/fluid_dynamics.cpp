@@ -169,34 +169,57 @@ void FluidNetwork::rebuild_ports() {
       ports_[p].sources = 0;
     }
   order_.clear();
-  std::vector<uint32_t> touched;
-  if (indeg_.size() < ports_.size()) indeg_.assign(ports_.size(), 0);
-  std::vector<std::pair<uint32_t, uint32_t>> edges;
+  std::vector<uint32_t>& touched = touched_;
+  touched.clear();
+  if (indeg_.size() < ports_.size()) {
+    indeg_.assign(ports_.size(), 0);
+    local_.assign(ports_.size(), 0);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>>& edges = edges_;  // (port, next port), one per lane-hop
+  edges.clear();
   for (uint32_t l = 0; l < lanes_.size(); ++l) {
-    const Lane& ln = lanes_[l];
+    Lane& ln = lanes_[l];
     if (!ln.live || ln.blocked) continue;
     for (uint32_t h = 0; h < ln.ports.size(); ++h) {
       const uint32_t p = ln.ports[h];
       if (ports_[p].lanes.empty()) touched.push_back(p);
-      ports_[p].lanes.push_back(Slot{&lanes_[l].hop[h], l, h});
+      ports_[p].lanes.push_back(Slot{&ln.hop[h], l, h});
       ports_[p].sources += h == 0;
       if (h + 1 < ln.ports.size()) edges.emplace_back(p, ln.ports[h + 1]);
     }
   }
-  std::sort(edges.begin(), edges.end());
-  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
   std::sort(touched.begin(), touched.end());
-  for (const auto& e : edges) ++indeg_[e.second];
-  // adjacency: edges are sorted by source; index each port's first edge
+  const size_t n = touched.size();
+  for (size_t i = 0; i < n; ++i) local_[touched[i]] = static_cast<uint32_t>(i);
+  // adjacency (CSR by port, each port's next ports ascending and distinct)
+  std::vector<uint32_t>& first = adj_first_;
+  std::vector<uint32_t>& adj = adj_;
+  first.assign(n + 1, 0);
+  for (const auto& e : edges) ++first[local_[e.first] + 1];
+  for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  adj.resize(edges.size());
+  {
+    std::vector<uint32_t>& fill = adj_fill_;
+    fill.assign(first.begin(), first.end() - 1);
+    for (const auto& e : edges) adj[fill[local_[e.first]]++] = e.second;
+    uint32_t out = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto b = adj.begin() + first[i], e = adj.begin() + first[i + 1];
+      std::sort(b, e);
+      const auto u = std::unique(b, e);
+      first[i] = out;
+      for (auto it = b; it != u; ++it) adj[out++] = *it;
+    }
+    first[n] = out;
+    // (first[i] is now where port i's list starts; it ends where port i + 1's starts)
+  }
+  for (uint32_t k = 0; k < first[n]; ++k) ++indeg_[adj[k]];
   std::vector<uint32_t> ready;
   for (const uint32_t p : touched)
     if (indeg_[p] == 0) ready.push_back(p);
-  std::vector<uint8_t> done(touched.size(), 0);
-  auto local = [&](uint32_t p) {
-    return static_cast<size_t>(std::lower_bound(touched.begin(), touched.end(), p) - touched.begin());
-  };
+  std::vector<uint8_t> done(n, 0);
   size_t head = 0, scan = 0;
-  while (order_.size() < touched.size()) {
+  while (order_.size() < n) {
     if (head == ready.size()) {
       // a cycle: take the lowest port not yet ordered
       while (done[scan]) ++scan;
@@ -204,14 +227,13 @@ void FluidNetwork::rebuild_ports() {
       indeg_[touched[scan]] = 0;
     }
     const uint32_t p = ready[head++];
-    const size_t i = local(p);
+    const size_t i = local_[p];
     if (done[i]) continue;
     done[i] = 1;
     order_.push_back(p);
-    auto it = std::lower_bound(edges.begin(), edges.end(), std::make_pair(p, uint32_t{0}));
-    for (; it != edges.end() && it->first == p; ++it) {
-      const uint32_t q = it->second;
-      if (indeg_[q] > 0 && --indeg_[q] == 0 && !done[local(q)]) ready.push_back(q);
+    for (uint32_t k = first[i]; k < first[i + 1]; ++k) {
+      const uint32_t q = adj[k];
+      if (indeg_[q] > 0 && --indeg_[q] == 0 && !done[local_[q]]) ready.push_back(q);
     }
   }
   for (const uint32_t p : touched) indeg_[p] = 0;

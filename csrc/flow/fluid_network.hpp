@@ -305,7 +305,9 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   SimTime step_end_ = -1;    ///< the end of the step in progress (the steps' grid)
   SimTime quiet_since_ = 0;
   std::vector<uint32_t> refill_flows_;
-  std::vector<uint32_t> indeg_;
+  std::vector<uint32_t> indeg_, local_;  ///< rebuild_ports' scratch, per port
+  std::vector<uint32_t> touched_, adj_first_, adj_, adj_fill_;
+  std::vector<std::pair<uint32_t, uint32_t>> edges_;
   std::vector<std::pair<double, uint32_t>> offers_;
   std::vector<Bytes> link_buffer_;
   std::vector<uint8_t> link_lossy_;
