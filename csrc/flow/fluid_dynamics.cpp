@@ -349,6 +349,8 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       }
     }
     ps.use = budget > 0 ? std::min(1.0, used / budget) : 1.0;
+    ps.tail = end;
+    ps.seq = plan_seq_;
     moved |= used > 0;
     // when in the step each lane's last byte here left: behind the queue, at its arrivals'
     // pace where the port keeps up, at the step's end where it does not (a FIFO interleaves)
@@ -427,6 +429,7 @@ void FluidNetwork::plan() {
     max_queued_[p] = std::max(max_queued_[p], ps.queued);
     ps.pm = mark_prob(ps);
   }
+  ++plan_seq_;
   bool moved = sweep(dt, false);
   // quiescence: nothing queued, paused, throttled or held back: the rates hold until a flow
   // finishes sending (or a flow starts, which replans)
@@ -523,6 +526,15 @@ void FluidNetwork::plan() {
 // ---- quiescence, event by event ----
 
 void FluidNetwork::begin_flow(uint32_t f) {
+  const SimTime now = eng_.now();
+  if (!quiet_ && stepping_ && planned_ && step_end_ > now && plan_at_ == step_end_) {
+    // inside a step whose plan stands (no replan pending)
+    start_flow(f);
+    if (join_step(f)) return;
+    commit();
+    request_plan();
+    return;
+  }
   if (!quiet_) {
     commit();
     start_flow(f);
@@ -544,6 +556,94 @@ void FluidNetwork::begin_flow(uint32_t f) {
     return;
   }
   (void)blocked;  // (a blocked lane waits for a topology change, as in the steps)
+}
+
+bool FluidNetwork::join_step(uint32_t f) {
+  // The flow's lanes, hop by hop, take what the plan left of each port for the rest of the
+  // step (its plan's work spread evenly over the step), where that passes every byte they
+  // offer at every hop and no port on their paths holds a queue: then no port the other
+  // lanes cross saturates, and their plans are what a new plan would give them. Else
+  // (false) the step is planned again.
+  const SimTime now = eng_.now();
+  const double rest = static_cast<double>(step_end_ - now);
+  const double per = static_cast<double>(plan_step_) / rest;  // (rest's amounts to the plan's)
+  Source& s = src_[f];
+  auto left_of = [&](const PortState& ps) {
+    if (ps.paused) return 0.0;
+    const double use = ps.seq == plan_seq_ ? ps.use : 0.0;  // (not visited: nothing crosses it)
+    return ps.capacity * rest / kBitsPsPerByte * (1.0 - use);
+  };
+  for (const uint32_t l : s.lanes)
+    if (lanes_[l].blocked) return false;
+  for (const uint32_t l : s.lanes) {
+    const Lane& ln = lanes_[l];
+    const double offer = std::min(ln.backlog, s.rc * ln.frac * rest / kBitsPsPerByte);
+    for (const uint32_t p : ln.ports) {
+      const PortState& ps = ports_[p];
+      if (ps.seq == plan_seq_ && ps.queued > kQueuedEps) return false;
+      if (left_of(ps) * (1 + 1e-9) < offer) return false;
+    }
+  }
+  double backlog = 0, sent = 0, sent_frac = 0, done_frac = 0;
+  bool delivers = true;
+  for (const uint32_t l : s.lanes) {
+    Lane& ln = lanes_[l];
+    backlog += ln.backlog;
+    ln.t = now;
+    ln.unmarked = 1;
+    ln.fin = ln.fin0 = 0;
+    double carry = 0;  // bytes reaching the hop in the rest of the step
+    const size_t n = ln.ports.size();
+    counters_.lane_hops += n;
+    for (size_t h = 0; h < n; ++h) {
+      PortState& ps = ports_[ln.ports[h]];
+      const double left = left_of(ps);
+      if (ps.seq != plan_seq_) {
+        ps.seq = plan_seq_;
+        ps.use = 0;
+        ps.queued = 0;
+        ps.tail = ps.bytes;
+        ps.pm = mark_prob(ps);
+      }
+      double d;
+      if (h == 0) {
+        const double pace = std::min(s.rc * ln.frac * rest / kBitsPsPerByte, left);
+        d = std::min(ln.backlog, pace);
+        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, d / pace) : 1.0;
+      } else {
+        d = std::min(carry, left);
+        ln.hop[h].arr = carry * per;
+        if (carry > 0) {
+          ps.tail += carry;
+          ln.hop[h].mark = ps.tail;
+        }
+      }
+      ln.hop[h].dep = d * per;
+      const double full = ps.capacity * static_cast<double>(plan_step_) / kBitsPsPerByte;
+      if (full > 0) ps.use = std::min(1.0, ps.use + d / full);
+      if (d > 0) ln.unmarked *= 1.0 - ps.pm;
+      carry = d;
+    }
+    sent += ln.hop[0].dep / per;
+    if (carry < ln.wire - ln.delivered - tolerance(ln.wire)) {
+      delivers = false;
+    } else {
+      done_frac = std::max(done_frac, ln.fin);
+    }
+    if (ln.backlog > tolerance(ln.wire)) sent_frac = std::max(sent_frac, ln.fin0);
+  }
+  // its progress events, as plan()'s
+  const double tol = tolerance(s.wire);
+  if (backlog <= tol || sent >= backlog - tol) {
+    s.sent_at = now + static_cast<SimTime>(std::ceil(sent_frac * rest));
+    eng_.schedule(s.sent_at, f, kind_base_ + kSent);
+    if (delivers) {
+      const SimTime last = now + static_cast<SimTime>(std::ceil(std::min(1.0, done_frac) * rest));
+      s.done_at = std::max(last, s.sent_at) + s.delay;
+      eng_.schedule(s.done_at, f, kind_base_ + kDone);
+    }
+  }
+  return true;
 }
 
 void FluidNetwork::attach_lane(uint32_t l) {

@@ -219,6 +219,8 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     double queued = 0;          ///< plan: bytes queued at it
     double pm = 0;              ///< plan: ECN marking probability of what leaves it
     double use = 0;             ///< plan: share of the step it is busy
+    double tail = 0;            ///< plan: its stream position at the step's end (FIFO marks)
+    uint64_t seq = 0;           ///< the plan that last visited it (use, tail, pm, queued)
     double load = 0;            ///< quiescent: bytes per step crossing it
     uint32_t sources = 0;       ///< lanes starting at it (a NIC's flows)
     bool paused = false;        ///< PFC holds it now
@@ -234,6 +236,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   void start_flow(uint32_t f);
   /// A flow starts now: locally while quiescent, else at a new step.
   void begin_flow(uint32_t f);
+  /// A flow starting inside a step, where what the step's plan left of every port on its
+  /// paths passes all it offers: it takes that for the rest of the step and the other lanes'
+  /// plans stand (false: it does not fit, plan the step again).
+  bool join_step(uint32_t f);
   void add_lanes(uint32_t f, double bytes_left);
   void drop_lanes(uint32_t f);
   uint32_t new_lane();
@@ -297,6 +303,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   // the plan in force: from plan_t_ for plan_len_ ps, the lanes' amounts (arr, dep) are per
   // plan_step_ ps (the step they were computed for; a quiescent plan holds them longer)
   SimTime plan_t_ = 0, plan_len_ = 0, plan_step_ = 1, plan_at_ = -1;
+  uint64_t plan_seq_ = 0;  ///< plans made (PortState::seq)
   bool planned_ = false, plan_pending_ = false;
   SimTime idle_since_ = -1;  ///< stepping without moving a byte since (stall detection)
   SimTime committed_ = -1;   ///< the last commit's time
