@@ -19,6 +19,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 /// Stepping that moves no byte for this long with bytes queued stops (a PFC deadlock): the
 /// flows stay unfinished, as the packet engine's would.
 constexpr SimTime kStallPs = 1'000'000'000;  // 1 ms
+/// A flow joining a step mid-way queues at a saturated port on its path (true) or has the
+/// step planned again (false).
+constexpr bool kJoinQueues = true;
 }  // namespace
 
 // ---- DCQCN (roce.cpp, on expected values) ----
@@ -237,6 +240,7 @@ void FluidNetwork::rebuild_ports() {
     }
   }
   for (const uint32_t p : touched) indeg_[p] = 0;
+  joined_.clear();
   ports_dirty_ = false;
 }
 
@@ -575,13 +579,121 @@ bool FluidNetwork::join_step(uint32_t f) {
   };
   for (const uint32_t l : s.lanes)
     if (lanes_[l].blocked) return false;
+  auto saturated = [&](const PortState& ps) {
+    return ps.paused || (ps.seq == plan_seq_ && (ps.queued > kQueuedEps || ps.use >= 1.0 - 1e-9));
+  };
+  std::vector<std::pair<uint32_t, double>>& cuts = join_cuts_;    // (lane, bytes it gives up)
+  std::vector<std::pair<uint32_t, double>>& freed = join_freed_;  // (port, bytes freed)
+  cuts.clear();
+  freed.clear();
+  if (s.lanes.size() == 1) {
+    // Its NIC busy with its own flows: they share it max-min with the new one for the rest
+    // of the step, as a new plan would; each gives up its excess where it passes through
+    // (up to its first saturated port, whose queue takes the difference).
+    Lane& ln = lanes_[s.lanes[0]];
+    const uint32_t p0 = ln.ports[0];
+    PortState& nic = ports_[p0];
+    const double offer = std::min(ln.backlog, s.rc * ln.frac * rest / kBitsPsPerByte);
+    if (left_of(nic) * (1 + 1e-9) < offer && nic.seq == plan_seq_ && !nic.paused && nic.capacity > 0) {
+      std::vector<uint32_t>& own = join_own_;
+      own.clear();
+      for (const Slot& e : nic.lanes)
+        if (e.hop == 0) own.push_back(e.lane);
+      for (const uint32_t l : joined_) own.push_back(l);
+      std::sort(own.begin(), own.end());
+      own.erase(std::unique(own.begin(), own.end()), own.end());
+      std::vector<std::pair<double, uint32_t>>& caps = offers_;
+      caps.clear();
+      const double budget = nic.capacity * rest / kBitsPsPerByte;
+      double mine = 0;
+      for (const uint32_t l : own) {
+        Lane& o = lanes_[l];
+        if (!o.live || o.blocked || o.ports.empty() || o.ports[0] != p0 || o.flow == f) continue;
+        commit_lane(l, now);
+        if (o.backlog <= tolerance(o.wire)) continue;  // (all sent: not the NIC's any more)
+        const double r = o.hop[0].dep / per;
+        mine += r;
+        caps.emplace_back(std::min(r, std::min(o.backlog, src_[o.flow].rc * o.frac * rest / kBitsPsPerByte)),
+                          l);
+      }
+      const double relayed = std::max(0.0, budget * nic.use - mine);
+      double avail = std::max(0.0, budget - relayed);
+      caps.emplace_back(offer, kNone);
+      std::sort(caps.begin(), caps.end());
+      size_t k = caps.size();
+      for (const auto& [cap, l] : caps) {
+        const double give = std::min(cap, avail / static_cast<double>(k));
+        avail -= give;
+        --k;
+        if (l == kNone) continue;
+        const double r = lanes_[l].hop[0].dep / per;
+        if (r - give > kEps) cuts.emplace_back(l, r - give);
+      }
+      for (const auto& [l, d] : cuts) {
+        const Lane& o = lanes_[l];
+        double x = d * per;  // (per plan step)
+        freed.emplace_back(p0, d);
+        for (size_t h = 1; h < o.ports.size() && x > 0; ++h) {
+          // what leaves hop h: at most its queue and what still reaches it
+          const Hop& y = o.hop[h];
+          x = y.dep - std::min(y.dep, y.q * per + std::max(0.0, y.arr - x));
+          if (x > 0) freed.emplace_back(o.ports[h], x / per);
+        }
+      }
+    }
+  }
+  auto freed_at = [&](uint32_t p) {
+    double x = 0;
+    for (const auto& [q, d] : freed)
+      if (q == p) x += d;
+    return x;
+  };
   for (const uint32_t l : s.lanes) {
     const Lane& ln = lanes_[l];
-    const double offer = std::min(ln.backlog, s.rc * ln.frac * rest / kBitsPsPerByte);
-    for (const uint32_t p : ln.ports) {
-      const PortState& ps = ports_[p];
-      if (ps.seq == plan_seq_ && ps.queued > kQueuedEps) return false;
-      if (left_of(ps) * (1 + 1e-9) < offer) return false;
+    double carry = std::min(ln.backlog, s.rc * ln.frac * rest / kBitsPsPerByte);
+    for (size_t h = 0; h < ln.ports.size(); ++h) {
+      const PortState& ps = ports_[ln.ports[h]];
+      const double left = left_of(ps) + freed_at(ln.ports[h]);
+      if (left * (1 + 1e-9) >= carry && !(ps.seq == plan_seq_ && ps.queued > kQueuedEps)) continue;
+      if (h == 0 && cuts.empty()) return false;  // (busy with relays: plan again)
+      if (h > 0 && (!kJoinQueues || !saturated(ps))) return false;
+      carry = std::min(carry, std::max(0.0, left));
+    }
+  }
+  // the cuts: each lane's excess off its NIC share, and off every port it passes through
+  for (const auto& [l, d] : cuts) {
+    Lane& o = lanes_[l];
+    double x = d * per;  // (per plan step) what the hop gets less of, then sends less of
+    bool through = true;
+    for (size_t h = 0; h < o.ports.size() && x > 0; ++h) {
+      PortState& ps = ports_[o.ports[h]];
+      Hop& y = o.hop[h];
+      if (h > 0) {
+        // what leaves hop h: at most its queue and what still reaches it
+        y.arr = std::max(0.0, y.arr - x);
+        const double dep = std::min(y.dep, y.q * per + y.arr);
+        x = y.dep - dep;
+        y.dep = dep;
+        if (y.q > kQueuedEps || h + 1 < o.ports.size() && x <= 0) through = false;
+      } else {
+        y.dep = std::max(0.0, y.dep - x);
+      }
+      const double room = ps.capacity * rest / kBitsPsPerByte;
+      if (room > 0) ps.use = std::max(0.0, ps.use - x / per / room);
+    }
+    // its progress events, at its new pace (a flow of one lane: cuts are only those)
+    Source& so = src_[o.flow];
+    if (so.sent) continue;
+    so.sent_at = -1;
+    if (!so.delivered) so.done_at = -1;
+    const double r = o.hop[0].dep / per;
+    if (r > 0 && o.backlog <= r * (1 + 1e-9)) {
+      so.sent_at = now + static_cast<SimTime>(std::ceil(std::min(1.0, o.backlog / r) * rest));
+      eng_.schedule(so.sent_at, o.flow, kind_base_ + kSent);
+      if (through && !so.delivered) {
+        so.done_at = so.sent_at + so.delay;
+        eng_.schedule(so.done_at, o.flow, kind_base_ + kDone);
+      }
     }
   }
   double backlog = 0, sent = 0, sent_frac = 0, done_frac = 0;
@@ -619,8 +731,8 @@ bool FluidNetwork::join_step(uint32_t f) {
         }
       }
       ln.hop[h].dep = d * per;
-      const double full = ps.capacity * static_cast<double>(plan_step_) / kBitsPsPerByte;
-      if (full > 0) ps.use = std::min(1.0, ps.use + d / full);
+      const double room = ps.capacity * rest / kBitsPsPerByte;  // (use: of the rest, from now)
+      if (room > 0) ps.use = std::min(1.0, ps.use + d / room);
       if (d > 0) ln.unmarked *= 1.0 - ps.pm;
       carry = d;
     }
@@ -631,6 +743,7 @@ bool FluidNetwork::join_step(uint32_t f) {
       done_frac = std::max(done_frac, ln.fin);
     }
     if (ln.backlog > tolerance(ln.wire)) sent_frac = std::max(sent_frac, ln.fin0);
+    joined_.push_back(l);
   }
   // its progress events, as plan()'s
   const double tol = tolerance(s.wire);

@@ -303,7 +303,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   // the plan in force: from plan_t_ for plan_len_ ps, the lanes' amounts (arr, dep) are per
   // plan_step_ ps (the step they were computed for; a quiescent plan holds them longer)
   SimTime plan_t_ = 0, plan_len_ = 0, plan_step_ = 1, plan_at_ = -1;
-  uint64_t plan_seq_ = 0;  ///< plans made (PortState::seq)
+  uint64_t plan_seq_ = 0;         ///< plans made (PortState::seq)
+  std::vector<uint32_t> joined_;  ///< lanes that joined a step since the port lists were built
+  std::vector<uint32_t> join_own_;
+  std::vector<std::pair<uint32_t, double>> join_cuts_, join_freed_;
   bool planned_ = false, plan_pending_ = false;
   SimTime idle_since_ = -1;  ///< stepping without moving a byte since (stall detection)
   SimTime committed_ = -1;   ///< the last commit's time
