@@ -34,6 +34,10 @@
 //    in a step leaves it, the rates hold: the model goes event by event (a flow starting or
 //    finishing sending refills its NIC's shares and the relays' its lanes cross) until a port
 //    is oversubscribed, then steps again;
+//  * a flow starting inside a step joins it without a new plan where it fits: its lanes take
+//    what the plan left of their ports for the rest of the step (a busy NIC shared max-min with
+//    its own flows, which give up their excess downstream to the first queue covering it); a
+//    saturated port queues them until the next step; else the step is planned again;
 //  * a flow is done when its last byte is delivered plus the max-min mode's delivery delay
 //    (Forwarding::lone_delay_ps: propagation, node latencies, store-and-forward).
 // Not modelled: DCTCP (the mode needs transport "roce"), drops and the lossy long links of
