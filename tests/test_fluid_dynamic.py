@@ -312,3 +312,31 @@ def test_a_flow_starting_mid_step_on_a_busy_nic_shares_it(ft128):
         live = led["wire"] > 0
         total = led["backlog"] + led["queued"] + led["delivered"]
         np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+
+
+def test_sprayed_flows_joining_steps_conserve_bytes(ft128):
+    # Per-packet spraying: each flow has several lanes (paths). GPU 1 starts a flow every
+    # 1.3 us (mid-step: they join steps, sharing its NIC) beside an incast that keeps the
+    # model stepping. Bytes are conserved per flow mid-run and every flow ends no earlier
+    # than its share of GPU 1's NIC allows.
+    isl = incast(size=1 << 20)
+    n = 8
+    start = (np.arange(n) * 1.3 * US).astype(np.int64)
+    both = rf.Flows(
+        np.r_[isl.src, np.ones(n, dtype=np.int64)],
+        np.r_[isl.dst, 64 + np.arange(n) * 8],
+        np.r_[isl.size_bytes, np.full(n, 512 << 10)],
+        start_ps=np.r_[isl.start_ps, start],
+    )
+    sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="packet")
+    for t in ("3.1us", "7.7us", "20us", "60us"):
+        sim.run(t)
+        led = sim.engine.ledger()
+        live = led["wire"] > 0
+        total = led["backlog"] + led["queued"] + led["delivered"]
+        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+    sim.run()
+    res = sim.results()
+    assert res.complete and res.run["lanes"] > len(both.src)  # (sprayed: several lanes a flow)
+    end = res.flows["end_ps"].to_numpy()[len(isl.src) :]
+    assert end.max() >= n * wire(512 << 10) * 8 * 10**12 / 200e9

@@ -170,13 +170,13 @@ bool FluidNetwork::join_step(uint32_t f) {
       const double room = ps.capacity * rest / kBitsPsPerByte;
       if (room > 0) ps.use = std::max(0.0, ps.use - x / per / room);
     }
-    // its progress events, at its new pace (a flow of one lane: cuts are only those)
+    // its progress events, at its new pace (a flow of several lanes: at the next plan)
     Source& so = src_[o.flow];
     if (so.sent) continue;
     so.sent_at = -1;
     if (!so.delivered) so.done_at = -1;
     const double r = o.hop[0].dep / per;
-    if (r > 0 && o.backlog <= r * (1 + 1e-9)) {
+    if (so.lanes.size() == 1 && r > 0 && o.backlog <= r * (1 + 1e-9)) {
       so.sent_at = now + static_cast<SimTime>(std::ceil(std::min(1.0, o.backlog / r) * rest));
       eng_.schedule(so.sent_at, o.flow, kind_base_ + kSent);
       if (through && !so.delivered) {
