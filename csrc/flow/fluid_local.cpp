@@ -53,10 +53,13 @@ void FluidNetwork::begin_flow(uint32_t f) {
 
 bool FluidNetwork::join_step(uint32_t f) {
   // The flow's lanes, hop by hop, take what the plan left of each port for the rest of the
-  // step (its plan's work spread evenly over the step), where that passes every byte they
-  // offer at every hop and no port on their paths holds a queue: then no port the other
-  // lanes cross saturates, and their plans are what a new plan would give them. Else
-  // (false) the step is planned again.
+  // step (its plan's work spread evenly over the step). Where that passes every byte they
+  // offer, no port the other lanes cross saturates: their plans are what a new plan would
+  // give them, and stand. A NIC taken by its own flows is shared max-min with the new one
+  // (below). At a saturated port (paused, queued or fully used) the new bytes wait in its
+  // queue for the next step. Anything else (a NIC busy with relayed frames, a port the new
+  // lane would oversubscribe that no queue holds, a lane without a path): false, and the
+  // step is planned again.
   const SimTime now = eng_.now();
   const double rest = static_cast<double>(step_end_ - now);
   const double per = static_cast<double>(plan_step_) / rest;  // (rest's amounts to the plan's)
