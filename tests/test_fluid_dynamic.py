@@ -249,3 +249,96 @@ def test_a_circuit_change_mid_flow_costs_exactly_the_dark_time(dark_us):
     res = sim.results()
     assert res.complete and res.run["reroutes"] == 2
     assert abs(res.fct_ps[0] - base - dark_us * US) <= 2
+
+
+def test_flows_starting_mid_step_beside_a_congested_island(ft128):
+    # An incast keeps the model stepping (the congested island); small flows start between
+    # step boundaries on idle ports elsewhere (NVLink inside server 9). Each joins the step in force with what it
+    # leaves of the ports (no new plan): the island's flows are bit-identical with and
+    # without them, the plans the same, and each small flow takes its lone (max-min) time.
+    isl = incast(size=1 << 20)
+    n = 6
+    small_src = np.arange(72, 72 + n)
+    small = rf.Flows(
+        small_src, small_src + 1, 256 << 10, start_ps=((np.arange(n) * 3.3 + 5.1) * US).astype(np.int64)
+    )
+    both = rf.Flows(
+        np.r_[isl.src, small.src],
+        np.r_[isl.dst, small.dst],
+        np.r_[isl.size_bytes, small.size_bytes],
+        start_ps=np.r_[isl.start_ps, small.start_ps],
+    )
+    alone = dynamic(ft128, isl, ecmp="flow")
+    mixed = dynamic(ft128, both, ecmp="flow")
+    assert alone.run["steps"] > 100 and alone.run["pfc_pauses"] > 0
+    assert np.array_equal(mixed.fct_ps[: len(isl)], alone.fct_ps)
+    assert mixed.run["plans"] == alone.run["plans"]
+    lone = mixed.flows["ideal_fct_ps"].to_numpy()[len(isl) :]
+    assert np.abs(mixed.fct_ps[len(isl) :] - lone).max() <= 2
+    # bytes conserved while they are in flight (each takes about 11 us)
+    sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="flow")
+    for t in ("9us", "14.5us", "20us"):
+        sim.run(t)
+        led = sim.engine.ledger()
+        live = led["wire"] > 0
+        total = led["backlog"] + led["queued"] + led["delivered"]
+        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+
+
+def test_a_flow_starting_mid_step_on_a_busy_nic_shares_it(ft128):
+    # Two flows from one GPU, the second starting inside a step while the first holds the
+    # NIC at line rate, beside an incast that keeps the model stepping: the second joins the
+    # step with its max-min share of the NIC, the first giving up the rest (no new plan).
+    # Max-min from then on: the second ends its head start (4.5 us at the NIC's rate) after
+    # the first, both after their bytes at that rate (the incast's PFC slows them further);
+    # bytes conserved on the way.
+    isl = incast(size=1 << 20)
+    pair = rf.Flows([1, 1], [65, 66], 1 << 20, start_ps=[0, int(4.5 * US)])
+    both = rf.Flows(
+        np.r_[isl.src, pair.src],
+        np.r_[isl.dst, pair.dst],
+        np.r_[isl.size_bytes, pair.size_bytes],
+        start_ps=np.r_[isl.start_ps, pair.start_ps],
+    )
+    alone = dynamic(ft128, isl, ecmp="flow")
+    mixed = dynamic(ft128, both, ecmp="flow")
+    assert mixed.run["plans"] == alone.run["plans"]
+    end = mixed.flows["end_ps"].to_numpy()[len(isl) :]
+    nic = 2 * wire(1 << 20) * 8 * 10**12 / 200e9
+    assert end.max() >= nic
+    assert 3.5 * US <= int(end[1]) - int(end[0]) <= 5.5 * US
+    sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="flow")
+    for t in ("4.7us", "30us"):
+        sim.run(t)
+        led = sim.engine.ledger()
+        live = led["wire"] > 0
+        total = led["backlog"] + led["queued"] + led["delivered"]
+        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+
+
+def test_sprayed_flows_joining_steps_conserve_bytes(ft128):
+    # Per-packet spraying: each flow has several lanes (paths). GPU 1 starts a flow every
+    # 1.3 us (mid-step: they join steps, sharing its NIC) beside an incast that keeps the
+    # model stepping. Bytes are conserved per flow mid-run and every flow ends no earlier
+    # than its share of GPU 1's NIC allows.
+    isl = incast(size=1 << 20)
+    n = 8
+    start = (np.arange(n) * 1.3 * US).astype(np.int64)
+    both = rf.Flows(
+        np.r_[isl.src, np.ones(n, dtype=np.int64)],
+        np.r_[isl.dst, 64 + np.arange(n) * 8],
+        np.r_[isl.size_bytes, np.full(n, 512 << 10)],
+        start_ps=np.r_[isl.start_ps, start],
+    )
+    sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="packet")
+    for t in ("3.1us", "7.7us", "20us", "60us"):
+        sim.run(t)
+        led = sim.engine.ledger()
+        live = led["wire"] > 0
+        total = led["backlog"] + led["queued"] + led["delivered"]
+        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+    sim.run()
+    res = sim.results()
+    assert res.complete and res.run["lanes"] > len(both.src)  # (sprayed: several lanes a flow)
+    end = res.flows["end_ps"].to_numpy()[len(isl.src) :]
+    assert end.max() >= n * wire(512 << 10) * 8 * 10**12 / 200e9

@@ -1,7 +1,7 @@
 // fluid_dynamics.cpp: the dynamic mode's dynamics (see fluid_network.hpp for the model):
 // DCQCN on expected values, the step's plan over the ports (FIFO queues, PFC, ECN) and its
-// commit, and quiescence handled event by event. Flows, topology changes, events and results
-// are fluid_network.cpp's.
+// commit. Flows joining a step and quiescence (the updates between plans) are
+// fluid_local.cpp's; flows, topology changes, events and results fluid_network.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -84,24 +84,25 @@ void FluidNetwork::commit_lane(uint32_t l, SimTime to) {
   const size_t n = ln.ports.size();
   if (n == 0) return;
   Source& s = src_[ln.flow];
-  const double sent = std::min(ln.backlog, ln.dep[0] * scale);
+  Hop* const x = ln.hop.data();
+  const double sent = std::min(ln.backlog, x[0].dep * scale);
   ln.backlog -= sent;
   ports_[ln.ports[0]].bytes += sent;
   port_marks_[ln.ports[0]] += sent / static_cast<double>(mtu_) * ports_[ln.ports[0]].pm;
   for (size_t h = 1; h < n; ++h) {
-    const double d = ln.dep[h] * scale;
-    const double q = ln.q[h] + ln.arr[h] * scale - d;
-    ln.q[h] = q > 0 ? q : 0.0;
+    const double d = x[h].dep * scale;
+    const double q = x[h].q + x[h].arr * scale - d;
+    x[h].q = q > 0 ? q : 0.0;
     ports_[ln.ports[h]].bytes += d;
     port_marks_[ln.ports[h]] += d / static_cast<double>(mtu_) * ports_[ln.ports[h]].pm;
   }
-  const double got = ln.dep[n - 1] * scale;
+  const double got = x[n - 1].dep * scale;
   ln.delivered = std::min(ln.wire, ln.delivered + got);
   if (ln.wire - ln.delivered < tolerance(ln.wire)) {
     // all there but rounding (the sums of a few thousand steps' shares)
     ln.delivered = ln.wire;
     ln.backlog = 0;
-    std::fill(ln.q.begin(), ln.q.end(), 0.0);
+    for (Hop& y : ln.hop) y.q = 0.0;
   } else if (ln.backlog < tolerance(ln.wire)) {
     ln.backlog = 0;
   }
@@ -168,34 +169,57 @@ void FluidNetwork::rebuild_ports() {
       ports_[p].sources = 0;
     }
   order_.clear();
-  std::vector<uint32_t> touched;
-  if (indeg_.size() < ports_.size()) indeg_.assign(ports_.size(), 0);
-  std::vector<std::pair<uint32_t, uint32_t>> edges;
+  std::vector<uint32_t>& touched = touched_;
+  touched.clear();
+  if (indeg_.size() < ports_.size()) {
+    indeg_.assign(ports_.size(), 0);
+    local_.assign(ports_.size(), 0);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>>& edges = edges_;  // (port, next port), one per lane-hop
+  edges.clear();
   for (uint32_t l = 0; l < lanes_.size(); ++l) {
-    const Lane& ln = lanes_[l];
+    Lane& ln = lanes_[l];
     if (!ln.live || ln.blocked) continue;
     for (uint32_t h = 0; h < ln.ports.size(); ++h) {
       const uint32_t p = ln.ports[h];
       if (ports_[p].lanes.empty()) touched.push_back(p);
-      ports_[p].lanes.emplace_back(l, h);
+      ports_[p].lanes.push_back(Slot{&ln.hop[h], l, h});
       ports_[p].sources += h == 0;
       if (h + 1 < ln.ports.size()) edges.emplace_back(p, ln.ports[h + 1]);
     }
   }
-  std::sort(edges.begin(), edges.end());
-  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
   std::sort(touched.begin(), touched.end());
-  for (const auto& e : edges) ++indeg_[e.second];
-  // adjacency: edges are sorted by source; index each port's first edge
+  const size_t n = touched.size();
+  for (size_t i = 0; i < n; ++i) local_[touched[i]] = static_cast<uint32_t>(i);
+  // adjacency (CSR by port, each port's next ports ascending and distinct)
+  std::vector<uint32_t>& first = adj_first_;
+  std::vector<uint32_t>& adj = adj_;
+  first.assign(n + 1, 0);
+  for (const auto& e : edges) ++first[local_[e.first] + 1];
+  for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  adj.resize(edges.size());
+  {
+    std::vector<uint32_t>& fill = adj_fill_;
+    fill.assign(first.begin(), first.end() - 1);
+    for (const auto& e : edges) adj[fill[local_[e.first]]++] = e.second;
+    uint32_t out = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto b = adj.begin() + first[i], e = adj.begin() + first[i + 1];
+      std::sort(b, e);
+      const auto u = std::unique(b, e);
+      first[i] = out;
+      for (auto it = b; it != u; ++it) adj[out++] = *it;
+    }
+    first[n] = out;
+    // (first[i] is now where port i's list starts; it ends where port i + 1's starts)
+  }
+  for (uint32_t k = 0; k < first[n]; ++k) ++indeg_[adj[k]];
   std::vector<uint32_t> ready;
   for (const uint32_t p : touched)
     if (indeg_[p] == 0) ready.push_back(p);
-  std::vector<uint8_t> done(touched.size(), 0);
-  auto local = [&](uint32_t p) {
-    return static_cast<size_t>(std::lower_bound(touched.begin(), touched.end(), p) - touched.begin());
-  };
+  std::vector<uint8_t> done(n, 0);
   size_t head = 0, scan = 0;
-  while (order_.size() < touched.size()) {
+  while (order_.size() < n) {
     if (head == ready.size()) {
       // a cycle: take the lowest port not yet ordered
       while (done[scan]) ++scan;
@@ -203,17 +227,17 @@ void FluidNetwork::rebuild_ports() {
       indeg_[touched[scan]] = 0;
     }
     const uint32_t p = ready[head++];
-    const size_t i = local(p);
+    const size_t i = local_[p];
     if (done[i]) continue;
     done[i] = 1;
     order_.push_back(p);
-    auto it = std::lower_bound(edges.begin(), edges.end(), std::make_pair(p, uint32_t{0}));
-    for (; it != edges.end() && it->first == p; ++it) {
-      const uint32_t q = it->second;
-      if (indeg_[q] > 0 && --indeg_[q] == 0 && !done[local(q)]) ready.push_back(q);
+    for (uint32_t k = first[i]; k < first[i + 1]; ++k) {
+      const uint32_t q = adj[k];
+      if (indeg_[q] > 0 && --indeg_[q] == 0 && !done[local_[q]]) ready.push_back(q);
     }
   }
   for (const uint32_t p : touched) indeg_[p] = 0;
+  joined_.clear();
   ports_dirty_ = false;
 }
 
@@ -226,21 +250,21 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       Lane& ln = lanes_[l];
       ln.unmarked = 1;
       ln.fin = ln.fin0 = 0;
-      std::fill(ln.arr.begin(), ln.arr.end(), 0.0);
-      std::fill(ln.dep.begin(), ln.dep.end(), 0.0);
+      for (Hop& x : ln.hop) x.arr = x.dep = 0.0;
     }
   bool moved = false;
   std::vector<std::pair<double, uint32_t>>& offers = offers_;
   for (const uint32_t p : order_) {
     PortState& ps = ports_[p];
     const double budget = ps.paused ? 0.0 : ps.capacity * dt / kBitsPsPerByte;
-    double demand = 0;
+    double demand = 0, arrivals = 0;
     offers.clear();
-    for (const auto& [l, h] : ps.lanes) {
-      Lane& ln = lanes_[l];
+    for (const auto& [x, l, h] : ps.lanes) {
       if (h > 0) {
-        demand += ln.q[h] + ln.arr[h];
+        demand += x->q + x->arr;
+        arrivals += x->arr;
       } else {
+        const Lane& ln = lanes_[l];
         const Source& s = src_[ln.flow];
         const double rate_cap = s.rc * ln.frac * dt / kBitsPsPerByte;
         const double cap = by_rate ? (ln.backlog > 0 ? rate_cap : 0.0) : std::min(ln.backlog, rate_cap);
@@ -255,57 +279,50 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
     // arrivals stopped drains by its mark (FIFO order: an older chunk ahead of a newer one),
     // lanes still arriving share in proportion to their bytes. Lanes ahead first.
     const double pos = ps.bytes;
-    double arrivals = 0;
-    for (const auto& [l, h] : ps.lanes)
-      if (h > 0) arrivals += lanes_[l].arr[h];
     const double end = pos + ps.queued + arrivals;
     double used = 0;
     if (demand <= budget) {
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        if (ln.arr[h] > 0) ln.mark[h] = end;
-        ln.dep[h] = ln.q[h] + ln.arr[h];
-        used += ln.dep[h];
+        if (x->arr > 0) x->mark = end;
+        x->dep = x->q + x->arr;
+        used += x->dep;
       }
     } else {
       double ahead = 0, rest = 0;
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        const double d = ln.q[h] + ln.arr[h];
-        if (ln.arr[h] > 0) ln.mark[h] = end;
-        if (ln.arr[h] <= 0 && ln.mark[h] < end) {
-          ln.dep[h] = d * std::min(1.0, budget / std::max(ln.mark[h] - pos, 1e-9));
-          ahead += ln.dep[h];
+        const double d = x->q + x->arr;
+        if (x->arr > 0) x->mark = end;
+        if (x->arr <= 0 && x->mark < end) {
+          x->dep = d * std::min(1.0, budget / std::max(x->mark - pos, 1e-9));
+          ahead += x->dep;
         } else {
-          ln.dep[h] = -d;  // (a proportional one, set below)
+          x->dep = -d;  // (a proportional one, set below)
           rest += d;
         }
       }
       const double ahead_scale = ahead > budget ? budget / ahead : 1.0;
       const double rest_share = ahead >= budget || rest <= 0 ? 0.0 : std::min(1.0, (budget - ahead) / rest);
       double short_of = 0;  // bytes the lanes ahead still hold
-      for (const auto& [l, h] : ps.lanes) {
+      for (const auto& [x, l, h] : ps.lanes) {
         if (h == 0) continue;
-        Lane& ln = lanes_[l];
-        if (ln.dep[h] < 0) {
-          ln.dep[h] = -ln.dep[h] * rest_share;
+        if (x->dep < 0) {
+          x->dep = -x->dep * rest_share;
         } else {
-          ln.dep[h] *= ahead_scale;
-          short_of += ln.q[h] + ln.arr[h] - ln.dep[h];
+          x->dep *= ahead_scale;
+          short_of += x->q + x->arr - x->dep;
         }
-        used += ln.dep[h];
+        used += x->dep;
       }
       if (used < budget && short_of > 0) {
         // (everything behind them went: what is left of the step drains them further)
         const double extra = std::min(1.0, (budget - used) / short_of);
-        for (const auto& [l, h] : ps.lanes) {
+        for (const auto& [x, l, h] : ps.lanes) {
           if (h == 0) continue;
-          Lane& ln = lanes_[l];
-          if (ln.arr[h] > 0 || ln.mark[h] >= end) continue;
-          const double more = (ln.q[h] + ln.arr[h] - ln.dep[h]) * extra;
-          ln.dep[h] += more;
+          if (x->arr > 0 || x->mark >= end) continue;
+          const double more = (x->q + x->arr - x->dep) * extra;
+          x->dep += more;
           used += more;
         }
       }
@@ -319,7 +336,7 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       for (const auto& [cap, l] : offers) {
         const double give = std::min(cap, left / static_cast<double>(k));
         if (give < cap && level == kInf) level = give;
-        lanes_[l].dep[0] = give;
+        lanes_[l].hop[0].dep = give;
         left -= give;
         used += give;
         --k;
@@ -329,29 +346,33 @@ bool FluidNetwork::sweep(double dt, bool by_rate) {
       for (const auto& [cap, l] : offers) {
         Lane& ln = lanes_[l];
         const double pace = std::min(src_[ln.flow].rc * ln.frac * dt / kBitsPsPerByte, level);
-        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, ln.dep[0] / pace) : 1.0;
+        ln.fin0 = ln.fin = pace > 0 ? std::min(1.0, ln.hop[0].dep / pace) : 1.0;
       }
     }
     ps.use = budget > 0 ? std::min(1.0, used / budget) : 1.0;
+    ps.tail = end;
+    ps.seq = plan_seq_;
     moved |= used > 0;
     // when in the step each lane's last byte here left: behind the queue, at its arrivals'
     // pace where the port keeps up, at the step's end where it does not (a FIFO interleaves)
     const bool saturated = demand > budget;
     const double ahead = budget > 0 ? std::min(1.0, ps.queued / budget) : 1.0;
-    for (const auto& [l, h] : ps.lanes) {
+    const double unmarked = 1.0 - ps.pm;
+    for (const auto& [x, l, h] : ps.lanes) {
+      const double d = x->dep;
+      if (h == 0 && d <= 0) continue;
       Lane& ln = lanes_[l];
-      const double d = ln.dep[h];
       if (h > 0) {
         double fin = ahead;
         if (saturated) {
-          const double all = ln.q[h] + ln.arr[h];
-          fin = d >= all - kEps ? std::min(1.0, std::max(0.0, ln.mark[h] - pos) / budget) : 1.0;
+          const double all = x->q + x->arr;
+          fin = d >= all - kEps ? std::min(1.0, std::max(0.0, x->mark - pos) / budget) : 1.0;
         }
         ln.fin = std::max(ln.fin, fin);
       }
       if (d <= 0) continue;
-      ln.unmarked *= 1.0 - ps.pm;
-      if (h + 1 < ln.ports.size()) ln.arr[h + 1] += d;
+      ln.unmarked *= unmarked;
+      if (h + 1 < ln.hop.size()) x[1].arr += d;
     }
   }
   return moved;
@@ -381,10 +402,11 @@ void FluidNetwork::plan() {
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       Lane& ln = lanes_[l];
-      for (size_t h = 0; h < ln.ports.size(); ++h) {
-        if (h == 0 || ln.q[h] <= 0) continue;
-        ports_[ln.ports[h]].queued += ln.q[h];
-        ports_[ln.ports[h - 1]].ingress += ln.q[h];
+      for (size_t h = 1; h < ln.ports.size(); ++h) {
+        const double q = ln.hop[h].q;
+        if (q <= 0) continue;
+        ports_[ln.ports[h]].queued += q;
+        ports_[ln.ports[h - 1]].ingress += q;
       }
     }
   bool any_paused = false, any_queued = false;
@@ -408,6 +430,7 @@ void FluidNetwork::plan() {
     max_queued_[p] = std::max(max_queued_[p], ps.queued);
     ps.pm = mark_prob(ps);
   }
+  ++plan_seq_;
   bool moved = sweep(dt, false);
   // quiescence: nothing queued, paused, throttled or held back: the rates hold until a flow
   // finishes sending (or a flow starts, which replans)
@@ -418,7 +441,7 @@ void FluidNetwork::plan() {
       for (const uint32_t l : s.lanes) {
         const Lane& ln = lanes_[l];
         for (size_t h = 1; h < ln.ports.size(); ++h)
-          if (std::abs(ln.arr[h] - ln.dep[h]) > kEps * (1.0 + ln.arr[h])) return false;
+          if (std::abs(ln.hop[h].arr - ln.hop[h].dep) > kEps * (1.0 + ln.hop[h].arr)) return false;
       }
     }
     return true;
@@ -463,11 +486,11 @@ void FluidNetwork::plan() {
         continue;
       }
       backlog += ln.backlog;
-      sent += ln.dep[0] * span;
+      sent += ln.hop[0].dep * span;
       const double u = ln.wire - ln.delivered;
       undelivered += u;
       if (u <= tolerance(ln.wire)) continue;
-      if (ln.dep.back() * span < u - tolerance(ln.wire)) {
+      if (ln.hop.back().dep * span < u - tolerance(ln.wire)) {
         delivers = false;
         continue;
       }
@@ -499,218 +522,6 @@ void FluidNetwork::plan() {
   }
   plan_at_ = now + len;
   eng_.schedule(plan_at_, 0, kind_base_ + kPlan);
-}
-
-// ---- quiescence, event by event ----
-
-void FluidNetwork::begin_flow(uint32_t f) {
-  if (!quiet_) {
-    commit();
-    start_flow(f);
-    request_plan();
-    return;
-  }
-  start_flow(f);
-  std::vector<uint32_t> work;
-  bool blocked = false;
-  for (const uint32_t l : src_[f].lanes) {
-    if (lanes_[l].blocked) {
-      blocked = true;
-      continue;
-    }
-    work.push_back(lanes_[l].ports[0]);
-  }
-  if (!refill(std::move(work))) {
-    leave_quiet();
-    return;
-  }
-  (void)blocked;  // (a blocked lane waits for a topology change, as in the steps)
-}
-
-void FluidNetwork::attach_lane(uint32_t l) {
-  const Lane& ln = lanes_[l];
-  if (ln.blocked) return;
-  for (uint32_t h = 0; h < ln.ports.size(); ++h) {
-    PortState& ps = ports_[ln.ports[h]];
-    ps.lanes.emplace_back(l, h);
-    ps.sources += h == 0;
-  }
-}
-
-void FluidNetwork::detach_lane(uint32_t l) {
-  const Lane& ln = lanes_[l];
-  if (ln.blocked) return;
-  for (uint32_t h = 0; h < ln.ports.size(); ++h) {
-    PortState& ps = ports_[ln.ports[h]];
-    ps.load -= ln.dep[h];
-    auto& list = ps.lanes;
-    const auto it = std::find(list.begin(), list.end(), std::make_pair(l, h));
-    if (it != list.end()) {
-      *it = list.back();
-      list.pop_back();
-    }
-    ps.sources -= h == 0;
-  }
-}
-
-void FluidNetwork::enter_quiet() {
-  const SimTime now = eng_.now();
-  quiet_ = true;
-  quiet_since_ = now;
-  planned_ = true;
-  stepping_ = false;
-  plan_t_ = now;
-  plan_len_ = kNever;
-  plan_at_ = -1;  // (no step queued: events are the flows' own)
-  ++counters_.plans;
-  ++counters_.jumps;
-  for (const uint32_t p : order_) ports_[p].load = 0;
-  for (const uint32_t f : active_)
-    for (const uint32_t l : src_[f].lanes) {
-      Lane& ln = lanes_[l];
-      ln.t = now;
-      for (size_t h = 0; h < ln.ports.size(); ++h) ports_[ln.ports[h]].load += ln.dep[h];
-    }
-  for (const uint32_t f : active_) {
-    Source& s = src_[f];
-    if (s.sent) continue;
-    s.sent_at = -1;  // (the flow's own lane events take over)
-    if (!s.delivered) s.done_at = -1;
-    schedule_lane_end(f);
-  }
-}
-
-void FluidNetwork::leave_quiet() {
-  const SimTime now = eng_.now();
-  quiet_ = false;
-  counters_.jumped_ps += now - quiet_since_;
-  for (const uint32_t f : active_) src_[f].lane_at = -1;
-  committed_ = -1;
-  commit();
-  ports_dirty_ = true;
-  request_plan();
-}
-
-void FluidNetwork::schedule_lane_end(uint32_t f) {
-  Source& s = src_[f];
-  const double dt = static_cast<double>(plan_step_);
-  double first = kInf;
-  bool left = false;
-  for (const uint32_t l : s.lanes) {
-    const Lane& ln = lanes_[l];
-    if (ln.backlog <= tolerance(ln.wire)) continue;
-    left = true;  // (a blocked lane waits for a topology change: no event)
-    if (!ln.blocked && ln.dep[0] > 0)
-      first = std::min(first, static_cast<double>(ln.t) + ln.backlog / ln.dep[0] * dt);
-  }
-  const SimTime now = eng_.now();
-  if (!left) {
-    s.lane_at = now;  // all sent: tell it now
-  } else if (first < kInf) {
-    s.lane_at = std::max(now, static_cast<SimTime>(std::ceil(first)));
-  } else {
-    s.lane_at = -1;  // (no rate: waits for a refill)
-    return;
-  }
-  eng_.schedule(s.lane_at, f, kind_base_ + kLane);
-}
-
-void FluidNetwork::lane_end(uint32_t f) {
-  Source& s = src_[f];
-  const SimTime now = eng_.now();
-  std::vector<uint32_t> work;
-  bool all = true;
-  for (const uint32_t l : s.lanes) {
-    Lane& ln = lanes_[l];
-    commit_lane(l, now);
-    if (ln.blocked) {
-      all = false;
-      continue;
-    }
-    if (ln.backlog <= tolerance(ln.wire)) {
-      ln.backlog = 0;
-      if (ln.dep[0] > 0) work.push_back(ln.ports[0]);
-    } else {
-      all = false;
-    }
-  }
-  if (!work.empty() && !refill(std::move(work))) {
-    leave_quiet();
-    return;
-  }
-  if (!all) {
-    schedule_lane_end(f);
-    return;
-  }
-  // sent, and (nothing queued) delivered: done its path's delay later
-  for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
-  s.sent = true;
-  s.timer_deadline = kNever;
-  s.lane_at = -1;
-  flows_.sent_ps[f] = now;
-  s.delivered = true;
-  s.done_at = now + s.delay;
-  eng_.schedule(s.done_at, f, kind_base_ + kDone);
-  if (observer_ != nullptr) observer_->on_flow_sent(f);
-}
-
-bool FluidNetwork::refill(std::vector<uint32_t> work) {
-  const SimTime now = eng_.now();
-  const double dt = static_cast<double>(plan_step_);
-  std::vector<uint32_t>& changed = refill_flows_;
-  changed.clear();
-  size_t rounds = 0;
-  std::vector<std::pair<double, uint32_t>>& offers = offers_;
-  while (!work.empty()) {
-    if (++rounds > 4096) return false;  // (relays feeding each other: let the steps settle it)
-    const uint32_t p = work.back();
-    work.pop_back();
-    PortState& ps = ports_[p];
-    counters_.lane_hops += ps.lanes.size();
-    double relayed = 0;
-    offers.clear();
-    for (const auto& [l, h] : ps.lanes) {
-      Lane& ln = lanes_[l];
-      if (h > 0) {
-        relayed += ln.dep[h];
-        continue;
-      }
-      commit_lane(l, now);
-      const Source& s = src_[ln.flow];
-      offers.emplace_back(ln.backlog > tolerance(ln.wire) ? s.rc * ln.frac * dt / kBitsPsPerByte : 0.0, l);
-    }
-    const double budget = ps.capacity * dt / kBitsPsPerByte;
-    if (relayed > budget * (1 + 1e-9) + kQueuedEps) return false;
-    double left = std::max(0.0, budget - relayed);
-    std::sort(offers.begin(), offers.end());
-    size_t k = offers.size();
-    for (const auto& [cap, l] : offers) {
-      const double give = std::min(cap, left / static_cast<double>(k));
-      left -= give;
-      --k;
-      Lane& ln = lanes_[l];
-      const double old = ln.dep[0];
-      if (std::abs(give - old) <= 1e-12 * std::max(give, old)) continue;
-      changed.push_back(ln.flow);
-      for (size_t h = 0; h < ln.ports.size(); ++h) {
-        PortState& q = ports_[ln.ports[h]];
-        q.load += give - ln.dep[h];
-        ln.dep[h] = give;
-        ln.arr[h] = h > 0 ? give : 0.0;
-        if (h == 0) continue;
-        if (q.sources > 0) {
-          work.push_back(ln.ports[h]);  // a relay's NIC: its own flows' shares change
-        } else if (q.load > q.capacity * dt / kBitsPsPerByte * (1 + 1e-9) + kQueuedEps) {
-          return false;
-        }
-      }
-    }
-  }
-  std::sort(changed.begin(), changed.end());
-  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-  for (const uint32_t f : changed)
-    if (!src_[f].sent) schedule_lane_end(f);
-  return true;
 }
 
 }  // namespace rfabric::flow

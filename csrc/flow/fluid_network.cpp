@@ -204,11 +204,7 @@ void FluidNetwork::add_lanes(uint32_t f, double bytes_left) {
     ln.wire = ln.backlog = bytes_left * ln.frac;
     ln.ports = paths[i];
     ln.t = eng_.now();
-    const size_t n = ln.ports.size();
-    ln.q.assign(n, 0.0);
-    ln.arr.assign(n, 0.0);
-    ln.dep.assign(n, 0.0);
-    ln.mark.assign(n, 0.0);
+    ln.hop.assign(ln.ports.size(), Hop{});
     s.lanes.push_back(l);
     ++counters_.lanes;
     if (quiet_) attach_lane(l);
@@ -244,6 +240,7 @@ void FluidNetwork::drop_lanes(uint32_t f) {
     if (quiet_) detach_lane(l);
     lanes_[l].live = false;
     lanes_[l].ports.clear();
+    lanes_[l].hop.clear();
     free_lanes_.push_back(l);
   }
   src_[f].lanes.clear();
@@ -406,7 +403,7 @@ FluidNetwork::Ledger FluidNetwork::ledger() const {
       // (as of the last commit)
       out.backlog[f] += ln.backlog;
       out.delivered[f] += ln.delivered;
-      for (size_t h = 1; h < ln.q.size(); ++h) out.queued[f] += ln.q[h];
+      for (size_t h = 1; h < ln.hop.size(); ++h) out.queued[f] += ln.hop[h].q;
     }
   }
   return out;
@@ -484,7 +481,7 @@ std::vector<double> FluidNetwork::port_queued() const {
   for (const uint32_t f : active_)
     for (const uint32_t l : src_[f].lanes) {
       const Lane& ln = lanes_[l];
-      for (size_t h = 1; h < ln.q.size(); ++h) out[ln.ports[h]] += ln.q[h];
+      for (size_t h = 1; h < ln.hop.size(); ++h) out[ln.ports[h]] += ln.hop[h].q;
     }
   return out;
 }
@@ -496,7 +493,7 @@ std::vector<double> FluidNetwork::flow_rates() const {
     if (src_[f].sent) continue;
     double r = 0;
     for (const uint32_t l : src_[f].lanes)
-      if (!lanes_[l].dep.empty()) r += lanes_[l].dep[0];
+      if (!lanes_[l].hop.empty()) r += lanes_[l].hop[0].dep;
     out[f] = r * kBitsPsPerByte / static_cast<double>(plan_step_);
   }
   return out;

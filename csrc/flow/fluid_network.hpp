@@ -34,6 +34,10 @@
 //    in a step leaves it, the rates hold: the model goes event by event (a flow starting or
 //    finishing sending refills its NIC's shares and the relays' its lanes cross) until a port
 //    is oversubscribed, then steps again;
+//  * a flow starting inside a step joins it without a new plan where it fits: its lanes take
+//    what the plan left of their ports for the rest of the step (a busy NIC shared max-min with
+//    its own flows, which give up their excess downstream to the first queue covering it); a
+//    saturated port queues them until the next step; else the step is planned again;
 //  * a flow is done when its last byte is delivered plus the max-min mode's delivery delay
 //    (Forwarding::lone_delay_ps: propagation, node latencies, store-and-forward).
 // Not modelled: DCTCP (the mode needs transport "roce"), drops and the lossy long links of
@@ -165,6 +169,19 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   /// Bytes of a lane of `wire` bytes left to deliver that are rounding, not bytes.
   static double tolerance(double wire) { return kEps + 1e-9 * wire; }
 
+  /// A lane's state at one hop, together (the step visits them port by port).
+  struct Hop {
+    double q = 0;     ///< bytes queued there
+    double arr = 0;   ///< plan: bytes reaching the hop during the plan's step
+    double dep = 0;   ///< plan: bytes leaving it
+    double mark = 0;  ///< the port's stream position its last byte arrived at (FIFO order)
+  };
+  /// A (lane, hop) crossing a port, with the hop's state (stable while the lane lives: a
+  /// lane's hops are allocated once, and port lists are rebuilt when lanes change).
+  struct Slot {
+    Hop* x;
+    uint32_t lane, hop;
+  };
   /// One path of a flow: its share of the flow's bytes and, per hop, the bytes queued at
   /// that hop's port (hop 0: unused, the source holds its bytes), with the plan's amounts.
   struct Lane {
@@ -179,10 +196,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     SimTime t = 0;             ///< committed up to
     double fin0 = 0, fin = 0;  ///< plan: when in the step its last byte left the source, the last hop
     std::vector<uint32_t> ports;
-    std::vector<double> q;     ///< per hop: bytes queued there
-    std::vector<double> arr;   ///< plan: bytes reaching the hop during the plan's step
-    std::vector<double> dep;   ///< plan: bytes leaving it
-    std::vector<double> mark;  ///< per hop: the port's stream position its last byte arrived at (FIFO order)
+    std::vector<Hop> hop;  ///< per hop (hop 0: the source; its q and mark unused)
   };
   /// Per flow slot: the source's DCQCN state and the flow's progress events.
   struct Source {
@@ -209,13 +223,15 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     double queued = 0;          ///< plan: bytes queued at it
     double pm = 0;              ///< plan: ECN marking probability of what leaves it
     double use = 0;             ///< plan: share of the step it is busy
+    double tail = 0;            ///< plan: its stream position at the step's end (FIFO marks)
+    uint64_t seq = 0;           ///< the plan that last visited it (use, tail, pm, queued)
     double load = 0;            ///< quiescent: bytes per step crossing it
     uint32_t sources = 0;       ///< lanes starting at it (a NIC's flows)
     bool paused = false;        ///< PFC holds it now
     bool pause_sent = false;    ///< its peer's last decision: PAUSE (true) or RESUME
     SimTime flip_at = 0;        ///< when that decision reaches it
     SimTime reaction = 0;       ///< PFC's reaction time on it: 2 x propagation + the peer's latency
-    std::vector<std::pair<uint32_t, uint32_t>> lanes;  ///< (lane, hop) crossing it
+    std::vector<Slot> lanes;    ///< (lane, hop) crossing it
   };
 
   uint32_t append_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key,
@@ -224,6 +240,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   void start_flow(uint32_t f);
   /// A flow starts now: locally while quiescent, else at a new step.
   void begin_flow(uint32_t f);
+  /// A flow starting inside a step, where what the step's plan left of every port on its
+  /// paths passes all it offers: it takes that for the rest of the step and the other lanes'
+  /// plans stand (false: it does not fit, plan the step again).
+  bool join_step(uint32_t f);
   void add_lanes(uint32_t f, double bytes_left);
   void drop_lanes(uint32_t f);
   uint32_t new_lane();
@@ -287,6 +307,10 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   // the plan in force: from plan_t_ for plan_len_ ps, the lanes' amounts (arr, dep) are per
   // plan_step_ ps (the step they were computed for; a quiescent plan holds them longer)
   SimTime plan_t_ = 0, plan_len_ = 0, plan_step_ = 1, plan_at_ = -1;
+  uint64_t plan_seq_ = 0;         ///< plans made (PortState::seq)
+  std::vector<uint32_t> joined_;  ///< lanes that joined a step since the port lists were built
+  std::vector<uint32_t> join_own_;
+  std::vector<std::pair<uint32_t, double>> join_cuts_, join_freed_;
   bool planned_ = false, plan_pending_ = false;
   SimTime idle_since_ = -1;  ///< stepping without moving a byte since (stall detection)
   SimTime committed_ = -1;   ///< the last commit's time
@@ -295,7 +319,9 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   SimTime step_end_ = -1;    ///< the end of the step in progress (the steps' grid)
   SimTime quiet_since_ = 0;
   std::vector<uint32_t> refill_flows_;
-  std::vector<uint32_t> indeg_;
+  std::vector<uint32_t> indeg_, local_;  ///< rebuild_ports' scratch, per port
+  std::vector<uint32_t> touched_, adj_first_, adj_, adj_fill_;
+  std::vector<std::pair<uint32_t, uint32_t>> edges_;
   std::vector<std::pair<double, uint32_t>> offers_;
   std::vector<Bytes> link_buffer_;
   std::vector<uint8_t> link_lossy_;
