@@ -7,7 +7,7 @@
 
 namespace rfabric::net {
 
-void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases) {
+void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases, bool zero) {
   phases_ = phases;
   num_keys_ = static_cast<uint32_t>(in.keys.size());
   row_.assign(in.num_nodes, kNoRow);
@@ -18,13 +18,13 @@ void RoutingTable::assign_rows(const RoutingInput& in, uint32_t phases) {
     cells += static_cast<size_t>(num_keys_) * phases;
   }
   RF_CHECK(cells < kNoRow, "routing tables: ", cells, " cells do not fit 32-bit indices");
-  cells_.assign(cells, Cell{});
+  if (zero || cells_.size() != cells) cells_.assign(cells, Cell{});
   bundles_ = false;
   ports_.clear();
   sets_.clear();
 }
 
-void RoutingTable::share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer) {
+void RoutingTable::share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer) const {
   const uint32_t count = static_cast<uint32_t>(ports_.size() - from);
   RF_CHECK(count < kBundle, "routing tables: ", count, " next hops in one cell");
   bool bundle = count >= 2;
@@ -53,7 +53,9 @@ void RoutingTable::build(const RoutingInput& in) {
     return;
   }
   const uint32_t n = in.num_nodes;
-  assign_rows(in, 1);
+  assign_rows(in, 1, true);
+  ready_.assign(num_keys_, 1);
+  rank_.clear();
   dist_.clear();
   if (in.keep_distances) dist_.assign(static_cast<size_t>(n) * num_keys_, 0xffff);
 
@@ -136,67 +138,95 @@ void RoutingTable::order(const RoutingInput& in) {
 
 void RoutingTable::build_updown(const RoutingInput& in) {
   const uint32_t n = in.num_nodes;
-  assign_rows(in, 2);
-
-  auto live = [&](uint32_t p) { return in.port_up[p] != 0; };
+  assign_rows(in, 2, false);
+  ready_.assign(num_keys_, 0);
+  dist_.clear();
   if (!(in.keep_order && rank_.size() == n)) order(in);
 
-  // transit nodes by rank, lowest first
-  std::vector<uint32_t> by_rank;
-  for (uint32_t v = 0; v < n; ++v)
-    if (rank_[v] != kUnreachable) by_rank.push_back(v);
-  std::sort(by_rank.begin(), by_rank.end(), [&](uint32_t a, uint32_t b) { return rank_[a] < rank_[b]; });
-
-  std::vector<uint32_t> down(n), up(n);
-  auto hop_ok = [&](uint32_t p, uint32_t key) {
-    const uint32_t m = in.port_peer[p];
-    return live(p) && (in.transit[m] || m == key);
-  };
-  for (uint32_t k = 0; k < num_keys_; ++k) {
-    const uint32_t key = in.keys[k];
-    std::fill(down.begin(), down.end(), kUnreachable);
-    std::fill(up.begin(), up.end(), kUnreachable);
-    down[key] = up[key] = 0;
-    // Descending-only distances: a down hop v -> m has rank[m] > rank[v], so process by
-    // decreasing rank; the key (if not transit) is reached from its neighbours directly.
-    for (auto it = by_rank.rbegin(); it != by_rank.rend(); ++it) {
-      const uint32_t v = *it;
-      if (v == key) continue;
-      for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
-        const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
-        if (!hop_ok(p, key) || down[m] == kUnreachable) continue;
-        if (rank_[m] != kUnreachable && !descends(v, m)) continue;  // only unranked leaves are exempt
-        down[v] = std::min(down[v], down[m] + 1);
-      }
-    }
-    // Climbing allowed: an up hop lowers the rank, so process by increasing rank.
-    for (const uint32_t v : by_rank) {
-      if (v == key) continue;
-      uint32_t d = down[v];
-      for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
-        const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
-        if (!hop_ok(p, key) || rank_[m] == kUnreachable || descends(v, m) || up[m] == kUnreachable) continue;
-        d = std::min(d, up[m] + 1);
-      }
-      up[v] = d;
-    }
-    for (uint32_t v = 0; v < n; ++v) {
-      for (uint32_t phase = 0; phase < 2; ++phase) {
-        const uint32_t target = phase ? down[v] : up[v];
-        if (target == kUnreachable || target == 0 || rank_[v] == kUnreachable) continue;
-        const size_t from = ports_.size();
-        for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
-          const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
-          if (!hop_ok(p, key)) continue;
-          const bool dn = rank_[m] == kUnreachable || descends(v, m);
-          const uint32_t via = dn ? down[m] : (phase ? kUnreachable : up[m]);
-          if (via != kUnreachable && via + 1 == target) ports_.push_back(p);
-        }
-        share(static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase, from, in.port_peer);
-      }
+  // transit nodes (those with cells) by id, and those ranked (all of them) by rank
+  by_rank_.clear();
+  transit_nodes_.clear();
+  for (uint32_t v = 0; v < n; ++v) {
+    if (in.transit[v]) transit_nodes_.push_back(v);
+    if (rank_[v] != kUnreachable) by_rank_.push_back(v);
+  }
+  std::sort(by_rank_.begin(), by_rank_.end(), [&](uint32_t a, uint32_t b) { return rank_[a] < rank_[b]; });
+  // What build_key reads: per transit node its channels that are up and end at a transit
+  // node or a key (no other channel is ever a next hop), in adjacency order (the order of
+  // the ports in a next-hop set).
+  key_nodes_ = in.keys;
+  transit_ = in.transit;
+  port_peer_ = in.port_peer;
+  std::vector<uint8_t> is_key(n, 0);
+  for (const uint32_t key : in.keys) is_key[key] = 1;
+  edge_begin_.assign(n + 1, 0);
+  edges_.clear();
+  for (uint32_t v = 0; v < n; ++v) {
+    edge_begin_[v] = static_cast<uint32_t>(edges_.size());
+    if (rank_[v] == kUnreachable) continue;
+    for (uint32_t a = in.adj_begin[v]; a < in.adj_begin[v + 1]; ++a) {
+      const uint32_t p = in.adj_ports[a], m = in.port_peer[p];
+      if (in.port_up[p] && (in.transit[m] || is_key[m])) edges_.push_back(Edge{p, m});
     }
   }
-  sets_ = {};
+  edge_begin_[n] = static_cast<uint32_t>(edges_.size());
+  down_.assign(n, kUnreachable);
+  up_.assign(n, kUnreachable);
+}
+
+void RoutingTable::build_key(uint32_t k) const {
+  const uint32_t key = key_nodes_[k];
+  // A channel v -> m is a hop toward `key` when m forwards (transit) or is the key itself.
+  auto hop_ok = [&](uint32_t m) { return transit_[m] || m == key; };
+  auto down_hop = [&](uint32_t v, uint32_t m) { return rank_[m] == kUnreachable || rank_[m] > rank_[v]; };
+  down_[key] = up_[key] = 0;
+  // Descending-only distances: a down hop v -> m has rank[m] > rank[v], so process by
+  // decreasing rank; the key (if not transit) is reached from its neighbours directly.
+  for (auto it = by_rank_.rbegin(); it != by_rank_.rend(); ++it) {
+    const uint32_t v = *it;
+    if (v == key) continue;
+    uint32_t d = kUnreachable;
+    for (uint32_t e = edge_begin_[v]; e < edge_begin_[v + 1]; ++e) {
+      const uint32_t m = edges_[e].peer;
+      if (!hop_ok(m) || down_[m] == kUnreachable || !down_hop(v, m)) continue;
+      d = std::min(d, down_[m] + 1);
+    }
+    down_[v] = d;
+  }
+  // Climbing allowed: an up hop lowers the rank, so process by increasing rank.
+  for (const uint32_t v : by_rank_) {
+    if (v == key) continue;
+    uint32_t d = down_[v];
+    for (uint32_t e = edge_begin_[v]; e < edge_begin_[v + 1]; ++e) {
+      const uint32_t m = edges_[e].peer;
+      if (!hop_ok(m) || rank_[m] == kUnreachable || rank_[m] > rank_[v] || up_[m] == kUnreachable) continue;
+      d = std::min(d, up_[m] + 1);
+    }
+    up_[v] = d;
+  }
+  // Every cell of the key (an unreachable or arrived one empty): the array is not cleared
+  // between builds.
+  for (const uint32_t v : transit_nodes_) {
+    for (uint32_t phase = 0; phase < 2; ++phase) {
+      const size_t cell = static_cast<size_t>(row_[v]) + static_cast<size_t>(k) * 2 + phase;
+      const uint32_t target = phase ? down_[v] : up_[v];
+      if (target == kUnreachable || target == 0) {
+        cells_[cell] = Cell{};
+        continue;
+      }
+      const size_t from = ports_.size();
+      for (uint32_t e = edge_begin_[v]; e < edge_begin_[v + 1]; ++e) {
+        const uint32_t m = edges_[e].peer;
+        if (!hop_ok(m)) continue;
+        const uint32_t via = down_hop(v, m) ? down_[m] : (phase ? kUnreachable : up_[m]);
+        if (via != kUnreachable && via + 1 == target) ports_.push_back(edges_[e].port);
+      }
+      share(cell, from, port_peer_);
+    }
+  }
+  for (const uint32_t v : by_rank_) down_[v] = up_[v] = kUnreachable;
+  down_[key] = up_[key] = kUnreachable;
+  ready_[k] = 1;
 }
 
 }  // namespace rfabric::net

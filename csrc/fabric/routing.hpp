@@ -1,9 +1,15 @@
 // routing.hpp: hop-by-hop forwarding tables. For every node and every destination key (the
 // switch a destination GPU's NIC attaches to) the table holds the set of egress ports on a
-// shortest path over switches whose channels are up: the ECMP next-hop set. Tables are
-// dense arrays rebuilt from scratch when a channel changes state (a few ms at 1k GPUs).
+// shortest path over switches whose channels are up: the ECMP next-hop set. Shortest-path
+// tables are dense arrays built whole when a channel changes state (a few ms at 1k GPUs).
+// Up*/down* tables take their order (and the channels each node may use) at the build, and
+// build a key's cells (every node, both phases) when a lookup toward that key first comes:
+// a rebuild at each circuit change then costs the order plus the keys in use, not every key
+// (at 16,384 GPUs on RFabric, 2,048 keys of 2,048 switches: about 0.3 ms a key). The cells
+// equal those of a whole build (tests/cpp/test_routing.cpp checks them cell by cell).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -37,7 +43,8 @@ class RoutingTable {
  public:
   void build(const RoutingInput& in);
   uint32_t num_keys() const { return num_keys_; }
-  /// Some cell's next hops are parallel links to one node (kBundle).
+  /// Some cell's next hops are parallel links to one node (kBundle). Up*/down* tables: of
+  /// the keys built so far (a whole answer only for shortest-path tables).
   bool bundles() const { return bundles_; }
   /// A cell's count carries this bit when its next hops (two or more) all lead to one node:
   /// parallel links (a bundle), among which the choice of a next node is already made.
@@ -45,6 +52,9 @@ class RoutingTable {
   /// Next-hop ports from `node` toward key `key`: [first, first + count). `descending`
   /// (up*/down* tables only): the packet came down a hop and may only keep descending.
   /// `bundle`, if given: set to whether the next hops are parallel links to one node.
+  /// Up*/down*: the first lookup toward a key since the build builds that key's cells, which
+  /// may move the shared next-hop sets: a pointer from an earlier lookup is then stale (use
+  /// each answer before the next lookup).
   const uint32_t* next_hops(uint32_t node, uint32_t key, uint32_t* count, bool descending = false,
                             bool* bundle = nullptr) const {
     const size_t base = row_[node];
@@ -53,6 +63,7 @@ class RoutingTable {
       if (bundle) *bundle = false;
       return ports_.data();
     }
+    if (__builtin_expect(!ready_[key], 0)) build_key(key);
     const size_t i = base + static_cast<size_t>(key) * phases_ + (descending && phases_ == 2);
     *count = cells_[i].count & ~kBundle;
     if (bundle) *bundle = (cells_[i].count & kBundle) != 0;
@@ -69,6 +80,13 @@ class RoutingTable {
   size_t bytes() const {
     return row_.size() * sizeof(uint32_t) + cells_.size() * sizeof(Cell) + ports_.size() * sizeof(uint32_t);
   }
+  /// Keys whose cells are built (all of them for shortest-path tables), for inspection.
+  uint32_t keys_built() const {
+    return static_cast<uint32_t>(std::count(ready_.begin(), ready_.end(), uint8_t{1}));
+  }
+  /// Up*/down*: the node's place in the order (lower: closer to the root; kUnreachable for
+  /// nodes that forward nothing).
+  uint32_t rank(uint32_t node) const { return rank_.empty() ? kUnreachable : rank_[node]; }
   /// Up*/down*: the hop from `from` to `to` descends (moves away from the root).
   bool descends(uint32_t from, uint32_t to) const {
     return phases_ == 2 && rank_[to] != kUnreachable && rank_[from] != kUnreachable &&
@@ -85,9 +103,12 @@ class RoutingTable {
  private:
   void build_updown(const RoutingInput& in);
   void order(const RoutingInput& in);
+  /// Up*/down*: build key `k`'s cells, every transit node, both phases (from the order and
+  /// the channels taken at the build). Const: the lookup it serves is; the cells are a cache.
+  void build_key(uint32_t k) const;
   uint32_t num_keys_ = 0;
   uint32_t phases_ = 1;
-  bool bundles_ = false;
+  mutable bool bundles_ = false;
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
   struct Cell {
     uint32_t begin = 0, count = 0;  ///< next hops: ports_[begin, begin + count)
@@ -97,16 +118,33 @@ class RoutingTable {
   /// Sizes: transit nodes x keys cells (a node x keys table was mostly GPU rows: 5x the
   /// cells at 4,096 GPUs) and one copy of each distinct next-hop set, which cells share
   /// (a switch has the same uplinks toward every key above it).
-  void assign_rows(const RoutingInput& in, uint32_t phases);
+  /// `zero`: clear every cell (a whole build writes only non-empty ones); else keep the
+  /// array when its shape is unchanged (a lazy build writes all of a key's cells).
+  void assign_rows(const RoutingInput& in, uint32_t phases, bool zero);
   /// Point cell `cell` at the next-hop set in ports_[from, end): an equal set stored before
   /// if there is one (ports_ is then cut back to `from`), else this one. Marks the cell
   /// kBundle when the set is two or more ports to one node (`port_peer`).
-  void share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer);
+  void share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer) const;
   /// node -> its first cell (row x keys x phases), kNoRow for non-transit nodes
   std::vector<uint32_t> row_;
-  std::vector<Cell> cells_;
-  std::vector<uint32_t> ports_;
-  std::unordered_multimap<uint64_t, uint32_t> sets_;  ///< set hash -> begin (while building)
+  mutable std::vector<Cell> cells_;
+  mutable std::vector<uint32_t> ports_;
+  /// set hash -> begin (while building; up*/down*: until the next build)
+  mutable std::unordered_multimap<uint64_t, uint32_t> sets_;
+  /// key -> its cells are built (up*/down*: 0 from the build until its first lookup)
+  mutable std::vector<uint8_t> ready_;
+  // Up*/down*, taken at the build for build_key: the channels a transit node may use toward
+  // some key (up, ending at a transit node or a key), the transit nodes by rank and by id,
+  // the keys' nodes, which nodes are transit, each port's far end, and per-node scratch
+  // distances (kUnreachable between key builds).
+  struct Edge {
+    uint32_t port, peer;
+  };
+  std::vector<uint32_t> edge_begin_;  ///< node -> first entry in edges_ (CSR)
+  std::vector<Edge> edges_;
+  std::vector<uint32_t> by_rank_, transit_nodes_, key_nodes_, port_peer_;
+  std::vector<uint8_t> transit_;
+  mutable std::vector<uint32_t> down_, up_;
   std::vector<uint16_t> dist_;  ///< (node, key) -> hops, 0xffff unreachable (keep_distances)
 };
 
