@@ -64,7 +64,7 @@ class RoutingTable {
       return ports_.data();
     }
     if (__builtin_expect(!ready_[key], 0)) build_key(key);
-    const size_t i = base + static_cast<size_t>(key) * phases_ + (descending && phases_ == 2);
+    const size_t i = base + static_cast<size_t>(key) * key_stride_ + (descending && phases_ == 2);
     *count = cells_[i].count & ~kBundle;
     if (bundle) *bundle = (cells_[i].count & kBundle) != 0;
     return ports_.data() + cells_[i].begin;
@@ -108,13 +108,14 @@ class RoutingTable {
   void build_key(uint32_t k) const;
   uint32_t num_keys_ = 0;
   uint32_t phases_ = 1;
+  uint32_t key_stride_ = 1;  ///< cells from one key to the next at a node (see assign_rows)
   mutable bool bundles_ = false;
   std::vector<uint32_t> rank_;  ///< up*/down* order (lower: closer to the root)
   struct Cell {
     uint32_t begin = 0, count = 0;  ///< next hops: ports_[begin, begin + count)
   };
   static constexpr uint32_t kNoRow = 0xffffffffu;
-  /// Rows of cells only for transit nodes (the others forward nothing: every cell empty).
+  /// Cells only for transit nodes (the others forward nothing: every cell empty).
   /// Sizes: transit nodes x keys cells (a node x keys table was mostly GPU rows: 5x the
   /// cells at 4,096 GPUs) and one copy of each distinct next-hop set, which cells share
   /// (a switch has the same uplinks toward every key above it).
@@ -125,7 +126,7 @@ class RoutingTable {
   /// if there is one (ports_ is then cut back to `from`), else this one. Marks the cell
   /// kBundle when the set is two or more ports to one node (`port_peer`).
   void share(size_t cell, size_t from, const std::vector<uint32_t>& port_peer) const;
-  /// node -> its first cell (row x keys x phases), kNoRow for non-transit nodes
+  /// node -> its first cell (key 0, phase 0), kNoRow for non-transit nodes
   std::vector<uint32_t> row_;
   mutable std::vector<Cell> cells_;
   mutable std::vector<uint32_t> ports_;
@@ -133,18 +134,18 @@ class RoutingTable {
   mutable std::unordered_multimap<uint64_t, uint32_t> sets_;
   /// key -> its cells are built (up*/down*: 0 from the build until its first lookup)
   mutable std::vector<uint8_t> ready_;
-  // Up*/down*, taken at the build for build_key: the channels a transit node may use toward
-  // some key (up, ending at a transit node or a key), the transit nodes by rank and by id,
-  // the keys' nodes, which nodes are transit, each port's far end, and per-node scratch
-  // distances (kUnreachable between key builds).
+  // Up*/down*, taken at the build for build_key, by position (transit nodes by rank, then
+  // keys that do not forward): each transit node's first cell and the channels it may use
+  // toward some key (up, ending at a transit node or a key), each key's position, each
+  // port's far end; per position scratch distances (kUnreachable between key builds) and,
+  // per transit node and phase, the next-hop set of its last cell built.
   struct Edge {
-    uint32_t port, peer;
+    uint32_t port, peer;  ///< peer: the far end's position
   };
-  std::vector<uint32_t> edge_begin_;  ///< node -> first entry in edges_ (CSR)
+  std::vector<uint32_t> row_of_, edge_begin_, key_pos_, port_peer_;
   std::vector<Edge> edges_;
-  std::vector<uint32_t> by_rank_, transit_nodes_, key_nodes_, port_peer_;
-  std::vector<uint8_t> transit_;
   mutable std::vector<uint32_t> down_, up_;
+  mutable std::vector<Cell> last_set_;
   std::vector<uint16_t> dist_;  ///< (node, key) -> hops, 0xffff unreachable (keep_distances)
 };
 
