@@ -66,3 +66,24 @@ def test_containment_on_arrays_matches_the_row_sets():
         part = _table(part_rows)
         assert _contains(plan, part) == key_set_contains(plan, part), (trial, rows, part_rows)
         assert _contains(part, plan) == key_set_contains(part, plan), (trial, rows, part_rows)
+
+
+def test_containment_asked_of_one_plan_many_times():
+    """The same plan object asked about many parts (the sorted codes of the last plan are
+    kept), then its columns changed in place: each answer is the row sets' answer."""
+    spec = rf.topologies.RFabric(256).to_spec()
+    plan = _table(_rows(spec.circuits))
+    rows = _rows(plan)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        pick = [rows[i] for i in rng.choice(len(rows), 5, replace=False)]
+        if rng.random() < 0.5:
+            o, a, b = pick[0]
+            pick[0] = (o, a, b + 1)
+        part = _table(pick)
+        assert _contains(plan, part) == (_key_set(part) <= _key_set(plan))
+    part = _table(rows[:3])
+    assert _contains(plan, part)
+    plan.b[:3] += 1  # (no controller does this; the kept codes must not hide it)
+    assert not _contains(plan, part)
+    assert _contains(plan, _table(_rows(plan)[:3]))
