@@ -2,11 +2,13 @@
 // switch a destination GPU's NIC attaches to) the table holds the set of egress ports on a
 // shortest path over switches whose channels are up: the ECMP next-hop set. Shortest-path
 // tables are dense arrays built whole when a channel changes state (a few ms at 1k GPUs).
-// Up*/down* tables take their order (and the channels each node may use) at the build, and
-// build a key's cells (every node, both phases) when a lookup toward that key first comes:
-// a rebuild at each circuit change then costs the order plus the keys in use, not every key
-// (at 16,384 GPUs on RFabric, 2,048 keys of 2,048 switches: about 0.3 ms a key). The cells
-// equal those of a whole build (tests/cpp/test_routing.cpp checks them cell by cell).
+// Up*/down* tables (RFabric and other deadlock-free fabrics) are built lazily: the build
+// takes the order and each switch's usable channels, and a key's cells (every switch, both
+// phases, stored together) are built when a lookup toward that key first comes, so a rebuild
+// at a circuit change costs the order plus the keys asked for before the next one, not every
+// key. At 16,384 GPUs on RFabric (2,048 keys, 2,048 switches) a plan change costs 15 ms and
+// 4,096 paths between random GPU pairs after it 0.14 s of CPU, where the whole rebuild took
+// 0.55 s. The cells equal a whole build's (tests/cpp/test_routing.cpp, cell by cell).
 #pragma once
 
 #include <algorithm>
