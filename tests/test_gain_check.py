@@ -126,3 +126,46 @@ def test_op_flows_forces_an_algorithm_and_leaves_the_op_its_own():
         assert np.array_equal(own[k], again[k])
     with pytest.raises(Exception, match="algorithm"):
         sim.engine.op_flows(rows, algorithm=99)
+
+
+def test_predictor_states_route_as_fresh_forwarding():
+    """The predictor keeps two forwarding states and reuses the one already set to a check's
+    (failed links, plan). Oracle: a Forwarding built fresh for each check, the failures and
+    plan applied to it alone; every sampled pair's ports must match, through a random sequence
+    of plans (subsets of the fabric's circuits) and failed circuit links, with repeats."""
+    from types import SimpleNamespace
+
+    from rfabric.controllers.gain import Predictor
+    from rfabric.forwarding import Forwarding
+    from rfabric.spec import CircuitTable
+
+    spec = rf.topologies.RFabric(128, "200Gbps").to_spec()
+    pred = Predictor(spec)
+    full = Forwarding(spec).current_circuits()
+    rng = np.random.default_rng(7)
+    links = np.unique(np.r_[full.a, full.b])
+    keep = [np.flatnonzero(rng.random(len(full)) < 0.7) for _ in range(3)]
+    plans = [full] + [CircuitTable.build(full.ocs[k], full.a[k], full.b[k]) for k in keep]
+    downs = [np.zeros(len(links), bool)] + [rng.random(len(links)) < 0.05 for _ in range(2)]
+    pairs = [tuple(int(x) for x in rng.choice(128, 2, replace=False)) for _ in range(40)]
+    seen = {}
+    for step in range(14):
+        pi, di = int(rng.integers(len(plans))), int(rng.integers(len(downs)))
+        plan, failed = plans[pi], downs[di]
+        fwd = pred._forwarding(plan, set(links[failed].tolist()))
+        if (pi, di) in seen and seen[(pi, di)][1] == step - 1:
+            assert fwd is seen[(pi, di)][0], "a state set to the same check again is reused"
+        seen[(pi, di)] = (fwd, step)
+        fresh = Forwarding(spec)
+        for link in links[failed]:
+            fresh.fail_link(int(link))
+        fresh.apply_circuits(plan)
+        for a, b in pairs:
+            assert np.array_equal(fwd.ports(a, b), fresh.ports(a, b)), (step, a, b)
+        assert len(pred._fwds) <= pred.states
+        # the view form time_ps takes gives the same forwarding state
+        view = SimpleNamespace(ocs_ports=links, failed=failed)
+        s, d = [a for a, _ in pairs], [b for _, b in pairs]
+        assert pred.time_ps(plan, view, (s, d, np.ones(len(s)))) == Predictor(spec).time_ps(
+            plan, view, (s, d, np.ones(len(s)))
+        )

@@ -41,3 +41,49 @@ def test_rows_touching_some_pods_are_those_pods_rows():
         if o in set(lay.core_nodes.tolist()):
             assert 0 in (lay.port_of_link[a][1], lay.port_of_link[b][1])
     assert np.isin(lay.core_nodes, mine.ocs).any()
+
+
+def test_containment_on_arrays_matches_the_row_sets():
+    """_contains works on int64 codes; oracle: the subset test of the rows' key sets, on random
+    tables (rows either way round, repeats, rows that differ in one field, empty tables, ids
+    too large for the codes)."""
+    rng = np.random.default_rng(3)
+
+    def key_set_contains(plan, part):
+        return _key_set(part) <= _key_set(plan)
+
+    for trial in range(300):
+        n = int(rng.integers(0, 30))
+        big = trial % 50 == 49  # ids beyond the int64 codes: the sets answer
+        hi = 2**40 if big else 12
+        rows = [tuple(int(x) for x in rng.integers(0, hi, 3)) for _ in range(n)]
+        plan = _table(rows)
+        pick = [r for r in rows if rng.random() < 0.5]
+        part_rows = [(o, b, a) if rng.random() < 0.5 else (o, a, b) for o, a, b in pick]
+        if rows and rng.random() < 0.5:  # one row that may not be in the plan
+            o, a, b = rows[int(rng.integers(len(rows)))]
+            part_rows.append((o + int(rng.integers(0, 2)), a, b + int(rng.integers(0, 2))))
+        part = _table(part_rows)
+        assert _contains(plan, part) == key_set_contains(plan, part), (trial, rows, part_rows)
+        assert _contains(part, plan) == key_set_contains(part, plan), (trial, rows, part_rows)
+
+
+def test_containment_asked_of_one_plan_many_times():
+    """The same plan object asked about many parts (the sorted codes of the last plan are
+    kept), then its columns changed in place: each answer is the row sets' answer."""
+    spec = rf.topologies.RFabric(256).to_spec()
+    plan = _table(_rows(spec.circuits))
+    rows = _rows(plan)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        pick = [rows[i] for i in rng.choice(len(rows), 5, replace=False)]
+        if rng.random() < 0.5:
+            o, a, b = pick[0]
+            pick[0] = (o, a, b + 1)
+        part = _table(pick)
+        assert _contains(plan, part) == (_key_set(part) <= _key_set(plan))
+    part = _table(rows[:3])
+    assert _contains(plan, part)
+    plan.b[:3] += 1  # (no controller does this; the kept codes must not hide it)
+    assert not _contains(plan, part)
+    assert _contains(plan, _table(_rows(plan)[:3]))

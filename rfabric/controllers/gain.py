@@ -20,18 +20,26 @@ class Predictor:
     position below its ToR), so GPU pairs are merged per (sender ToR, receiver). At most
     ``budget`` paths are traced per plan: every ToR pair first gets the path of its largest
     receiver, then a second, ... until the budget is spent; a ToR pair's bytes are spread
-    over its traced receivers in proportion to their own bytes."""
+    over its traced receivers in proportion to their own bytes.
+
+    It keeps two forwarding states, each with the (failed ports, plan) it was last set to: a
+    check lays the demand on the candidate and on the plan in force, so the plan in force
+    (the same from check to check until one commits) keeps its tables, and only the keys its
+    paths had not asked for are built (up*/down* tables build a key on its first lookup).
+    A state set to the same failed ports and plan again routes exactly as a fresh one: each
+    plan applied takes a new up*/down* order from the channels alone."""
 
     budget = 4096
+    #: forwarding states kept (the plan in force and the candidate)
+    states = 2
 
     def __init__(self, spec):
-        from ..forwarding import Forwarding
-
         self.spec = spec
-        self.fwd = Forwarding(spec)
         self.rate = spec.links.rate_bps.astype(np.float64)
         self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
-        self._down: set[int] = set()
+        # [forwarding, its failed links, (failed links, plan) it was last set to], most
+        # recently used last
+        self._fwds: list[list] = []
 
     def sample(self, intent, tpl, budget=None):
         """The (sender GPUs, receiver GPUs, bytes) of the paths to trace for the intent."""
@@ -107,20 +115,14 @@ class Predictor:
         taken at their dry run's algorithm: each port carries the fixed flows plus, per group,
         the most any algorithm the tuner may pick puts on it, a bound on the busiest port
         whatever the tuner picks on this plan (``paths`` is then unused)."""
-        down = set(view.ocs_ports[view.failed].tolist())
-        for link in self._down - down:
-            self.fwd.restore_link(link)
-        for link in down - self._down:
-            self.fwd.fail_link(link)
-        self._down = down
-        self.fwd.apply_circuits(plan)
+        fwd = self._forwarding(plan, set(view.ocs_ports[view.failed].tolist()))
         if variants is None:
-            load = self._load(paths)
+            load = self._load(fwd, paths)
         else:
             fixed, groups = variants
-            load = self._load(fixed)
+            load = self._load(fwd, fixed)
             for alts in groups:
-                load = load + np.max([self._load(a) for a in alts], axis=0)
+                load = load + np.max([self._load(fwd, a) for a in alts], axis=0)
         busy = np.flatnonzero(load)
         if not busy.size:
             return 0, 0
@@ -128,13 +130,40 @@ class Predictor:
         net = self.net[busy // 2]
         return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
 
-    def _load(self, paths) -> np.ndarray:
-        """Bytes per port (``2 * link + direction``) of the sampled paths on the plan applied."""
+    def _forwarding(self, plan, down: set[int]):
+        """A forwarding state with links ``down`` failed and ``plan`` applied: the one kept
+        in that state if there is one, else the least recently used one (or a new one) set
+        to it."""
+        from ..forwarding import Forwarding
+
+        state = (frozenset(down), plan.ocs.tobytes(), plan.a.tobytes(), plan.b.tobytes())
+        for i, entry in enumerate(self._fwds):
+            if entry[2] == state:
+                self._fwds.append(self._fwds.pop(i))
+                return entry[0]
+        if len(self._fwds) < self.states:
+            entry = [Forwarding(self.spec), set(), None]
+        else:
+            entry = self._fwds.pop(0)
+        fwd, was = entry[0], entry[1]
+        for link in was - down:
+            fwd.restore_link(link)
+        for link in down - was:
+            fwd.fail_link(link)
+        # (always applied, even when the plan is the one in place: a new up*/down* order then,
+        # from the channels alone, so the tables do not depend on what the state held before)
+        fwd.apply_circuits(plan)
+        entry[1], entry[2] = set(down), state
+        self._fwds.append(entry)
+        return fwd
+
+    def _load(self, fwd, paths) -> np.ndarray:
+        """Bytes per port (``2 * link + direction``) of the sampled paths on ``fwd``."""
         load = np.zeros(2 * len(self.rate))
         s, d, w = paths
         if not len(s):
             return load
-        path = self.fwd._fwd.path
+        path = fwd._fwd.path
         ports = [path(a, b, 0) for a, b in zip(s, d, strict=True)]
         lens = np.fromiter((p.size for p in ports), dtype=np.int64, count=len(ports))
         flat = np.concatenate(ports).astype(np.int64)
