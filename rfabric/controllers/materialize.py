@@ -138,8 +138,11 @@ def materialize(
         intra_C = {p: None for p in pods}
     else:
         inter = pod_of[:, None] != pod_of[None, :]
-        P = np.zeros((lay.pods, lay.pods))
-        np.add.at(P, (np.repeat(pod_of, lay.num_tors), np.tile(pod_of, lay.num_tors)), (D * inter).ravel())
+        # (bincount adds each bin's weights in input order, as np.add.at did, at a fraction of
+        # its cost over every ToR pair: 4 M entries at 16,384 GPUs)
+        pair = (np.repeat(pod_of, lay.num_tors) * lay.pods + np.tile(pod_of, lay.num_tors)).astype(np.intp)
+        P = np.bincount(pair, weights=(D * inter).ravel(), minlength=lay.pods * lay.pods)
+        P = P.reshape(lay.pods, lay.pods)
 
         def agg(p, u_budget):
             """allocate_circuits over PoD p's ToRs and its boundary endpoint U."""
