@@ -58,6 +58,15 @@ def test_incast_makespan_is_the_bottleneck_bound(ft128, step):
     assert on.run["makespan_ps"] >= bound + delay.min() - 2
 
 
+def assert_conserved(sim):
+    """Every flow with bytes on the wire has them somewhere: backlog, queued or delivered."""
+    led = sim.engine.ledger()
+    live = led["wire"] > 0
+    total = led["backlog"] + led["queued"] + led["delivered"]
+    np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+    return led
+
+
 def test_bytes_are_conserved_per_flow_and_per_port(ft128):
     size = 2 << 20
     wl = incast(size=size)
@@ -65,10 +74,7 @@ def test_bytes_are_conserved_per_flow_and_per_port(ft128):
     seen_queued = False
     for t in ("30us", "80us", "200us"):
         sim.run(t)
-        led = sim.engine.ledger()
-        live = led["wire"] > 0
-        total = led["backlog"] + led["queued"] + led["delivered"]
-        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+        led = assert_conserved(sim)
         assert np.all(led["queued"] >= 0) and np.all(led["backlog"] >= 0)
         seen_queued |= bool(led["queued"].sum() > 0)
     assert seen_queued  # the incast did queue
@@ -279,10 +285,7 @@ def test_flows_starting_mid_step_beside_a_congested_island(ft128):
     sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="flow")
     for t in ("9us", "14.5us", "20us"):
         sim.run(t)
-        led = sim.engine.ledger()
-        live = led["wire"] > 0
-        total = led["backlog"] + led["queued"] + led["delivered"]
-        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+        assert_conserved(sim)
 
 
 def test_a_flow_starting_mid_step_on_a_busy_nic_shares_it(ft128):
@@ -310,10 +313,7 @@ def test_a_flow_starting_mid_step_on_a_busy_nic_shares_it(ft128):
     sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="flow")
     for t in ("4.7us", "30us"):
         sim.run(t)
-        led = sim.engine.ledger()
-        live = led["wire"] > 0
-        total = led["backlog"] + led["queued"] + led["delivered"]
-        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+        assert_conserved(sim)
 
 
 def test_sprayed_flows_joining_steps_conserve_bytes(ft128):
@@ -333,10 +333,7 @@ def test_sprayed_flows_joining_steps_conserve_bytes(ft128):
     sim = rf.Simulation(ft128, both, backend="flow", flow_model="dynamic", ecmp="packet")
     for t in ("3.1us", "7.7us", "20us", "60us"):
         sim.run(t)
-        led = sim.engine.ledger()
-        live = led["wire"] > 0
-        total = led["backlog"] + led["queued"] + led["delivered"]
-        np.testing.assert_allclose(total[live], led["wire"][live], rtol=1e-9)
+        assert_conserved(sim)
     sim.run()
     res = sim.results()
     assert res.complete and res.run["lanes"] > len(both.src)  # (sprayed: several lanes a flow)
