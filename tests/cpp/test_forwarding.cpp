@@ -15,6 +15,7 @@
 
 #include "fabric/forwarding.hpp"
 #include "fabric/routing.hpp"
+#include "routing_input.hpp"
 #include "spec_builder.hpp"
 
 using rfabric::net::EngineConfig;
@@ -479,12 +480,7 @@ TEST_CASE("routing tables: ECMP next-hop sets on random graphs match distances f
       in.port_up[2 * l] = rng() % 8 != 0;
       in.port_up[2 * l + 1] = rng() % 8 != 0;
     }
-    in.adj_begin.assign(n + 1, 0);
-    for (uint32_t p = 0; p < np; ++p) ++in.adj_begin[tail[p] + 1];
-    for (uint32_t v = 0; v < n; ++v) in.adj_begin[v + 1] += in.adj_begin[v];
-    in.adj_ports.resize(np);
-    std::vector<uint32_t> fill(in.adj_begin.begin(), in.adj_begin.end() - 1);
-    for (uint32_t p = 0; p < np; ++p) in.adj_ports[fill[tail[p]]++] = p;
+    rftest::set_adjacency(in, tail);
     for (uint32_t v = 0; v < n; ++v)
       if (rng() % 2) in.keys.push_back(v);
     if (in.keys.empty()) in.keys.push_back(0);

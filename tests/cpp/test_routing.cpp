@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fabric/routing.hpp"
+#include "routing_input.hpp"
 
 using rfabric::net::RoutingInput;
 using rfabric::net::RoutingTable;
@@ -42,12 +43,7 @@ struct Fabric {
     const uint32_t np = 2 * (n + static_cast<uint32_t>(rng() % (3 * n)));
     tail.resize(np);
     for (uint32_t p = 0; p < np; ++p) tail[p] = static_cast<uint32_t>(rng() % n);
-    in.adj_begin.assign(n + 1, 0);
-    for (uint32_t p = 0; p < np; ++p) ++in.adj_begin[tail[p] + 1];
-    for (uint32_t v = 0; v < n; ++v) in.adj_begin[v + 1] += in.adj_begin[v];
-    in.adj_ports.resize(np);
-    std::vector<uint32_t> fill(in.adj_begin.begin(), in.adj_begin.end() - 1);
-    for (uint32_t p = 0; p < np; ++p) in.adj_ports[fill[tail[p]]++] = p;
+    rftest::set_adjacency(in, tail);
     in.port_up.resize(np);
     for (uint32_t p = 0; p < np; ++p) in.port_up[p] = rng() % 8 != 0;
     in.port_reverse.resize(np);
