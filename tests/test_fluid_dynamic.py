@@ -58,6 +58,16 @@ def test_incast_makespan_is_the_bottleneck_bound(ft128, step):
     assert on.run["makespan_ps"] >= bound + delay.min() - 2
 
 
+def joined(a, b):
+    """Flows a then b, as one workload (a's flows first)."""
+    return rf.Flows(
+        np.r_[a.src, b.src],
+        np.r_[a.dst, b.dst],
+        np.r_[a.size_bytes, b.size_bytes],
+        start_ps=np.r_[a.start_ps, b.start_ps],
+    )
+
+
 def assert_conserved(sim):
     """Every flow with bytes on the wire has them somewhere: backlog, queued or delivered."""
     led = sim.engine.ledger()
@@ -268,12 +278,7 @@ def test_flows_starting_mid_step_beside_a_congested_island(ft128):
     small = rf.Flows(
         small_src, small_src + 1, 256 << 10, start_ps=((np.arange(n) * 3.3 + 5.1) * US).astype(np.int64)
     )
-    both = rf.Flows(
-        np.r_[isl.src, small.src],
-        np.r_[isl.dst, small.dst],
-        np.r_[isl.size_bytes, small.size_bytes],
-        start_ps=np.r_[isl.start_ps, small.start_ps],
-    )
+    both = joined(isl, small)
     alone = dynamic(ft128, isl, ecmp="flow")
     mixed = dynamic(ft128, both, ecmp="flow")
     assert alone.run["steps"] > 100 and alone.run["pfc_pauses"] > 0
@@ -297,12 +302,7 @@ def test_a_flow_starting_mid_step_on_a_busy_nic_shares_it(ft128):
     # bytes conserved on the way.
     isl = incast(size=1 << 20)
     pair = rf.Flows([1, 1], [65, 66], 1 << 20, start_ps=[0, int(4.5 * US)])
-    both = rf.Flows(
-        np.r_[isl.src, pair.src],
-        np.r_[isl.dst, pair.dst],
-        np.r_[isl.size_bytes, pair.size_bytes],
-        start_ps=np.r_[isl.start_ps, pair.start_ps],
-    )
+    both = joined(isl, pair)
     alone = dynamic(ft128, isl, ecmp="flow")
     mixed = dynamic(ft128, both, ecmp="flow")
     assert mixed.run["plans"] == alone.run["plans"]
