@@ -336,10 +336,13 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   // round that ends it, ahead of what the flows behind it in that round send there. The
   // fluid, sharing the port evenly, ends it that much later; its last byte is taken to have
   // left that much earlier. Behind it: the last frame of each flow the fluid ends at this same
-  // instant and that is told after it (equal flows started together end one last frame
-  // apart, exactly as in packets); and of each flow started after it (or with it and created
-  // after it) that has bytes left, half a frame: whether its turn falls after this flow's last
-  // frame or before it depends on the phase of their turns, which the fluid does not know.
+  // instant that the port serves after it (started later, or with it and created after it),
+  // told before it or after it (the order the fluid tells them in is not the port's); and of
+  // each flow started after it (or with it and created after it) that has bytes left, half a
+  // frame: whether its turn falls after this flow's last frame or before it depends on the
+  // phase of their turns, which the fluid does not know. A flow started at this instant (a
+  // connection's next message, posted as its last one left) comes after the round: the
+  // port serves the flows already backlogged first.
   const Subflow& sub = subs_[s];
   const uint32_t b = sub.bneck;
   if (b == kNone || ports_[b].capacity <= 0) return 0;
@@ -347,25 +350,34 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   const SimTime now = eng_.now();
   const uint32_t f = sub.flow;
   const SimTime start = flows_.start_ps[f];
-  auto last_frame = [&](uint32_t g) {
+  const uint64_t id = flows_.id[f];
+  auto last_frames = [&](uint32_t g) {
     const Bytes h = header_for(flows_.src[g], flows_.dst[g]), pp = mtu_ - h;
     const Bytes size = flows_.size_bytes[g] / flows_.copies[g];
-    return static_cast<double>((size % pp == 0 ? pp : size % pp) + h);
+    return static_cast<double>((size % pp == 0 ? pp : size % pp) + h) * flows_.copies[g];
   };
+  auto after = [&](SimTime gs, uint64_t gid) { return gs > start || (gs == start && gid > id); };
+  if (told_at_ != now) {
+    told_.clear();
+    told_at_ = now;
+  }
   double behind = 0;  // wire bytes sent after its last frame
+  for (const Told& t : told_)
+    if (t.port == b && after(t.start, t.id)) behind += t.last;
   for (const auto& [t, hop] : port.subs) {
     const Subflow& o = subs_[t];
     if (t == s || !o.active || o.bneck != b) continue;
     const uint32_t g = o.flow;
-    if (o.finish_at == now) {  // (told after it: those told before it have left the port)
-      behind += last_frame(g) * flows_.copies[g];
+    const SimTime gs = flows_.start_ps[g];
+    if (!after(gs, flows_.id[g]) || gs == now) continue;
+    if (o.finish_at == now) {
+      behind += last_frames(g);
       continue;
     }
-    const SimTime gs = flows_.start_ps[g];
-    if (gs < start || (gs == start && flows_.id[g] < flows_.id[f])) continue;
     const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
     behind += 0.5 * std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
   }
+  told_.push_back({b, start, id, last_frames(f)});
   return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
 }
 

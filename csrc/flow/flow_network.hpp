@@ -340,6 +340,16 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// The subflow whose flow just finished sending, while its observer is told (start_flow
   /// hands it to the connection's next message); kNone otherwise.
   uint32_t handoff_ = kNone;
+  /// The flows told of this instant's end at their bottleneck port (round_robin_lead): a
+  /// port's round ends its flows in the order it serves them, whatever order they are told in.
+  struct Told {
+    uint32_t port;
+    SimTime start;
+    uint64_t id;
+    double last;  ///< wire bytes of its last frames (one per copy)
+  };
+  std::vector<Told> told_;
+  SimTime told_at_ = -1;
   std::vector<PortState> ports_;
   struct PathKey {
     uint32_t src, dst, hash;
