@@ -361,9 +361,12 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
     told_.clear();
     told_at_ = now;
   }
+  if (told_port_.size() < ports_.size()) told_port_.resize(ports_.size());
+  ToldList& told = told_port_[b];
+  if (told.at != now) told = ToldList{now, kNone, kNone};
   double behind = 0;  // wire bytes sent after its last frame
-  for (const Told& t : told_)
-    if (t.port == b && after(t.start, t.id)) behind += t.last;
+  for (uint32_t i = told.first; i != kNone; i = told_[i].next)
+    if (after(told_[i].start, told_[i].id)) behind += told_[i].last;
   for (const auto& [t, hop] : port.subs) {
     const Subflow& o = subs_[t];
     if (t == s || !o.active || o.bneck != b) continue;
@@ -377,7 +380,10 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
     const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;
     behind += 0.5 * std::min(static_cast<double>(mtu_), std::max(0.0, left / o.weight)) * o.weight;
   }
-  told_.push_back({b, start, id, last_frames(f)});
+  const auto at = static_cast<uint32_t>(told_.size());
+  told_.push_back({start, id, last_frames(f), kNone});
+  (told.last == kNone ? told.first : told_[told.last].next) = at;
+  told.last = at;
   return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
 }
 

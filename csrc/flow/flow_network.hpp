@@ -342,14 +342,21 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   uint32_t handoff_ = kNone;
   /// The flows told of this instant's end at their bottleneck port (round_robin_lead): a
   /// port's round ends its flows in the order it serves them, whatever order they are told in.
+  /// Each port's are a list through told_ (next), so that a flow reads only its own port's.
   struct Told {
-    uint32_t port;
     SimTime start;
     uint64_t id;
-    double last;  ///< wire bytes of its last frames (one per copy)
+    double last;    ///< wire bytes of its last frames (one per copy)
+    uint32_t next;  ///< the next one told at the same port (kNone: none)
   };
   std::vector<Told> told_;
   SimTime told_at_ = -1;
+  /// Per port: the first and last of told_ at that port, valid while `at` is told_at_.
+  struct ToldList {
+    SimTime at = -1;
+    uint32_t first = kNone, last = kNone;
+  };
+  std::vector<ToldList> told_port_;
   std::vector<PortState> ports_;
   struct PathKey {
     uint32_t src, dst, hash;
