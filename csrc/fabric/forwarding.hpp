@@ -174,9 +174,15 @@ class Forwarding {
   static bool revisits(const std::vector<uint32_t>& path, uint32_t port) {
     return std::find(path.begin(), path.end(), port) != path.end();
   }
+  /// The most ports a walk crosses: every port once. A walk that ends loops (revisits) never
+  /// reaches it; one that does not (a multipath frame under load) is bounded by its hop
+  /// budget long before. The packet engine's frames have no hop limit, so neither may a walk
+  /// have one short of this: the up*/down* route of a circuit plan that leaves a chain of
+  /// ToR-ToR circuits can cross more than 64 ports.
+  size_t max_walk_ports() const { return channels_.size(); }
   /// The ports the frame with sequence number `seq` of a flow (ECMP hash `hash`) from GPU src
-  /// to GPU dst crosses under `load` (the choices that spread a flow's frames read seq), at
-  /// most 64, stopping at a channel that is down or where it has no way on; `reached`: it
+  /// to GPU dst crosses under `load` (the choices that spread a flow's frames read seq),
+  /// stopping at a channel that is down or where it has no way on; `reached`: it
   /// gets to dst. `loops_end`: a port crossed a second time ends it (on an idle fabric a
   /// frame going round a loop); without it a frame may cross a port twice, as a multipath
   /// frame under load does in the packet engine (its hop budget bounds the detour). The flow
@@ -189,8 +195,8 @@ class Forwarding {
   uint32_t bundle_slot(uint32_t p) const { return bundle_slot_[p]; }
   uint32_t bundle_size(uint32_t p) const { return bundle_size_[p]; }
   /// Ports a frame from GPU src to GPU dst crosses, following the choices of a flow with
-  /// ECMP hash `flow_hash` and sequence number 0 (at most 64; it stops where the frame would
-  /// have no way on, or would cross a port a second time).
+  /// ECMP hash `flow_hash` and sequence number 0 (it stops where the frame would have no way
+  /// on, or would cross a port a second time).
   template <class Load>
   std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash, const Load& load) const;
   std::vector<uint32_t> path(uint32_t src, uint32_t dst, uint32_t flow_hash = 0) const {
@@ -317,7 +323,7 @@ std::vector<uint32_t> Forwarding::walk_frame(uint32_t src, uint32_t dst, uint32_
   const uint32_t dst_node = gpu_node(dst);
   uint32_t port = first_port(src, dst, hash);
   uint32_t hops = 0;
-  while (port != kNone && out.size() < 64) {
+  while (port != kNone && out.size() < max_walk_ports()) {
     const Channel& c = channel(port);
     if (!c.up) break;
     out.push_back(port);
@@ -512,7 +518,7 @@ std::vector<uint32_t> Forwarding::path(uint32_t src, uint32_t dst, uint32_t flow
   std::vector<uint32_t> out;
   uint32_t port = first_port(src, dst, flow_hash);
   uint32_t hops = 0;
-  while (port != kNone && out.size() < 64) {
+  while (port != kNone && out.size() < max_walk_ports()) {
     out.push_back(port);
     const Channel& c = channels_[port];
     hops += hop_step(c.peer);
