@@ -1,7 +1,7 @@
 """Results do not move when code moves: a digest of every result table of a fixed set of runs.
 
 Each run below (every fabric on both backends with its controller, flows under failures on
-both transports, the collective tables) is reduced to a SHA-256 of its tables' contents and
+both transports and both flow models, the collective tables) is reduced to a SHA-256 of its tables' contents and
 compared with ``tests/golden/results_hashes.txt``. A restructuring must keep every line; a
 change meant to alter results regenerates the file and says why in its commit:
 
@@ -72,16 +72,25 @@ def _runs():
     ft = rf.topologies.FatTree(64, oversubscription=3)
     spec = ft.to_spec()
     uplink = int(spec.links_of(spec.node_id("tor0"))[-1])
-    for backend, transport in (("packet", "roce"), ("packet", "dctcp"), ("flow", "roce")):
+    for backend, transport, model in (
+        ("packet", "roce", None),
+        ("packet", "dctcp", None),
+        ("flow", "roce", "max-min"),
+        ("flow", "roce", "dynamic"),
+    ):
 
-        def run(backend=backend, transport=transport):
-            sim = rf.Simulation(ft, flows, backend=backend, transport=transport, seed=4, record_flows=True)
+        def run(backend=backend, transport=transport, model=model):
+            kw = {} if model is None else {"flow_model": model}
+            sim = rf.Simulation(
+                ft, flows, backend=backend, transport=transport, seed=4, record_flows=True, **kw
+            )
             sim.fail_nic(3, at="2us")
             sim.fail_link(uplink, at="5us")
             sim.run()
             return _digest(sim.results())
 
-        out.append((f"flows-failures/FatTree-OS3/{backend}/{transport}", run))
+        label = "flow-dynamic" if model == "dynamic" else backend
+        out.append((f"flows-failures/FatTree-OS3/{label}/{transport}", run))
     for kind in ("all_reduce", "all_gather", "all_to_all", "broadcast"):
         for backend in ("packet", "flow"):
 

@@ -442,6 +442,17 @@ SimTime Forwarding::lone_packet_fct_ps(const std::vector<uint32_t>& path, Bytes 
   return arrive;
 }
 
+SimTime Forwarding::lone_packet_delay_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
+                                         Bytes header) const {
+  const SimTime lone = lone_packet_fct_ps(path, size, payload, header);
+  const BitsPerSec rate = path.empty() ? 0 : path_cost(path).second;
+  if (lone <= 0 || rate <= 0) return lone_delay_ps(path, size, payload, header);
+  const Bytes wire = size + (size + payload - 1) / payload * header;
+  const auto bits_ps = static_cast<unsigned __int128>(wire) * 8'000'000'000'000ULL;
+  const auto r = static_cast<unsigned __int128>(rate);
+  return std::max<SimTime>(0, lone - static_cast<SimTime>((bits_ps + r - 1) / r));
+}
+
 // ---- circuits and channels ----
 
 uint32_t Forwarding::port_into(uint32_t link, uint32_t node) const {

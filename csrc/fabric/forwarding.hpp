@@ -220,6 +220,12 @@ class Forwarding {
   /// wherever that one is slower. Exact: the packet engine's lone-flow oracle.
   SimTime lone_packet_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
                              Bytes header) const;
+  /// What a lone message takes frame by frame (lone_packet_fct_ps) beyond all its wire bytes
+  /// at the path's slowest rate: the delay a fluid that moves the bytes at that rate adds
+  /// after its last byte, so that a lone flow ends as the packet engine's does
+  /// (lone_delay_ps where the path has no rate).
+  SimTime lone_packet_delay_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
+                               Bytes header) const;
 
  private:
   struct Ends {

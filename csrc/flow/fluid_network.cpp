@@ -208,7 +208,7 @@ void FluidNetwork::add_lanes(uint32_t f, double bytes_left) {
     s.lanes.push_back(l);
     ++counters_.lanes;
     if (quiet_) attach_lane(l);
-    delay = std::max(delay, fwd_.lone_delay_ps(paths[i], flows_.size_bytes[f], mtu_ - h, h));
+    delay = std::max(delay, fwd_.lone_packet_delay_ps(paths[i], flows_.size_bytes[f], mtu_ - h, h));
     cnp_delay = std::max(cnp_delay, fwd_.lone_delay_ps(paths[i], cfg_.control_bytes, mtu_ - h, 0));
   }
   s.delay = delay;

@@ -39,7 +39,8 @@
 //    its own flows, which give up their excess downstream to the first queue covering it); a
 //    saturated port queues them until the next step; else the step is planned again;
 //  * a flow is done when its last byte is delivered plus the max-min mode's delivery delay
-//    (Forwarding::lone_delay_ps: propagation, node latencies, store-and-forward).
+//    (Forwarding::lone_packet_delay_ps: what a lone message takes frame by frame beyond its
+//    bytes at the path's slowest rate), so that a lone flow ends as the packet engine's does.
 // Not modelled: DCTCP (the mode needs transport "roce"), drops and the lossy long links of
 // Sites (their ports never PAUSE here and never drop), the propagation of bytes between hops inside a step,
 // load-aware routing (paths of an idle fabric, as the max-min mode), the RNG of ECN marking.
@@ -104,7 +105,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   BitsPerSec port_rate_bps(uint32_t port) const override { return fwd_.channel(port).rate_bps; }
   SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const override {
     const Bytes h = ft_.header(ft_.of(src, dst));
-    return fwd_.lone_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
+    return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
   size_t num_flows() const override { return flows_.size(); }
 
