@@ -47,19 +47,10 @@ double FlowNetwork::flow_cap(uint32_t f) const {
 
 SimTime FlowNetwork::flow_delay(uint32_t f, const std::vector<uint32_t>& path) const {
   // The fluid's own time covers the bottleneck; the delay is the rest of what a lone message
-  // (one copy: copies move side by side) takes frame by frame (Forwarding::lone_packet_fct_ps:
-  // store-and-forward at every hop, and a short last frame waiting behind the full one before
-  // it at every hop after the bottleneck, where lone_delay_ps counts the short frame), so a
-  // lone flow ends when the packet engine's does.
+  // (one copy: copies move side by side) takes frame by frame (Forwarding::
+  // lone_packet_delay_ps), so a lone flow ends when the packet engine's does.
   const Bytes h = header_for(flows_.src[f], flows_.dst[f]);
-  const Bytes size = flows_.size_bytes[f] / flows_.copies[f], pp = mtu_ - h;
-  const SimTime lone = fwd_.lone_packet_fct_ps(path, size, pp, h);
-  const BitsPerSec rate = fwd_.path_cost(path).second;
-  if (lone <= 0 || rate <= 0) return fwd_.lone_delay_ps(path, size, pp, h);
-  const Bytes wire = size + (size + pp - 1) / pp * h;
-  const auto bits_ps = static_cast<unsigned __int128>(wire) * 8'000'000'000'000ULL;
-  const auto r = static_cast<unsigned __int128>(rate);
-  return std::max<SimTime>(0, lone - static_cast<SimTime>((bits_ps + r - 1) / r));
+  return fwd_.lone_packet_delay_ps(path, flows_.size_bytes[f] / flows_.copies[f], mtu_ - h, h);
 }
 
 double FlowNetwork::wire_bytes(uint32_t f) const {
