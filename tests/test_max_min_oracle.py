@@ -6,30 +6,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from test_flow_backend import LoneGpus  # (GPUs on a chain of switches)
 
 import rfabric as rf
 
 G = 10**9
 MB = 10**6
-
-
-class LoneGpus(rf.Topology):
-    """GPUs outside any server on a chain of packet switches: ``attach[g]`` is GPU g's switch,
-    ``nic_gbps[g]`` its NIC rate, ``chain_gbps[i]`` the rate of the link from switch i to i+1."""
-
-    family = "max_min_oracle_test"
-
-    def __init__(self, attach, nic_gbps, chain_gbps):
-        super().__init__(len(attach), "200Gbps", gpus_per_server=1)
-        self.attach, self.nic_gbps, self.chain_gbps = attach, nic_gbps, chain_gbps
-
-    def build(self, net):
-        gpu = net.add_nodes("gpu", self.gpus)
-        sw = net.add_nodes("eps", len(self.chain_gbps) + 1, prefix="sw")
-        for g in range(self.gpus):
-            net.add_links(gpu[g], sw[self.attach[g]], rate=int(self.nic_gbps[g] * G), kind="nic")
-        for i, r in enumerate(self.chain_gbps):
-            net.add_links(sw[i], sw[i + 1], rate=int(r * G), kind="chain")
 
 
 def exact_max_min(paths, capacity):
