@@ -238,6 +238,13 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double busy_ps = 0;     ///< time busy up to the last capacity change, when bytes was
     double bytes_mark = 0;  ///< bytes_mark (busy time since: the bytes after it at capacity)
     uint32_t bnecks = 0;    ///< subflows whose bottleneck it is (Subflow::bneck)
+    /// Flows starting on it at `turn_at` so far: the wire bytes of their first frames (start_lag).
+    SimTime turn_at = -1;
+    double turn_bytes = 0;
+    /// The flows that started on it at `idle_at` reach it `idle_ps` after (begin_flow).
+    SimTime idle_at = -1;
+    SimTime idle_ps = 0;
+    int8_t idle_full = -1;  ///< whether they saturate it (-1: not read yet, start_idle)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
@@ -282,6 +289,14 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Add (sign +1) or take back (-1) subflow s's offered load on its ports (load routing).
   void offer(uint32_t s, double sign);
   void start_flow(uint32_t f);
+  /// How long after now flow f, starting now, sends its first frame: its port sends the first
+  /// frames of the flows that start on it at one instant in turn, in the order they start.
+  SimTime start_lag(uint32_t f);
+  /// Start flow f now, noting on the ports it crosses how long they idle (start_lag).
+  void begin_flow(uint32_t f);
+  /// How long the ports bottlenecking subflow s idled at its start (begin_flow): its last
+  /// frame leaves that much later than the fluid's.
+  SimTime start_idle(uint32_t s);
   uint32_t new_subflow(uint32_t f, PathSet& ps, double bytes);
   void remove_subflow(uint32_t s);
   void attach(uint32_t s);
