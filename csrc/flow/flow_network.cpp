@@ -160,8 +160,9 @@ SimTime FlowNetwork::start_lag(uint32_t f) {
   // the flows go to different destinations (a mesh all-to-all), a destination's port gets its
   // first frame only when the senders' turns reach it: the ports of the destinations late in
   // every sender's order idle that long at the start, and end that much later, which an even
-  // share from the start does not see. So each flow starts that late: its port's rate in
-  // fluid is unchanged (the flows before it keep it busy), what its destination gets is not.
+  // share from the start does not see. The flow's turn: begin_flow notes it on the ports
+  // downstream, start_idle delivers the flow late by it where such a port bottlenecks it; its
+  // rate is untouched (its own port stays busy, with the flows ahead of it in the turn).
   const uint32_t p = fwd_.first_port(flows_.src[f], flows_.dst[f], flows_.hash[f]);
   if (p == kNone || ports_[p].capacity <= 0) return 0;
   PortState& port = ports_[p];

@@ -28,7 +28,10 @@
 //    hop, a short last frame waiting behind the full one before it), so that a lone flow ends
 //    as the packet engine's does; a flow that shares its bottleneck delivers as its last
 //    frame would in a port sending the flows' frames in turn, ahead of what the flows behind
-//    it in that round send (round_robin_lead);
+//    it in that round send (round_robin_lead); and one that a port downstream bottlenecks
+//    delivers as late as that port idled at the start: the flows starting on it at one
+//    instant reach it after the first frames their senders' ports send first, in turn
+//    (start_lag, start_idle: a mesh all-to-all's destination ports);
 //  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
