@@ -110,6 +110,7 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   if (flow_sub_.size() < t.size()) {
     flow_sub_.emplace_back();
     flow_delay_.emplace_back();
+    flow_lag_.emplace_back();
   }
   t.sent_ps[f] = -1;
   t.copies[f] = copies;
@@ -153,7 +154,7 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
   }
 }
 
-SimTime FlowNetwork::start_lag(uint32_t f) {
+SimTime FlowNetwork::start_lag(uint32_t f, uint32_t p) {
   // The packet engine's NIC (a GPU's NVLink port too) sends the frames of the flows
   // backlogged on it in turn, in the order they were posted, so of k flows posted at one
   // instant the j-th sends its first frame after the first frames of the j before it. Where
@@ -163,9 +164,8 @@ SimTime FlowNetwork::start_lag(uint32_t f) {
   // share from the start does not see. The flow's turn: begin_flow notes it on the ports
   // downstream, start_idle delivers the flow late by it where such a port bottlenecks it; its
   // rate is untouched (its own port stays busy, with the flows ahead of it in the turn).
-  const uint32_t p = fwd_.first_port(flows_.src[f], flows_.dst[f], flows_.hash[f]);
-  if (p == kNone || ports_[p].capacity <= 0) return 0;
   PortState& port = ports_[p];
+  if (port.capacity <= 0) return 0;
   const SimTime now = eng_.now();
   if (port.turn_at != now) {
     port.turn_at = now;
@@ -181,15 +181,18 @@ SimTime FlowNetwork::start_lag(uint32_t f) {
 void FlowNetwork::begin_flow(uint32_t f) {
   // (a message posted on its connection as the last one left takes that one's place: its
   // connection is streaming, no turn to wait for)
-  const SimTime lag = handoff_ == kNone ? start_lag(f) : 0;
   const uint64_t handoffs = counters_.handoffs;
   start_flow(f);
+  flow_lag_[f] = 0;
   const uint32_t s = flow_sub_[f];
-  if (s == kNone || counters_.handoffs != handoffs || subs_[s].blocked) return;
+  if (s == kNone || counters_.handoffs != handoffs || subs_[s].blocked || subs_[s].nhops == 0) return;
+  // (its first port: the paths' ports are in order of first use, and all leave its GPU there)
+  const Hop* hops = subs_[s].hops();
+  const SimTime lag = start_lag(f, hops[0].port);
+  flow_lag_[f] = lag;
   // Each port on its paths idles at the start until the earliest of the flows starting on it
   // now sends its first frame there (0 if it carried a flow already).
   const SimTime now = eng_.now();
-  const Hop* hops = subs_[s].hops();
   for (uint32_t h = 0; h < subs_[s].nhops; ++h) {
     PortState& port = ports_[hops[h].port];
     if (port.idle_at != now) {
@@ -210,6 +213,7 @@ SimTime FlowNetwork::start_idle(uint32_t s) {
   // flows ahead of them. Only a port the flows saturate ends later for it: whether it does is
   // read when the first of them finishes sending (all still attached, rates unchanged).
   const Subflow& sub = subs_[s];
+  if (flow_lag_[sub.flow] == 0) return 0;  // (a port idles the least turn among its flows)
   const SimTime start = flows_.start_ps[sub.flow];
   SimTime idle = 0;
   const Hop* hops = sub.hops();

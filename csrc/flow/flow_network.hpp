@@ -292,9 +292,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Add (sign +1) or take back (-1) subflow s's offered load on its ports (load routing).
   void offer(uint32_t s, double sign);
   void start_flow(uint32_t f);
-  /// How long after now flow f, starting now, sends its first frame: its port sends the first
-  /// frames of the flows that start on it at one instant in turn, in the order they start.
-  SimTime start_lag(uint32_t f);
+  /// How long after now flow f, starting now, sends its first frame from port p, its first:
+  /// a port sends the first frames of the flows that start on it at one instant in turn, in
+  /// the order they start.
+  SimTime start_lag(uint32_t f, uint32_t p);
   /// Start flow f now, noting on the ports it crosses how long they idle (start_lag).
   void begin_flow(uint32_t f);
   /// How long the ports bottlenecking subflow s idled at its start (begin_flow): its last
@@ -352,6 +353,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   net::OwnerTotals owners_;
   std::vector<uint32_t> flow_sub_;   ///< per flow: its subflow while it sends (kNone otherwise)
   std::vector<SimTime> flow_delay_;  ///< per flow: sent -> delivered
+  std::vector<SimTime> flow_lag_;    ///< per flow: its start_lag (begin_flow)
   std::vector<Subflow> subs_;
   std::vector<uint32_t> free_subs_;
   std::vector<uint32_t> active_;  ///< live subflows
