@@ -101,6 +101,7 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   if (flow_sub_.size() < t.size()) {
     flow_sub_.emplace_back();
     flow_delay_.emplace_back();
+    flow_lag_.emplace_back();
   }
   t.sent_ps[f] = -1;
   t.copies[f] = copies;
@@ -128,7 +129,7 @@ uint32_t FlowNetwork::create_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
                                   int64_t owner, uint32_t copies) {
   const uint32_t i = append_flow(src, dst, size, start_ps, ecmp_key, owner, copies);
   if (start_ps == eng_.now() && size > 0) {
-    start_flow(i);  // (starting calls no observer: safe inside its callbacks)
+    begin_flow(i);  // (starting calls no observer: safe inside its callbacks)
   } else {
     eng_.schedule(start_ps, i, kind_base_ + kStart);
   }
@@ -142,6 +143,82 @@ void FlowNetwork::add_flows(const std::vector<uint32_t>& src, const std::vector<
     const uint32_t id = append_flow(src[i], dst[i], size[i], start[i], 0, -1);
     eng_.schedule(start[i], id, kind_base_ + kStart);
   }
+}
+
+SimTime FlowNetwork::start_lag(uint32_t f, uint32_t p) {
+  // The packet engine's NIC (a GPU's NVLink port too) sends the frames of the flows
+  // backlogged on it in turn, in the order they were posted, so of k flows posted at one
+  // instant the j-th sends its first frame after the first frames of the j before it. Where
+  // the flows go to different destinations (a mesh all-to-all), a destination's port gets its
+  // first frame only when the senders' turns reach it: the ports of the destinations late in
+  // every sender's order idle that long at the start, and end that much later, which an even
+  // share from the start does not see. The flow's turn: begin_flow notes it on the ports
+  // downstream, start_idle delivers the flow late by it where such a port bottlenecks it; its
+  // rate is untouched (its own port stays busy, with the flows ahead of it in the turn).
+  PortState& port = ports_[p];
+  if (port.capacity <= 0) return 0;
+  const SimTime now = eng_.now();
+  if (port.turn_at != now) {
+    port.turn_at = now;
+    port.turn_bytes = 0;
+  }
+  const SimTime lag = static_cast<SimTime>(std::llround(port.turn_bytes * kBitsPsPerByte / port.capacity));
+  const Bytes h = header_for(flows_.src[f], flows_.dst[f]), pp = mtu_ - h;
+  const Bytes size = flows_.size_bytes[f] / flows_.copies[f];
+  port.turn_bytes += static_cast<double>((std::min(size, pp) + h) * flows_.copies[f]);
+  return lag;
+}
+
+void FlowNetwork::begin_flow(uint32_t f) {
+  // (a message posted on its connection as the last one left takes that one's place: its
+  // connection is streaming, no turn to wait for)
+  const uint64_t handoffs = counters_.handoffs;
+  start_flow(f);
+  flow_lag_[f] = 0;
+  const uint32_t s = flow_sub_[f];
+  if (s == kNone || counters_.handoffs != handoffs || subs_[s].blocked || subs_[s].nhops == 0) return;
+  // (its first port: the paths' ports are in order of first use, and all leave its GPU there)
+  const Hop* hops = subs_[s].hops();
+  const SimTime lag = start_lag(f, hops[0].port);
+  flow_lag_[f] = lag;
+  // Each port on its paths idles at the start until the earliest of the flows starting on it
+  // now sends its first frame there (0 if it carried a flow already).
+  const SimTime now = eng_.now();
+  for (uint32_t h = 0; h < subs_[s].nhops; ++h) {
+    PortState& port = ports_[hops[h].port];
+    if (port.idle_at != now) {
+      port.idle_at = now;
+      port.idle_ps = port.subs.size() == 1 ? lag : 0;
+      port.idle_full = -1;
+    } else {
+      port.idle_ps = std::min(port.idle_ps, lag);
+    }
+  }
+}
+
+SimTime FlowNetwork::start_idle(uint32_t s) {
+  // The fluid has a port it saturates busy from the start; in packets the first frame of the
+  // flows starting on it arrives its idle later, and its last one that much later. The
+  // flow's own first port takes the turns (idle 0: its order is round_robin_lead's); a port
+  // downstream where the flows of several senders meet idles while every sender serves
+  // flows ahead of them. Only a port the flows saturate ends later for it: whether it does is
+  // read when the first of them finishes sending (all still attached, rates unchanged).
+  const Subflow& sub = subs_[s];
+  if (flow_lag_[sub.flow] == 0) return 0;  // (a port idles the least turn among its flows)
+  const SimTime start = flows_.start_ps[sub.flow];
+  SimTime idle = 0;
+  const Hop* hops = sub.hops();
+  for (uint32_t h = 0; h < sub.nhops; ++h) {
+    PortState& port = ports_[hops[h].port];
+    if (port.idle_at != start || port.idle_ps <= idle) continue;
+    if (port.idle_full < 0) {
+      double load = 0;
+      for (const auto& [t, hop] : port.subs) load += subs_[t].rate * subs_[t].hops()[hop].coef;
+      port.idle_full = load >= port.capacity * (1 - 1e-9) ? 1 : 0;
+    }
+    if (port.idle_full > 0) idle = port.idle_ps;
+  }
+  return idle;
 }
 
 void FlowNetwork::start_flow(uint32_t f) {
@@ -314,7 +391,7 @@ void FlowNetwork::subflow_sent(uint32_t s) {
   // connection now takes it over (start_flow); otherwise it leaves after.
   flow_sub_[f] = kNone;
   handoff_ = s;
-  flow_sent(f, round_robin_lead(s));
+  flow_sent(f, round_robin_lead(s) - start_idle(s));
   if (handoff_ == s) {
     handoff_ = kNone;
     remove_subflow(s);
@@ -379,7 +456,7 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
 }
 
 void FlowNetwork::flow_sent(uint32_t f, SimTime lead) {
-  flows_.sent_ps[f] = eng_.now() - lead;
+  flows_.sent_ps[f] = eng_.now() - std::max<SimTime>(0, lead);
   eng_.schedule(eng_.now() + std::max<SimTime>(0, flow_delay_[f] - lead), f, kind_base_ + kDone);
   if (observer_ != nullptr) observer_->on_flow_sent(f);
 }
@@ -448,7 +525,7 @@ void FlowNetwork::on_event(const engine::Event& ev) {
         if (observer_ != nullptr) observer_->on_flow_sent(f);
         finish(f);
       } else {
-        start_flow(f);
+        begin_flow(f);
       }
       break;
     }

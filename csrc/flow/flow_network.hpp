@@ -28,7 +28,10 @@
 //    hop, a short last frame waiting behind the full one before it), so that a lone flow ends
 //    as the packet engine's does; a flow that shares its bottleneck delivers as its last
 //    frame would in a port sending the flows' frames in turn, ahead of what the flows behind
-//    it in that round send (round_robin_lead);
+//    it in that round send (round_robin_lead); and one that a port downstream bottlenecks
+//    delivers as late as that port idled at the start: the flows starting on it at one
+//    instant reach it after the first frames their senders' ports send first, in turn
+//    (start_lag, start_idle: a mesh all-to-all's destination ports);
 //  * a flow one of whose paths does not reach the destination (a dark circuit, a failed link
 //    with no way round) has rate 0 until the next topology change re-routes it (the packet
 //    engine holds those frames, and the flow cannot end without them).
@@ -238,6 +241,13 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double busy_ps = 0;     ///< time busy up to the last capacity change, when bytes was
     double bytes_mark = 0;  ///< bytes_mark (busy time since: the bytes after it at capacity)
     uint32_t bnecks = 0;    ///< subflows whose bottleneck it is (Subflow::bneck)
+    /// Flows starting on it at `turn_at` so far: the wire bytes of their first frames (start_lag).
+    SimTime turn_at = -1;
+    double turn_bytes = 0;
+    /// The flows that started on it at `idle_at` reach it `idle_ps` after (begin_flow).
+    SimTime idle_at = -1;
+    SimTime idle_ps = 0;
+    int8_t idle_full = -1;  ///< whether they saturate it (-1: not read yet, start_idle)
   };
   /// Paths of one (src, dst, hash), valid until the next topology change.
   struct PathSet {
@@ -282,6 +292,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Add (sign +1) or take back (-1) subflow s's offered load on its ports (load routing).
   void offer(uint32_t s, double sign);
   void start_flow(uint32_t f);
+  /// How long after now flow f, starting now, sends its first frame from port p, its first:
+  /// a port sends the first frames of the flows that start on it at one instant in turn, in
+  /// the order they start.
+  SimTime start_lag(uint32_t f, uint32_t p);
+  /// Start flow f now, noting on the ports it crosses how long they idle (start_lag).
+  void begin_flow(uint32_t f);
+  /// How long the ports bottlenecking subflow s idled at its start (begin_flow): its last
+  /// frame leaves that much later than the fluid's.
+  SimTime start_idle(uint32_t s);
   uint32_t new_subflow(uint32_t f, PathSet& ps, double bytes);
   void remove_subflow(uint32_t s);
   void attach(uint32_t s);
@@ -334,6 +353,7 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   net::OwnerTotals owners_;
   std::vector<uint32_t> flow_sub_;   ///< per flow: its subflow while it sends (kNone otherwise)
   std::vector<SimTime> flow_delay_;  ///< per flow: sent -> delivered
+  std::vector<SimTime> flow_lag_;    ///< per flow: its start_lag (begin_flow)
   std::vector<Subflow> subs_;
   std::vector<uint32_t> free_subs_;
   std::vector<uint32_t> active_;  ///< live subflows
