@@ -46,7 +46,11 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
     channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
     links and default channels already added are never touched. Modifies ``new``; returns
-    the number of allocated channels removed."""
+    the number of allocated channels removed.
+
+    Whether a group is still apart is kept incrementally: per component the groups it
+    touches, and the count of (component, group) pairs beyond one component per group,
+    updated at each join (not every ToR's root recomputed after each channel added)."""
     n = lay.num_tors
     find, parent = _union_find(n)
 
@@ -60,21 +64,32 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
     for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
         parent[find(a)] = find(b)
     group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
+    touches: dict[int, set] = {}  # component root -> the groups of its ToRs
+    for t, g in enumerate(group.tolist()):
+        touches.setdefault(find(t), set()).add(g)
+    # sum over groups of (components holding one of its ToRs - 1): 0 when no group is split
+    apart = sum(len(gs) for gs in touches.values()) - len(set(group.tolist()))
 
-    def split():
-        roots = {}
-        for t in range(n):
-            roots.setdefault(int(group[t]), set()).add(find(t))
-        return any(len(r) > 1 for r in roots.values())
+    def join(a, b) -> None:
+        nonlocal apart
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            return
+        ga, gb = touches.pop(ra), touches.pop(rb)
+        apart -= len(ga & gb)
+        parent[ra] = rb
+        touches[rb] = ga | gb
 
-    if not split():
+    if not apart:
         return 0
     removed = set()
     # candidates that free the fewest allocated channels first (none, then one, ...)
     for budget in range(4):
         for full, a, b in defaults:
+            if find(a) == find(b):
+                continue
             rws = _missing(full, in_kept)
-            if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+            if not rws or not all(r[0] in devices for r in rws):
                 continue
             ends = _ends(rws)
             if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
@@ -99,10 +114,10 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
             new.append((rws, a, b))
             for e in ends:
                 owner[e] = len(new) - 1
-            parent[find(a)] = find(b)
-            if not split():
+            join(a, b)
+            if not apart:
                 break
-        if not split():
+        if not apart:
             break
     for v in sorted(removed, reverse=True):
         del new[v]

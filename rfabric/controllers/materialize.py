@@ -428,17 +428,23 @@ def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
     Incremental: the score matrix and each row's best column are kept, and a pick rescores
     only what it changed (its pair, the rows and columns of a ToR out of lift circuits, the
     PoD pair out of core circuits), so a pick costs O(ToRs) rather than O(ToRs^2). The picks
-    are those of rescoring every pair each time (row-major first maximum, as np.argmax)."""
-    n = len(pod_of)
-    pod_of = np.asarray(pod_of)
-    sym = np.maximum(D, D.T) * (pod_of[:, None] != pod_of[None, :])
-    have = np.zeros((n, n))
-    slots = lifts.astype(np.int64).copy()
-    rem = core_c.astype(np.int64).copy()
+    are those of rescoring every pair each time (row-major first maximum, as np.argmax).
+
+    Only ToRs with lift circuits can end a chain: the scores are kept over those alone (in
+    ToR order, so ties break as over every ToR), a few ToRs of the re-planned PoDs rather than
+    every ToR of the fabric squared."""
     out = []
     picks = int(np.triu(core_c, 1).sum())
-    if picks <= 0 or n == 0:
+    live = np.flatnonzero(np.asarray(lifts) > 0)
+    if picks <= 0 or live.size == 0:
         return out
+    pod_of = np.asarray(pod_of)[live]
+    n = len(live)
+    Dl = np.asarray(D)[np.ix_(live, live)]
+    sym = np.maximum(Dl, Dl.T) * (pod_of[:, None] != pod_of[None, :])
+    have = np.zeros((n, n))
+    slots = np.asarray(lifts)[live].astype(np.int64)
+    rem = core_c.astype(np.int64).copy()
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
     ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0) & upper
     score = np.where(ok, sym / (have + 1), -1.0)
@@ -455,7 +461,7 @@ def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
         if best[i] < 0 and not ok[i, best_col[i]]:
             break  # (no pair is ok: every score is -1)
         j = int(best_col[i])
-        out.append((i, j))
+        out.append((int(live[i]), int(live[j])))
         have[i, j] += 1
         slots[i] -= 1
         slots[j] -= 1
