@@ -7,10 +7,13 @@ import copy
 
 import numpy as np
 import pytest
+from test_gain_check import dp_all_reduce
+from test_stage_aware import view_for
 
 import rfabric as rf
-from rfabric.controllers.connectivity import _connect, _ends, _missing, _union_find
+from rfabric.controllers.connectivity import _connect, _ends, _kept_pairs, _missing, _union_find
 from rfabric.controllers.layout import RFabricLayout
+from rfabric.controllers.materialize import materialize
 from rfabric.controllers.plan_rows import _rows
 
 
@@ -148,3 +151,49 @@ def test_the_repair_inputs_exercise_every_branch(layout):
         removed = _connect(layout, kept, new, n_alloc, failed, defaults, devices, in_kept)
         outcomes.add("stolen" if removed else "added" if len(new) > before else "none")
     assert outcomes >= ({"added", "stolen"} if layout.pxn else {"none", "added"})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kept_channels_are_the_plans_channels_wholly_kept(layout, seed):
+    # the repair's kept channels, taken from the plan's cached channels, are those of the kept
+    # rows resolved on their own (RFabricLayout.channels_of), on the default plan and on plans
+    # materialised for random demand (chains across PoDs, ToR-ToR circuits)
+    rng = np.random.default_rng(seed)
+    plan = layout.spec.circuits
+    if seed % 2:
+        n = layout.num_tors
+        D = np.zeros((n, n))
+        for _ in range(60):
+            a, b = rng.integers(0, n, 2)
+            if a != b:
+                D[a, b] += float(rng.integers(1, 100)) * 1e6
+        pods = frozenset(range(layout.pods))
+        plan, _ = materialize(layout, view_for(layout.spec), plan, D, pods, frozenset(), None)
+    kept = [r for r in _rows(plan) if rng.random() < rng.uniform(0.2, 1.0)]
+    ours = sorted(_kept_pairs(layout, plan, set(kept)))
+    assert ours == sorted(layout.channels_of(kept))
+    assert ours or not kept
+
+
+def test_one_batch_of_dry_runs_gives_each_op_what_it_gives_alone():
+    # op_flows with one algorithm per op (one batch: the tuner's path terms and port loads
+    # shared between its dry runs) against one call per op and algorithm (caches restored
+    # after each); rows of several sizes over the same ranks, each own, ring and tree
+    fab = rf.topologies.RFabric(32, "200Gbps", pxn=False)
+    tr, _ = dp_all_reduce(gpus=32, size=8, stride=4, nbytes=64 * 2**20)
+    sim = rf.Simulation(fab, tr, backend="flow")
+    rows = np.arange(min(tr.num_ops, 4), dtype=np.int64)
+    algos = [-1, 1, 4]
+    reps = np.repeat(rows, len(algos))
+    codes = np.tile(algos, len(rows))
+    batch = sim.engine.op_flows(reps, algorithm=codes)
+    assert batch["counts"].sum() == len(batch["src"]) and len(batch["counts"]) == len(reps)
+    ends = np.cumsum(batch["counts"])
+    for i, (r, c) in enumerate(zip(reps.tolist(), codes.tolist(), strict=True)):
+        alone = sim.engine.op_flows(np.array([r]), algorithm=c)
+        lo = ends[i - 1] if i else 0
+        for k in ("src", "dst", "size_bytes"):
+            assert np.array_equal(batch[k][lo : ends[i]], alone[k])
+        assert (batch["op"][lo : ends[i]] == r).all() and len(alone["src"]) > 0
+    with pytest.raises(Exception, match="algorithm"):
+        sim.engine.op_flows(rows, algorithm=np.array([1]))

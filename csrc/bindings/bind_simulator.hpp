@@ -112,15 +112,18 @@ void bind_simulator(py::class_<Sim>& c) {
           "boundaries only: counted as ops become ready and finish).")
       .def(
           "op_flows",
-          [executor](Sim& s, py::handle ops_in, int32_t algorithm) {
+          [executor](Sim& s, py::handle ops_in, py::handle algorithm) {
             return op_flows_dict(executor(s), ops_in, algorithm);
           },
           py::arg("ops"), py::arg("algorithm") = -1,
           "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
-          "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
+          "the current paths without the network (one row per (op, src, dst), sorted; `counts`: the rows of\n"
+          "each op asked, in order). The flows of a\n"
           "real run, summed per pair, are the same unless the paths change before the op starts (an\n"
           "auto-tuned all-reduce picks ring or tree on the paths at its start). `algorithm` >= 0 (a code\n"
-          "of the trace schema's ALGORITHMS) runs that algorithm instead of each op's own.")
+          "of the trace schema's ALGORITHMS) runs that algorithm instead of each op's own; an array, one\n"
+          "code per op (-1: its own). The ops run as one batch: the tuner's path terms and port loads\n"
+          "computed for one serve the others, and the real run's caches are left as they were.")
       .def(
           "start_bounds",
           [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {

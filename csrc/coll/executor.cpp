@@ -358,23 +358,24 @@ std::vector<int32_t> Executor::active_periods() const {
 }
 
 std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op, int32_t algo) {
-  RF_CHECK(op < w_.op_id.size(), "op index ", op, " out of range (", w_.op_id.size(), " ops)");
+  return std::move(dry_runs({op}, {algo}).front());
+}
+
+std::vector<std::vector<std::tuple<uint32_t, uint32_t, Bytes>>> Executor::dry_runs(
+    const std::vector<uint32_t>& ops, const std::vector<int32_t>& algos) {
+  RF_CHECK(algos.size() == ops.size(), "dry_runs: ", algos.size(), " algorithms for ", ops.size(), " ops");
   RF_CHECK(dry_ == nullptr, "dry_run is not re-entrant");
-  RF_CHECK(algo < kNumAlgos, "unknown algorithm code ", algo);
-  DryRun d;
-  // a forced algorithm replaces the op's own for this dry run only
-  struct Algo {
-    int32_t& slot;
-    int32_t was;
-    ~Algo() { slot = was; }
-  } own{w_.algorithm[op], w_.algorithm[op]};
-  if (algo >= 0) own.slot = algo;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    RF_CHECK(ops[i] < w_.op_id.size(), "op index ", ops[i], " out of range (", w_.op_id.size(), " ops)");
+    RF_CHECK(algos[i] < kNumAlgos, "unknown algorithm code ", algos[i]);
+  }
   // plan() may fill the congestion cache from the current paths; the real run must fill it
-  // itself, when the op starts, so a dry run leaves it as it was: the entries it adds are
-  // noted (dry_congestion_, dry_terms_) and erased at the end.
+  // itself, when the op starts, so the batch leaves it as it was: the entries its dry runs
+  // add are noted (dry_congestion_, dry_terms_) and erased when the batch ends. Within the
+  // batch (one instant: the paths do not change) they serve every dry run that asks for the
+  // same rank set.
   dry_congestion_.clear();
   dry_terms_.clear();
-  dry_ = &d;
   struct Restore {
     Executor& x;
     ~Restore() {
@@ -385,6 +386,26 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
       x.dry_terms_.clear();
     }
   } restore{*this};
+  std::vector<std::vector<std::tuple<uint32_t, uint32_t, Bytes>>> out;
+  out.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) out.push_back(dry_one(ops[i], algos[i]));
+  return out;
+}
+
+std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_one(uint32_t op, int32_t algo) {
+  DryRun d;
+  // a forced algorithm replaces the op's own for this dry run only
+  struct Algo {
+    int32_t& slot;
+    int32_t was;
+    ~Algo() { slot = was; }
+  } own{w_.algorithm[op], w_.algorithm[op]};
+  if (algo >= 0) own.slot = algo;
+  dry_ = &d;
+  struct Unset {
+    Executor& x;
+    ~Unset() { x.dry_ = nullptr; }
+  } unset{*this};
   OpRun run;
   plan(op, run);
   d.proto = run.proto;

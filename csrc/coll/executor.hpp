@@ -145,6 +145,12 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// runs that algorithm instead of the op's own (kAuto: tuned on the current paths), e.g. to
   /// see what an auto-tuned op would send if the tuner chose otherwise on other paths.
   std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_run(uint32_t op, int32_t algo = -1);
+  /// dry_run() of each ops[i] with algos[i] (-1: the op's own), as one batch at one instant:
+  /// the tuner's path terms and port loads computed for one dry run serve the others that
+  /// ask for the same rank set (a group's ops of several sizes; an auto all-reduce and the
+  /// same op forced to ring and tree), and are erased when the batch ends.
+  std::vector<std::vector<std::tuple<uint32_t, uint32_t, Bytes>>> dry_runs(const std::vector<uint32_t>& ops,
+                                                                           const std::vector<int32_t>& algos);
   /// A lower bound of when each op in `rows` starts: a started op its start; otherwise its
   /// compute gap after the latest of its dependencies' end bounds, where a finished op ends
   /// at its end and an unfinished one no earlier than `now`, nor than its own start bound
@@ -273,6 +279,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   mutable std::vector<SimTime> lb_start_, lb_end_;
   mutable uint64_t lb_epoch_ = 0;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
+  /// One dry run of a batch (dry_runs(): the caches are restored when the batch ends).
+  std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_one(uint32_t op, int32_t algo);
 };
 
 }  // namespace rfabric::coll
