@@ -14,7 +14,7 @@ import numpy as np
 
 from ..spec import CircuitTable
 
-__all__ = ["_connect", "_ends", "_missing", "_spanning_rows", "_union_find"]
+__all__ = ["_connect", "_ends", "_kept_pairs", "_missing", "_spanning_rows", "_union_find"]
 
 
 def _missing(rws, present) -> tuple:
@@ -25,6 +25,16 @@ def _missing(rws, present) -> tuple:
 def _ends(rows) -> set:
     """The (device, link) ends the rows occupy (a link has one end at each of its devices)."""
     return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
+
+
+def _kept_pairs(lay, base, kept_set) -> list[tuple[int, int]]:
+    """The ToR pairs joined by the channels of ``kept_set`` (rows of the plan ``base``, as
+    :func:`~rfabric.controllers.plan_rows._rows` gives them): the channels of ``base`` whose
+    every row is kept. A channel is a chain of circuits end to end, so the channels of a
+    subset of a plan's rows are the plan's channels that lie wholly in it; ``base``'s
+    channels are cached (the plan in force is resolved at every call), a subset's would be
+    resolved again."""
+    return [(a, b) for rows, a, b in lay._channels(base) if all(r in kept_set for r in rows)]
 
 
 def _union_find(n: int):
@@ -41,12 +51,13 @@ def _union_find(n: int):
     return find, parent
 
 
-def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept, kept_pairs=None) -> int:
     """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
     each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
     channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
     links and default channels already added are never touched. Modifies ``new``; returns
-    the number of allocated channels removed.
+    the number of allocated channels removed. ``kept_pairs``: the ToR pairs the channels of
+    ``kept`` join (:meth:`RFabricLayout.channels_of`, computed when not given).
 
     Whether a group is still apart is kept incrementally: per component the groups it
     touches, and the count of (component, group) pairs beyond one component per group,
@@ -61,7 +72,9 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
             owner[e] = i
         pair_count[(min(a, b), max(a, b))] = pair_count.get((min(a, b), max(a, b)), 0) + 1
     blocked = _ends(kept)
-    for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
+    if kept_pairs is None:
+        kept_pairs = lay.channels_of(kept)
+    for a, b in list(kept_pairs) + [(a, b) for _, a, b in new]:
         parent[find(a)] = find(b)
     group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
     touches: dict[int, set] = {}  # component root -> the groups of its ToRs

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .allocate import allocate_circuits
-from .connectivity import _connect, _missing
+from .connectivity import _connect, _kept_pairs, _missing
 from .plan_rows import _rows, _table
 
 __all__ = ["materialize", "_pair_chains", "_relay_demand"]
@@ -129,29 +129,34 @@ def materialize(
     pod_of = lay.tor_pod
     if forced_chains is not None:
         chain_list = []
-        for s, d, c in forced_chains:
-            ts, td, _ = lay.tor_pairs(np.array([s]), np.array([d]))
-            chain_list += [(int(ts[0]), int(td[0]))] * int(c)
+        if forced_chains:  # (the ToR pairs of every edge at once)
+            fs, fd, fc = (np.array(x, dtype=np.int64) for x in zip(*forced_chains, strict=True))
+            ts, td, _ = lay.tor_pairs(fs, fd)
+            for t1, t2, c in zip(ts.tolist(), td.tolist(), fc.tolist(), strict=True):
+                chain_list += [(t1, t2)] * c
         # the uplinks the chains leave carry the running periods' ToR-ToR bytes (Phase B
         # of the shards already seeded) and the relay legs of unchained edges
         own_D = running if running is not None else np.zeros_like(D)
         intra_C = {p: None for p in pods}
     else:
-        inter = pod_of[:, None] != pod_of[None, :]
-        # (bincount adds each bin's weights in input order, as np.add.at did, at a fraction of
-        # its cost over every ToR pair: 4 M entries at 16,384 GPUs)
-        pair = (np.repeat(pod_of, lay.num_tors) * lay.pods + np.tile(pod_of, lay.num_tors)).astype(np.intp)
-        P = np.bincount(pair, weights=(D * inter).ravel(), minlength=lay.pods * lay.pods)
+        # the PoD x PoD demand: bincount adds each bin's weights in input order, as np.add.at
+        # did; over the ToR pairs with demand only, in row-major order (the zero terms it
+        # skips change no sum), not every ToR pair (4 M at 16,384 GPUs)
+        si, sj = np.nonzero(D)
+        ps, pd = pod_of[si], pod_of[sj]
+        w = D[si, sj] * (ps != pd)
+        P = np.bincount((ps * lay.pods + pd).astype(np.intp), weights=w, minlength=lay.pods * lay.pods)
         P = P.reshape(lay.pods, lay.pods)
 
         def agg(p, u_budget):
             """allocate_circuits over PoD p's ToRs and its boundary endpoint U."""
             tors = lay.pod_tors[p]
             k = len(tors)
+            inter = pod_of[tors][:, None] != pod_of[None, :]  # its ToRs' rows of "other PoD"
             Dp = np.zeros((k + 1, k + 1))
             Dp[:k, :k] = D[np.ix_(tors, tors)]
-            Dp[:k, k] = (D[tors] * inter[tors]).sum(axis=1)
-            Dp[k, :k] = (D[:, tors] * inter[:, tors]).sum(axis=0)
+            Dp[:k, k] = (D[tors] * inter).sum(axis=1)
+            Dp[k, :k] = (D[:, tors] * inter.T).sum(axis=0)
             elig = np.zeros((k + 1, k + 1), dtype=bool)
             elig[:k, :k] = lay.tor_eligible(tors)
             elig[:k, k] = elig[k, :k] = True
@@ -344,7 +349,17 @@ def materialize(
     # rail, else all) and do not get a default channel back, taking its ports from
     # allocated channels of ToR pairs that keep another channel
     n_intra = sum(1 for u in new[:n_alloc] if len(u[0]) == 1)
-    stolen = _connect(lay, kept, new, n_alloc, failed | blocked, defaults, agg_in | core_set, in_kept)
+    stolen = _connect(
+        lay,
+        kept,
+        new,
+        n_alloc,
+        failed | blocked,
+        defaults,
+        agg_in | core_set,
+        in_kept,
+        _kept_pairs(lay, base, set(kept)),
+    )
     rows_new = [r for u in new for r in u[0]]
     detail = (
         f"PoDs {sorted(pods)}: {len(chain_list)} core chains, "
@@ -382,8 +397,9 @@ def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
         by_pp.setdefault((int(pod_of[t2]), int(pod_of[t1])), []).append((t2, t1))
         direct |= {(t1, t2), (t2, t1)}
     rail = lay.tor_rail
-    inter = pod_of[:, None] != pod_of[None, :]
-    src, dst = np.nonzero((D > 0) & inter)
+    src, dst = np.nonzero(D > 0)  # row-major, then the pairs across PoDs
+    inter = pod_of[src] != pod_of[dst]
+    src, dst = src[inter], dst[inter]
     if direct:
         dk = np.array(sorted(x * n + y for x, y in direct), dtype=np.int64)
         keep = ~np.isin(src * n + dst, dk)
