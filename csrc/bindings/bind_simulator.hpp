@@ -127,8 +127,10 @@ void bind_simulator(py::class_<Sim>& c) {
       .def(
           "start_bounds",
           [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {
-            return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"),
-                                                     from_numpy<int64_t>(dur, "dur"), now));
+            // one duration per op of the workload, read in place (not copied at every call)
+            const auto d = array_view<int64_t>(dur, "dur");
+            return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"), d.data(),
+                                                     static_cast<size_t>(d.size()), now));
           },
           py::arg("rows"), py::arg("dur"), py::arg("now"),
           "A lower bound of each op's start (ps; workload rows): a started op its start, else its\n"

@@ -427,27 +427,21 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_one(uint32_t op
   return out;
 }
 
-std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
-                                            const std::vector<SimTime>& dur, SimTime now) const {
+std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur,
+                                            size_t n_dur, SimTime now) const {
   const size_t n = w_.op_id.size();
-  RF_CHECK(dur.size() == n, "start_bounds: dur has ", dur.size(), " entries, the workload ", n, " ops");
+  RF_CHECK(n_dur == n, "start_bounds: dur has ", n_dur, " entries, the workload ", n, " ops");
   // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not
-  // yet). The memo is kept across calls and stamped with the call (lb_mark_), so a call costs
-  // the ops it walks, not two tables of every op of the workload.
-  if (lb_mark_.size() != n) {
-    lb_mark_.assign(n, 0);
-    lb_start_.assign(n, -1);
-    lb_end_.assign(n, -1);
-  }
+  // yet). The memo is kept across calls and stamped with the call (Bound::mark), so a call
+  // costs the ops it walks, not two tables of every op of the workload; one op's stamp and
+  // bounds share a cache line.
+  if (lb_.size() != n) lb_.assign(n, Bound{});
   const uint64_t epoch = ++lb_epoch_;
-  auto fresh = [&](uint32_t r) {
-    if (lb_mark_[r] != epoch) {
-      lb_mark_[r] = epoch;
-      lb_start_[r] = lb_end_[r] = -1;
-    }
+  auto fresh = [&](uint32_t r) -> Bound& {
+    Bound& b = lb_[r];
+    if (b.mark != epoch) b = Bound{epoch, -1, -1};
+    return b;
   };
-  auto& lb_start = lb_start_;
-  auto& lb_end = lb_end_;
   std::vector<uint32_t> stack;
   std::vector<SimTime> out;
   out.reserve(rows.size());
@@ -456,13 +450,13 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
     stack.push_back(row);
     while (!stack.empty()) {
       const uint32_t r = stack.back();
-      fresh(r);
-      if (lb_start[r] >= 0) {
+      Bound& br = fresh(r);
+      if (br.start >= 0) {
         stack.pop_back();
         continue;
       }
       if (start_[r] >= 0) {
-        lb_start[r] = start_[r];
+        br.start = start_[r];
         stack.pop_back();
         continue;
       }
@@ -472,24 +466,24 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
         const auto d = static_cast<uint32_t>(w_.deps[k]);
         SimTime e = end_[d];
         if (e < 0) {
-          fresh(d);
-          if (lb_end[d] < 0) {
-            if (lb_start[d] < 0) {
+          Bound& bd = fresh(d);
+          if (bd.end < 0) {
+            if (bd.start < 0) {
               stack.push_back(d);
               waiting = true;
               continue;
             }
-            lb_end[d] = std::max(now, lb_start[d] + dur[d]);
+            bd.end = std::max(now, bd.start + dur[d]);
           }
-          e = lb_end[d];
+          e = bd.end;
         }
         ready = std::max(ready, e);
       }
       if (waiting) continue;
-      lb_start[r] = ready + w_.compute_ps[r];
+      br.start = ready + w_.compute_ps[r];
       stack.pop_back();
     }
-    out.push_back(lb_start[row]);
+    out.push_back(lb_[row].start);
   }
   return out;
 }

@@ -156,7 +156,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// at its end and an unfinished one no earlier than `now`, nor than its own start bound
   /// plus `dur[op]` (a lower bound of its communication time, ps; 0 where unknown). For the
   /// control loop's look-ahead (rfabric.controllers.loop).
-  std::vector<SimTime> start_bounds(const std::vector<uint32_t>& rows, const std::vector<SimTime>& dur,
+  /// `dur` points at `n_dur` entries, one per op (the caller's array, not copied).
+  std::vector<SimTime> start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur, size_t n_dur,
                                     SimTime now) const;
 
   // ---- results ----
@@ -274,9 +275,13 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   int64_t epoch_ = 0;                    ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   std::vector<int32_t> ended_periods_;
-  /// start_bounds()'s memo, per op: the call that last wrote it, and its bounds then.
-  mutable std::vector<uint64_t> lb_mark_;
-  mutable std::vector<SimTime> lb_start_, lb_end_;
+  /// start_bounds()'s memo, per op: the call that last wrote it, and its bounds then (-1:
+  /// not yet).
+  struct Bound {
+    uint64_t mark = 0;
+    SimTime start = -1, end = -1;
+  };
+  mutable std::vector<Bound> lb_;
   mutable uint64_t lb_epoch_ = 0;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
   /// One dry run of a batch (dry_runs(): the caches are restored when the batch ends).
