@@ -197,3 +197,35 @@ def test_one_batch_of_dry_runs_gives_each_op_what_it_gives_alone():
         assert (batch["op"][lo : ends[i]] == r).all() and len(alone["src"]) > 0
     with pytest.raises(Exception, match="algorithm"):
         sim.engine.op_flows(rows, algorithm=np.array([1]))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_leftover_default_channels_from_arrays_match_channel_by_channel(layout, seed):
+    # step 7 of the materialiser reads which default channels go on leftover ports from the
+    # rows' arrays (no link in two default channels); the oracle is its loop channel by
+    # channel, taken when the layout says the channels share links
+    rng = np.random.default_rng(100 + seed)
+    n = layout.num_tors
+    D = np.zeros((n, n))
+    for _ in range(int(rng.integers(5, 80))):
+        a, b = rng.integers(0, n, 2)
+        if a != b:
+            D[a, b] += float(rng.integers(1, 100)) * 1e6
+    pods = frozenset(rng.choice(layout.pods, int(rng.integers(1, layout.pods + 1)), replace=False).tolist())
+    failed = rng.choice(layout.tor_port_link, int(rng.integers(0, 4)), replace=False).tolist()
+    view = view_for(layout.spec, failed=failed)
+    base = layout.spec.circuits
+    ours = materialize(layout, view, base, D, pods, frozenset(), None)
+    rows = layout.default_rows()
+    try:
+        layout._default_rows = (*rows[:4], False)
+        theirs = materialize(layout, view, base, D, pods, frozenset(), None)
+    finally:
+        layout._default_rows = rows
+    assert rows[4]  # (the fabric's default channels share no link)
+    if isinstance(ours, str):
+        assert ours == theirs
+        return
+    assert ours[1] == theirs[1] and "default channels on leftover ports" in ours[1]
+    for k in ("ocs", "a", "b"):
+        assert np.array_equal(getattr(ours[0], k), getattr(theirs[0], k))

@@ -27,6 +27,29 @@ def _ends(rows) -> set:
     return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
 
 
+def _key_codes(o, a, b, num_links: int) -> np.ndarray:
+    """One integer per row ``(device, link, link)``, equal for equal (device, low link, high
+    link) keys."""
+    o, a, b = (np.asarray(x, dtype=np.int64) for x in (o, a, b))
+    return (o * num_links + np.minimum(a, b)) * num_links + np.maximum(a, b)
+
+
+def _default_missing(lay, present) -> np.ndarray:
+    """Per row of :meth:`RFabricLayout.default_rows`: whether its key is not among
+    ``present`` ((device, low link, high link) keys), as :func:`_missing` asks row by row."""
+    o, a, b, _, _ = lay.default_rows()
+    nl = lay.spec.num_links
+    if not present:
+        return np.ones(len(o), dtype=bool)
+    k = np.array(list(present), dtype=np.int64).reshape(-1, 3)
+    return ~np.isin(_key_codes(o, a, b, nl), _key_codes(k[:, 0], k[:, 1], k[:, 2], nl))
+
+
+def _per_channel(chan, mask, n) -> np.ndarray:
+    """Per default channel, whether any of its rows is in ``mask``."""
+    return np.bincount(chan, weights=mask, minlength=n) > 0
+
+
 def _kept_pairs(lay, base, kept_set) -> list[tuple[int, int]]:
     """The ToR pairs joined by the channels of ``kept_set`` (rows of the plan ``base``, as
     :func:`~rfabric.controllers.plan_rows._rows` gives them): the channels of ``base`` whose
@@ -95,18 +118,19 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept, kept_p
 
     if not apart:
         return 0
+    cands = _candidates(lay, defaults, blocked, failed, devices, in_kept)
     removed = set()
+    missing: dict[int, tuple] = {}
     # candidates that free the fewest allocated channels first (none, then one, ...)
     for budget in range(4):
-        for full, a, b in defaults:
+        for i in cands:
+            full, a, b = defaults[i]
             if find(a) == find(b):
                 continue
-            rws = _missing(full, in_kept)
-            if not rws or not all(r[0] in devices for r in rws):
-                continue
+            rws = missing.get(i)
+            if rws is None:
+                rws = missing[i] = _missing(full, in_kept)
             ends = _ends(rws)
-            if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
-                continue
             victims = {owner[e] for e in ends if e in owner}
             if len(victims) > budget:
                 continue
@@ -135,6 +159,35 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept, kept_p
     for v in sorted(removed, reverse=True):
         del new[v]
     return len(removed)
+
+
+def _candidates(lay, defaults, blocked, failed, devices, in_kept) -> list[int]:
+    """Indices of the ``defaults`` the repair may add, whatever it adds or gives up: some row
+    missing from ``in_kept``, and every missing row on one of ``devices``, clear of
+    ``blocked`` ends and of ``failed`` links. For the fabric's own default channels this
+    is read from their rows' arrays, else channel by channel."""
+    if defaults is lay.default_channels() and len(defaults):
+        o, a, b, chan, _ = lay.default_rows()
+        nl = lay.spec.num_links
+        miss = _default_missing(lay, in_kept)
+        dev = np.isin(o, np.fromiter(devices, dtype=np.int64, count=len(devices)))
+        dead = np.fromiter(failed, dtype=np.int64, count=len(failed))
+        bad = np.isin(a, dead) | np.isin(b, dead) | ~dev
+        if blocked:
+            ends = np.array(list(blocked), dtype=np.int64).reshape(-1, 2)
+            codes = ends[:, 0] * nl + ends[:, 1]
+            bad |= np.isin(o * nl + a, codes) | np.isin(o * nl + b, codes)
+        n = len(defaults)
+        return np.flatnonzero(_per_channel(chan, miss, n) & ~_per_channel(chan, miss & bad, n)).tolist()
+    out = []
+    for i, (full, _, _) in enumerate(defaults):
+        rws = _missing(full, in_kept)
+        if not rws or not all(r[0] in devices for r in rws):
+            continue
+        if _ends(rws) & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+            continue
+        out.append(i)
+    return out
 
 
 def _spanning_rows(lay, plan: CircuitTable, codes: np.ndarray, failed_ports) -> frozenset:

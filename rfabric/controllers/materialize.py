@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .allocate import allocate_circuits
-from .connectivity import _connect, _kept_pairs, _missing
+from .connectivity import _connect, _default_missing, _kept_pairs, _missing, _per_channel
 from .plan_rows import _rows, _table
 
 __all__ = ["materialize", "_pair_chains", "_relay_demand"]
@@ -336,13 +336,30 @@ def materialize(
     agg_in = {g for g, p in lay.agg_pod.items() if p in pods}
     defaults = lay.default_channels()
     in_kept = {(r[0], min(r[1], r[2]), max(r[1], r[2])) for r in kept}
-    for rws, a, b in defaults:
-        need = _missing(rws, in_kept)
-        ports = {x for r in need for x in (r[1], r[2])}
-        if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
-            continue
-        new.append((need, a, b))
-        used |= ports
+    do, da, db, dchan, disjoint = lay.default_rows()
+    if disjoint and len(defaults):
+        # no link is in two default channels, so one added takes no port another needs: each
+        # is added iff its missing rows are on re-planned devices with free ports, read from
+        # the rows' arrays (the same channels, in the same order, as channel by channel)
+        miss = _default_missing(lay, in_kept)
+        taken_arr = np.fromiter(used, dtype=np.int64, count=len(used))
+        ok_dev = np.fromiter(agg_in | core_set, dtype=np.int64, count=len(agg_in | core_set))
+        bad = np.isin(da, taken_arr) | np.isin(db, taken_arr) | ~np.isin(do, ok_dev)
+        nd = len(defaults)
+        fill = _per_channel(dchan, miss, nd) & ~_per_channel(dchan, miss & bad, nd)
+        for i in np.flatnonzero(fill).tolist():
+            rws, a, b = defaults[i]
+            need = _missing(rws, in_kept)
+            new.append((need, a, b))
+            used |= {x for r in need for x in (r[1], r[2])}
+    else:
+        for rws, a, b in defaults:
+            need = _missing(rws, in_kept)
+            ports = {x for r in need for x in (r[1], r[2])}
+            if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
+                continue
+            new.append((need, a, b))
+            used |= ports
     filled = len(new) - n_alloc
 
     # 8. connectivity (§5.4): ToRs that must reach each other (with PXN the ToRs of one
