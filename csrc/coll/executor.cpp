@@ -427,15 +427,67 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_one(uint32_t op
   return out;
 }
 
+void Executor::build_chains() const {
+  // An op is linked to its one dependency when that dependency has no other dependent: such
+  // links form disjoint paths (chains), each headed by an op that is not linked.
+  const size_t n = w_.op_id.size();
+  auto& c = chains_;
+  c.chain_of.assign(n, -1);
+  c.pos.assign(n, 0);
+  std::vector<std::vector<uint32_t>> paths;
+  for (size_t r = 0; r < n; ++r) {
+    if (w_.deps_offsets[r + 1] - w_.deps_offsets[r] != 1) continue;
+    const auto p = static_cast<uint32_t>(w_.deps[w_.deps_offsets[r]]);
+    if (dependents_begin_[p + 1] - dependents_begin_[p] != 1) continue;
+    if (c.chain_of[p] < 0) {
+      c.chain_of[p] = static_cast<int32_t>(paths.size());
+      paths.push_back({p});
+    }
+    auto& path = paths[static_cast<size_t>(c.chain_of[p])];
+    c.chain_of[r] = c.chain_of[p];
+    c.pos[r] = static_cast<uint32_t>(path.size());
+    path.push_back(static_cast<uint32_t>(r));
+  }
+  c.begin.assign(1, 0);
+  c.ops.clear();
+  for (const auto& path : paths) {
+    c.ops.insert(c.ops.end(), path.begin(), path.end());
+    c.begin.push_back(static_cast<uint32_t>(c.ops.size()));
+  }
+  c.cursor.assign(paths.size(), 0);
+  c.w.assign(c.ops.size(), 0);
+  c.dur_version = -1;
+  c.built = true;
+}
+
 std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur,
-                                            size_t n_dur, SimTime now) const {
+                                            size_t n_dur, SimTime now, int64_t dur_version) const {
   const size_t n = w_.op_id.size();
   RF_CHECK(n_dur == n, "start_bounds: dur has ", n_dur, " entries, the workload ", n, " ops");
   // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not
   // yet). The memo is kept across calls and stamped with the call (Bound::mark), so a call
   // costs the ops it walks, not two tables of every op of the workload; one op's stamp and
   // bounds share a cache line.
+  //
+  // A chain's unstarted ops (see build_chains) are not walked one by one: along them
+  // L_k = max(L_{k-1} + dur_{k-1}, now) + compute_k, so with t the chain's first unstarted
+  // op and W its prefix sums of dur_{k-1} + compute_k, L_k = max(L_t, now - dur_t) +
+  // W_k - W_t (every term >= 0). Ops start in chain order, so each chain keeps a cursor at
+  // its first unstarted op; W is rebuilt when the caller's `dur_version` changes (-1: at
+  // every call).
   if (lb_.size() != n) lb_.assign(n, Bound{});
+  if (!chains_.built) build_chains();
+  auto& c = chains_;
+  if (dur_version < 0 || dur_version != c.dur_version) {
+    for (size_t k = 0; k + 1 < c.begin.size(); ++k) {
+      SimTime acc = 0;
+      for (uint32_t i = c.begin[k] + 1; i < c.begin[k + 1]; ++i) {
+        acc += dur[c.ops[i - 1]] + w_.compute_ps[c.ops[i]];
+        c.w[i] = acc;
+      }
+    }
+    c.dur_version = dur_version;
+  }
   const uint64_t epoch = ++lb_epoch_;
   auto fresh = [&](uint32_t r) -> Bound& {
     Bound& b = lb_[r];
@@ -459,6 +511,22 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, c
         br.start = start_[r];
         stack.pop_back();
         continue;
+      }
+      if (const int32_t k = c.chain_of[r]; k >= 0 && c.pos[r] > 0) {
+        uint32_t& cur = c.cursor[static_cast<size_t>(k)];
+        const uint32_t b0 = c.begin[static_cast<size_t>(k)];
+        while (start_[c.ops[b0 + cur]] >= 0) ++cur;  // (r itself has not started)
+        if (cur < c.pos[r]) {
+          const uint32_t t = c.ops[b0 + cur];
+          const Bound& bt = fresh(t);
+          if (bt.start < 0) {
+            stack.push_back(t);
+            continue;
+          }
+          br.start = std::max(bt.start, now - dur[t]) + (c.w[b0 + c.pos[r]] - c.w[b0 + cur]);
+          stack.pop_back();
+          continue;
+        }
       }
       SimTime ready = 0;
       bool waiting = false;

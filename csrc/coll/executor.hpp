@@ -156,9 +156,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// at its end and an unfinished one no earlier than `now`, nor than its own start bound
   /// plus `dur[op]` (a lower bound of its communication time, ps; 0 where unknown). For the
   /// control loop's look-ahead (rfabric.controllers.loop).
-  /// `dur` points at `n_dur` entries, one per op (the caller's array, not copied).
+  /// `dur` points at `n_dur` entries, one per op (the caller's array, not copied);
+  /// `dur_version`: the caller's count of changes to it (-1: unknown, read it all again).
   std::vector<SimTime> start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur, size_t n_dur,
-                                    SimTime now) const;
+                                    SimTime now, int64_t dur_version = -1) const;
 
   // ---- results ----
   const std::vector<SimTime>& op_start() const { return start_; }
@@ -283,6 +284,19 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   };
   mutable std::vector<Bound> lb_;
   mutable uint64_t lb_epoch_ = 0;
+  /// start_bounds()'s chains: ops linked to their one dependency when it has no other
+  /// dependent, as paths (CSR: begin, ops), each op's chain (-1: none) and position, per chain
+  /// its first op not started (ops start in chain order) and the prefix sums of
+  /// dur[previous] + compute_ps along it (for the caller's dur_version).
+  struct Chains {
+    bool built = false;
+    std::vector<int32_t> chain_of;
+    std::vector<uint32_t> pos, begin, ops, cursor;
+    std::vector<SimTime> w;
+    int64_t dur_version = -1;
+  };
+  mutable Chains chains_;
+  void build_chains() const;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
   /// One dry run of a batch (dry_runs(): the caches are restored when the batch ends).
   std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_one(uint32_t op, int32_t algo);
