@@ -42,10 +42,14 @@ class _Simulation:
     def active_periods(self) -> NDArray[np.int32]:
         """Periods with an op running or ready (deps done, not finished), sorted; loaded with
         boundaries only."""
-    def op_flows(self, ops: NDArray[np.int64], algorithm: int = -1) -> dict[str, NDArray[np.generic]]:
+    def op_flows(
+        self, ops: NDArray[np.int64], algorithm: int | NDArray[np.int64] = -1
+    ) -> dict[str, NDArray[np.generic]]:
         """Bytes each op (rows) would send per directed GPU pair, by a dry run of its
-        algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``.
-        ``algorithm`` >= 0 (a code of the trace schema's ALGORITHMS) runs that one instead."""
+        algorithm on the current paths: ``op``, ``src``, ``dst``, ``size_bytes``, and
+        ``counts`` (the rows of each op asked, in order). ``algorithm`` >= 0 (a code of the
+        trace schema's ALGORITHMS) runs that one instead; an array gives one per op (-1: its
+        own). The ops run as one batch sharing the tuner's path caches."""
     def apply_plan(
         self, ocs: NDArray[np.uint32], a: NDArray[np.uint32], b: NDArray[np.uint32], dark_ps: int
     ) -> None:
@@ -79,10 +83,14 @@ class _Simulation:
     def header_bytes(self) -> int: ...
     record_flows: bool
     def op_log(self) -> dict[str, NDArray[np.int64]]: ...
-    def start_bounds(self, rows: NDArray[np.uint32], dur: NDArray[np.int64], now: int) -> NDArray[np.int64]:
+    def start_bounds(
+        self, rows: NDArray[np.uint32], dur: NDArray[np.int64], now: int, dur_version: int = -1
+    ) -> NDArray[np.int64]:
         """A lower bound of each op's start (ps, workload rows): a started op its start, else
         its compute gap after its dependencies' end bounds (a finished op its end; an
-        unfinished one no earlier than now, nor than its start bound plus dur[op])."""
+        unfinished one no earlier than now, nor than its start bound plus dur[op]).
+        ``dur_version``: a count the caller bumps whenever it changes ``dur`` (-1: read it
+        all at every call)."""
     def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
     def current_circuits(self) -> NDArray[np.uint32]: ...
     def current_circuits_lit_at(self) -> NDArray[np.int64]:

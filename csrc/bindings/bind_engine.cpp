@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -127,14 +128,34 @@ coll::Workload workload_from_dict(const py::dict& a) {
   return w;
 }
 
-py::dict op_flows_dict(coll::Executor& x, py::handle ops_in, int32_t algo) {
+py::dict op_flows_dict(coll::Executor& x, py::handle ops_in, py::handle algo_in) {
   const auto ops = from_numpy<int64_t>(ops_in, "ops");
-  std::vector<int64_t> op, bytes;
-  std::vector<uint32_t> src, dst;
+  std::vector<uint32_t> rows;
+  rows.reserve(ops.size());
   for (const int64_t o : ops) {
     RF_CHECK(o >= 0, "op index ", o, " is negative");
-    for (const auto& [a, b, n] : x.dry_run(static_cast<uint32_t>(o), algo)) {
-      op.push_back(o);
+    rows.push_back(static_cast<uint32_t>(o));
+  }
+  // one algorithm for every op, or one per op
+  std::vector<int32_t> algos;
+  if (!py::hasattr(algo_in, "__len__")) {
+    algos.assign(rows.size(), algo_in.cast<int32_t>());
+  } else {
+    const auto given = from_numpy<int64_t>(algo_in, "algorithm");
+    RF_CHECK(given.size() == rows.size(), "op_flows: ", given.size(), " algorithms for ", rows.size(),
+             " ops");
+    for (const int64_t a : given) {
+      RF_CHECK(a >= -1 && a <= std::numeric_limits<int32_t>::max(), "unknown algorithm code ", a);
+      algos.push_back(static_cast<int32_t>(a));
+    }
+  }
+  std::vector<int64_t> op, bytes, counts;
+  std::vector<uint32_t> src, dst;
+  const auto runs = x.dry_runs(rows, algos);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    counts.push_back(static_cast<int64_t>(runs[i].size()));
+    for (const auto& [a, b, n] : runs[i]) {
+      op.push_back(ops[i]);
       src.push_back(a);
       dst.push_back(b);
       bytes.push_back(n);
@@ -145,6 +166,7 @@ py::dict op_flows_dict(coll::Executor& x, py::handle ops_in, int32_t algo) {
   d["src"] = to_numpy(std::move(src));
   d["dst"] = to_numpy(std::move(dst));
   d["size_bytes"] = to_numpy(std::move(bytes));
+  d["counts"] = to_numpy(std::move(counts));
   return d;
 }
 

@@ -112,25 +112,32 @@ void bind_simulator(py::class_<Sim>& c) {
           "boundaries only: counted as ops become ready and finish).")
       .def(
           "op_flows",
-          [executor](Sim& s, py::handle ops_in, int32_t algorithm) {
+          [executor](Sim& s, py::handle ops_in, py::handle algorithm) {
             return op_flows_dict(executor(s), ops_in, algorithm);
           },
           py::arg("ops"), py::arg("algorithm") = -1,
           "Bytes each op (workload rows) would send per directed GPU pair, by running its algorithm on\n"
-          "the current paths without the network (one row per (op, src, dst), sorted). The flows of a\n"
+          "the current paths without the network (one row per (op, src, dst), sorted; `counts`: the rows of\n"
+          "each op asked, in order). The flows of a\n"
           "real run, summed per pair, are the same unless the paths change before the op starts (an\n"
           "auto-tuned all-reduce picks ring or tree on the paths at its start). `algorithm` >= 0 (a code\n"
-          "of the trace schema's ALGORITHMS) runs that algorithm instead of each op's own.")
+          "of the trace schema's ALGORITHMS) runs that algorithm instead of each op's own; an array, one\n"
+          "code per op (-1: its own). The ops run as one batch: the tuner's path terms and port loads\n"
+          "computed for one serve the others, and the real run's caches are left as they were.")
       .def(
           "start_bounds",
-          [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {
-            return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"),
-                                                     from_numpy<int64_t>(dur, "dur"), now));
+          [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now,
+                     int64_t dur_version) {
+            // one duration per op of the workload, read in place (not copied at every call)
+            const auto d = array_view<int64_t>(dur, "dur");
+            return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"), d.data(),
+                                                     static_cast<size_t>(d.size()), now, dur_version));
           },
-          py::arg("rows"), py::arg("dur"), py::arg("now"),
+          py::arg("rows"), py::arg("dur"), py::arg("now"), py::arg("dur_version") = -1,
           "A lower bound of each op's start (ps; workload rows): a started op its start, else its\n"
           "compute gap after its dependencies' end bounds (a finished op its end; an unfinished one\n"
-          "no earlier than `now`, nor than its start bound plus dur[op]).")
+          "no earlier than `now`, nor than its start bound plus dur[op]). `dur_version`: a count the caller\n"
+          "bumps whenever it changes `dur` (the executor then reads it again); -1: read it at every call.")
       .def(
           "op_log",
           [](const Sim& s) {

@@ -22,7 +22,7 @@ coll::Workload workload_from_dict(const py::dict& a);
 /// The executor's settings: channels, chunk, the fabric's rings (None or channels x GPUs) and
 /// the control loop's boundaries ("none", "period", "op").
 /// Bytes each op of `ops` (workload rows) would send per directed GPU pair (Engine.op_flows()).
-py::dict op_flows_dict(coll::Executor& x, py::handle ops, int32_t algo = -1);
+py::dict op_flows_dict(coll::Executor& x, py::handle ops, py::handle algo);
 /// The pending control-loop boundary of an executor (Engine.boundary()).
 py::dict boundary_dict(const coll::Executor& x);
 /// `protocol`: "auto" (the tuner's choice), "ll", "ll128" or "simple"; `nccl_model` false: no

@@ -358,23 +358,24 @@ std::vector<int32_t> Executor::active_periods() const {
 }
 
 std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op, int32_t algo) {
-  RF_CHECK(op < w_.op_id.size(), "op index ", op, " out of range (", w_.op_id.size(), " ops)");
+  return std::move(dry_runs({op}, {algo}).front());
+}
+
+std::vector<std::vector<std::tuple<uint32_t, uint32_t, Bytes>>> Executor::dry_runs(
+    const std::vector<uint32_t>& ops, const std::vector<int32_t>& algos) {
+  RF_CHECK(algos.size() == ops.size(), "dry_runs: ", algos.size(), " algorithms for ", ops.size(), " ops");
   RF_CHECK(dry_ == nullptr, "dry_run is not re-entrant");
-  RF_CHECK(algo < kNumAlgos, "unknown algorithm code ", algo);
-  DryRun d;
-  // a forced algorithm replaces the op's own for this dry run only
-  struct Algo {
-    int32_t& slot;
-    int32_t was;
-    ~Algo() { slot = was; }
-  } own{w_.algorithm[op], w_.algorithm[op]};
-  if (algo >= 0) own.slot = algo;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    RF_CHECK(ops[i] < w_.op_id.size(), "op index ", ops[i], " out of range (", w_.op_id.size(), " ops)");
+    RF_CHECK(algos[i] < kNumAlgos, "unknown algorithm code ", algos[i]);
+  }
   // plan() may fill the congestion cache from the current paths; the real run must fill it
-  // itself, when the op starts, so a dry run leaves it as it was: the entries it adds are
-  // noted (dry_congestion_, dry_terms_) and erased at the end.
+  // itself, when the op starts, so the batch leaves it as it was: the entries its dry runs
+  // add are noted (dry_congestion_, dry_terms_) and erased when the batch ends. Within the
+  // batch (one instant: the paths do not change) they serve every dry run that asks for the
+  // same rank set.
   dry_congestion_.clear();
   dry_terms_.clear();
-  dry_ = &d;
   struct Restore {
     Executor& x;
     ~Restore() {
@@ -385,6 +386,26 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
       x.dry_terms_.clear();
     }
   } restore{*this};
+  std::vector<std::vector<std::tuple<uint32_t, uint32_t, Bytes>>> out;
+  out.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) out.push_back(dry_one(ops[i], algos[i]));
+  return out;
+}
+
+std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_one(uint32_t op, int32_t algo) {
+  DryRun d;
+  // a forced algorithm replaces the op's own for this dry run only
+  struct Algo {
+    int32_t& slot;
+    int32_t was;
+    ~Algo() { slot = was; }
+  } own{w_.algorithm[op], w_.algorithm[op]};
+  if (algo >= 0) own.slot = algo;
+  dry_ = &d;
+  struct Unset {
+    Executor& x;
+    ~Unset() { x.dry_ = nullptr; }
+  } unset{*this};
   OpRun run;
   plan(op, run);
   d.proto = run.proto;
@@ -406,27 +427,73 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_run(uint32_t op
   return out;
 }
 
-std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
-                                            const std::vector<SimTime>& dur, SimTime now) const {
+void Executor::build_chains() const {
+  // An op is linked to its one dependency when that dependency has no other dependent: such
+  // links form disjoint paths (chains), each headed by an op that is not linked.
   const size_t n = w_.op_id.size();
-  RF_CHECK(dur.size() == n, "start_bounds: dur has ", dur.size(), " entries, the workload ", n, " ops");
+  auto& c = chains_;
+  c.chain_of.assign(n, -1);
+  c.pos.assign(n, 0);
+  std::vector<std::vector<uint32_t>> paths;
+  for (size_t r = 0; r < n; ++r) {
+    if (w_.deps_offsets[r + 1] - w_.deps_offsets[r] != 1) continue;
+    const auto p = static_cast<uint32_t>(w_.deps[w_.deps_offsets[r]]);
+    if (dependents_begin_[p + 1] - dependents_begin_[p] != 1) continue;
+    if (c.chain_of[p] < 0) {
+      c.chain_of[p] = static_cast<int32_t>(paths.size());
+      paths.push_back({p});
+    }
+    auto& path = paths[static_cast<size_t>(c.chain_of[p])];
+    c.chain_of[r] = c.chain_of[p];
+    c.pos[r] = static_cast<uint32_t>(path.size());
+    path.push_back(static_cast<uint32_t>(r));
+  }
+  c.begin.assign(1, 0);
+  c.ops.clear();
+  for (const auto& path : paths) {
+    c.ops.insert(c.ops.end(), path.begin(), path.end());
+    c.begin.push_back(static_cast<uint32_t>(c.ops.size()));
+  }
+  c.cursor.assign(paths.size(), 0);
+  c.w.assign(c.ops.size(), 0);
+  c.dur_version = -1;
+  c.built = true;
+}
+
+std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur,
+                                            size_t n_dur, SimTime now, int64_t dur_version) const {
+  const size_t n = w_.op_id.size();
+  RF_CHECK(n_dur == n, "start_bounds: dur has ", n_dur, " entries, the workload ", n, " ops");
   // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not
-  // yet). The memo is kept across calls and stamped with the call (lb_mark_), so a call costs
-  // the ops it walks, not two tables of every op of the workload.
-  if (lb_mark_.size() != n) {
-    lb_mark_.assign(n, 0);
-    lb_start_.assign(n, -1);
-    lb_end_.assign(n, -1);
+  // yet). The memo is kept across calls and stamped with the call (Bound::mark), so a call
+  // costs the ops it walks, not two tables of every op of the workload; one op's stamp and
+  // bounds share a cache line.
+  //
+  // A chain's unstarted ops (see build_chains) are not walked one by one: along them
+  // L_k = max(L_{k-1} + dur_{k-1}, now) + compute_k, so with t the chain's first unstarted
+  // op and W its prefix sums of dur_{k-1} + compute_k, L_k = max(L_t, now - dur_t) +
+  // W_k - W_t (every term >= 0). Ops start in chain order, so each chain keeps a cursor at
+  // its first unstarted op; W is rebuilt when the caller's `dur_version` changes (-1: at
+  // every call).
+  if (lb_.size() != n) lb_.assign(n, Bound{});
+  if (!chains_.built) build_chains();
+  auto& c = chains_;
+  if (dur_version < 0 || dur_version != c.dur_version) {
+    for (size_t k = 0; k + 1 < c.begin.size(); ++k) {
+      SimTime acc = 0;
+      for (uint32_t i = c.begin[k] + 1; i < c.begin[k + 1]; ++i) {
+        acc += dur[c.ops[i - 1]] + w_.compute_ps[c.ops[i]];
+        c.w[i] = acc;
+      }
+    }
+    c.dur_version = dur_version;
   }
   const uint64_t epoch = ++lb_epoch_;
-  auto fresh = [&](uint32_t r) {
-    if (lb_mark_[r] != epoch) {
-      lb_mark_[r] = epoch;
-      lb_start_[r] = lb_end_[r] = -1;
-    }
+  auto fresh = [&](uint32_t r) -> Bound& {
+    Bound& b = lb_[r];
+    if (b.mark != epoch) b = Bound{epoch, -1, -1};
+    return b;
   };
-  auto& lb_start = lb_start_;
-  auto& lb_end = lb_end_;
   std::vector<uint32_t> stack;
   std::vector<SimTime> out;
   out.reserve(rows.size());
@@ -435,15 +502,31 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
     stack.push_back(row);
     while (!stack.empty()) {
       const uint32_t r = stack.back();
-      fresh(r);
-      if (lb_start[r] >= 0) {
+      Bound& br = fresh(r);
+      if (br.start >= 0) {
         stack.pop_back();
         continue;
       }
       if (start_[r] >= 0) {
-        lb_start[r] = start_[r];
+        br.start = start_[r];
         stack.pop_back();
         continue;
+      }
+      if (const int32_t k = c.chain_of[r]; k >= 0 && c.pos[r] > 0) {
+        uint32_t& cur = c.cursor[static_cast<size_t>(k)];
+        const uint32_t b0 = c.begin[static_cast<size_t>(k)];
+        while (start_[c.ops[b0 + cur]] >= 0) ++cur;  // (r itself has not started)
+        if (cur < c.pos[r]) {
+          const uint32_t t = c.ops[b0 + cur];
+          const Bound& bt = fresh(t);
+          if (bt.start < 0) {
+            stack.push_back(t);
+            continue;
+          }
+          br.start = std::max(bt.start, now - dur[t]) + (c.w[b0 + c.pos[r]] - c.w[b0 + cur]);
+          stack.pop_back();
+          continue;
+        }
       }
       SimTime ready = 0;
       bool waiting = false;
@@ -451,24 +534,24 @@ std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows,
         const auto d = static_cast<uint32_t>(w_.deps[k]);
         SimTime e = end_[d];
         if (e < 0) {
-          fresh(d);
-          if (lb_end[d] < 0) {
-            if (lb_start[d] < 0) {
+          Bound& bd = fresh(d);
+          if (bd.end < 0) {
+            if (bd.start < 0) {
               stack.push_back(d);
               waiting = true;
               continue;
             }
-            lb_end[d] = std::max(now, lb_start[d] + dur[d]);
+            bd.end = std::max(now, bd.start + dur[d]);
           }
-          e = lb_end[d];
+          e = bd.end;
         }
         ready = std::max(ready, e);
       }
       if (waiting) continue;
-      lb_start[r] = ready + w_.compute_ps[r];
+      br.start = ready + w_.compute_ps[r];
       stack.pop_back();
     }
-    out.push_back(lb_start[row]);
+    out.push_back(lb_[row].start);
   }
   return out;
 }

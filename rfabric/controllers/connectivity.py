@@ -14,7 +14,7 @@ import numpy as np
 
 from ..spec import CircuitTable
 
-__all__ = ["_connect", "_ends", "_missing", "_spanning_rows", "_union_find"]
+__all__ = ["_connect", "_ends", "_kept_pairs", "_missing", "_spanning_rows", "_union_find"]
 
 
 def _missing(rws, present) -> tuple:
@@ -25,6 +25,39 @@ def _missing(rws, present) -> tuple:
 def _ends(rows) -> set:
     """The (device, link) ends the rows occupy (a link has one end at each of its devices)."""
     return {e for r in rows for e in ((r[0], r[1]), (r[0], r[2]))}
+
+
+def _key_codes(o, a, b, num_links: int) -> np.ndarray:
+    """One integer per row ``(device, link, link)``, equal for equal (device, low link, high
+    link) keys."""
+    o, a, b = (np.asarray(x, dtype=np.int64) for x in (o, a, b))
+    return (o * num_links + np.minimum(a, b)) * num_links + np.maximum(a, b)
+
+
+def _default_missing(lay, present) -> np.ndarray:
+    """Per row of :meth:`RFabricLayout.default_rows`: whether its key is not among
+    ``present`` ((device, low link, high link) keys), as :func:`_missing` asks row by row."""
+    o, a, b, _, _ = lay.default_rows()
+    nl = lay.spec.num_links
+    if not present:
+        return np.ones(len(o), dtype=bool)
+    k = np.array(list(present), dtype=np.int64).reshape(-1, 3)
+    return ~np.isin(_key_codes(o, a, b, nl), _key_codes(k[:, 0], k[:, 1], k[:, 2], nl))
+
+
+def _per_channel(chan, mask, n) -> np.ndarray:
+    """Per default channel, whether any of its rows is in ``mask``."""
+    return np.bincount(chan, weights=mask, minlength=n) > 0
+
+
+def _kept_pairs(lay, base, kept_set) -> list[tuple[int, int]]:
+    """The ToR pairs joined by the channels of ``kept_set`` (rows of the plan ``base``, as
+    :func:`~rfabric.controllers.plan_rows._rows` gives them): the channels of ``base`` whose
+    every row is kept. A channel is a chain of circuits end to end, so the channels of a
+    subset of a plan's rows are the plan's channels that lie wholly in it; ``base``'s
+    channels are cached (the plan in force is resolved at every call), a subset's would be
+    resolved again."""
+    return [(a, b) for rows, a, b in lay._channels(base) if all(r in kept_set for r in rows)]
 
 
 def _union_find(n: int):
@@ -41,12 +74,17 @@ def _union_find(n: int):
     return find, parent
 
 
-def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int:
+def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept, kept_pairs=None) -> int:
     """Add default channels (``defaults``: (rows, ToR, ToR)) until the ToRs that must reach
     each other do (with PXN the ToRs of each rail, else all), freeing ends from allocated
     channels (``new[:n_alloc]``) whose ToR pair keeps another channel; kept rows, failed
     links and default channels already added are never touched. Modifies ``new``; returns
-    the number of allocated channels removed."""
+    the number of allocated channels removed. ``kept_pairs``: the ToR pairs the channels of
+    ``kept`` join (:meth:`RFabricLayout.channels_of`, computed when not given).
+
+    Whether a group is still apart is kept incrementally: per component the groups it
+    touches, and the count of (component, group) pairs beyond one component per group,
+    updated at each join (not every ToR's root recomputed after each channel added)."""
     n = lay.num_tors
     find, parent = _union_find(n)
 
@@ -57,28 +95,42 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
             owner[e] = i
         pair_count[(min(a, b), max(a, b))] = pair_count.get((min(a, b), max(a, b)), 0) + 1
     blocked = _ends(kept)
-    for a, b in lay.channels_of(kept) + [(a, b) for _, a, b in new]:
+    if kept_pairs is None:
+        kept_pairs = lay.channels_of(kept)
+    for a, b in list(kept_pairs) + [(a, b) for _, a, b in new]:
         parent[find(a)] = find(b)
     group = lay.tor_rail if lay.pxn else np.zeros(n, dtype=np.int64)
+    touches: dict[int, set] = {}  # component root -> the groups of its ToRs
+    for t, g in enumerate(group.tolist()):
+        touches.setdefault(find(t), set()).add(g)
+    # sum over groups of (components holding one of its ToRs - 1): 0 when no group is split
+    apart = sum(len(gs) for gs in touches.values()) - len(set(group.tolist()))
 
-    def split():
-        roots = {}
-        for t in range(n):
-            roots.setdefault(int(group[t]), set()).add(find(t))
-        return any(len(r) > 1 for r in roots.values())
+    def join(a, b) -> None:
+        nonlocal apart
+        ra, rb = find(a), find(b)
+        if ra == rb:
+            return
+        ga, gb = touches.pop(ra), touches.pop(rb)
+        apart -= len(ga & gb)
+        parent[ra] = rb
+        touches[rb] = ga | gb
 
-    if not split():
+    if not apart:
         return 0
+    cands = _candidates(lay, defaults, blocked, failed, devices, in_kept)
     removed = set()
+    missing: dict[int, tuple] = {}
     # candidates that free the fewest allocated channels first (none, then one, ...)
     for budget in range(4):
-        for full, a, b in defaults:
-            rws = _missing(full, in_kept)
-            if find(a) == find(b) or not rws or not all(r[0] in devices for r in rws):
+        for i in cands:
+            full, a, b = defaults[i]
+            if find(a) == find(b):
                 continue
+            rws = missing.get(i)
+            if rws is None:
+                rws = missing[i] = _missing(full, in_kept)
             ends = _ends(rws)
-            if ends & blocked or any(r[1] in failed or r[2] in failed for r in rws):
-                continue
             victims = {owner[e] for e in ends if e in owner}
             if len(victims) > budget:
                 continue
@@ -99,14 +151,43 @@ def _connect(lay, kept, new, n_alloc, failed, defaults, devices, in_kept) -> int
             new.append((rws, a, b))
             for e in ends:
                 owner[e] = len(new) - 1
-            parent[find(a)] = find(b)
-            if not split():
+            join(a, b)
+            if not apart:
                 break
-        if not split():
+        if not apart:
             break
     for v in sorted(removed, reverse=True):
         del new[v]
     return len(removed)
+
+
+def _candidates(lay, defaults, blocked, failed, devices, in_kept) -> list[int]:
+    """Indices of the ``defaults`` the repair may add, whatever it adds or gives up: some row
+    missing from ``in_kept``, and every missing row on one of ``devices``, clear of
+    ``blocked`` ends and of ``failed`` links. For the fabric's own default channels this
+    is read from their rows' arrays, else channel by channel."""
+    if defaults is lay.default_channels() and len(defaults):
+        o, a, b, chan, _ = lay.default_rows()
+        nl = lay.spec.num_links
+        miss = _default_missing(lay, in_kept)
+        dev = np.isin(o, np.fromiter(devices, dtype=np.int64, count=len(devices)))
+        dead = np.fromiter(failed, dtype=np.int64, count=len(failed))
+        bad = np.isin(a, dead) | np.isin(b, dead) | ~dev
+        if blocked:
+            ends = np.array(list(blocked), dtype=np.int64).reshape(-1, 2)
+            codes = ends[:, 0] * nl + ends[:, 1]
+            bad |= np.isin(o * nl + a, codes) | np.isin(o * nl + b, codes)
+        n = len(defaults)
+        return np.flatnonzero(_per_channel(chan, miss, n) & ~_per_channel(chan, miss & bad, n)).tolist()
+    out = []
+    for i, (full, _, _) in enumerate(defaults):
+        rws = _missing(full, in_kept)
+        if not rws or not all(r[0] in devices for r in rws):
+            continue
+        if _ends(rws) & blocked or any(r[1] in failed or r[2] in failed for r in rws):
+            continue
+        out.append(i)
+    return out
 
 
 def _spanning_rows(lay, plan: CircuitTable, codes: np.ndarray, failed_ports) -> frozenset:

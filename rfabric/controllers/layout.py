@@ -166,6 +166,7 @@ class RFabricLayout:
         self.server_rail_tor[self.gpu_server, rail] = gpu_tor
         self._tor_index = tor_index
         self._defaults = None
+        self._default_rows = None
         self._components: dict[tuple, np.ndarray] = {}  # plan (and dead links) -> labels, recent
         self._channel_cache: dict[tuple, list] = {}  # plan -> its channels, recent
         self.tor_rail = np.array(
@@ -183,6 +184,24 @@ class RFabricLayout:
         if self._defaults is None:
             self._defaults = self._channels(self.spec.circuits)
         return self._defaults
+
+    def default_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+        """The rows of :meth:`default_channels` as arrays, in channel order: device, link a,
+        link b and the channel's index; and whether no link is in two channels (each link of
+        a valid plan is, at most, in one chain: then what one channel takes no other needs).
+        Read once."""
+        if self._default_rows is None:
+            ch = self.default_channels()
+            flat = [(r, i) for i, (rws, _, _) in enumerate(ch) for r in rws]
+            o = np.array([r[0] for r, _ in flat], dtype=np.int64)
+            a = np.array([r[1] for r, _ in flat], dtype=np.int64)
+            b = np.array([r[2] for r, _ in flat], dtype=np.int64)
+            chan = np.array([i for _, i in flat], dtype=np.int64)
+            links = np.concatenate([a, b])
+            owners = np.unique(np.stack([links, np.concatenate([chan, chan])], axis=1), axis=0)
+            disjoint = len(np.unique(owners[:, 0])) == len(owners)
+            self._default_rows = (o, a, b, chan, bool(disjoint))
+        return self._default_rows
 
     def channels_of(self, rows) -> list[tuple[int, int]]:
         """ToR index pairs joined end to end by the given ``(device, link, link)`` rows."""

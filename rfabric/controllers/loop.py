@@ -121,11 +121,13 @@ class ControlLoop:
         # seen (its sends dry-run); 0 for ops of periods not seen
         self._dur = np.zeros(len(op_id), dtype=np.int64)
         self._dur_of: dict[int, int] = {}  # by the id of an _op_flows result (one per signature)
+        self._dur_version = 0  # bumped at each change of _dur (the executor reads it again then)
 
     def _durations(self, rows: np.ndarray) -> None:
         """Fill the lower bound of each op's communication time: the most bytes one GPU sends
         in it over that GPU's egress capacity (every link it has, at line rate)."""
         has = self._gpu_cap > 0
+        self._dur_version += 1
         for row, flows in zip(rows.tolist(), self._op_flows(rows), strict=True):
             d = self._dur_of.get(id(flows))
             if d is None:
@@ -166,7 +168,7 @@ class ControlLoop:
         # nor than its start bound plus its communication time's bound, self._dur), walked
         # over the unfinished ops in the executor
         flat = np.fromiter((r for rs in rows for r in rs), dtype=np.uint32)
-        bounds = self.sim.engine.start_bounds(flat, self._dur, now).tolist()
+        bounds = self.sim.engine.start_bounds(flat, self._dur, now, self._dur_version).tolist()
         out, at = [], 0
         for p, rs in zip(periods, rows, strict=True):
             out.append((p, max(min(bounds[at : at + len(rs)]), now)))
@@ -189,21 +191,49 @@ class ControlLoop:
 
     def _op_flows(self, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(src, dst, bytes) each op would send, by the executor's own dry run; ops with the
-        same kind, algorithm, size and ranks share one run."""
+        same kind, algorithm, size and ranks share one run. An auto-tuned all-reduce over two
+        or more servers is also run with each algorithm the tuner may pick (for
+        :meth:`_tuned`), in the same batch: the executor computes the tuner's view of a rank
+        set's paths once per batch, not once per dry run."""
         sigs = [self._signature(int(r)) for r in rows]
         todo = {s: int(r) for s, r in zip(sigs, rows, strict=True) if s not in self._flows}
         if todo:
-            reps = np.fromiter(todo.values(), dtype=np.int64, count=len(todo))
-            f = self.sim.engine.op_flows(reps)
-            # (op_flows gives each op's pairs as one run, in the order asked: cut at the counts)
-            order = np.argsort(reps, kind="stable")
-            at = order[np.searchsorted(reps[order], f["op"])] if len(f["op"]) else f["op"]
-            ends = np.cumsum(np.bincount(at, minlength=len(reps)))
+            alts = {s: r for s, r in todo.items() if s not in self._alt_flows and self._tunable(r)}
+            codes = [self._algorithm_code(name) for name in self.TUNABLE] if alts else []
+            reps = list(todo.values()) + [r for _ in codes for r in alts.values()]
+            algos = [-1] * len(todo) + [c for c in codes for _ in alts]
+            f = self.sim.engine.op_flows(
+                np.array(reps, dtype=np.int64), algorithm=np.array(algos, dtype=np.int64)
+            )
+            ends = np.cumsum(f["counts"])
             src, dst, nbytes = (f[k].astype(np.int64) for k in ("src", "dst", "size_bytes"))
+            runs = [
+                (src[a:b], dst[a:b], nbytes[a:b])
+                for a, b in zip(np.r_[0, ends[:-1]].tolist(), ends.tolist(), strict=True)
+            ]
             for i, s in enumerate(todo):
-                a, b = (ends[i - 1] if i else 0), ends[i]
-                self._flows[s] = (src[a:b], dst[a:b], nbytes[a:b])
+                self._flows[s] = runs[i]
+            for k, s in enumerate(alts):
+                self._alt_flows[s] = tuple(runs[len(todo) + c * len(alts) + k] for c in range(len(codes)))
         return [self._flows[s] for s in sigs]
+
+    def _algorithm_code(self, name: str) -> int:
+        return list(self._a["algorithm_names"]).index(name)
+
+    def _tunable(self, row: int) -> bool:
+        """Whether op ``row`` is an all-reduce the executor's tuner picks ring or tree for: its
+        algorithm is ``auto`` and its ranks span two or more servers (on one: always a ring)."""
+        a = self._a
+        kinds, algos = list(a["kind_names"]), list(a["algorithm_names"])
+        if "all_reduce" not in kinds or "auto" not in algos:
+            return False
+        if int(a["kind"][row]) != kinds.index("all_reduce") or int(a["algorithm"][row]) != algos.index(
+            "auto"
+        ):
+            return False
+        offsets = a["ranks_offsets"]
+        ranks = np.asarray(a["ranks"][offsets[row] : offsets[row + 1]], dtype=np.int64)
+        return np.unique(self._gpu_server[ranks]).size >= 2
 
     def intent(self, key: int) -> Intent:
         """The Intent of period ``key`` (granularity "op": of op row ``key``), cached."""
@@ -294,7 +324,7 @@ class ControlLoop:
                 continue  # one server: always a ring
             sig = self._signature(r)
             alts = self._alt_flows.get(sig)
-            if alts is None:
+            if alts is None:  # (a signature dry-run before it was tunable: not in a trace's run)
                 alts = []
                 for name in self.TUNABLE:
                     g = self.sim.engine.op_flows(np.array([r], dtype=np.int64), algorithm=algos.index(name))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .allocate import allocate_circuits
-from .connectivity import _connect, _missing
+from .connectivity import _connect, _default_missing, _kept_pairs, _missing, _per_channel
 from .plan_rows import _rows, _table
 
 __all__ = ["materialize", "_pair_chains", "_relay_demand"]
@@ -129,29 +129,34 @@ def materialize(
     pod_of = lay.tor_pod
     if forced_chains is not None:
         chain_list = []
-        for s, d, c in forced_chains:
-            ts, td, _ = lay.tor_pairs(np.array([s]), np.array([d]))
-            chain_list += [(int(ts[0]), int(td[0]))] * int(c)
+        if forced_chains:  # (the ToR pairs of every edge at once)
+            fs, fd, fc = (np.array(x, dtype=np.int64) for x in zip(*forced_chains, strict=True))
+            ts, td, _ = lay.tor_pairs(fs, fd)
+            for t1, t2, c in zip(ts.tolist(), td.tolist(), fc.tolist(), strict=True):
+                chain_list += [(t1, t2)] * c
         # the uplinks the chains leave carry the running periods' ToR-ToR bytes (Phase B
         # of the shards already seeded) and the relay legs of unchained edges
         own_D = running if running is not None else np.zeros_like(D)
         intra_C = {p: None for p in pods}
     else:
-        inter = pod_of[:, None] != pod_of[None, :]
-        # (bincount adds each bin's weights in input order, as np.add.at did, at a fraction of
-        # its cost over every ToR pair: 4 M entries at 16,384 GPUs)
-        pair = (np.repeat(pod_of, lay.num_tors) * lay.pods + np.tile(pod_of, lay.num_tors)).astype(np.intp)
-        P = np.bincount(pair, weights=(D * inter).ravel(), minlength=lay.pods * lay.pods)
+        # the PoD x PoD demand: bincount adds each bin's weights in input order, as np.add.at
+        # did; over the ToR pairs with demand only, in row-major order (the zero terms it
+        # skips change no sum), not every ToR pair (4 M at 16,384 GPUs)
+        si, sj = np.nonzero(D)
+        ps, pd = pod_of[si], pod_of[sj]
+        w = D[si, sj] * (ps != pd)
+        P = np.bincount((ps * lay.pods + pd).astype(np.intp), weights=w, minlength=lay.pods * lay.pods)
         P = P.reshape(lay.pods, lay.pods)
 
         def agg(p, u_budget):
             """allocate_circuits over PoD p's ToRs and its boundary endpoint U."""
             tors = lay.pod_tors[p]
             k = len(tors)
+            inter = pod_of[tors][:, None] != pod_of[None, :]  # its ToRs' rows of "other PoD"
             Dp = np.zeros((k + 1, k + 1))
             Dp[:k, :k] = D[np.ix_(tors, tors)]
-            Dp[:k, k] = (D[tors] * inter[tors]).sum(axis=1)
-            Dp[k, :k] = (D[:, tors] * inter[:, tors]).sum(axis=0)
+            Dp[:k, k] = (D[tors] * inter).sum(axis=1)
+            Dp[k, :k] = (D[:, tors] * inter.T).sum(axis=0)
             elig = np.zeros((k + 1, k + 1), dtype=bool)
             elig[:k, :k] = lay.tor_eligible(tors)
             elig[:k, k] = elig[k, :k] = True
@@ -331,20 +336,47 @@ def materialize(
     agg_in = {g for g, p in lay.agg_pod.items() if p in pods}
     defaults = lay.default_channels()
     in_kept = {(r[0], min(r[1], r[2]), max(r[1], r[2])) for r in kept}
-    for rws, a, b in defaults:
-        need = _missing(rws, in_kept)
-        ports = {x for r in need for x in (r[1], r[2])}
-        if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
-            continue
-        new.append((need, a, b))
-        used |= ports
+    do, da, db, dchan, disjoint = lay.default_rows()
+    if disjoint and len(defaults):
+        # no link is in two default channels, so one added takes no port another needs: each
+        # is added iff its missing rows are on re-planned devices with free ports, read from
+        # the rows' arrays (the same channels, in the same order, as channel by channel)
+        miss = _default_missing(lay, in_kept)
+        taken_arr = np.fromiter(used, dtype=np.int64, count=len(used))
+        ok_dev = np.fromiter(agg_in | core_set, dtype=np.int64, count=len(agg_in | core_set))
+        bad = np.isin(da, taken_arr) | np.isin(db, taken_arr) | ~np.isin(do, ok_dev)
+        nd = len(defaults)
+        fill = _per_channel(dchan, miss, nd) & ~_per_channel(dchan, miss & bad, nd)
+        for i in np.flatnonzero(fill).tolist():
+            rws, a, b = defaults[i]
+            need = _missing(rws, in_kept)
+            new.append((need, a, b))
+            used |= {x for r in need for x in (r[1], r[2])}
+    else:
+        for rws, a, b in defaults:
+            need = _missing(rws, in_kept)
+            ports = {x for r in need for x in (r[1], r[2])}
+            if not need or ports & used or not all(r[0] in agg_in or r[0] in core_set for r in need):
+                continue
+            new.append((need, a, b))
+            used |= ports
     filled = len(new) - n_alloc
 
     # 8. connectivity (§5.4): ToRs that must reach each other (with PXN the ToRs of one
     # rail, else all) and do not get a default channel back, taking its ports from
     # allocated channels of ToR pairs that keep another channel
     n_intra = sum(1 for u in new[:n_alloc] if len(u[0]) == 1)
-    stolen = _connect(lay, kept, new, n_alloc, failed | blocked, defaults, agg_in | core_set, in_kept)
+    stolen = _connect(
+        lay,
+        kept,
+        new,
+        n_alloc,
+        failed | blocked,
+        defaults,
+        agg_in | core_set,
+        in_kept,
+        _kept_pairs(lay, base, set(kept)),
+    )
     rows_new = [r for u in new for r in u[0]]
     detail = (
         f"PoDs {sorted(pods)}: {len(chain_list)} core chains, "
@@ -382,8 +414,9 @@ def _relay_demand(D, pod_of, chains, lay) -> tuple[np.ndarray, float]:
         by_pp.setdefault((int(pod_of[t2]), int(pod_of[t1])), []).append((t2, t1))
         direct |= {(t1, t2), (t2, t1)}
     rail = lay.tor_rail
-    inter = pod_of[:, None] != pod_of[None, :]
-    src, dst = np.nonzero((D > 0) & inter)
+    src, dst = np.nonzero(D > 0)  # row-major, then the pairs across PoDs
+    inter = pod_of[src] != pod_of[dst]
+    src, dst = src[inter], dst[inter]
     if direct:
         dk = np.array(sorted(x * n + y for x, y in direct), dtype=np.int64)
         keep = ~np.isin(src * n + dst, dk)
@@ -428,17 +461,23 @@ def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
     Incremental: the score matrix and each row's best column are kept, and a pick rescores
     only what it changed (its pair, the rows and columns of a ToR out of lift circuits, the
     PoD pair out of core circuits), so a pick costs O(ToRs) rather than O(ToRs^2). The picks
-    are those of rescoring every pair each time (row-major first maximum, as np.argmax)."""
-    n = len(pod_of)
-    pod_of = np.asarray(pod_of)
-    sym = np.maximum(D, D.T) * (pod_of[:, None] != pod_of[None, :])
-    have = np.zeros((n, n))
-    slots = lifts.astype(np.int64).copy()
-    rem = core_c.astype(np.int64).copy()
+    are those of rescoring every pair each time (row-major first maximum, as np.argmax).
+
+    Only ToRs with lift circuits can end a chain: the scores are kept over those alone (in
+    ToR order, so ties break as over every ToR), a few ToRs of the re-planned PoDs rather than
+    every ToR of the fabric squared."""
     out = []
     picks = int(np.triu(core_c, 1).sum())
-    if picks <= 0 or n == 0:
+    live = np.flatnonzero(np.asarray(lifts) > 0)
+    if picks <= 0 or live.size == 0:
         return out
+    pod_of = np.asarray(pod_of)[live]
+    n = len(live)
+    Dl = np.asarray(D)[np.ix_(live, live)]
+    sym = np.maximum(Dl, Dl.T) * (pod_of[:, None] != pod_of[None, :])
+    have = np.zeros((n, n))
+    slots = np.asarray(lifts)[live].astype(np.int64)
+    rem = core_c.astype(np.int64).copy()
     upper = np.triu(np.ones((n, n), dtype=bool), 1)
     ok = (slots[:, None] > 0) & (slots[None, :] > 0) & (rem[pod_of][:, pod_of] > 0) & upper
     score = np.where(ok, sym / (have + 1), -1.0)
@@ -455,7 +494,7 @@ def _pair_chains(D, pod_of, lifts, core_c) -> list[tuple[int, int]]:
         if best[i] < 0 and not ok[i, best_col[i]]:
             break  # (no pair is ok: every score is -1)
         j = int(best_col[i])
-        out.append((i, j))
+        out.append((int(live[i]), int(live[j])))
         have[i, j] += 1
         slots[i] -= 1
         slots[j] -= 1
