@@ -101,3 +101,15 @@ def engine_invariants(monkeypatch):
                 assert self.run.get(key, 0) == 0, f"engine invariant broken: run[{key!r}] = {self.run[key]}"
 
     monkeypatch.setattr(collect, "Results", Checked)
+
+
+def load_bench(name: str):
+    """The module of ``bench/<name>.py`` (bench scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -21,6 +21,7 @@ it is off", RFabric's weight sync):
 
 import numpy as np
 import pytest
+from conftest import load_bench
 
 import rfabric as rf
 from rfabric.traces import Trace
@@ -99,18 +100,7 @@ def test_rail_chains_are_the_stage(fab, rail):
     # The 8 chains of rail 0 alone take what the whole rewritten weight sync takes (the
     # other 7 rails are the same on their own links), on each backend.
     tr = rf.traces.generate_rl(
-        model=rf.traces.ModelConfig(
-            name="moe-small",
-            layers=4,
-            hidden=1024,
-            heads=8,
-            kv_heads=8,
-            ffn=4096,
-            vocab=32000,
-            experts=16,
-            top_k=2,
-            expert_ffn=1024,
-        ),
+        model=load_bench("validate_flow").MOE_SMALL,
         train_gpus=64,
         gen_gpus=64,
         train=dict(tp=4, pp=2, ep=8),

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import load_bench
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
@@ -84,13 +85,7 @@ def test_reference_page_names_every_column(schema, page):
     assert not missing, f"docs/reference/{page} does not name {missing}"
 
 
-def _bench(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_bench = load_bench
 
 
 def test_readme_trace_volume_figures():

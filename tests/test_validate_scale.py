@@ -5,29 +5,18 @@ replay keeps a stage's ops and their dependencies inside it, and the CSV round-t
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import load_bench
 
 import rfabric as rf
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("validate_flow", BENCH / "validate_flow.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-vf = _load()
+vf = load_bench("validate_flow")
 GPUS = 32
 
 

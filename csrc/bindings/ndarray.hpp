@@ -30,19 +30,6 @@ py::array_t<T> column(size_t n, F f) {
   return to_numpy(std::move(v));
 }
 
-template <class T>
-std::vector<T> from_numpy(const py::handle& obj, const char* name) {
-  py::array_t<T, py::array::c_style | py::array::forcecast> a;
-  try {
-    a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(obj);
-  } catch (const py::error_already_set&) {
-    throw SpecError(std::string(name) + ": not convertible to an array");
-  }
-  if (!a) throw SpecError(std::string(name) + ": not convertible to an array");
-  if (a.ndim() != 1) throw SpecError(std::string(name) + ": expected a 1-d array");
-  return std::vector<T>(a.data(), a.data() + a.size());
-}
-
 /// A 1-d C-contiguous array of T over `obj`, without a copy where its dtype and layout are
 /// already those (else converted once): read in place, e.g. a large array passed per call.
 template <typename T>
@@ -57,6 +44,12 @@ py::array_t<T, py::array::c_style | py::array::forcecast> array_view(const py::h
   if (!a) throw SpecError(std::string(name) + ": not convertible to an array");
   if (a.ndim() != 1) throw SpecError(std::string(name) + ": expected a 1-d array");
   return a;
+}
+
+template <class T>
+std::vector<T> from_numpy(const py::handle& obj, const char* name) {
+  const auto a = array_view<T>(obj, name);
+  return std::vector<T>(a.data(), a.data() + a.size());
 }
 
 void bind_engine(py::module_& m);
