@@ -55,6 +55,26 @@ def port_capacities(fab):
     return {p: int(spec.links.rate_bps[p // 2]) for p in range(2 * spec.num_links)}
 
 
+def random_traffic_against_exact(fab, rng, n, max_bytes, horizon_ps, instants_us):
+    """``n`` flows between random GPU pairs of ``fab`` (1 MB to ``max_bytes``, starting over
+    ``horizon_ps``), checked against the exact max-min at each of ``instants_us`` and run to
+    the end (every flow done); returns how many sending flows the checks covered."""
+    gpus = fab.gpus
+    src = rng.integers(0, gpus, n)
+    dst = (src + rng.integers(1, gpus, n)) % gpus
+    size = rng.integers(1 * MB, max_bytes, n)
+    start = np.sort(rng.integers(0, horizon_ps, n))
+    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start), backend="flow")
+    fwd, cap = rf.Forwarding(fab), port_capacities(fab)
+    seen = 0
+    for t_us in instants_us:
+        sim.run(f"{t_us:.3f}us")
+        seen += check_sending_against_exact(sim, fwd, cap)
+    sim.run()
+    assert sim.results().complete
+    return seen
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_rates_on_a_random_chain_match_exact_max_min_as_flows_come_and_go(seed):
     # Random NIC and chain rates (a fast chain link no set of flows can fill, a slow one that
@@ -66,20 +86,8 @@ def test_rates_on_a_random_chain_match_exact_max_min_as_flows_come_and_go(seed):
     nic = rng.choice([25, 50, 100, 200], gpus).tolist()
     chain = rng.choice([40, 100, 400, 1600], switches - 1).tolist()
     fab = LoneGpus(attach, nic, chain)
-    n = 60
-    src = rng.integers(0, gpus, n)
-    dst = (src + rng.integers(1, gpus, n)) % gpus
-    size = rng.integers(1 * MB, 6 * MB, n)
-    start = np.sort(rng.integers(0, 400_000_000, n))
-    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start), backend="flow")
-    fwd, cap = rf.Forwarding(fab), port_capacities(fab)
-    seen = 0
-    for t_us in np.linspace(7.3, 700.1, 24):
-        sim.run(f"{t_us:.3f}us")
-        seen += check_sending_against_exact(sim, fwd, cap)
+    seen = random_traffic_against_exact(fab, rng, 60, 6 * MB, 400_000_000, np.linspace(7.3, 700.1, 24))
     assert seen > 100  # (the instants do catch many flows sending together)
-    sim.run()
-    assert sim.results().complete
 
 
 @pytest.mark.parametrize("oversubscription", [1, 3])
@@ -88,21 +96,8 @@ def test_fat_tree_flows_arriving_and_leaving_match_exact_max_min(oversubscriptio
     # uplinks many flows hash onto bind, the others do not.
     fab = rf.topologies.FatTree(128, oversubscription=oversubscription)
     rng = np.random.default_rng(11)
-    n = 400
-    src = rng.integers(0, 128, n)
-    dst = (src + rng.integers(1, 128, n)) % 128
-    size = rng.integers(1 * MB, 16 * MB, n)
-    start = np.sort(rng.integers(0, 300_000_000, n))
-    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start), backend="flow")
-    fwd, cap = rf.Forwarding(fab), port_capacities(fab)
-    seen = 0
-    for t_us in np.linspace(11.1, 500.3, 12):
-        sim.run(f"{t_us:.3f}us")
-        seen += check_sending_against_exact(sim, fwd, cap)
+    seen = random_traffic_against_exact(fab, rng, 400, 16 * MB, 300_000_000, np.linspace(11.1, 500.3, 12))
     assert seen > 200
-    sim.run()
-    res = sim.results()
-    assert res.complete
 
 
 def test_a_port_freed_while_flows_had_their_bottleneck_there():
