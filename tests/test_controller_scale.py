@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import tiny_rl_trace
 from test_gain_check import dp_all_reduce
+from test_materialize import demand
 from test_stage_aware import view_for
 
 import rfabric as rf
@@ -162,12 +163,7 @@ def test_kept_channels_are_the_plans_channels_wholly_kept(layout, seed):
     rng = np.random.default_rng(seed)
     plan = layout.spec.circuits
     if seed % 2:
-        n = layout.num_tors
-        D = np.zeros((n, n))
-        for _ in range(60):
-            a, b = rng.integers(0, n, 2)
-            if a != b:
-                D[a, b] += float(rng.integers(1, 100)) * 1e6
+        D = demand(layout, rng=rng, draws=60)
         pods = frozenset(range(layout.pods))
         plan, _ = materialize(layout, view_for(layout.spec), plan, D, pods, frozenset(), None)
     kept = [r for r in _rows(plan) if rng.random() < rng.uniform(0.2, 1.0)]

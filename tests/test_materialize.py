@@ -16,11 +16,13 @@ def rf256_nopxn():
     return rf.topologies.RFabric(256, pxn=False).to_spec()
 
 
-def demand(lay, seed=0):
-    rng = np.random.default_rng(seed)
+def demand(lay, seed=0, *, rng=None, draws=40):
+    """Random ToR x ToR bytes: ``draws`` random ToR pairs (from ``rng``, else a generator of
+    ``seed``), 1-99 MB each."""
+    rng = np.random.default_rng(seed) if rng is None else rng
     n = lay.num_tors
     D = np.zeros((n, n))
-    for _ in range(40):
+    for _ in range(draws):
         a, b = rng.integers(0, n, 2)
         if a != b:
             D[a, b] += float(rng.integers(1, 100)) * 1e6
