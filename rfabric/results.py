@@ -42,9 +42,9 @@ FLOW_SCHEMA = pa.schema(
         ("start_ps", pa.int64()),  # when the flow was released to its NIC
         ("end_ps", pa.int64()),  # when its last byte reached dst; -1 if it did not finish
         ("fct_ps", pa.int64()),  # end_ps - start_ps; -1 if it did not finish
-        # a lone flow's time on its idle path: wire bytes (payload + a header per frame) at the
-        # path's slowest rate + propagation and node latencies + store-and-forward of the first
-        # frame before the bottleneck and the last after it (Forwarding::lone_fct_ps)
+        # a lone flow's time on its idle path, frame by frame as the packet engine moves it
+        # (Forwarding::lone_packet_fct_ps: store-and-forward at every hop, propagation and
+        # node latencies), on both backends
         ("ideal_fct_ps", pa.int64()),
         # fct_ps / ideal_fct_ps (dimensionless; >= 1 on one path, multi-path routing can beat
         # it: docs/reference/results-flows.md); null if unfinished or without a path now

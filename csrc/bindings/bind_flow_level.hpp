@@ -89,7 +89,7 @@ void bind_flow_level(py::class_<Sim>& cls) {
           "flow alive now, sorted by flow_id: sent_bytes (payload that left the source by now),\n"
           "delivered_bytes (all of it once the last byte arrived, else 0: the flow model delivers\n"
           "a flow whole, its path delay after it is sent), sent_ps (when the last byte left),\n"
-          "ideal_fct_ps (the flow model's time for it alone on its path: Forwarding::lone_fct_ps).")
+          "ideal_fct_ps (its time alone on its idle path, frame by frame: Forwarding::lone_packet_fct_ps).")
       .def(
           "op_flow_stats",
           [](const Sim& s) {

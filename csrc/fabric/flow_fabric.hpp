@@ -82,7 +82,7 @@ class FlowFabric {
   /// Current rate of a port (bit/s).
   virtual BitsPerSec port_rate_bps(uint32_t port) const = 0;
   /// Ideal completion time (ps) of a lone message of `size` payload bytes from src to dst
-  /// on the idle path of ECMP hash `flow_hash` (Forwarding::lone_fct_ps): the denominator of
+  /// on the idle path of ECMP hash `flow_hash` (Forwarding::lone_packet_fct_ps): the denominator of
   /// a flow's slowdown.
   virtual SimTime ideal_fct_ps(uint32_t src, uint32_t dst, uint32_t flow_hash, Bytes size) const = 0;
   /// Size of the flow table: ids are 0 .. num_flows() - 1 (packet network: slots, reused).

@@ -401,18 +401,6 @@ SimTime Forwarding::lone_delay_ps(const std::vector<uint32_t>& path, Bytes size,
   return d;
 }
 
-SimTime Forwarding::lone_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
-                                Bytes header) const {
-  if (size <= 0 || path.empty()) return 0;
-  const BitsPerSec rate = path_cost(path).second;
-  if (rate <= 0) return 0;
-  const Bytes wire = size + (size + payload - 1) / payload * header;
-  // whole-ps ceiling of wire * 8e12 / rate, in 128 bits (no overflow, no double rounding)
-  const auto bits_ps = static_cast<unsigned __int128>(wire) * 8'000'000'000'000ULL;
-  const auto r = static_cast<unsigned __int128>(rate);
-  return static_cast<SimTime>((bits_ps + r - 1) / r) + lone_delay_ps(path, size, payload, header);
-}
-
 SimTime Forwarding::lone_packet_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
                                        Bytes header) const {
   if (size <= 0 || path.empty()) return 0;

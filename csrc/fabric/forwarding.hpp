@@ -209,13 +209,10 @@ class Forwarding {
   /// serialization on every hop before b (pipeline fill) and the last frame's on every hop
   /// after it (drain). Frames carry `payload` bytes each plus `header` bytes.
   SimTime lone_delay_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload, Bytes header) const;
-  /// The flow model's completion time of a lone message on an idle `path`: all its wire
-  /// bytes (payload plus a header per frame) at the bottleneck rate, plus lone_delay_ps;
-  /// 0 for an empty message or path.
-  SimTime lone_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload, Bytes header) const;
-  /// The same, frame by frame as the packet engine moves a lone message sent at line rate:
-  /// store-and-forward at every hop, each frame's serialization rounded up to whole ps. The
-  /// full frames pipeline (the k-th leaves hop h at the first frame's time plus k times the
+  /// The completion time of a lone message on an idle `path` (0 for an empty message or
+  /// path), frame by frame as the packet engine moves it sent at line rate: store-and-
+  /// forward at every hop, each frame's serialization rounded up to whole ps. The full
+  /// frames pipeline (the k-th leaves hop h at the first frame's time plus k times the
   /// slowest serialization up to h); a short last frame then waits behind the one before it
   /// wherever that one is slower. Exact: the packet engine's lone-flow oracle.
   SimTime lone_packet_fct_ps(const std::vector<uint32_t>& path, Bytes size, Bytes payload,
