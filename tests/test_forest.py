@@ -55,8 +55,16 @@ def check_forest(f: Forest, shards, pod_of, budget, kw):
     assert (pod_of[f.src[~a]] == pod_of[f.dst[~a]]).all()
     assert (f.circuits[a] >= 1).all() and (f.circuits[~a] == 0).all()
     cap = kw.get("max_circuits_per_edge")
+    nic_out, nic_in = [], []  # circuits each GPU's NIC sends and receives on, per wave
+    for t in range(f.n_waves):
+        e = f.wave == t
+        nic_out.append(np.bincount(f.src[e], weights=f.circuits[e], minlength=pod_of.size))
+        nic_in.append(np.bincount(f.dst[e], weights=f.circuits[e], minlength=pod_of.size))
     if cap is not None:
         assert (f.circuits <= cap).all()
+        # a GPU's edges in one wave share its NIC: together at most the circuits it fills
+        for t in range(f.n_waves):
+            assert nic_out[t].max() <= cap and nic_in[t].max() <= cap, t
     assert (f.level[a] == 0).all() and (f.level[~a] >= 1).all()
     # Exactly once: each (shard, receiver that does not hold it) is the dst of one edge.
     want = sorted((i, r) for i, (h, rs) in enumerate(shards) for r in rs if r not in h)
@@ -84,7 +92,8 @@ def check_forest(f: Forest, shards, pod_of, budget, kw):
         load = f.pod_load(t)
         for e in np.flatnonzero(f.wave == t):
             u, v = pod_of[f.src[e]], pod_of[f.dst[e]]
-            assert load[u] == budget[u] or load[v] == budget[v] or f.circuits[e] == cap, e
+            nic_full = cap is not None and (nic_out[t][f.src[e]] == cap or nic_in[t][f.dst[e]] == cap)
+            assert load[u] == budget[u] or load[v] == budget[v] or nic_full, e
 
 
 @FAST
