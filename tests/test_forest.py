@@ -298,3 +298,16 @@ def test_barriers_between_waves_wait_as_the_dense_dependencies_do(backend):
     for j, t in enumerate(range(b)):  # a barrier ends as its wave does, and takes no time
         s, e = times[1][bar[j]]
         assert s == e == max(times[0][x][1] for x in f.waves[t].tolist())
+
+
+def test_seeds_spread_over_the_receivers_when_shards_repeat_with_the_offset():
+    """Shards 0, 2, 4, 6 need GPUs {4, 6} of PoD 1, shards 1, 3, 5, 7 GPUs {5, 7}: the
+    offset ``(shard * k) mod r`` alone is 0 for every even shard and 1 for every odd one, so
+    GPUs 4 and 7 took every seed (as every seed of a rail fell on one ToR on RFabric 2,048
+    with Kimi K2). Oracle: equal shards over equal receivers, so each receiver seeds as many
+    shards as any other (2 each)."""
+    shards = [([i % 4], [4 + i % 2, 6 + i % 2]) for i in range(8)]
+    f = dissemination_forest(shards, [0, 0, 0, 0, 1, 1, 1, 1], 4, shard_bytes=[10] * 8)
+    seeds = f.dst[f.wave >= 0]
+    assert np.bincount(seeds, minlength=8)[4:].tolist() == [2, 2, 2, 2]
+    check_forest(f, shards, [0, 0, 0, 0, 1, 1, 1, 1], [4, 4], {"shard_bytes": [10] * 8})

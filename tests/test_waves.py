@@ -9,7 +9,7 @@ from test_stage_aware import view_for
 import rfabric as rf
 from rfabric.controllers.layout import RFabricLayout
 from rfabric.controllers.plan_rows import _key_set, _rows, _rows_touching, _table
-from rfabric.controllers.waves import forest_schedule, restore, wave_pins
+from rfabric.controllers.waves import fanout_flows, forest_schedule, restore, wave_pins
 from rfabric.rewrites import WeightSyncForest, apply_rewrites, locality
 
 
@@ -59,6 +59,34 @@ def test_wave_pins_keep_the_running_pairs_joined():
     for pinned in tries:
         assert not lay.apart(_table(sorted(pinned)), codes // n, codes % n).any()
         assert len(pinned) < len(spec.circuits)
+
+
+def test_fanout_flows_grow_wave_by_wave_to_all_of_phase_b(forest_case):
+    """Oracle: Phase B's ops of the rewritten trace. By its last wave a forest's fan-out is
+    every flow of its Phase B ops (a chain broadcast of n ranks: n - 1 hops of the shard);
+    each wave adds the trees its own sends root, and what was there before it is ``ready``."""
+    spec, out, applied = forest_case
+    waves, periods, firsts, forest = forest_schedule(applied)
+    fan = fanout_flows(applied)
+    assert set(fan) == set(waves)
+    a = out.arrays()
+    period = np.asarray(a["period"])
+    ro = a["ranks_offsets"]
+    for first in firsts:
+        nw = forest.n_waves
+        b_rows = np.flatnonzero(period == first + nw)
+        want = sum(float(a["size_bytes"][k]) * (ro[k + 1] - ro[k] - 1) for k in b_rows.tolist())
+        assert want > 0
+        prev: list = []
+        for t in range(nw):
+            src, dst, nbytes, ready, b_period = fan[first + t]
+            assert b_period == first + nw and src.shape == dst.shape == nbytes.shape == ready.shape
+            flows = list(zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True))
+            # ready: exactly the flows the waves before it had
+            assert sorted(f for f, r in zip(flows, ready.tolist(), strict=True) if r) == prev
+            prev = sorted(flows)
+        assert fan[first + nw - 1][2].sum() == pytest.approx(want)
+        assert (fan[first + nw - 1][0] != fan[first + nw - 1][1]).all()
 
 
 def test_restore_puts_back_the_pods_rows_only():

@@ -154,9 +154,13 @@ def dissemination_forest(
     Choices the paper leaves open, made here (all deterministic, no randomness):
 
     * **Seeds.** Per (shard, destination PoD) with ``r`` receivers, ``k = min(seeds_per_pod,
-      r)`` seeds are taken from the receivers sorted by GPU id, starting at offset
-      ``(shard * k) mod r`` (cyclically), so successive shards land on different seeds and
-      no Gen NIC is the ingress of every shard.
+      r)`` seeds are the receivers with the fewest bytes seeded so far (earlier shards),
+      ties broken in the order of the receivers sorted by GPU id from offset ``(shard * k)
+      mod r`` (cyclically), so seeding spreads over the PoD's NICs and no Gen NIC is the
+      ingress of every shard. (The offset alone repeats with the shard ids: Kimi K2 on
+      RFabric 2,048 gives each shard two receivers per PoD, one per rail group, and the
+      offset's parity, the rail's, put every seed of a rail behind one ToR, whose uplinks
+      the chains then filled, leaving its fan-out no circuit.)
     * **PoDs that already hold a shard** (a holder inside a destination PoD) get no Phase A
       edge: the lowest-id local holder is the Phase B root there.
     * **Active roots.** Seeds are assigned one by one (shard order, then destination PoD,
@@ -213,6 +217,7 @@ def dissemination_forest(
     a_shard, a_src, a_dst, a_rank = [], [], [], []  # a_rank: the seed's index in its PoD
     b_roots = []  # (shard, root gpu, phase-A edge index or -1, receivers of its block)
     gpu_load = {}  # bytes assigned to each holder as a root
+    seed_load = {}  # bytes each receiver takes in as a seed
     pod_out = np.zeros(n_pods, dtype=np.int64)  # bytes leaving each PoD in Phase A
     for i, (holders, receivers) in enumerate(plan):
         if receivers.size == 0:
@@ -227,8 +232,12 @@ def dissemination_forest(
                 continue
             k = min(seeds_per_pod, r.size)
             start = (i * k) % r.size
-            pick = (start + np.arange(k)) % r.size
+            ring = (start + np.arange(r.size)) % r.size  # the receivers from the offset on
+            load = np.array([seed_load.get(int(g), 0) for g in r[ring].tolist()], dtype=np.int64)
+            pick = ring[np.argsort(load, kind="stable")[:k]]
             seeds = r[pick]
+            for g in seeds.tolist():
+                seed_load[g] = seed_load.get(g, 0) + int(size[i])
             blocks = np.array_split(np.delete(r, pick), k)
             for j, s in enumerate(seeds.tolist()):
                 h = min(

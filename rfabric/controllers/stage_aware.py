@@ -29,7 +29,7 @@ from .materialize import materialize
 from .plan_rows import _contains, _rows, _rows_touching
 from .templates import Decision, Template, template_key
 from .tenants import TenantPolicy, reserve, row_key
-from .waves import forest_schedule, restore, wave_pins
+from .waves import fanout_flows, forest_schedule, restore, wave_pins
 
 __all__ = ["Decision", "StageAwareController"]
 
@@ -291,6 +291,7 @@ class StageAwareController(Controller):
         self._ws_pods: set[int] = set()
         self._last_ws_period: int | None = None
         self._ws_first: set[int] = set()  # the first period of each forest
+        self._fanout: dict[int, tuple] = {}  # wave period -> its fan-out flows (fanout_flows)
         self._period_stage: dict[int, str] = {}
         self.forest_plan = None  # the last Forest adopted, for inspection
         self.check_gain = bool(check_gain)
@@ -463,7 +464,13 @@ class StageAwareController(Controller):
         protected = frozenset(others - tpl.tors)
         running, tries = None, [frozenset()]
         if chains is not None:  # a wave's ToR-ToR circuits carry the periods still running
-            running, tries = wave_pins(lay, view, intent.period, self._period_demand, tpl.pairs)
+            fan = self._fanout.get(intent.period)
+            if fan is not None:  # and the fan-out of the shards seeded so far (step 12)
+                src, dst, nbytes, ready, b_period = fan
+                ts, td, net = lay.tor_pairs(src, dst)
+                codes = ts[net].astype(np.int64) * n + td[net]
+                fan = (codes, nbytes[net], ready[net], b_period)
+            running, tries = wave_pins(lay, view, intent.period, self._period_demand, tpl.pairs, fan)
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
@@ -672,3 +679,4 @@ class StageAwareController(Controller):
         obeys the safe window, later ones commit whatever the slack. Without a forest (a run
         with ``rewrites="none"``) the weight sync is planned like any period."""
         self._forest_waves, self._ws_periods, self._ws_first, self.forest_plan = forest_schedule(applied)
+        self._fanout = fanout_flows(applied)
