@@ -103,3 +103,40 @@ def test_restore_puts_back_the_pods_rows_only():
     back = restore(lay, view_for(spec, plan=now, failed=[dead]), pre, {0})
     assert dead not in set(back.a.tolist()) | set(back.b.tolist())
     assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2
+
+
+def test_a_waves_sends_run_at_nic_rate_on_rfabric():
+    """One train PoD seeding three generation PoDs (RFabric 256 in PoDs of 64 GPUs): each
+    root has an edge to every generation PoD. Oracle: the first wave's plan gives each send
+    its own chain and its root sends nothing else meanwhile, so each send takes its bytes
+    over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
+    GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
+    )
+    trace = rf.traces.generate_rl(
+        model=tiny,
+        train_gpus=64,
+        gen_gpus=192,
+        train=dict(tp=8, pp=2, dp=4),
+        gen=dict(tp=8),
+        iterations=1,
+        seed=3,
+        global_batch=32,
+        decode_steps_per_op=256,
+        pod_gpus=192,
+    )
+    ctl = rf.controllers.StageAwareController()
+    sim = rf.Simulation(
+        rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="0ms"
+    )
+    sim.run()
+    ops = sim.results().ops
+    period = ops["period"].to_numpy()
+    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    size = ops["size_bytes"].to_numpy()
+    wave = (period == first) & (size > 0)
+    ideal_ps = size[wave] * 8 / 200e9 * 1e12
+    ratio = ops["time_ps"].to_numpy()[wave] / ideal_ps
+    assert (ratio >= 1.0).all() and (ratio < 1.02).all(), ratio
+    assert wave.sum() == 16  # one send per root (16 shards, 48 edges: three waves)
