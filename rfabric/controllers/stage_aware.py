@@ -195,13 +195,18 @@ class StageAwareController(Controller):
         (:meth:`adopt`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
         placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
-        wave is planned while Phase B of the shards already seeded runs: the plan in force
-        keeps the fewest of its channels that still join every ToR pair of the running
-        periods and of the wave itself (a spanning forest of its channels, a PoD's own ToR-ToR circuits first,
-        pruned to the ToRs those periods use), the wave's chains take the ports left (a chain
-        with no free port is left out; the detail counts them), and the uplinks they leave
-        get ToR-ToR circuits for the running periods' bytes (step 6's greedy, with the relay
-        legs of edges left without a chain). The
+        wave carries the fan-out of the shards seeded by its end
+        (:func:`~rfabric.controllers.waves.fanout_flows`: Phase B's flows whose shard an
+        earlier wave or this one brings, whether or not Phase B has started; not those of
+        later waves) and the bytes of the other running periods: the wave's chains take the
+        free ports (a chain with no free port is left out; the detail counts them), and the
+        uplinks they leave get ToR-ToR circuits for those bytes (step 6's greedy, with the
+        relay legs of edges left without a chain). The plan in force keeps what step 11
+        needs, tried in turn until the plan strands nothing: the fewest of its channels that
+        still join every ToR pair of the other running periods (a spanning forest of its
+        channels, a PoD's own ToR-ToR circuits first, pruned to the ToRs those periods use),
+        then also those of the fan-out already running, then also the wave's own
+        (docs/explanation/weight-sync-at-scale.md). The
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
