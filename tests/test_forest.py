@@ -55,6 +55,11 @@ def check_forest(f: Forest, shards, pod_of, budget, kw):
     assert (pod_of[f.src[~a]] == pod_of[f.dst[~a]]).all()
     assert (f.circuits[a] >= 1).all() and (f.circuits[~a] == 0).all()
     cap = kw.get("max_circuits_per_edge")
+    nic_out, nic_in = [], []  # circuits each GPU's NIC sends and receives on, per wave
+    for t in range(f.n_waves):
+        e = f.wave == t
+        nic_out.append(np.bincount(f.src[e], weights=f.circuits[e], minlength=pod_of.size))
+        nic_in.append(np.bincount(f.dst[e], weights=f.circuits[e], minlength=pod_of.size))
     if cap is not None:
         assert (f.circuits <= cap).all()
     assert (f.level[a] == 0).all() and (f.level[~a] >= 1).all()
@@ -84,7 +89,9 @@ def check_forest(f: Forest, shards, pod_of, budget, kw):
         load = f.pod_load(t)
         for e in np.flatnonzero(f.wave == t):
             u, v = pod_of[f.src[e]], pod_of[f.dst[e]]
-            assert load[u] == budget[u] or load[v] == budget[v] or f.circuits[e] == cap, e
+            # (a schedule under the NIC rule also stops at a NIC that fills its circuits)
+            nic_full = cap is not None and (nic_out[t][f.src[e]] >= cap or nic_in[t][f.dst[e]] >= cap)
+            assert load[u] == budget[u] or load[v] == budget[v] or f.circuits[e] == cap or nic_full, e
 
 
 @FAST
@@ -289,3 +296,70 @@ def test_barriers_between_waves_wait_as_the_dense_dependencies_do(backend):
     for j, t in enumerate(range(b)):  # a barrier ends as its wave does, and takes no time
         s, e = times[1][bar[j]]
         assert s == e == max(times[0][x][1] for x in f.waves[t].tolist())
+
+
+def test_seeds_spread_over_the_receivers_when_shards_repeat_with_the_offset():
+    """Shards 0, 2, 4, 6 need GPUs {4, 6} of PoD 1, shards 1, 3, 5, 7 GPUs {5, 7}: the
+    offset ``(shard * k) mod r`` alone is 0 for every even shard and 1 for every odd one, so
+    GPUs 4 and 7 took every seed (as every seed of a rail fell on one ToR on RFabric 2,048
+    with Kimi K2). Oracle: equal shards over equal receivers, so each receiver seeds as many
+    shards as any other (2 each)."""
+    shards = [([i % 4], [4 + i % 2, 6 + i % 2]) for i in range(8)]
+    f = dissemination_forest(shards, [0, 0, 0, 0, 1, 1, 1, 1], 4, shard_bytes=[10] * 8)
+    seeds = f.dst[f.wave >= 0]
+    assert np.bincount(seeds, minlength=8)[4:].tolist() == [2, 2, 2, 2]
+    check_forest(f, shards, [0, 0, 0, 0, 1, 1, 1, 1], [4, 4], {"shard_bytes": [10] * 8})
+
+
+def nic_time(f: Forest, sizes, cap: int) -> float:
+    """Phase A back to back, per wave the longest of its edges (bytes / circuits) and of its
+    NICs (bytes a GPU sends or receives in the wave / cap), in units of a circuit's rate."""
+    total = 0.0
+    sizes = np.asarray(sizes, dtype=np.float64)
+    for t in range(f.n_waves):
+        e = f.wave == t
+        b = sizes[f.shard[e]]
+        total += max(
+            (b / f.circuits[e]).max(),
+            np.bincount(f.src[e], b).max() / cap,
+            np.bincount(f.dst[e], b).max() / cap,
+        )
+    return total
+
+
+def test_a_roots_edges_to_every_pod_go_in_separate_waves():
+    """Kimi K2's weight sync on RFabric in small: 4 roots in PoD 0, each shard needed in PoDs
+    1-4, budgets 4 (the PoD's roots fit one wave by budget alone). Without the NIC rule a
+    root's 4 edges share one wave and its NIC while the other roots wait: 4 waves of 4x the
+    shard's time. Oracle: one edge per NIC per wave, 4 waves of 1x: Phase A in 4 shard times
+    instead of 16."""
+    pod_of = np.repeat(np.arange(5), 4)
+    shards = [([i], [4 + i, 8 + i, 12 + i, 16 + i]) for i in range(4)]
+    f = dissemination_forest(shards, pod_of, 4, shard_bytes=[1] * 4, max_circuits_per_edge=1)
+    check_forest(f, shards, pod_of, [4] * 5, {"shard_bytes": [1] * 4, "max_circuits_per_edge": 1})
+    assert f.n_waves == 4
+    for t in range(4):
+        e = f.wave == t
+        assert np.bincount(f.src[e]).max() == 1 and np.bincount(f.dst[e]).max() == 1
+    assert nic_time(f, [1] * 4, 1) == 4.0
+    old = dissemination_forest(shards, pod_of, 4, shard_bytes=[1] * 4)  # no cap: no NIC rule
+    assert nic_time(old, [1] * 4, 1) == 16.0
+
+
+@FAST
+@given(problems())
+def test_the_nic_rule_is_taken_only_where_it_is_faster(problem):
+    """With a cap of 1 the schedule is never slower, by :func:`nic_time`, than the first fit
+    on PoD budgets alone (the schedule without a cap, its circuits clipped to 1: the same
+    waves and what the equaliser gives at a cap of 1)."""
+    shards, pod_of, budget, kw = problem
+    if kw["max_circuits_per_edge"] != 1:
+        return
+    f = dissemination_forest(shards, pod_of, budget, **kw)
+    if f.n_waves == 0:
+        return
+    plain = dissemination_forest(shards, pod_of, budget, **(kw | {"max_circuits_per_edge": None}))
+    plain = Forest(
+        **{**plain.__dict__, "circuits": np.minimum(plain.circuits, np.where(plain.wave >= 0, 1, 0))}
+    )
+    assert nic_time(f, kw["shard_bytes"], 1) <= nic_time(plain, kw["shard_bytes"], 1) + 1e-9

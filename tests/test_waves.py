@@ -9,7 +9,7 @@ from test_stage_aware import view_for
 import rfabric as rf
 from rfabric.controllers.layout import RFabricLayout
 from rfabric.controllers.plan_rows import _key_set, _rows, _rows_touching, _table
-from rfabric.controllers.waves import forest_schedule, restore, wave_pins
+from rfabric.controllers.waves import fanout_flows, forest_schedule, restore, wave_pins
 from rfabric.rewrites import WeightSyncForest, apply_rewrites, locality
 
 
@@ -61,6 +61,34 @@ def test_wave_pins_keep_the_running_pairs_joined():
         assert len(pinned) < len(spec.circuits)
 
 
+def test_fanout_flows_grow_wave_by_wave_to_all_of_phase_b(forest_case):
+    """Oracle: Phase B's ops of the rewritten trace. By its last wave a forest's fan-out is
+    every flow of its Phase B ops (a chain broadcast of n ranks: n - 1 hops of the shard);
+    each wave adds the trees its own sends root, and what was there before it is ``ready``."""
+    spec, out, applied = forest_case
+    waves, periods, firsts, forest = forest_schedule(applied)
+    fan = fanout_flows(applied)
+    assert set(fan) == set(waves)
+    a = out.arrays()
+    period = np.asarray(a["period"])
+    ro = a["ranks_offsets"]
+    for first in firsts:
+        nw = forest.n_waves
+        b_rows = np.flatnonzero(period == first + nw)
+        want = sum(float(a["size_bytes"][k]) * (ro[k + 1] - ro[k] - 1) for k in b_rows.tolist())
+        assert want > 0
+        prev: list = []
+        for t in range(nw):
+            src, dst, nbytes, ready, b_period = fan[first + t]
+            assert b_period == first + nw and src.shape == dst.shape == nbytes.shape == ready.shape
+            flows = list(zip(src.tolist(), dst.tolist(), nbytes.tolist(), strict=True))
+            # ready: exactly the flows the waves before it had
+            assert sorted(f for f, r in zip(flows, ready.tolist(), strict=True) if r) == prev
+            prev = sorted(flows)
+        assert fan[first + nw - 1][2].sum() == pytest.approx(want)
+        assert (fan[first + nw - 1][0] != fan[first + nw - 1][1]).all()
+
+
 def test_restore_puts_back_the_pods_rows_only():
     spec = rf.topologies.RFabric(256).to_spec()
     lay = RFabricLayout(spec)
@@ -75,3 +103,79 @@ def test_restore_puts_back_the_pods_rows_only():
     back = restore(lay, view_for(spec, plan=now, failed=[dead]), pre, {0})
     assert dead not in set(back.a.tolist()) | set(back.b.tolist())
     assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2
+
+
+def test_a_waves_sends_run_at_nic_rate_on_rfabric():
+    """One train PoD seeding three generation PoDs (RFabric 256 in PoDs of 64 GPUs): each
+    root has an edge to every generation PoD. Oracle: the first wave's plan gives each send
+    its own chain and its root sends nothing else meanwhile, so each send takes its bytes
+    over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
+    GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
+    )
+    trace = rf.traces.generate_rl(
+        model=tiny,
+        train_gpus=64,
+        gen_gpus=192,
+        train=dict(tp=8, pp=2, dp=4),
+        gen=dict(tp=8),
+        iterations=1,
+        seed=3,
+        global_batch=32,
+        decode_steps_per_op=256,
+        pod_gpus=192,
+    )
+    ctl = rf.controllers.StageAwareController()
+    sim = rf.Simulation(
+        rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="0ms"
+    )
+    sim.run()
+    ops = sim.results().ops
+    period = ops["period"].to_numpy()
+    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    size = ops["size_bytes"].to_numpy()
+    wave = (period == first) & (size > 0)
+    ideal_ps = size[wave] * 8 / 200e9 * 1e12
+    ratio = ops["time_ps"].to_numpy()[wave] / ideal_ps
+    assert (ratio >= 1.0).all() and (ratio < 1.02).all(), ratio
+    assert wave.sum() == 16  # one send per root (16 shards, 48 edges: three waves)
+
+
+def test_the_first_wave_commits_inside_the_safe_window_when_it_gains_more():
+    """The case above without look-ahead: the forest's first wave meets its boundary
+    0.37 ms before its sends, with t_ocs 1 ms. Kept on the plan in force (the safe window
+    alone), two sends shared each chain: 2.02x. Committed because its plan is predicted
+    faster by more than the 0.63 ms it delays the wave, each send ends within its bytes over
+    the line rate plus that delay (oracle), and the log says so."""
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
+    )
+    trace = rf.traces.generate_rl(
+        model=tiny,
+        train_gpus=64,
+        gen_gpus=192,
+        train=dict(tp=8, pp=2, dp=4),
+        gen=dict(tp=8),
+        iterations=1,
+        seed=3,
+        global_batch=32,
+        decode_steps_per_op=256,
+        pod_gpus=192,
+    )
+    ctl = rf.controllers.StageAwareController(lookahead=False)
+    sim = rf.Simulation(
+        rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="1ms"
+    )
+    sim.run()
+    ops = sim.results().ops
+    period = ops["period"].to_numpy()
+    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    size = ops["size_bytes"].to_numpy()
+    wave = (period == first) & (size > 0)
+    commits = [d for d in ctl.log if d.period == first and d.action == "commit"]
+    assert len(commits) == 1 and "inside the safe window" in commits[0].detail, [d.action for d in ctl.log]
+    late_ps = 10**9 - 373866985  # t_ocs - slack, as the log has it
+    assert f"+ {late_ps} ps of reconfiguration" in commits[0].detail
+    ideal_ps = size[wave] * 8 / 200e9 * 1e12
+    assert (ops["time_ps"].to_numpy()[wave] <= 1.01 * ideal_ps + late_ps).all()

@@ -132,9 +132,11 @@ def dissemination_forest(
         Bytes per shard ``S``, which order the wave scheduler and size the circuit
         equaliser; default 1 for every shard (all shards alike).
     max_circuits_per_edge : int, optional
-        Cap on ``c_uv^(t)``; default none (the paper's per-PoD budgets only). Circuits
-        beyond what the sender can drive idle: a controller whose transfers leave through
-        one GPU's NIC should pass the number of NIC-rate circuits that NIC fills (usually 1).
+        The NIC-rate circuits one GPU's NIC fills (usually 1): the cap on ``c_uv^(t)``, and
+        what the NIC rule (Notes) allows the edges a GPU sends (or receives) in one wave;
+        default none (the paper's per-PoD budgets only). Circuits beyond what the NIC can
+        drive idle, and the edges of one GPU in one wave share its NIC: a root with four
+        edges in a wave sends each at a quarter of its rate.
 
     Returns
     -------
@@ -152,9 +154,13 @@ def dissemination_forest(
     Choices the paper leaves open, made here (all deterministic, no randomness):
 
     * **Seeds.** Per (shard, destination PoD) with ``r`` receivers, ``k = min(seeds_per_pod,
-      r)`` seeds are taken from the receivers sorted by GPU id, starting at offset
-      ``(shard * k) mod r`` (cyclically), so successive shards land on different seeds and
-      no Gen NIC is the ingress of every shard.
+      r)`` seeds are the receivers with the fewest bytes seeded so far (earlier shards),
+      ties broken in the order of the receivers sorted by GPU id from offset ``(shard * k)
+      mod r`` (cyclically), so seeding spreads over the PoD's NICs and no Gen NIC is the
+      ingress of every shard. (The offset alone repeats with the shard ids: Kimi K2 on
+      RFabric 2,048 gives each shard two receivers per PoD, one per rail group, and the
+      offset's parity, the rail's, put every seed of a rail behind one ToR, whose uplinks
+      the chains then filled, leaving its fan-out no circuit.)
     * **PoDs that already hold a shard** (a holder inside a destination PoD) get no Phase A
       edge: the lowest-id local holder is the Phase B root there.
     * **Active roots.** Seeds are assigned one by one (shard order, then destination PoD,
@@ -164,12 +170,24 @@ def dissemination_forest(
     * **Waves** (greedy, budget-aware): edges are taken largest shard first, then first
       seeds of every PoD before second seeds (so every PoD can start its fan-out early), then
       by shard, destination PoD and seed id; each goes into the first wave where both its
-      PoDs still have a free unit of budget, and a new wave opens when none has. Each edge is
-      in exactly one wave.
+      PoDs still have a free unit of budget, and a new wave opens when none has. Each edge
+      is in exactly one wave.
+    * **NIC rule** (with ``max_circuits_per_edge``): the waves are also built a second time
+      with each GPU's edges in one wave kept within ``max_circuits_per_edge`` circuits sent
+      and received, and that schedule is taken when it is predicted faster: waves back to
+      back, each as long as its slowest edge (bytes over circuits) or NIC (the bytes a GPU
+      sends or receives in it over the circuits it fills), in units of a circuit's rate; a
+      tie keeps the fewer waves. On budgets alone a shard's edges to every destination PoD
+      fell in one wave, sharing the root's NIC, while the PoD's other roots waited for later
+      waves (Kimi K2 on RFabric 2,048: five waves of 1.35 s, four shard times each, where
+      the NIC rule gives four of 0.34 s); where budgets bind nothing, the NIC rule only
+      splits a wave that the NICs make as long as the two (``bench/validate_flow.py``'s
+      RFabric 512).
     * **Circuits per edge.** Every edge of a wave gets one circuit; the PoDs' leftover budget
       is then given one circuit at a time to the edge with the largest ``S / c`` (then the
-      larger ``S``, then the edge planned first) whose both PoDs have budget left -- the pair
-      bottleneck greedy of appendix D applied to edges with per-PoD budgets.
+      larger ``S``, then the edge planned first) whose both PoDs (and, under the NIC rule,
+      both NICs) have budget left -- the pair bottleneck greedy of appendix D applied to
+      edges with per-PoD budgets.
     * **Phase B trees.** The remaining receivers of a PoD (sorted by GPU id, minus the seeds)
       are split into ``k`` contiguous blocks whose sizes differ by at most one, one per seed;
       each block is a ``fanout``-ary tree in breadth-first order under its seed (node ``j``
@@ -206,6 +224,7 @@ def dissemination_forest(
     a_shard, a_src, a_dst, a_rank = [], [], [], []  # a_rank: the seed's index in its PoD
     b_roots = []  # (shard, root gpu, phase-A edge index or -1, receivers of its block)
     gpu_load = {}  # bytes assigned to each holder as a root
+    seed_load = {}  # bytes each receiver takes in as a seed
     pod_out = np.zeros(n_pods, dtype=np.int64)  # bytes leaving each PoD in Phase A
     for i, (holders, receivers) in enumerate(plan):
         if receivers.size == 0:
@@ -220,8 +239,12 @@ def dissemination_forest(
                 continue
             k = min(seeds_per_pod, r.size)
             start = (i * k) % r.size
-            pick = (start + np.arange(k)) % r.size
+            ring = (start + np.arange(r.size)) % r.size  # the receivers from the offset on
+            load = np.array([seed_load.get(int(g), 0) for g in r[ring].tolist()], dtype=np.int64)
+            pick = ring[np.argsort(load, kind="stable")[:k]]
             seeds = r[pick]
+            for g in seeds.tolist():
+                seed_load[g] = seed_load.get(g, 0) + int(size[i])
             blocks = np.array_split(np.delete(r, pick), k)
             for j, s in enumerate(seeds.tolist()):
                 h = min(
@@ -250,39 +273,20 @@ def dissemination_forest(
                 f"cross PoD {p}'s boundary (GPU {int(a_src[e])} -> {int(a_dst[e])}): need at least 1"
             )
 
-    # -- Phase A: waves (first fit, largest shard first) -------------------------------------
+    # -- Phase A: waves and circuits per edge (_phase_a_waves) --------------------------------
     m = a_shard.size
-    order = np.lexsort((a_dst, pd, a_shard, a_rank, -size[a_shard])) if m else np.zeros(0, np.int64)
-    wave = np.full(m, -1, dtype=np.int64)
-    left: list[np.ndarray] = []  # budget left per PoD in each open wave
-    for e in order.tolist():
-        u, v = int(ps[e]), int(pd[e])
-        t = next((t for t, res in enumerate(left) if res[u] > 0 and res[v] > 0), len(left))
-        if t == len(left):
-            left.append(budget.copy())
-        left[t][u] -= 1
-        left[t][v] -= 1
-        wave[e] = t
-
-    # -- Phase A: circuits per edge (pair-bottleneck greedy within each wave) ---------------
-    circuits = np.ones(m, dtype=np.int64)
     cap = max_circuits_per_edge
-    for t, res in enumerate(left):
-        res = res.tolist()
-        heap = []
-        for e in np.flatnonzero(wave == t).tolist():
-            s = int(size[a_shard[e]])
-            heap.append((-s, -s, e))
-        heapq.heapify(heap)
-        while heap:
-            _, negs, e = heapq.heappop(heap)
-            u, v = int(ps[e]), int(pd[e])
-            if res[u] <= 0 or res[v] <= 0 or (cap is not None and circuits[e] >= cap):
-                continue  # budgets only shrink: this edge can never grow again
-            res[u] -= 1
-            res[v] -= 1
-            circuits[e] += 1
-            heapq.heappush(heap, (negs / int(circuits[e]), negs, e))
+    order = np.lexsort((a_dst, pd, a_shard, a_rank, -size[a_shard])) if m else np.zeros(0, np.int64)
+    edge_bytes = size[a_shard]
+    args = (order, ps, pd, a_src, a_dst, edge_bytes, budget, cap)
+    wave, circuits = _phase_a_waves(*args, nic_rule=False)
+    if cap is not None and m:
+        # the NIC rule's schedule, taken where its NICs predict it faster (see Notes)
+        wave_n, circuits_n = _phase_a_waves(*args, nic_rule=True)
+        if _nic_time(wave_n, circuits_n, a_src, a_dst, edge_bytes, cap) < _nic_time(
+            wave, circuits, a_src, a_dst, edge_bytes, cap
+        ):
+            wave, circuits = wave_n, circuits_n
 
     # -- Phase B: fan-out trees ---------------------------------------------------------------
     # A parent is an edge index: Phase A edges are 0..m-1, Phase B edges m.. in creation order.
@@ -454,6 +458,75 @@ def forest_ops(
         "compute_ps": compute_ps,
         "period": op_period,
     }
+
+
+def _phase_a_waves(order, ps, pd, src, dst, edge_bytes, budget, cap, *, nic_rule):
+    """``(wave, circuits)`` of the Phase A edges: the first-fit waves and the pair-bottleneck
+    circuits per edge of :func:`dissemination_forest`'s Notes; with ``nic_rule`` a GPU's
+    edges in one wave also keep within ``cap`` circuits sent and received."""
+    m = src.size
+    wave = np.full(m, -1, dtype=np.int64)
+    left: list[np.ndarray] = []  # budget left per PoD in each open wave
+    nic_out: list[dict] = []  # circuits each GPU's NIC sends (receives) on, per open wave
+    nic_in: list[dict] = []
+
+    def nic_free(t, s, d):
+        return not nic_rule or (nic_out[t].get(s, 0) < cap and nic_in[t].get(d, 0) < cap)
+
+    for e in order.tolist():
+        u, v, s, d = int(ps[e]), int(pd[e]), int(src[e]), int(dst[e])
+        t = next(
+            (t for t, res in enumerate(left) if res[u] > 0 and res[v] > 0 and nic_free(t, s, d)),
+            len(left),
+        )
+        if t == len(left):
+            left.append(budget.copy())
+            nic_out.append({})
+            nic_in.append({})
+        left[t][u] -= 1
+        left[t][v] -= 1
+        nic_out[t][s] = nic_out[t].get(s, 0) + 1
+        nic_in[t][d] = nic_in[t].get(d, 0) + 1
+        wave[e] = t
+    circuits = np.ones(m, dtype=np.int64)
+    for t, res in enumerate(left):
+        res = res.tolist()
+        heap = []
+        for e in np.flatnonzero(wave == t).tolist():
+            b = int(edge_bytes[e])
+            heap.append((-b, -b, e))
+        heapq.heapify(heap)
+        while heap:
+            _, negs, e = heapq.heappop(heap)
+            u, v, s, d = int(ps[e]), int(pd[e]), int(src[e]), int(dst[e])
+            if (
+                res[u] <= 0
+                or res[v] <= 0
+                or (cap is not None and circuits[e] >= cap)
+                or not nic_free(t, s, d)
+            ):
+                continue  # budgets only shrink: this edge can never grow again
+            res[u] -= 1
+            res[v] -= 1
+            nic_out[t][s] += 1
+            nic_in[t][d] += 1
+            circuits[e] += 1
+            heapq.heappush(heap, (negs / int(circuits[e]), negs, e))
+    return wave, circuits
+
+
+def _nic_time(wave, circuits, src, dst, edge_bytes, cap) -> float:
+    """Phase A's time in units of one circuit's rate, waves back to back: per wave the
+    longest of its edges (bytes over circuits) and of its NICs (the bytes a GPU sends, or
+    receives, in the wave over the ``cap`` circuits it fills)."""
+    total = 0.0
+    for t in range(int(wave.max()) + 1 if wave.size else 0):
+        e = wave == t
+        b = edge_bytes[e].astype(np.float64)
+        out = np.bincount(src[e], weights=b).max() / cap
+        inn = np.bincount(dst[e], weights=b).max() / cap
+        total += max(float((b / circuits[e]).max()), out, inn)
+    return total
 
 
 def op_rows(forest: Forest, barrier_above: int | None = None) -> tuple[np.ndarray, list[int]]:

@@ -29,7 +29,7 @@ from .materialize import materialize
 from .plan_rows import _contains, _rows, _rows_touching
 from .templates import Decision, Template, template_key
 from .tenants import TenantPolicy, reserve, row_key
-from .waves import forest_schedule, restore, wave_pins
+from .waves import fanout_flows, forest_schedule, restore, wave_pins
 
 __all__ = ["Decision", "StageAwareController"]
 
@@ -66,8 +66,14 @@ class StageAwareController(Controller):
        next call re-plans from the demand of its own period. One exception, the forest's
        own schedule: Phase A waves after the first and Phase B of a forest commit whatever
        the slack, because appendix E's waves replace each other's circuits by design
-       (``T_A = sum_t T_A^(t)``), so each waits for its light; the first period of a forest
-       obeys the safe window like any other.
+       (``T_A = sum_t T_A^(t)``), so each waits for its light. The first period of a
+       forest obeys the safe window too, but at its own boundary (not ahead) its plan is
+       still computed and committed when the gain check (step 10) predicts it faster than
+       the plan in force by more than the ``t_ocs - slack`` it delays the wave (the log's
+       detail says so; ``check_gain=False`` keeps the safe window alone): the plan in force
+       is the last period's, made for other traffic, and at 4,096 GPUs Kimi K2's first
+       wave ran 41.3 s on it where one send takes 0.34 s
+       (docs/explanation/weight-sync-at-scale.md).
 
        **Look-ahead (the safe window found early).** In a generated RL iteration every
        period whose traffic leaves its ToRs starts the moment the one before it ends (no
@@ -195,13 +201,18 @@ class StageAwareController(Controller):
         (:meth:`adopt`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
         placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
-        wave is planned while Phase B of the shards already seeded runs: the plan in force
-        keeps the fewest of its channels that still join every ToR pair of the running
-        periods and of the wave itself (a spanning forest of its channels, a PoD's own ToR-ToR circuits first,
-        pruned to the ToRs those periods use), the wave's chains take the ports left (a chain
-        with no free port is left out; the detail counts them), and the uplinks they leave
-        get ToR-ToR circuits for the running periods' bytes (step 6's greedy, with the relay
-        legs of edges left without a chain). The
+        wave carries the fan-out of the shards seeded by its end
+        (:func:`~rfabric.controllers.waves.fanout_flows`: Phase B's flows whose shard an
+        earlier wave or this one brings, whether or not Phase B has started; not those of
+        later waves) and the bytes of the other running periods: the wave's chains take the
+        free ports (a chain with no free port is left out; the detail counts them), and the
+        uplinks they leave get ToR-ToR circuits for those bytes (step 6's greedy, with the
+        relay legs of edges left without a chain). The plan in force keeps what step 11
+        needs, tried in turn until the plan strands nothing: the fewest of its channels that
+        still join every ToR pair of the other running periods (a spanning forest of its
+        channels, a PoD's own ToR-ToR circuits first, pruned to the ToRs those periods use),
+        then also those of the fan-out already running, then also the wave's own
+        (docs/explanation/weight-sync-at-scale.md). The
         first plan after the weight sync restores, in the PoDs the forest used and the new
         period does not re-plan, the rows in place before the weight sync (the forest is
         torn down).
@@ -291,6 +302,7 @@ class StageAwareController(Controller):
         self._ws_pods: set[int] = set()
         self._last_ws_period: int | None = None
         self._ws_first: set[int] = set()  # the first period of each forest
+        self._fanout: dict[int, tuple] = {}  # wave period -> its fan-out flows (fanout_flows)
         self._period_stage: dict[int, str] = {}
         self.forest_plan = None  # the last Forest adopted, for inspection
         self.check_gain = bool(check_gain)
@@ -441,10 +453,20 @@ class StageAwareController(Controller):
             done = self._ahead.get(intent.period)
             if done is not None and _contains(view.plan, done):
                 return self._keep(intent, view, "keep: planned ahead", "its circuits are in place")
+        late = 0  # what committing now delays the period by (a forest's first wave, step 3)
         if view.slack_ps < view.t_ocs_ps and not forest_step:
-            return self._keep(
-                intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
+            first_wave = (
+                self.check_gain
+                and not view.ahead
+                and stage == "weight_sync"
+                and intent.period in self._ws_first
+                and intent.period in self._forest_waves
             )
+            if not first_wave:
+                return self._keep(
+                    intent, view, "keep: slack", f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps"
+                )
+            late = view.t_ocs_ps - view.slack_ps
         ws_active = any(
             self._period_stage.get(int(p)) == "weight_sync" for p in view.active_periods if p != intent.period
         )
@@ -463,7 +485,13 @@ class StageAwareController(Controller):
         protected = frozenset(others - tpl.tors)
         running, tries = None, [frozenset()]
         if chains is not None:  # a wave's ToR-ToR circuits carry the periods still running
-            running, tries = wave_pins(lay, view, intent.period, self._period_demand, tpl.pairs)
+            fan = self._fanout.get(intent.period)
+            if fan is not None:  # and the fan-out of the shards seeded so far (step 12)
+                src, dst, nbytes, ready, b_period = fan
+                ts, td, net = lay.tor_pairs(src, dst)
+                codes = ts[net].astype(np.int64) * n + td[net]
+                fan = (codes, nbytes[net], ready[net], b_period)
+            running, tries = wave_pins(lay, view, intent.period, self._period_demand, tpl.pairs, fan)
         base = view.plan
         if teardown:
             base = self._restore(lay, view, tpl.pods)
@@ -515,6 +543,24 @@ class StageAwareController(Controller):
                     f"predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) with the new plan, {cur_ps[0]} ps ({cur_ps[1]} ps) kept",
                 )
             detail += f", predicted {new_ps[0]} ps ({new_ps[1]} ps in the network) against {cur_ps[0]} ps ({cur_ps[1]} ps) kept"
+        if late:
+            pred = self._predictor(view.spec)
+            paths = pred.sample(intent, tpl)
+            new_ps = pred.time_ps(plan, view, paths)
+            cur_ps = pred.time_ps(view.plan, view, paths)
+            self.predictions.append((intent.period, new_ps, cur_ps))
+            if new_ps[0] + late >= cur_ps[0]:
+                return self._keep(
+                    intent,
+                    view,
+                    "keep: slack",
+                    f"slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps; the forest's first wave predicted "
+                    f"{new_ps[0]} ps + {late} ps of reconfiguration with its plan, {cur_ps[0]} ps kept",
+                )
+            detail += (
+                f", inside the safe window (slack {view.slack_ps} ps < t_ocs {view.t_ocs_ps} ps): predicted "
+                f"{new_ps[0]} ps + {late} ps of reconfiguration against {cur_ps[0]} ps kept"
+            )
         if stage == "weight_sync":
             if self._pre_ws is None:
                 self._pre_ws = view.plan
@@ -672,3 +718,4 @@ class StageAwareController(Controller):
         obeys the safe window, later ones commit whatever the slack. Without a forest (a run
         with ``rewrites="none"``) the weight sync is planned like any period."""
         self._forest_waves, self._ws_periods, self._ws_first, self.forest_plan = forest_schedule(applied)
+        self._fanout = fanout_flows(applied)
