@@ -147,7 +147,10 @@ def test_rail_chains_gap_no_wider(rail):
     assert fl.run["makespan_ps"] < 1.11 * pk.run["makespan_ps"]
 
 
-@pytest.mark.xfail(reason="the flow backend shares a switch port evenly where PFC serves its inputs in turns")
+@pytest.mark.xfail(
+    reason="the uplink's 8 inputs carry one merged flow each: its shares are even either way, and "
+    "the flow backend ends a round's chunks together where PFC and DCQCN spread them"
+)
 def test_rail_chains_within_five_percent(rail):
     pk, fl = rail
     assert fl.run["makespan_ps"] == pytest.approx(pk.run["makespan_ps"], rel=0.05)

@@ -1,6 +1,8 @@
 """The flow backend's max-min rates against an independent solver: progressive filling in
 exact fractions over the forwarding paths of the flows sending at each instant, on random
-fabrics and random flows arriving and leaving, and a bottleneck port freed mid-run."""
+fabrics and random flows arriving and leaving, and a bottleneck port freed mid-run. The runs
+are lossy (``lossless=False``): under PFC a switch port shares itself among its input links, not
+its flows (tests/test_flow_pfc_inputs.py)."""
 
 from fractions import Fraction
 
@@ -64,7 +66,7 @@ def random_traffic_against_exact(fab, rng, n, max_bytes, horizon_ps, instants_us
     dst = (src + rng.integers(1, gpus, n)) % gpus
     size = rng.integers(1 * MB, max_bytes, n)
     start = np.sort(rng.integers(0, horizon_ps, n))
-    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start), backend="flow")
+    sim = rf.Simulation(fab, rf.Flows(src, dst, size, start), backend="flow", lossless=False)
     fwd, cap = rf.Forwarding(fab), port_capacities(fab)
     seen = 0
     for t_us in instants_us:
@@ -108,7 +110,7 @@ def test_a_port_freed_while_flows_had_their_bottleneck_there():
     for nic, want in ((100, 75), (60, 60)):
         fab = LoneGpus([0, 0, 0, 1, 1, 1], [nic] * 6, [150])
         flows = rf.Flows([0, 1, 2], [3, 4, 5], [20 * MB, 20 * MB, 2 * MB])
-        sim = rf.Simulation(fab, flows, backend="flow")
+        sim = rf.Simulation(fab, flows, backend="flow", lossless=False)
         sim.run("1us")
         np.testing.assert_allclose(sim.engine.flow_rates() / G, [50, 50, 50], rtol=1e-12)
         sim.run("1000us")  # the short flow is done

@@ -465,6 +465,83 @@ void FlowNetwork::flow_sent(uint32_t f, SimTime lead) {
   if (observer_ != nullptr) observer_->on_flow_sent(f);
 }
 
+void FlowNetwork::share_by_input(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {
+  // A switch port queues the frames of every link feeding it in one FIFO, and PFC pauses
+  // each of those links as its bytes inside the switch pass XOFF: the backlogged inputs take
+  // turns, each link an equal share of the port however many flows it carries (PFC's
+  // per-port, not per-flow, fairness; DCQCN would even it out per flow, but the pauses come
+  // first). The fill above shares a port evenly among its flows. Here a flow's input is the
+  // link it reaches its arbitration port by: the first switch port on its path, from the
+  // second on, that is its bottleneck or that only flows bottlenecked there cross, saturated
+  // (a port that passes the same flows on cannot re-share them: the one before it did). At
+  // that port, N copies in G input groups: a group of n copies takes 1/G of it where an
+  // even share gave it n/N, so its flows weigh N/(G n) times their copies (1 when the inputs
+  // carry alike: the even share stands). The component is filled again with those weights,
+  // and again while they move (at most kRounds fills). A NIC serves its own flows in turn
+  // (its first port keeps the even share); a flow spread over several paths has no one
+  // input and keeps its weight.
+  Fill& w = fill_;
+  const size_t ns = subs.size(), np = ports.size();
+  if (at_switch_.size() != ports_.size()) {
+    at_switch_.resize(ports_.size());
+    for (uint32_t p = 0; p < ports_.size(); ++p) at_switch_[p] = fwd_.nodes()[fwd_.channel(p).node].gpu < 0;
+  }
+  base_weight_.assign(w.weight.begin(), w.weight.begin() + static_cast<ptrdiff_t>(ns));
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    // per port: the one port bottlenecking every flow through it, if one does (else kNone)
+    pass_to_.assign(np, kNone);
+    for (size_t lp = 0; lp < np; ++lp) {
+      const uint32_t lo = lp ? w.port_end[lp - 1] : 0, hi = w.port_end[lp];
+      if (lo == hi || !at_switch_[ports[lp]] || w.left[lp] > 1e-9 * ports_[ports[lp]].capacity) continue;
+      uint32_t x = w.bneck[w.port_sub[lo]];
+      for (uint32_t k = lo + 1; k < hi && x != kNone; ++k)
+        if (w.bneck[w.port_sub[k]] != x) x = kNone;
+      pass_to_[lp] = x;
+    }
+    groups_.clear();  // (arbitration port << 32 | input port, flow), local indices
+    for (size_t i = 0; i < ns; ++i) {
+      const uint32_t b = w.bneck[i];
+      if (b == kNone) continue;
+      const uint32_t lo = i ? w.sub_end[i - 1] : 0, hi = w.sub_end[i];
+      bool single = true;
+      for (uint32_t k = lo; k < hi; ++k) single = single && w.sub_coef[k] == 1.0;
+      if (!single) continue;
+      for (uint32_t k = lo + 1; k < hi; ++k) {
+        const uint32_t lp = w.sub_port[k];
+        if (pass_to_[lp] != b && (lp != b || !at_switch_[ports[lp]])) continue;
+        groups_.emplace_back((uint64_t{lp} << 32) | w.sub_port[k - 1], static_cast<uint32_t>(i));
+        break;
+      }
+    }
+    new_weight_.assign(base_weight_.begin(), base_weight_.end());
+    std::sort(groups_.begin(), groups_.end());
+    for (size_t a = 0; a < groups_.size();) {
+      const uint64_t port = groups_[a].first >> 32;
+      size_t z = a;
+      double copies = 0;
+      uint32_t inputs = 0;
+      for (; z < groups_.size() && groups_[z].first >> 32 == port; ++z) {
+        copies += base_weight_[groups_[z].second];
+        inputs += z == a || groups_[z].first != groups_[z - 1].first;
+      }
+      for (size_t g = a; g < z;) {
+        size_t e = g;
+        double n = 0;
+        for (; e < z && groups_[e].first == groups_[g].first; ++e) n += base_weight_[groups_[e].second];
+        const double scale = copies / (inputs * n);
+        for (size_t j = g; j < e; ++j)
+          new_weight_[groups_[j].second] = base_weight_[groups_[j].second] * scale;
+        g = e;
+      }
+      a = z;
+    }
+    if (std::equal(new_weight_.begin(), new_weight_.end(), w.weight.begin())) return;
+    std::copy(new_weight_.begin(), new_weight_.end(), w.weight.begin());
+    water_fill(subs, ports);
+  }
+}
+
 void FlowNetwork::set_capacities() {
   for (uint32_t p = 0; p < ports_.size(); ++p) {
     PortState& ps = ports_[p];

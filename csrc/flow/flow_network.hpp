@@ -21,7 +21,10 @@
 //    offer at their line rates, the flow's own earlier frames included (path_cache.cpp);
 //  * its rate is its max-min fair share, the coefficients weighting what it takes of each
 //    port (progressive filling with weights); a flow relayed around its failed NIC is capped
-//    at that NIC's rate, as Network::line_rate caps it;
+//    at that NIC's rate, as Network::line_rate caps it. Under PFC (a lossless transport) a
+//    switch port is shared among the links feeding it, not among its flows: PFC pauses each
+//    input link in turn, so a link with six flows gets what a link with one gets, and its
+//    flows share that (share_by_input);
 //  * the last byte reaches the destination a fixed delay after the fluid is through: what a
 //    lone message takes frame by frame beyond its bottleneck time (Forwarding::
 //    lone_packet_fct_ps: the path's propagation and node latencies, store-and-forward at every
@@ -325,6 +328,10 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void request_recompute();
   void recompute();
   void water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
+  /// Under PFC a switch port serves the links feeding it in turns, not its flows: fill the
+  /// component again with each flow weighted by its input link's share of the port that
+  /// arbitrates it (flow_network.cpp), while the weights move.
+  void share_by_input(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
   void topology_changed();
   void set_capacities();
   double flow_cap(uint32_t f) const;
@@ -402,6 +409,12 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
+  /// share_by_input's scratch: each flow's copies and new weight, the (port, input) groups,
+  /// per port the one bottleneck of the flows through it.
+  std::vector<double> base_weight_, new_weight_;
+  std::vector<std::pair<uint64_t, uint32_t>> groups_;
+  std::vector<uint32_t> pass_to_;
+  std::vector<uint8_t> at_switch_;       ///< per port: it leaves a switch (not a GPU)
   std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
   /// Per subflow slot (per port): the recomputation that last reached it (the low 32 bits of
   /// mark_) and its index in that component (comp_subs_, comp_ports_), beside subs_ (ports_),

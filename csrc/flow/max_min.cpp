@@ -211,6 +211,7 @@ void FlowNetwork::recompute() {
   counters_.component_subflows += comp_subs.size();
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
   water_fill(comp_subs, comp_ports);
+  if (lossless_) share_by_input(comp_subs, comp_ports);
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
     if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
