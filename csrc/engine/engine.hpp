@@ -50,6 +50,13 @@ class Engine {
   /// Returns the number of events processed by this call. The clock ends at `until`
   /// if the queue ran dry or passed it, else at the last event processed.
   uint64_t run(SimTime until, uint64_t max_events = 0);
+  /// run() with two kinds handled by `hot`'s inline members, its `arrive(target)` and
+  /// `tx_done(time, target)` (the events of kinds `hot.arrive_kind` and `hot.tx_done_kind`),
+  /// compiled into the loop: no call, and no handler entry saving registers, for the kinds of
+  /// nearly every event. Other kinds, and the counts, as run(). Instantiated where `Hot`'s
+  /// members are defined; kept out of line, so a profile by name (`*Engine::run*`) sees it.
+  template <class Hot>
+  [[gnu::noinline]] uint64_t run_hot(SimTime until, uint64_t max_events, Hot hot);
   /// As run(), but also returns after the event during which a handler called
   /// request_stop() (the clock then stays at that event's time), and at once, running
   /// nothing, while a stop is still requested. A separate loop so run()'s per-event path
@@ -70,11 +77,14 @@ class Engine {
   /// Events processed per kind (index = kind id), for diagnostics.
   std::vector<uint64_t> kind_counts() const {
     std::vector<uint64_t> out;
-    for (const Kind& k : kinds_) out.push_back(k.count);
+    for (uint32_t i = 0; i < kinds_.size(); ++i) out.push_back(kind_count(i));
     return out;
   }
   /// Events processed of one kind.
-  uint64_t kind_count(uint32_t kind) const { return kinds_[kind].count; }
+  uint64_t kind_count(uint32_t kind) const {
+    return kinds_[kind].count + (kind == hot_kind_[0] ? hot_count_[0] : 0) +
+           (kind == hot_kind_[1] ? hot_count_[1] : 0);
+  }
 
  private:
   RF_HOT void dispatch(const Event& ev) {
@@ -83,13 +93,38 @@ class Engine {
     ++k.count;
     k.fn(k.obj, ev.time, ev.target, ev.kind);
   }
+  /// dispatch() in run_hot(): the two hot kinds counted in hot_count_, a fixed place (no
+  /// table to index), until fold_hot_counts().
+  template <class Hot>
+  RF_HOT void dispatch_hot(const Event& ev, Hot& hot) {
+    now_ = ev.time;
+    if (ev.kind == hot.arrive_kind) {
+      ++hot_count_[0];
+      hot.arrive(ev.target);
+    } else if (ev.kind == hot.tx_done_kind) {
+      ++hot_count_[1];
+      hot.tx_done(ev.time, ev.target);
+    } else {
+      Kind& k = kinds_[ev.kind];
+      ++k.count;
+      k.fn(k.obj, ev.time, ev.target, ev.kind);
+    }
+  }
+  /// Move hot_count_ into the kinds' counts (run_hot() does as it returns; a handler's
+  /// exception leaves them in hot_count_, which the counts' readers add).
+  void fold_hot_counts() {
+    for (int i = 0; i < 2; ++i) {
+      if (hot_kind_[i] != kNoKind) kinds_[hot_kind_[i]].count += hot_count_[i];
+      hot_count_[i] = 0;
+    }
+  }
   /// The Direct function of a kind registered with a Handler: its on_event.
   static void call_handler(void* h, SimTime time, uint32_t target, uint32_t kind) {
     static_cast<Handler*>(h)->on_event(Event{time, target, kind});
   }
   /// Events processed so far, all kinds.
   uint64_t events_counted() const {
-    uint64_t n = 0;
+    uint64_t n = hot_count_[0] + hot_count_[1];
     for (const Kind& k : kinds_) n += k.count;
     return n;
   }
@@ -111,6 +146,35 @@ class Engine {
     uint64_t pad;
   };
   std::vector<Kind> kinds_;
+  static constexpr uint32_t kNoKind = 0xffffffffu;
+  uint32_t hot_kind_[2] = {kNoKind, kNoKind};  ///< run_hot()'s two kinds (kNoKind: none yet)
+  uint64_t hot_count_[2] = {0, 0};             ///< their events not yet in kinds_ (fold_hot_counts)
 };
+
+template <class Hot>
+uint64_t Engine::run_hot(SimTime until, uint64_t max_events, Hot hot) {
+  Event ev;
+  fold_hot_counts();
+  hot_kind_[0] = hot.arrive_kind;
+  hot_kind_[1] = hot.tx_done_kind;
+  if (max_events == 0) {
+    const uint64_t before = events_counted();
+    if (until == kNever) {
+      while (queue_.pop_any(ev)) dispatch_hot(ev, hot);
+    } else {
+      while (queue_.pop_due(until, ev)) dispatch_hot(ev, hot);
+    }
+    const uint64_t done = events_counted() - before;
+    fold_hot_counts();
+    return finish_run(until, max_events, done);
+  }
+  uint64_t done = 0;
+  while (done < max_events && queue_.pop_due(until, ev)) {
+    ++done;
+    dispatch_hot(ev, hot);
+  }
+  fold_hot_counts();
+  return finish_run(until, max_events, done);
+}
 
 }  // namespace rfabric::engine

@@ -419,6 +419,17 @@ void Network::enqueue_busy(uint32_t port, uint32_t pkt) {
   enqueue(port, pkt, false);  // (forward_counted found the port busy, stopped or queueing)
 }
 
+void Network::Hot::arrive(uint32_t pkt) { net->arrive(pkt); }
+
+void Network::Hot::tx_done(SimTime time, uint32_t port) {
+  // (on_tx_done's test: only the port's one pending transmit-done counts)
+  if (net->ports_[port].tx_event_at == time) net->transmit_next(port);
+}
+
+uint64_t Network::run(SimTime until, uint64_t max_events) {
+  return eng_.run_hot(until, max_events, Hot{this, kind_base_ + kArrive, kind_base_ + kTxDone});
+}
+
 void Network::on_arrive(void* self, SimTime, uint32_t pkt, uint32_t) {
   static_cast<Network*>(self)->arrive(pkt);
 }

@@ -239,6 +239,9 @@ class Network final : public engine::Handler, public FlowFabric {
   uint32_t create_flow(uint32_t src, uint32_t dst, Bytes size, SimTime start_ps, uint64_t ecmp_key = 0,
                        int64_t owner = -1, uint32_t copies = 1) override;
   void set_observer(FlowObserver* observer) override { observer_ = observer; }
+  /// Engine::run() with this network's arrivals and transmit-dones compiled into the loop
+  /// (Engine::run_hot).
+  uint64_t run(SimTime until, uint64_t max_events);
   /// Latency (ps: propagation plus per-hop processing) and slowest rate (bit/s) of the
   /// current path from GPU src to GPU dst, for cost models.
   std::pair<SimTime, BitsPerSec> path_cost(uint32_t src, uint32_t dst) const override;
@@ -429,16 +432,24 @@ class Network final : public engine::Handler, public FlowFabric {
   /// The engine's direct handlers (Engine::register_direct) of arrivals (arrive() inlined:
   /// one call per hop) and transmit-dones (try_transmit() inlined).
   static void on_arrive(void* net, SimTime time, uint32_t pkt, uint32_t kind);
+  /// What Engine::run_hot() calls inline for the two per-frame kinds.
+  struct Hot {
+    Network* net;
+    uint32_t arrive_kind, tx_done_kind;
+    RF_HOT void arrive(uint32_t pkt);
+    RF_HOT void tx_done(SimTime time, uint32_t port);
+  };
   static void on_tx_done(void* net, SimTime time, uint32_t port, uint32_t kind);
   [[gnu::noinline]] void arrive_on_changed_channel(uint32_t pkt);
   [[gnu::noinline]] void send_pause(uint32_t port);
   /// arrive()'s queued path when the frame came over a lossy port or is queued for one.
   [[gnu::noinline]] void arrive_lossy(uint32_t pkt, uint32_t out, Bytes ingress);
   [[gnu::noinline]] void arrive_without_route(uint32_t pkt, uint32_t node);
-  /// arrive()'s ends off the straight-through path, out of line so that path makes only tail
-  /// calls and saves no registers: the frame reached its destination GPU (deliver); the frame
-  /// waits in the queue of `port`, which is busy, stopped or queueing (enqueue_busy).
-  [[gnu::noinline]] void deliver(uint32_t pkt);
+  /// arrive()'s ends off the straight-through path: the frame reached its destination GPU
+  /// (deliver: inlined, into the network's loop too, where it measured leaner); the frame
+  /// waits in the queue of `port`, which is busy, stopped or queueing (enqueue_busy: out of
+  /// line, which measured leaner in the loop as in the direct handler).
+  RF_HOT void deliver(uint32_t pkt);
   [[gnu::noinline]] void enqueue_busy(uint32_t port, uint32_t pkt);
   /// arrive() for a frame the fast route does not place (route_with): out of line, with the
   /// call it makes. Then forward() as on the fast path.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <queue>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 #include <vector>
 
@@ -334,4 +335,91 @@ TEST_CASE("Engine calls direct handlers with the event's fields, interleaved wit
   CHECK(std::get<2>(d.seen.back()) == 3);
   CHECK(eng.now() == 50);
   CHECK(eng.pending() == 1);
+}
+
+namespace {
+/// Two per-frame-like kinds for Engine::run_hot (a Hot) and, as the oracle, the same two as
+/// direct handlers under Engine::run(): every event logged with the clock, and followed up by
+/// another of the other kind a seeded step later, until `budget` follow-ups.
+struct HotLog {
+  Engine* eng = nullptr;
+  uint32_t arrive_kind = 0, tx_done_kind = 0;
+  std::vector<std::tuple<SimTime, SimTime, uint32_t, uint32_t>> seen;
+  uint64_t rng = 12345;
+  int budget = 2000;
+  uint32_t throw_at = 0xffffffffu;  ///< a target whose arrival throws
+  void step(SimTime time, uint32_t target, uint32_t kind) {
+    seen.emplace_back(eng->now(), time, target, kind);
+    if (target == throw_at) throw std::runtime_error("handler failed");
+    if (budget-- <= 0) return;
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    const SimTime dt = static_cast<SimTime>((rng >> 33) % 3000);  // equal times too
+    eng->schedule(time + dt, target + 1, kind == arrive_kind ? tx_done_kind : arrive_kind);
+  }
+  void arrive(uint32_t target) { step(eng->now(), target, arrive_kind); }
+  void tx_done(SimTime time, uint32_t target) { step(time, target, tx_done_kind); }
+  static void direct(void* self, SimTime time, uint32_t target, uint32_t kind) {
+    static_cast<HotLog*>(self)->step(time, target, kind);
+  }
+};
+/// What Engine::run_hot calls: HotLog's members.
+struct HotOf {
+  HotLog* log;
+  uint32_t arrive_kind, tx_done_kind;
+  void arrive(uint32_t target) { log->arrive(target); }
+  void tx_done(SimTime time, uint32_t target) { log->tx_done(time, target); }
+};
+/// An engine with a Handler kind, then the two kinds, and the same start events.
+struct HotRun {
+  Engine eng{1};
+  Recorder r;
+  HotLog h;
+  HotRun() {
+    r.eng = &eng;
+    h.eng = &eng;
+    r.kind = eng.register_handler(&r);
+    h.arrive_kind = eng.register_direct(&HotLog::direct, &h);
+    h.tx_done_kind = eng.register_direct(&HotLog::direct, &h);
+    for (uint32_t i = 0; i < 20; ++i) {
+      eng.schedule(100 * (i % 7), 1000 * i, i % 2 ? h.arrive_kind : h.tx_done_kind);
+      eng.schedule(150 * i, i, r.kind);
+    }
+  }
+  HotOf hot() { return HotOf{&h, h.arrive_kind, h.tx_done_kind}; }
+};
+}  // namespace
+
+TEST_CASE("Engine run_hot runs the events run() runs, in its order, with its counts and clock") {
+  for (const auto& [until, max_events] : std::vector<std::pair<SimTime, uint64_t>>{
+           {rfabric::engine::kNever, 0}, {500'000, 0}, {500'000, 777}}) {
+    HotRun a, b;  // a: run_hot, b: the oracle, run()
+    uint64_t na = 0, nb = 0;
+    for (int round = 0; round < 4; ++round) {  // in pieces, as a streaming run goes
+      na += a.eng.run_hot(until, max_events, a.hot());
+      nb += b.eng.run(until, max_events);
+      CHECK(a.eng.now() == b.eng.now());
+      CHECK(a.eng.pending() == b.eng.pending());
+    }
+    CHECK(na == nb);
+    CHECK(a.h.seen == b.h.seen);
+    CHECK(a.r.seen == b.r.seen);
+    CHECK(a.eng.kind_counts() == b.eng.kind_counts());
+    CHECK(a.eng.events_processed() == b.eng.events_processed());
+    CHECK(a.eng.kind_count(a.h.arrive_kind) > 100);
+  }
+}
+
+TEST_CASE("Engine run_hot keeps exact counts when a hot handler throws") {
+  HotRun a, b;
+  a.h.throw_at = b.h.throw_at = 1005;  // an arrival some way in
+  CHECK_THROWS_AS(a.eng.run_hot(rfabric::engine::kNever, 0, a.hot()), std::runtime_error);
+  CHECK_THROWS_AS(b.eng.run(rfabric::engine::kNever), std::runtime_error);
+  CHECK(a.h.seen == b.h.seen);
+  CHECK(a.eng.kind_counts() == b.eng.kind_counts());
+  CHECK(a.eng.events_processed() == b.eng.events_processed());
+  // and the next run goes on from there as run() does
+  a.h.throw_at = b.h.throw_at = 0xffffffffu;
+  CHECK(a.eng.run_hot(rfabric::engine::kNever, 0, a.hot()) == b.eng.run(rfabric::engine::kNever));
+  CHECK(a.h.seen == b.h.seen);
+  CHECK(a.eng.kind_counts() == b.eng.kind_counts());
 }
