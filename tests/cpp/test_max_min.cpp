@@ -25,12 +25,14 @@ namespace {
 constexpr int64_t G = 1'000'000'000;         // 1 Gb/s
 constexpr int64_t kHuge = int64_t{1} << 50;  // bytes: no flow finishes while the tests look
 
-/// A flow network over `b`, default configuration (D-mod-K: one path per flow).
+/// A flow network over `b`, default configuration (D-mod-K: one path per flow), lossy: plain
+/// max-min is the lossy model (under PFC the ports share among their input links,
+/// FlowNetwork::share_by_input, tested against packets in tests/test_flow_pfc_inputs.py).
 struct FlowRun {
   Engine eng{1};
   rfabric::net::EngineConfig cfg;
   FlowNetwork net;
-  explicit FlowRun(const SpecBuilder& b) : net(eng, b.spec, cfg, /*header_bytes=*/64, /*lossless=*/true) {}
+  explicit FlowRun(const SpecBuilder& b) : net(eng, b.spec, cfg, /*header_bytes=*/64, /*lossless=*/false) {}
   /// Add flows (GPU ids) of `size` bytes at t = 0, run past their start, return their rates.
   std::vector<double> rates(const std::vector<std::pair<uint32_t, uint32_t>>& pairs, int64_t size = kHuge) {
     std::vector<uint32_t> src, dst;
