@@ -11,7 +11,10 @@
 // instant as one event, after the changes of that instant, over the components that hold
 // them (found by a walk over ports and the flows through them). Flows whose rate did not
 // change keep their completion event; a flow that ends where no other flow has its
-// bottleneck requests nothing (remove_subflow).
+// bottleneck requests nothing (remove_subflow). With many flows sending (local_min_), a
+// recomputation first refills only the flows the change can reach and checks the result
+// against max-min's bottleneck characterisation (recompute_local), falling back to the
+// component.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -280,10 +283,13 @@ bool FlowNetwork::recompute_local() {
   // unsaturated or outran, and those at a region flow's bottleneck with a higher level. When
   // nothing fails every flow satisfies it, so the rates are the component's max-min rates
   // (to the tolerance below, and the rounding of a different summation order). A region
-  // that grows past an eighth of the flows sending, or keeps growing, is given up: the
-  // caller recomputes the component.
+  // that grows past half of the flows sending, or keeps growing, is given up: the
+  // caller recomputes the component. Where a flow has several saturated ports at its level
+  // (multipath flows often do), which one is its bottleneck is a tie: the outside flows
+  // keep theirs, where the component's refill picks the first its heap pops. The rates are
+  // the same; round_robin_lead reads the bottleneck, so the flows' ends can differ.
   constexpr double kTol = 1e-10;
-  constexpr int kMaxRounds = 12;
+  constexpr int kMaxRounds = 40;
   Fill& w = fill_;
   std::vector<uint32_t>& region = comp_subs_;
   std::vector<uint32_t>& rports = comp_ports_;
@@ -302,7 +308,7 @@ bool FlowNetwork::recompute_local() {
     for (const auto& [t, hop] : ports_[p].subs)
       if (subs_[t].bneck == p) add(t);
   if (region.empty()) return true;
-  const size_t limit = std::max<size_t>(64, active_.size() / 8);
+  const size_t limit = std::max<size_t>(64, active_.size() / 2);
   for (int round = 0; round < kMaxRounds; ++round) {
     if (region.size() > limit) return false;
     // gather the region: its subflows' hops as local ports, each port's region subflows
