@@ -30,7 +30,7 @@ from rfabric.units import format_size
 #: bench/frontier.py's layouts); any other model runs dense, tensor parallel 8.
 LAYOUTS = {
     # (our choice, for sweeps from 256 GPUs: expert groups of 8 over 4 servers)
-    "qwen2-57b-a14b": dict(train={"tp": 4, "pp": 2, "ep": 8}, gen={"tp": 4, "ep": 8}),
+    "qwen2-57b-a14b": dict(train={"tp": 4, "pp": 2, "ep": 8}, gen={"tp": 4, "ep": 8}, recompute="full"),
     "qwen3-235b-a22b": dict(train={"tp": 4, "pp": 8, "ep": 32}, gen={"tp": 4, "ep": 32}, recompute="full"),
     "kimi-k2": dict(
         train={"tp": 1, "pp": 16, "ep": 16}, gen={"tp": 8, "ep": 64}, recompute="full", zero_stage=1
