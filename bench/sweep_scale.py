@@ -6,9 +6,11 @@ resident memory, and the sweep's points per hour (bench/README.md, "Sweeps at sc
     python bench/sweep_scale.py --executor ray                    # a local Ray instance
     python bench/sweep_scale.py --gpus 256,512 --model qwen2.5-7b # a quick check
     python bench/sweep_scale.py --set flow_model=dynamic          # another mode (a setting)
+    python bench/sweep_scale.py --gpus 2048 --model qwen3-235b-a22b  # a MoE, communication-bound
 
 The workload: ``rf.traces.generate_rl`` of --model (one iteration; train and generation on
-half the GPUs each, tensor parallel 8, 256 decode steps per op), the same traffic at every
+half the GPUs each, 256 decode steps per op; a dense model tensor parallel 8, a MoE model in
+LAYOUTS with expert parallelism: bench/frontier.py's layout), the same traffic at every
 fabric and speed of one scale; each fabric runs its own controller (``controller="own"``) and
 the sweep's fairness rule (the weight-sync forest offered to every point). Rows go to --out
 (resumable: a rerun skips finished points).
@@ -22,6 +24,28 @@ import time
 
 import rfabric as rf
 from rfabric.units import format_size
+
+#: generate_rl arguments of the MoE models (pipeline and expert parallel training, expert
+#: parallel generation, two samples per GPU of each side; the two large ones are
+#: bench/frontier.py's layouts); any other model runs dense, tensor parallel 8.
+LAYOUTS = {
+    # (our choice, for sweeps from 256 GPUs: expert groups of 8 over 4 servers)
+    "qwen2-57b-a14b": dict(train={"tp": 4, "pp": 2, "ep": 8}, gen={"tp": 4, "ep": 8}, recompute="full"),
+    "qwen3-235b-a22b": dict(train={"tp": 4, "pp": 8, "ep": 32}, gen={"tp": 4, "ep": 32}, recompute="full"),
+    "kimi-k2": dict(
+        train={"tp": 1, "pp": 16, "ep": 16}, gen={"tp": 8, "ep": 64}, recompute="full", zero_stage=1
+    ),
+}
+
+
+def rl_args(model: str, gpus: list[int]) -> dict:
+    out = {"model": model, "iterations": 1, "decode_steps_per_op": 256}
+    if model not in LAYOUTS:
+        return {**out, "train": {"tp": 8}, "gen": {"tp": 8}}
+    if len(gpus) > 1:
+        raise SystemExit(f"--model {model}: one scale per run (its batch is two samples per GPU)")
+    n = gpus[0] // 2
+    return {**out, **LAYOUTS[model], "global_batch": 2 * n, "pod_gpus": min(512, n)}
 
 
 def parse_settings(items: list[str]) -> dict:
@@ -47,17 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="sweep_scale.parquet")
     args = ap.parse_args(argv)
     gpus = [int(g) for g in args.gpus.split(",")]
-    workload = {
-        args.model: {
-            "generate_rl": {
-                "model": args.model,
-                "train": {"tp": 8},
-                "gen": {"tp": 8},
-                "iterations": 1,
-                "decode_steps_per_op": 256,
-            }
-        }
-    }
+    workload = {args.model: {"generate_rl": rl_args(args.model, gpus)}}
     t0 = time.perf_counter()
     table = rf.sweep(
         fabrics=args.fabrics.split(","),

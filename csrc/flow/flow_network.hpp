@@ -178,6 +178,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   const net::Forwarding& forwarding() const { return fwd_; }
   bool lossless() const { return lossless_; }
   Bytes header_bytes() const { return header_; }
+  /// Subflows sending from which a recomputation refills only the flows a change can reach
+  /// (max_min.cpp, recompute_local) before the whole component; 0: always. Below it the
+  /// component is refilled, as in small runs (the results hashes).
+  void set_local_min(size_t n) { local_min_ = n; }
+  static constexpr size_t kLocalMin = 4096;
   /// Subflows currently active, and how many of them have no path.
   size_t active_subflows() const { return active_.size(); }
   size_t blocked_subflows() const;
@@ -327,6 +332,15 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void dirty_sub(uint32_t s);
   void request_recompute();
   void recompute();
+  /// recompute() in place of its whole component, where many subflows send (max_min.cpp):
+  /// false if it had to give up (the caller then recomputes the component).
+  bool recompute_local();
+  /// Take subflow s's rate off its ports' usage (used_) as it stops sending.
+  void release_rate(uint32_t s);
+  uint32_t next_mark();
+  /// Write the rates and bottlenecks water_fill found for comp_subs_ into their subflows.
+  void commit_rates();
+
   void water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
   /// Under PFC a switch port serves the links feeding it in turns, not its flows: fill the
   /// component again with each flow weighted by its input link's share of the port that
@@ -434,8 +448,20 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     std::vector<double> left, load, rate;   ///< (load: the unfrozen flows' coefficients x weights)
     std::vector<uint32_t> unfrozen, bneck;  ///< (unfrozen: how many; load is exactly 0 with them gone)
     std::vector<uint8_t> frozen;
+    /// Per port: what the subflows filled may use (recompute_local: the capacity the others
+    /// leave; else the port's capacity), and the level at which it saturated (-1: did not).
+    bool residual = false;
+    std::vector<double> port_cap, plevel;
   };
   Fill fill_;
+  /// Per port: bit/s the subflows through it use at their rates (kept as rates change), and
+  /// the level (rate / weight) of the subflows whose bottleneck it is (max_min.cpp).
+  std::vector<double> used_, plevel_;
+  size_t local_min_ = kLocalMin;
+  uint64_t local_clears_ = 0;  ///< path_cache_clears_ at the last full recomputation
+  /// recompute_local's scratch, per port of its region.
+  std::vector<double> loc_old_, loc_new_, loc_max_, loc_bmin_;
+  std::vector<uint32_t> loc_nb_;
   bool recompute_pending_ = false;
   uint64_t mark_ = 0;
 

@@ -11,7 +11,11 @@
 // instant as one event, after the changes of that instant, over the components that hold
 // them (found by a walk over ports and the flows through them). Flows whose rate did not
 // change keep their completion event; a flow that ends where no other flow has its
-// bottleneck requests nothing (remove_subflow).
+// bottleneck requests nothing (remove_subflow). With many flows sending (local_min_), a
+// lossy recomputation first refills only the flows the change can reach and checks the
+// result against max-min's bottleneck characterisation (recompute_local), falling back to
+// the component. Under PFC (lossless) the component is filled whole and then reweighted by
+// input link (share_by_input, flow_network.cpp), which a local check does not cover.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -95,16 +99,44 @@ void FlowNetwork::request_recompute() {
   eng_.schedule(eng_.now(), 0, kind_base_ + kRecompute);
 }
 
-void FlowNetwork::recompute() {
-  recompute_pending_ = false;
-  ++counters_.recomputes;
+uint32_t FlowNetwork::next_mark() {
   if (static_cast<uint32_t>(++mark_) == 0) {
-    // (the marks keep 32 bits: once in 2^32 recomputations they are all cleared)
+    // (the marks keep 32 bits: once in 2^32 uses they are all cleared)
     std::fill(sub_mark_.begin(), sub_mark_.end(), Mark{});
     std::fill(port_mark_.begin(), port_mark_.end(), Mark{});
     ++mark_;
   }
-  const auto mark = static_cast<uint32_t>(mark_);
+  if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
+  if (port_mark_.size() < ports_.size()) port_mark_.resize(ports_.size());
+  return static_cast<uint32_t>(mark_);
+}
+
+void FlowNetwork::release_rate(uint32_t s) {
+  const Subflow& sf = subs_[s];
+  if (used_.size() < ports_.size()) used_.resize(ports_.size(), 0.0);
+  const Hop* hops = sf.hops();
+  for (size_t h = 0; h < sf.nhops; ++h) {
+    const uint32_t p = hops[h].port;
+    // (exactly 0 once no subflow crosses it: no rounding residue accumulates)
+    used_[p] = ports_[p].subs.size() <= 1 ? 0.0 : used_[p] - sf.rate * hops[h].coef;
+  }
+}
+
+void FlowNetwork::recompute() {
+  recompute_pending_ = false;
+  ++counters_.recomputes;
+  if (used_.size() < ports_.size()) used_.resize(ports_.size(), 0.0);
+  if (plevel_.size() < ports_.size()) plevel_.resize(ports_.size(), -1.0);
+  // (the local refill checks plain max-min's bottleneck characterisation: lossy runs only;
+  // under PFC the input shares reweight the whole component, share_by_input)
+  if (!lossless_ && active_.size() >= local_min_ && path_cache_clears_ == local_clears_ &&
+      recompute_local()) {
+    seed_subs_.clear();
+    seed_ports_.clear();
+    return;
+  }
+  local_clears_ = path_cache_clears_;
+  const uint32_t mark = next_mark();
   // The walk gathers the component into dense local arrays (Fill): each subflow's ports as
   // local indices with their coefficients, each port's subflows in the order of its list;
   // the fill then reads only those, not the subflow and port records spread over the heap.
@@ -115,8 +147,6 @@ void FlowNetwork::recompute() {
   std::vector<uint32_t>& comp_ports = comp_ports_;
   comp_subs.clear();
   comp_ports.clear();
-  if (sub_mark_.size() < subs_.size()) sub_mark_.resize(subs_.size());
-  if (port_mark_.size() < ports_.size()) port_mark_.resize(ports_.size());
   Mark* const port_mark = port_mark_.data();
   Mark* const sub_mark = sub_mark_.data();
   size_t nhop = 0;  // entries of sub_port / sub_coef written
@@ -210,8 +240,21 @@ void FlowNetwork::recompute() {
   if (comp_subs.empty()) return;
   counters_.component_subflows += comp_subs.size();
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
+  w.residual = false;
   water_fill(comp_subs, comp_ports);
   if (lossless_) share_by_input(comp_subs, comp_ports);
+  commit_rates();
+}
+
+void FlowNetwork::commit_rates() {
+  // The filled rates and bottlenecks of comp_subs_ (fill_), into the subflows; their ports'
+  // usage (used_) and bottleneck levels (plevel_) with them.
+  const Fill& w = fill_;
+  const std::vector<uint32_t>& comp_subs = comp_subs_;
+  const std::vector<uint32_t>& comp_ports = comp_ports_;
+  constexpr size_t kAhead = 8;
+  for (size_t lp = 0; lp < comp_ports.size(); ++lp)
+    if (w.plevel[lp] >= 0) plevel_[comp_ports[lp]] = w.plevel[lp];
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
     if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
@@ -225,10 +268,165 @@ void FlowNetwork::recompute() {
     const double r = w.rate[i];
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
     settle(comp_subs[i]);  // (at the rate it had since it was last settled; unchanged rates need none)
+    const Hop* hops = sf.hops();
+    for (size_t h = 0; h < sf.nhops; ++h) used_[hops[h].port] += (r - sf.rate) * hops[h].coef;
     sf.rate = r;
     ++counters_.rate_updates;
     schedule_finish(comp_subs[i]);
   }
+}
+
+bool FlowNetwork::recompute_local() {
+  // The max-min allocation is characterised by its bottlenecks: it is feasible, and every
+  // flow crosses a saturated port where no other flow has a higher level (rate / weight), or
+  // sits at its own ceiling. A change (a flow starting, or one leaving a port that is some
+  // flow's bottleneck) can break that only for a few flows of a large component: the new
+  // ones, and those whose bottleneck the leaver freed. So refill just those (the region),
+  // each port giving them what the flows outside it leave (used_), the outside flows keeping
+  // their rates; then check the characterisation where the region's rates moved, and grow
+  // the region by the outside flows it fails for: those whose bottleneck the region left
+  // unsaturated or outran, and those at a region flow's bottleneck with a higher level. When
+  // nothing fails every flow satisfies it, so the rates are the component's max-min rates
+  // (to the tolerance below, and the rounding of a different summation order). A region
+  // that grows past half of the flows sending, or keeps growing, is given up: the
+  // caller recomputes the component. Where a flow has several saturated ports at its level
+  // (multipath flows often do), which one is its bottleneck is a tie: the outside flows
+  // keep theirs, where the component's refill picks the first its heap pops. The rates are
+  // the same; round_robin_lead reads the bottleneck, so the flows' ends can differ.
+  constexpr double kTol = 1e-10;
+  constexpr int kMaxRounds = 40;
+  Fill& w = fill_;
+  std::vector<uint32_t>& region = comp_subs_;
+  std::vector<uint32_t>& rports = comp_ports_;
+  region.clear();
+  const uint32_t sub_in = next_mark();  // the region's subflows carry this mark
+  Mark* const sub_mark = sub_mark_.data();
+  auto add = [&](uint32_t s) {
+    Mark& m = sub_mark[s];
+    if (m.mark == sub_in) return;
+    m.mark = sub_in;
+    region.push_back(s);
+  };
+  for (const uint32_t s : seed_subs_)
+    if (subs_[s].active && !subs_[s].blocked) add(s);
+  for (const uint32_t p : seed_ports_)
+    for (const auto& [t, hop] : ports_[p].subs)
+      if (subs_[t].bneck == p) add(t);
+  if (region.empty()) return true;
+  const size_t limit = std::max<size_t>(64, active_.size() / 2);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    if (region.size() > limit) return false;
+    // gather the region: its subflows' hops as local ports, each port's region subflows
+    const uint32_t port_in = next_mark();
+    Mark* const port_mark = port_mark_.data();
+    rports.clear();
+    const size_t ns = region.size();
+    auto grow = [](auto& v, size_t need) {
+      if (need > v.size()) v.resize(std::max(need, 2 * v.size()));
+    };
+    grow(w.weight, ns);
+    grow(w.cap, ns);
+    grow(w.sub_end, ns);
+    size_t nhop = 0;
+    for (size_t i = 0; i < ns; ++i) {
+      const Subflow& sf = subs_[region[i]];
+      w.weight[i] = sf.weight;
+      w.cap[i] = sf.cap;
+      const Hop* hops = sf.hops();
+      grow(w.sub_port, nhop + sf.nhops);
+      grow(w.sub_coef, nhop + sf.nhops);
+      for (size_t h = 0; h < sf.nhops; ++h) {
+        Mark& m = port_mark[hops[h].port];
+        if (m.mark != port_in) {
+          m.mark = port_in;
+          m.local = static_cast<uint32_t>(rports.size());
+          rports.push_back(hops[h].port);
+        }
+        w.sub_port[nhop + h] = m.local;
+        w.sub_coef[nhop + h] = hops[h].coef;
+      }
+      nhop += sf.nhops;
+      w.sub_end[i] = static_cast<uint32_t>(nhop);
+    }
+    const size_t np = rports.size();
+    grow(w.port_end, np);
+    grow(w.port_sub, nhop);
+    loc_old_.assign(np, 0.0);
+    loc_nb_.assign(np, 0);
+    std::fill(w.port_end.begin(), w.port_end.begin() + static_cast<std::ptrdiff_t>(np), 0u);
+    for (size_t i = 0; i < ns; ++i) {
+      const Subflow& sf = subs_[region[i]];
+      for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) {
+        const uint32_t lp = w.sub_port[k];
+        ++w.port_end[lp];
+        loc_old_[lp] += sf.rate * w.sub_coef[k];
+        loc_nb_[lp] += sf.bneck == rports[lp];
+      }
+    }
+    // (counts to first entries, then each port's entries in region order: port_end ends at
+    // each port's end)
+    uint32_t at = 0;
+    for (size_t lp = 0; lp < np; ++lp) {
+      const uint32_t n = w.port_end[lp];
+      w.port_end[lp] = at;
+      at += n;
+    }
+    for (size_t i = 0; i < ns; ++i)
+      for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k)
+        w.port_sub[w.port_end[w.sub_port[k]]++] = static_cast<uint32_t>(i);
+    // what the flows outside the region leave of each port
+    w.port_cap.resize(np);
+    for (size_t lp = 0; lp < np; ++lp) {
+      const uint32_t p = rports[lp];
+      const double others = used_[p] - loc_old_[lp];
+      w.port_cap[lp] = std::max(0.0, ports_[p].capacity - std::max(0.0, others));
+    }
+    w.residual = true;
+    water_fill(region, rports);
+    w.residual = false;
+    // the characterisation where the region's rates moved
+    loc_new_.assign(np, 0.0);
+    loc_max_.assign(np, 0.0);
+    loc_bmin_.assign(np, std::numeric_limits<double>::infinity());
+    for (size_t i = 0; i < ns; ++i) {
+      const double level = w.rate[i] / w.weight[i];
+      for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) {
+        const uint32_t lp = w.sub_port[k];
+        loc_new_[lp] += w.rate[i] * w.sub_coef[k];
+        loc_max_[lp] = std::max(loc_max_[lp], level);
+      }
+      if (w.bneck[i] != kNone) loc_bmin_[w.bneck[i]] = std::min(loc_bmin_[w.bneck[i]], level);
+    }
+    const size_t before = region.size();
+    for (size_t lp = 0; lp < np; ++lp) {
+      const uint32_t p = rports[lp];
+      const PortState& port = ports_[p];
+      // outside flows whose bottleneck this is: still saturated, the region not above them
+      if (port.bnecks > loc_nb_[lp]) {
+        const double level = plevel_[p];
+        const double usage = used_[p] - loc_old_[lp] + loc_new_[lp];
+        const bool holds = usage >= port.capacity * (1 - kTol) && loc_max_[lp] <= level * (1 + kTol) + 1e-300;
+        if (!holds)
+          for (const auto& [t, hop] : port.subs)
+            if (subs_[t].bneck == p) add(t);
+      }
+      // a region flow's bottleneck: no outside flow above it
+      const double floor = loc_bmin_[lp];
+      if (floor < std::numeric_limits<double>::infinity())
+        for (const auto& [t, hop] : port.subs) {
+          if (sub_mark[t].mark == sub_in) continue;
+          const Subflow& o = subs_[t];
+          if (o.rate / o.weight > floor * (1 + kTol) + 1e-300) add(t);
+        }
+    }
+    if (region.size() == before) {
+      counters_.component_subflows += ns;
+      counters_.max_component = std::max<uint64_t>(counters_.max_component, ns);
+      commit_rates();
+      return true;
+    }
+  }
+  return false;
 }
 
 void FlowNetwork::schedule_finish(uint32_t s) {
@@ -267,8 +465,9 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   w.left.resize(np);
   w.load.assign(np, 0.0);
   w.unfrozen.resize(np);
+  w.plevel.assign(np, -1.0);
   for (size_t lp = 0; lp < np; ++lp) {
-    w.left[lp] = ports_[ports[lp]].capacity;
+    w.left[lp] = w.residual ? w.port_cap[lp] : ports_[ports[lp]].capacity;
     w.unfrozen[lp] = w.port_end[lp] - (lp ? w.port_end[lp - 1] : 0);
   }
   w.frozen.assign(ns, 0);
@@ -329,6 +528,7 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
     if (heap.empty()) break;  // (every flow crosses a port: not reached)
     const uint32_t lp = entry_local(heap.front());
     heap_pop(heap);
+    w.plevel[lp] = port_level;
     // (freeze() pushes nothing; the port's own list is not changed by it)
     for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)
       if (!w.frozen[w.port_sub[k]]) freeze(w.port_sub[k], port_level, lp);
