@@ -105,16 +105,13 @@ def test_restore_puts_back_the_pods_rows_only():
     assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2
 
 
-def test_a_waves_sends_run_at_nic_rate_on_rfabric():
-    """One train PoD seeding three generation PoDs (RFabric 256 in PoDs of 64 GPUs): each
-    root has an edge to every generation PoD. Oracle: the first wave's plan gives each send
-    its own chain and its root sends nothing else meanwhile, so each send takes its bytes
-    over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
-    GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
+def one_pod_seeding_three():
+    """A tiny model's RL trace for RFabric 256 in PoDs of 64 GPUs: 64 train GPUs (one PoD)
+    seeding 192 generation GPUs (three PoDs)."""
     tiny = rf.traces.ModelConfig(
         name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
     )
-    trace = rf.traces.generate_rl(
+    return rf.traces.generate_rl(
         model=tiny,
         train_gpus=64,
         gen_gpus=192,
@@ -126,6 +123,15 @@ def test_a_waves_sends_run_at_nic_rate_on_rfabric():
         decode_steps_per_op=256,
         pod_gpus=192,
     )
+
+
+def test_a_waves_sends_run_at_nic_rate_on_rfabric():
+    """One train PoD seeding three generation PoDs (RFabric 256 in PoDs of 64 GPUs): each
+    root has an edge to every generation PoD. Oracle: the first wave's plan gives each send
+    its own chain and its root sends nothing else meanwhile, so each send takes its bytes
+    over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
+    GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
+    trace = one_pod_seeding_three()
     ctl = rf.controllers.StageAwareController()
     sim = rf.Simulation(
         rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="0ms"
@@ -148,21 +154,7 @@ def test_the_first_wave_commits_inside_the_safe_window_when_it_gains_more():
     alone), two sends shared each chain: 2.02x. Committed because its plan is predicted
     faster by more than the 0.63 ms it delays the wave, each send ends within its bytes over
     the line rate plus that delay (oracle), and the log says so."""
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
-    )
-    trace = rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=64,
-        gen_gpus=192,
-        train=dict(tp=8, pp=2, dp=4),
-        gen=dict(tp=8),
-        iterations=1,
-        seed=3,
-        global_batch=32,
-        decode_steps_per_op=256,
-        pod_gpus=192,
-    )
+    trace = one_pod_seeding_three()
     ctl = rf.controllers.StageAwareController(lookahead=False)
     sim = rf.Simulation(
         rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="1ms"
