@@ -171,6 +171,10 @@ class FlowEngine(_Simulation):
     def sending_flows(self) -> dict[str, NDArray[np.generic]]:
         """The messages sending now, one row each (a flow of n copies is n rows), by flow_id:
         flow_id, src, dst, hash, rate_bps (max-min, bit/s of wire bytes)."""
+    def set_local_min(self, n: int) -> None:
+        """Subflows sending from which a lossy run's max-min recomputation refills only the
+        flows a change can reach before the whole component (default 4096; 0: always). For
+        tests."""
     def port_stats(self) -> dict[str, NDArray[np.generic]]: ...
 
 class Forwarding:

@@ -162,20 +162,22 @@ def test_dcqcn_recovery_matches_packets(ft128):
     np.testing.assert_allclose(dy.fct_ps, pk.fct_ps, rtol=0.03)
 
 
-def test_incast_fcts_closer_to_packets_than_max_min(ft128):
-    # max-min ends all 16 senders together; under PFC some end early: the dynamic model's
-    # per-flow errors are smaller (measured: median +20.6% -> +13.1%, p90 +71% -> +25% at
-    # 16 MiB), the makespan within 1%. (At 4-8 MiB packets take 1.4x the bound, inside
-    # DCQCN's transient, which the dynamic model does not reproduce: docs/flow-dynamic.md.)
+def test_incast_fcts_near_packets_in_both_flow_modes(ft128):
+    # under PFC some of the 16 senders end early in packets; both flow modes see it, the
+    # dynamic mode through its queues and pauses, the max-min mode through the PFC input
+    # shares (a switch port shared among its input links). Measured at 16 MiB: per-flow
+    # median +13.2% (dynamic) / +13.9% (max-min), p90 26.0% / 24.5%; an even share per
+    # flow under PFC gave p90 +71%. Makespans within 1%. (At 4-8 MiB packets take 1.4x the
+    # bound, inside DCQCN's transient, which neither mode reproduces: docs/flow-dynamic.md.)
     wl = incast(size=16 << 20)
     pk = rf.simulate(ft128, wl, seed=1, ecmp="flow")
     mm = rf.simulate(ft128, wl, seed=1, ecmp="flow", backend="flow")
     dy = dynamic(ft128, wl, ecmp="flow")
-    assert dy.run["makespan_ps"] == pytest.approx(pk.run["makespan_ps"], rel=0.01)
-    e_mm = np.abs(mm.fct_ps / pk.fct_ps - 1)
-    e_dy = np.abs(dy.fct_ps / pk.fct_ps - 1)
-    assert np.percentile(e_dy, 90) < np.percentile(e_mm, 90)
-    assert np.mean(e_dy) < np.mean(e_mm)
+    for res in (mm, dy):
+        assert res.run["makespan_ps"] == pytest.approx(pk.run["makespan_ps"], rel=0.01)
+        err = np.abs(res.fct_ps / pk.fct_ps - 1)
+        assert np.percentile(err, 90) < 0.30
+        assert np.mean(err) < 0.20
 
 
 def test_pfc_spreading_within_5_percent_of_packets():
