@@ -125,23 +125,31 @@ def one_pod_seeding_three():
     )
 
 
+def first_forest_wave(ctl, t_ocs):
+    """Run one_pod_seeding_three() on RFabric 256 in PoDs of 64 GPUs under `ctl` (flow
+    backend): the op table, the forest's first wave's period and a mask of its sends."""
+    sim = rf.Simulation(
+        rf.topologies.RFabric(256, pod_servers=8),
+        one_pod_seeding_three(),
+        controller=ctl,
+        backend="flow",
+        t_ocs=t_ocs,
+    )
+    sim.run()
+    ops = sim.results().ops
+    period = ops["period"].to_numpy()
+    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    return ops, first, (period == first) & (ops["size_bytes"].to_numpy() > 0)
+
+
 def test_a_waves_sends_run_at_nic_rate_on_rfabric():
     """One train PoD seeding three generation PoDs (RFabric 256 in PoDs of 64 GPUs): each
     root has an edge to every generation PoD. Oracle: the first wave's plan gives each send
     its own chain and its root sends nothing else meanwhile, so each send takes its bytes
     over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
     GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
-    trace = one_pod_seeding_three()
-    ctl = rf.controllers.StageAwareController()
-    sim = rf.Simulation(
-        rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="0ms"
-    )
-    sim.run()
-    ops = sim.results().ops
-    period = ops["period"].to_numpy()
-    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    ops, _, wave = first_forest_wave(rf.controllers.StageAwareController(), "0ms")
     size = ops["size_bytes"].to_numpy()
-    wave = (period == first) & (size > 0)
     ideal_ps = size[wave] * 8 / 200e9 * 1e12
     ratio = ops["time_ps"].to_numpy()[wave] / ideal_ps
     assert (ratio >= 1.0).all() and (ratio < 1.02).all(), ratio
@@ -154,17 +162,9 @@ def test_the_first_wave_commits_inside_the_safe_window_when_it_gains_more():
     alone), two sends shared each chain: 2.02x. Committed because its plan is predicted
     faster by more than the 0.63 ms it delays the wave, each send ends within its bytes over
     the line rate plus that delay (oracle), and the log says so."""
-    trace = one_pod_seeding_three()
     ctl = rf.controllers.StageAwareController(lookahead=False)
-    sim = rf.Simulation(
-        rf.topologies.RFabric(256, pod_servers=8), trace, controller=ctl, backend="flow", t_ocs="1ms"
-    )
-    sim.run()
-    ops = sim.results().ops
-    period = ops["period"].to_numpy()
-    first = period[ops["rewrite"].to_numpy(zero_copy_only=False) == "weight_sync_forest"].min()
+    ops, first, wave = first_forest_wave(ctl, "1ms")
     size = ops["size_bytes"].to_numpy()
-    wave = (period == first) & (size > 0)
     commits = [d for d in ctl.log if d.period == first and d.action == "commit"]
     assert len(commits) == 1 and "inside the safe window" in commits[0].detail, [d.action for d in ctl.log]
     late_ps = 10**9 - 373866985  # t_ocs - slack, as the log has it
