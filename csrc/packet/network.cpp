@@ -104,11 +104,7 @@ uint32_t Network::pop_queue(Port& pt) {
 void Network::try_transmit(uint32_t port) { transmit_next(port); }
 
 void Network::on_tx_done(void* self, SimTime time, uint32_t port, uint32_t) {
-  Network* net = static_cast<Network*>(self);
-  // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
-  // event's time after it fires: every later one is scheduled strictly after now.)
-  if (net->ports_[port].tx_event_at != time) return;
-  net->transmit_next(port);
+  Hot{static_cast<Network*>(self), 0, 0}.tx_done(time, port);
 }
 
 void Network::transmit_next(uint32_t port) {
@@ -422,7 +418,8 @@ void Network::enqueue_busy(uint32_t port, uint32_t pkt) {
 void Network::Hot::arrive(uint32_t pkt) { net->arrive(pkt); }
 
 void Network::Hot::tx_done(SimTime time, uint32_t port) {
-  // (on_tx_done's test: only the port's one pending transmit-done counts)
+  // Superseded unless it is the port's one pending transmit-done. (tx_event_at keeps this
+  // event's time after it fires: every later one is scheduled strictly after now.)
   if (net->ports_[port].tx_event_at == time) net->transmit_next(port);
 }
 
