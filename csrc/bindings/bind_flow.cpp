@@ -64,8 +64,8 @@ void bind_flow(py::module_& m) {
           "sorted by flow_id: src, dst, ECMP hash and max-min rate (bit/s of wire bytes).")
       .def(
           "set_local_min", [](FlowSimulator& s, size_t n) { s.network().set_local_min(n); }, py::arg("n"),
-          "Subflows sending from which a max-min recomputation refills only the flows a change\n"
-          "can reach before the whole component (default 4096; 0: always). For tests.")
+          "Subflows sending from which a lossy run's max-min recomputation refills only the flows\n"
+          "a change can reach before the whole component (default 4096; 0: always). For tests.")
       .def(
           "port_stats", [](const FlowSimulator& s) { return flow_port_columns(s.network()); },
           "Per-port columns (ports 2l and 2l+1 are link l's two directions): wire bytes carried\n"

@@ -365,7 +365,7 @@ void FlowNetwork::remove_subflow(uint32_t s) {
     sf.bneck = kNone;
   }
   if (!sf.blocked) {
-    release_rate(s);
+    if (local_refill()) release_rate(s);
     detach(s);
     if (load_routing_) offer(s, -1);
     bool quiet = true;

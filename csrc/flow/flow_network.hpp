@@ -178,9 +178,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   const net::Forwarding& forwarding() const { return fwd_; }
   bool lossless() const { return lossless_; }
   Bytes header_bytes() const { return header_; }
-  /// Subflows sending from which a recomputation refills only the flows a change can reach
-  /// (max_min.cpp, recompute_local) before the whole component; 0: always. Below it the
-  /// component is refilled, as in small runs (the results hashes).
+  /// Subflows sending from which a lossy run's recomputation refills only the flows a change
+  /// can reach (max_min.cpp, recompute_local) before the whole component; 0: always. Below
+  /// it the component is refilled, as in small runs (the results hashes).
   void set_local_min(size_t n) { local_min_ = n; }
   static constexpr size_t kLocalMin = 4096;
   /// Subflows currently active, and how many of them have no path.
@@ -335,6 +335,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// recompute() in place of its whole component, where many subflows send (max_min.cpp):
   /// false if it had to give up (the caller then recomputes the component).
   bool recompute_local();
+  /// Whether recompute_local may run, and so used_ and plevel_ are kept: lossy runs only
+  /// (under PFC share_by_input reweights the whole component, which its check does not cover).
+  bool local_refill() const { return !lossless_; }
   /// Take subflow s's rate off its ports' usage (used_) as it stops sending.
   void release_rate(uint32_t s);
   uint32_t next_mark();

@@ -125,11 +125,11 @@ void FlowNetwork::release_rate(uint32_t s) {
 void FlowNetwork::recompute() {
   recompute_pending_ = false;
   ++counters_.recomputes;
-  if (used_.size() < ports_.size()) used_.resize(ports_.size(), 0.0);
-  if (plevel_.size() < ports_.size()) plevel_.resize(ports_.size(), -1.0);
-  // (the local refill checks plain max-min's bottleneck characterisation: lossy runs only;
-  // under PFC the input shares reweight the whole component, share_by_input)
-  if (!lossless_ && active_.size() >= local_min_ && path_cache_clears_ == local_clears_ &&
+  if (local_refill()) {
+    if (used_.size() < ports_.size()) used_.resize(ports_.size(), 0.0);
+    if (plevel_.size() < ports_.size()) plevel_.resize(ports_.size(), -1.0);
+  }
+  if (local_refill() && active_.size() >= local_min_ && path_cache_clears_ == local_clears_ &&
       recompute_local()) {
     seed_subs_.clear();
     seed_ports_.clear();
@@ -247,14 +247,16 @@ void FlowNetwork::recompute() {
 }
 
 void FlowNetwork::commit_rates() {
-  // The filled rates and bottlenecks of comp_subs_ (fill_), into the subflows; their ports'
-  // usage (used_) and bottleneck levels (plevel_) with them.
+  // The filled rates and bottlenecks of comp_subs_ (fill_), into the subflows; where the
+  // local refill may run, their ports' usage (used_) and bottleneck levels (plevel_) with them.
   const Fill& w = fill_;
   const std::vector<uint32_t>& comp_subs = comp_subs_;
   const std::vector<uint32_t>& comp_ports = comp_ports_;
   constexpr size_t kAhead = 8;
-  for (size_t lp = 0; lp < comp_ports.size(); ++lp)
-    if (w.plevel[lp] >= 0) plevel_[comp_ports[lp]] = w.plevel[lp];
+  const bool track = local_refill();
+  if (track)
+    for (size_t lp = 0; lp < comp_ports.size(); ++lp)
+      if (w.plevel[lp] >= 0) plevel_[comp_ports[lp]] = w.plevel[lp];
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
     if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
@@ -268,8 +270,10 @@ void FlowNetwork::commit_rates() {
     const double r = w.rate[i];
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
     settle(comp_subs[i]);  // (at the rate it had since it was last settled; unchanged rates need none)
-    const Hop* hops = sf.hops();
-    for (size_t h = 0; h < sf.nhops; ++h) used_[hops[h].port] += (r - sf.rate) * hops[h].coef;
+    if (track) {
+      const Hop* hops = sf.hops();
+      for (size_t h = 0; h < sf.nhops; ++h) used_[hops[h].port] += (r - sf.rate) * hops[h].coef;
+    }
     sf.rate = r;
     ++counters_.rate_updates;
     schedule_finish(comp_subs[i]);
