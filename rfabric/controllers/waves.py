@@ -71,7 +71,7 @@ def fanout_flows(applied) -> dict:
                 continue
             b_period = first + nw
             wave_of: dict[int, int] = {}  # row -> the wave that brings its shard (-1: none)
-            flows = []  # (src, dst, bytes, wave)
+            srcs, dsts, sizes, waves = [], [], [], []  # per op: its flows' ends, bytes, wave
             for k in np.flatnonzero(period == b_period).tolist():
                 w = -1
                 for d in dk[do[k] : do[k + 1]].tolist():
@@ -91,11 +91,13 @@ def fanout_flows(applied) -> dict:
                     src, dst = np.full(rks.size - 1, rks[0]), rks[1:]
                 else:
                     src, dst = rks[:1], rks[1:2]
-                size = float(a["size_bytes"][k])
-                flows += [(s_, d_, size, w) for s_, d_ in zip(src.tolist(), dst.tolist(), strict=True)]
-            if not flows:
+                srcs.append(src)
+                dsts.append(dst)
+                sizes.append(np.full(src.size, float(a["size_bytes"][k])))
+                waves.append(np.full(src.size, w, dtype=np.int64))
+            if not srcs:
                 continue
-            fs, fd, fb, fw = (np.array(x) for x in zip(*flows, strict=True))
+            fs, fd, fb, fw = (np.concatenate(x) for x in (srcs, dsts, sizes, waves))
             for t in range(nw):
                 m = fw <= t
                 out[first + t] = (
