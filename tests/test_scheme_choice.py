@@ -193,3 +193,22 @@ def test_bad_choose_is_refused():
         WeightSyncForest(choose="best")
     with pytest.raises(rf.SpecError, match="forest must be True, False or 'always'"):
         rf.controllers.StageAwareController(forest="faster")
+
+
+def test_forest_ops_wait_for_each_shards_own_deps():
+    """Oracle: the Notes of forest_ops. Two shards from PoD 0 to PoD 1 over one circuit: two
+    waves; each send waits for its own shard's deps, the second also for the first wave."""
+    from rfabric.controllers import dissemination_forest, forest_ops
+
+    f = dissemination_forest([([0], [2]), ([1], [3])], [0, 0, 1, 1], 1)
+    assert f.n_waves == 2
+    c = forest_ops(f, [10, 10], first_op_id=100, deps=[7], shard_deps=[[5], [6]])
+    deps = {tuple(r): d for r, d in zip(c["ranks"], c["deps"], strict=True)}
+    first = int(f.src[f.wave == 0][0])
+    w0, w1 = (0, 2) if first == 0 else (1, 3), (1, 3) if first == 0 else (0, 2)
+    assert deps[w0] == [5 if w0[0] == 0 else 6]
+    assert sorted(deps[w1]) == sorted([100, 6 if w1[0] == 1 else 5])
+    with pytest.raises(rf.SpecError, match="shard_deps has 1 entries"):
+        forest_ops(f, [10, 10], first_op_id=100, shard_deps=[[5]])
+    with pytest.raises(rf.SpecError, match="must be an earlier op_id"):
+        forest_ops(f, [10, 10], first_op_id=100, shard_deps=[[5], [100]])
