@@ -236,7 +236,7 @@ class Rewritten:
         return int((self.origin < 0).sum())
 
     def summary(self) -> dict:
-        return {
+        out = {
             "rewrite": self.rewrite.name,
             "algorithm": self.rewrite.algorithm,
             "params": self.rewrite.params(),
@@ -244,6 +244,9 @@ class Rewritten:
             "ops_produced": self.produced,
             "locality": self.locality.describe(),
         }
+        if self.schedule.get("choices"):  # WeightSyncForest(choose="faster"): what it chose
+            out["choices"] = [dict(c) for c in self.schedule["choices"]]
+        return out
 
 
 class Rewrite:
@@ -298,9 +301,21 @@ class WeightSyncForest(Rewrite):
       pipelined ``chain`` broadcast per fan-out tree (root first, then the tree's receivers in
       breadth-first order), after the send that brings the shard to its root; with
       ``fanout_ops="send"`` one store-and-forward ``send`` per tree edge. Ops that depended on
-      any op of the weight sync depend on all its new ops; the forest's root ops depend on
-      what the weight sync's ops depended on and keep the ``compute_ps`` of its first op.
-      Other ops keep their rows, renumbered in order.
+      any op of the weight sync depend on all its new ops. A shard's sends wait for what
+      the weight sync's ops of its holder and its receivers waited for outside the weight
+      sync (its holder's training, its receivers' last ops), not for the whole weight sync's: its root's send
+      starts as its holder's training ends, as the trace's own send would (appendix E's
+      senders are the GPUs that hold the shard); a send of wave ``t + 1`` also waits for
+      wave ``t``. The ops that wait for nothing of the forest keep the ``compute_ps`` of the
+      weight sync's first op. Other ops keep their rows, renumbered in order.
+    * **Choice** (``choose="faster"``, what :class:`~rfabric.controllers.StageAwareController`
+      asks for). The forest replaces a weight sync only where
+      :func:`~rfabric.controllers.forest.sync_time` predicts it faster than the trace's own
+      ops on the same locality (a tie keeps the trace's ops); otherwise that weight sync is
+      kept as the trace has it. The rule reads only the ops and the locality, so it runs the
+      same on every fabric the rewrite is offered to. Both predictions and the choice of
+      each weight sync are in ``schedule["choices"]`` and :meth:`Rewritten.summary`
+      (``Results.run["rewrites"]``). ``choose="always"`` (default) always replaces it.
 
     Each receiver gets each of its shards once, as before: the weight sync's ``sent_bytes``
     is unchanged. On a fabric of one PoD there is no Phase A: each shard is one chain broadcast
@@ -310,7 +325,9 @@ class WeightSyncForest(Rewrite):
     name = "weight_sync_forest"
     algorithm = "dissemination forest (appendix E): inter-PoD seeding waves, intra-PoD fan-out"
 
-    def __init__(self, seeds_per_pod: int = 1, fanout: int = 2, fanout_ops: str = "broadcast"):
+    def __init__(
+        self, seeds_per_pod: int = 1, fanout: int = 2, fanout_ops: str = "broadcast", choose: str = "always"
+    ):
         from .validators import integer
 
         self.seeds_per_pod = integer(seeds_per_pod, "WeightSyncForest: seeds_per_pod", lo=1)
@@ -318,12 +335,18 @@ class WeightSyncForest(Rewrite):
         if fanout_ops not in ("broadcast", "send"):
             raise SpecError(f"WeightSyncForest: fanout_ops must be 'broadcast' or 'send', got {fanout_ops!r}")
         self.fanout_ops = fanout_ops
+        if choose not in ("always", "faster"):
+            raise SpecError(f"WeightSyncForest: choose must be 'always' or 'faster', got {choose!r}")
+        self.choose = choose
 
     def params(self) -> dict:
-        return {"seeds_per_pod": self.seeds_per_pod, "fanout": self.fanout, "fanout_ops": self.fanout_ops}
+        out = {"seeds_per_pod": self.seeds_per_pod, "fanout": self.fanout, "fanout_ops": self.fanout_ops}
+        if self.choose != "always":  # (the keys of rewrites made before the rule stay as they were)
+            out["choose"] = self.choose
+        return out
 
     def apply(self, trace, loc: Locality) -> Rewritten | None:
-        from .controllers.forest import dissemination_forest, forest_ops
+        from .controllers.forest import dissemination_forest, forest_ops, sync_time
         from .traces import Trace
 
         a = trace.arrays()
@@ -365,7 +388,52 @@ class WeightSyncForest(Rewrite):
         out_job: list = []
         origin: list[int] = []
         new_id: dict[int, list[int]] = {}  # old op id -> the new op ids it stands for
-        block_of_row = {r: key for key, rws in blocks.items() for r in rws}
+        # per weight sync, its forest, and (choose="faster") the scheme predicted faster
+        plans: dict[tuple, tuple] = {}
+        choices = []
+        for key, rws in blocks.items():
+            shards, sizes, shard_ext, _ = _shards(rws, ranks, kind, size, deps, ids)
+            if not shards:
+                continue
+            f = dissemination_forest(
+                shards,
+                pod_of,
+                loc.pod_budget,
+                seeds_per_pod=self.seeds_per_pod,
+                fanout=self.fanout,
+                shard_bytes=sizes,
+                max_circuits_per_edge=1,
+            )
+            if self.choose == "faster":
+                # the same prediction on the forest's ops (as the loop below emits them, without
+                # the deps outside the weight sync) and on the trace's own
+                c = forest_ops(f, sizes)
+                if self.fanout_ops == "broadcast":
+                    c = _broadcast_fanout(f, c, 0, [[] for _ in shards], sizes)
+                cols = (c["ranks"], c["kind"], c["algorithm"], c["size_bytes"], c["deps"], c["op_id"])
+                t_forest = sync_time(*cols, pod_of, loc.pod_budget)
+                rs = sorted(rws)
+                own = ([ranks[r] for r in rs], [kind[r] for r in rs], [algorithm[r] for r in rs])
+                own += (size[rs], [deps[r] for r in rs], ids[rs])
+                t_own = sync_time(*own, pod_of, loc.pod_budget)
+                # a tie keeps the trace's own ops: no rewrite for nothing
+                chosen = "forest" if t_forest < t_own else "own"
+                choices.append(
+                    {
+                        "iteration": key[0],
+                        "period": key[1],
+                        "chosen": chosen,
+                        "forest_bytes": t_forest,
+                        "own_bytes": t_own,
+                        "ops": len(rws),
+                        "forest_period": None,  # the forest's first period, when it runs
+                        "job": None if job is None else str(job[rws[0]]),
+                    }
+                )
+                if chosen == "own":
+                    continue
+            plans[key] = (f, sizes, shard_ext)
+        block_of_row = {r: key for key, rws in blocks.items() if key in plans for r in rws}
         emitted = set()
         forests = []  # (Forest, first period, shard sizes)
         replaced = 0
@@ -377,19 +445,11 @@ class WeightSyncForest(Rewrite):
                     continue
                 emitted.add(key)
                 rws = blocks[key]
-                shards, sizes, ext = _shards(rws, ranks, kind, size, deps, ids)
-                if not shards:
-                    continue
-                f = dissemination_forest(
-                    shards,
-                    pod_of,
-                    loc.pod_budget,
-                    seeds_per_pod=self.seeds_per_pod,
-                    fanout=self.fanout,
-                    shard_bytes=sizes,
-                    max_circuits_per_edge=1,
-                )
-                ext_new = sorted({x for d in ext for x in new_id.get(d, [])})
+                f, sizes, shard_ext = plans[key]
+                # each shard's sends wait for what its own ops waited for (its holder's
+                # training), not for the whole weight sync's
+                own_new = [sorted({x for d in e for x in new_id.get(d, [])}) for e in shard_ext]
+                ext_new = sorted({x for e in own_new for x in e})
                 c = forest_ops(
                     f,
                     sizes,
@@ -398,13 +458,18 @@ class WeightSyncForest(Rewrite):
                     iteration=key[0],
                     period=next_period,
                     compute_ps=0,
+                    shard_deps=own_new,
                 )
                 if self.fanout_ops == "broadcast":
-                    c = _broadcast_fanout(f, c, nid, ext_new, sizes)
+                    c = _broadcast_fanout(f, c, nid, own_new, sizes)
                 k = len(c["op_id"])
                 first_comp = int(comp[rws[0]])
-                cps = [first_comp if c["deps"][e] == ext_new else 0 for e in range(k)]  # the roots
+                # the roots: ops that wait for nothing of the forest
+                cps = [first_comp if all(d < nid for d in c["deps"][e]) else 0 for e in range(k)]
                 forests.append((f, next_period))
+                for ch in choices:
+                    if (ch["iteration"], ch["period"]) == key:
+                        ch["forest_period"] = next_period
                 next_period += f.n_waves + 1
                 new_ids = list(range(nid, nid + k))
                 for rr in rws:
@@ -443,7 +508,17 @@ class WeightSyncForest(Rewrite):
             origin.append(r)
             nid += 1
         if not forests:
-            return None
+            if not choices:
+                return None
+            # the trace's own scheme kept for every weight sync: the trace as it is, the choice recorded
+            return Rewritten(
+                trace=trace,
+                rewrite=self,
+                origin=np.arange(n, dtype=np.int64),
+                replaced=0,
+                locality=loc,
+                schedule={"forests": [], "choices": choices},
+            )
         new = Trace.from_columns(
             **out,
             m2n_senders=out_m2n if has_m2n else None,
@@ -457,12 +532,15 @@ class WeightSyncForest(Rewrite):
             origin=np.asarray(origin, dtype=np.int64),
             replaced=replaced,
             locality=loc,
-            schedule={"forests": forests},
+            schedule={"forests": forests, "choices": choices},
         )
 
 
 def _shards(rws, ranks, kind, size, deps, ids):
-    """Shards (holders, receivers), their sizes and the external deps of one weight sync."""
+    """Shards (holders, receivers), their sizes, each shard's external deps (what the
+    weight-sync ops of its holder and of its receivers waited for outside the weight sync:
+    the holder's training, the receivers' last ops) and each shard's op row, for one weight
+    sync."""
     own = {int(ids[r]) for r in rws}
     fwd: dict[int, list[int]] = {}  # root -> rows it sends
     recv_all = set()
@@ -474,9 +552,25 @@ def _shards(rws, ranks, kind, size, deps, ids):
             )
         fwd.setdefault(ranks[r][0], []).append(r)
         recv_all |= set(ranks[r][1:])
-    shards, sizes, ext = [], [], set()
+    # what each GPU's weight-sync ops waited for outside the weight sync (its training, its
+    # last decode): a shard's sends wait for its holder's and its receivers'
+    # (a dep is a GPU's when the GPU is among the dep's ranks; one among none of the op's
+    # ranks is every rank's)
+    row_of = {int(i): k for k, i in enumerate(ids.tolist())}
+    dep_ranks: dict[int, set] = {}
+    gpu_ext: dict[int, set] = {}
     for r in rws:
-        ext |= {int(d) for d in deps[r] if int(d) not in own}
+        for d in deps[r]:
+            d = int(d)
+            if d in own:
+                continue
+            if d not in dep_ranks:
+                dep_ranks[d] = set(ranks[row_of[d]]) if d in row_of else set()
+            mine = [g for g in ranks[r] if g in dep_ranks[d]] or ranks[r]
+            for g in mine:
+                gpu_ext.setdefault(g, set()).add(d)
+    shards, sizes, shard_ext, rows = [], [], [], []
+    for r in rws:
         root = ranks[r][0]
         if root in recv_all:
             continue
@@ -488,17 +582,22 @@ def _shards(rws, ranks, kind, size, deps, ids):
             reached.add(g)
             for rr in fwd.get(g, []):
                 todo += ranks[rr][1:]
+        ext = set(gpu_ext.get(root, ()))
+        for g in reached:
+            ext |= gpu_ext.get(g, set())
         shards.append(([root], sorted(reached)))
         sizes.append(int(size[r]))
-    return shards, np.array(sizes, dtype=np.int64), sorted(ext)
+        shard_ext.append(sorted(ext))
+        rows.append(r)
+    return shards, np.array(sizes, dtype=np.int64), shard_ext, rows
 
 
-def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
+def _broadcast_fanout(f, cols: dict, first_id: int, shard_deps: list, sizes) -> dict:
     """``forest_ops`` columns with Phase B's sends replaced by one pipelined ``chain``
     broadcast per Phase B tree: ranks ``[tree root] + its receivers`` in the tree's
     breadth-first order, ``size_bytes`` the shard's, depending on the Phase A op that
-    brings the shard to the root (or on ``ext`` when a local holder is the root). Phase A
-    rows are kept as they are (they come first in the forest's edge order)."""
+    brings the shard to the root (or on the shard's ``shard_deps`` when a local holder is
+    the root). Phase A rows are kept as they are (they come first in the forest's edge order)."""
     from .controllers.forest import op_rows
 
     # Phase A's ops and the barriers between its waves come first (forest_ops' rows)
@@ -523,7 +622,7 @@ def _broadcast_fanout(f, cols: dict, first_id: int, ext: list, sizes) -> dict:
         out["phase"].append("intra_pod")
         out["kind"].append("broadcast")
         out["ranks"].append([root, *receivers])
-        out["deps"].append([first_id + int(edge_row[via])] if via >= 0 else list(ext))
+        out["deps"].append([first_id + int(edge_row[via])] if via >= 0 else list(shard_deps[shard]))
         out["algorithm"].append("chain")
         out["size_bytes"].append(int(sizes[shard]))
         out["period"].append(b_period)

@@ -86,7 +86,9 @@ def test_rfabric_weight_sync_is_no_faster_than_its_capacity_allows(demo_rows):
     # the same rewrite, each at a locality of one PoD (its source named after the fabric)
     assert ft["rewrites"].split(" (")[0] == rfab["rewrites"].split(" (")[0]
     assert ft["rewrites"].split(" (")[0].endswith("1 PoD")
-    assert ft["rewrites"].startswith("weight_sync_forest(fanout=2,fanout_ops=broadcast,seeds_per_pod=1)")
+    assert ft["rewrites"].startswith(
+        "weight_sync_forest(choose=faster,fanout=2,fanout_ops=broadcast,seeds_per_pod=1)"
+    )
     assert ft["ops"] == rfab["ops"] == ft["ops_done"]
     assert ft["controller"] == "none" and rfab["controller"] == "StageAwareController"
 
@@ -105,7 +107,14 @@ def test_the_rewrite_is_recorded_in_the_results():
     assert summary["rewrite"] == "weight_sync_forest"
     assert summary["ops_replaced"] == n_ws
     assert summary["ops_produced"] == ops.filter(ws).num_rows
-    assert summary["params"] == {"seeds_per_pod": 1, "fanout": 2, "fanout_ops": "broadcast"}
+    assert summary["params"] == {
+        "seeds_per_pod": 1,
+        "fanout": 2,
+        "fanout_ops": "broadcast",
+        "choose": "faster",
+    }
+    # the forest was predicted faster than the trace's own weight sync, each time
+    assert [c["chosen"] for c in summary["choices"]] == ["forest"] * len(summary["choices"]) != []
     assert summary["locality"].startswith("1 PoD")
     # rewrites="none": the trace's own weight sync, nothing recorded
     res = rf.simulate(
@@ -123,7 +132,7 @@ def _ops(t):
 def test_the_same_rewrite_on_fattree_gives_the_same_ops():
     trace = demo_trace(128)
     rw = rf.controllers.StageAwareController().rewrites()
-    assert rw == [WeightSyncForest()]
+    assert rw == [WeightSyncForest(choose="faster")]
     ft = locality(rf.topologies.FatTree(128))
     rfl = locality(rf.topologies.RFabric(128))
     out_ft, done_ft, label_ft = apply_rewrites(trace, rw, ft)

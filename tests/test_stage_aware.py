@@ -493,7 +493,7 @@ def test_prepare_replays_each_shard_to_the_same_receivers_once(ws_run):
         strict=True,
     )
     assert set(kinds) == {("inter_pod", "send", "direct"), ("intra_pod", "broadcast", "chain")}
-    sends = StageAwareController(fanout_ops="send").prepare(trace, spec)
+    sends = StageAwareController(fanout_ops="send", forest="always").prepare(trace, spec)
     ws_sends = sends.table.filter(pc_equal(sends.table["stage"], "weight_sync"))
     assert set(ws_sends["kind"].cast("string").to_pylist()) == {"send"}
     assert ws_old.num_rows < ws_new.num_rows < ws_sends.num_rows

@@ -148,7 +148,7 @@ def test_a_waves_sends_run_at_nic_rate_on_rfabric():
     its own chain and its root sends nothing else meanwhile, so each send takes its bytes
     over the 200 Gb/s line rate (plus microseconds of latency). Before the forest kept a
     GPU's edges of one wave on its one NIC, the three edges of a root shared it: 3.02x."""
-    ops, _, wave = first_forest_wave(rf.controllers.StageAwareController(), "0ms")
+    ops, _, wave = first_forest_wave(rf.controllers.StageAwareController(forest="always"), "0ms")
     size = ops["size_bytes"].to_numpy()
     ideal_ps = size[wave] * 8 / 200e9 * 1e12
     ratio = ops["time_ps"].to_numpy()[wave] / ideal_ps
@@ -162,7 +162,7 @@ def test_the_first_wave_commits_inside_the_safe_window_when_it_gains_more():
     alone), two sends shared each chain: 2.02x. Committed because its plan is predicted
     faster by more than the 0.63 ms it delays the wave, each send ends within its bytes over
     the line rate plus that delay (oracle), and the log says so."""
-    ctl = rf.controllers.StageAwareController(lookahead=False)
+    ctl = rf.controllers.StageAwareController(lookahead=False, forest="always")
     ops, first, wave = first_forest_wave(ctl, "1ms")
     size = ops["size_bytes"].to_numpy()
     commits = [d for d in ctl.log if d.period == first and d.action == "commit"]

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import SpecError
 from ..validators import integer
 
-__all__ = ["Forest", "dissemination_forest", "forest_ops"]
+__all__ = ["Forest", "dissemination_forest", "forest_ops", "sync_time"]
 
 #: forest_ops: consecutive Phase A waves whose sizes multiply to more than this wait on each
 #: other through a barrier op (2^16: 256 x 256 sends; the built-in test fabrics stay below).
@@ -341,6 +341,7 @@ def forest_ops(
     period: int = 0,
     compute_ps: int = 0,
     barrier_above: int | None = None,
+    shard_deps: Sequence[Sequence[int]] | None = None,
 ) -> dict:
     """Trace columns that replay a :class:`Forest`, one ``send`` op per edge.
 
@@ -363,6 +364,10 @@ def forest_ops(
         Waves ``t`` and ``t + 1`` whose sizes multiply to more than this (default
         ``BARRIER_ABOVE``) are joined by a barrier op (see Notes) instead of ``|t| x |t + 1|``
         dependency entries.
+    shard_deps : sequence of sequences of int, optional
+        Per shard, the op_ids (all ``< first_op_id``) its own sends wait for (its holder's
+        training): an edge whose sender holds the shard waits for its shard's, in place of
+        ``deps``, and so does every Phase A edge of a later wave, besides the wave before it.
 
     Returns
     -------
@@ -401,6 +406,13 @@ def forest_ops(
         i = int(np.flatnonzero(size < 0)[0])
         raise SpecError(f"forest_ops: shard_bytes[{i}] = {int(size[i])} is negative")
     ext = [int(d) for d in deps]
+    if shard_deps is not None:
+        if len(shard_deps) < n_shards:
+            raise SpecError(
+                f"forest_ops: shard_deps has {len(shard_deps)} entries, the forest has {n_shards} shards"
+            )
+        own = [[int(d) for d in x] for x in shard_deps]
+        ext = sorted({d for x in own for d in x} | set(ext))
     bad = [d for d in ext if not 0 <= d < first_op_id]
     if bad:
         raise SpecError(
@@ -430,11 +442,11 @@ def forest_ops(
     for e in range(n):
         t, r = int(forest.wave[e]), int(edge_row[e])
         if t > 0:
-            deps[r] = wait_on[t - 1]
+            deps[r] = wait_on[t - 1] if shard_deps is None else wait_on[t - 1] + own[int(forest.shard[e])]
         elif forest.parent[e] >= 0:
             deps[r] = [int(edge_id[forest.parent[e]])]
         else:
-            deps[r] = list(ext)
+            deps[r] = list(ext) if shard_deps is None else list(own[int(forest.shard[e])])
         ranks[r] = pairs[e]
         phase[r] = "inter_pod" if t >= 0 else "intra_pod"
         op_period[r] = period + t if t >= 0 else period + n_waves
@@ -613,3 +625,94 @@ def _shard_lists(shards, gpus):
             )
         out.append((holders, receivers[~np.isin(receivers, holders)]))
     return out
+
+
+def sync_time(ranks, kind, algorithm, size_bytes, deps, op_id, pod_of, pod_budget) -> float:
+    """A weight sync's predicted time, in bytes at one link's line rate (divide by the rate
+    for seconds): its ops laid one after another, in order, on the NICs and PoD boundaries
+    they use, from a common start.
+
+    Each op starts when the ops of the list it depends on have ended (dependencies outside
+    the list count as met at 0: the same for every scheme of the same shards), the sending
+    side of each of its senders' NICs and the receiving side of each of its receivers' NICs
+    are free, and, for each PoD its transfers cross into or out of, as many of the PoD's
+    ``d_p`` boundary circuits as it has crossing transfers there are free (appendix E's
+    budget, one unit at each end). It then holds all of them for its bytes times the most
+    transfers one of its NICs carries (a ``send`` from its first rank to its second: its
+    bytes; a ``direct`` broadcast from its root to each receiver: the root's NIC carries
+    them all; any other broadcast, the executor's pipelined chain between consecutive
+    ranks: its bytes), longer when it has more crossing transfers at a PoD than the PoD has
+    circuits. The prediction is the last end.
+
+    Two ops that share a NIC run one after the other here where a fabric shares the NIC's
+    rate between them; the last of them ends at the same time either way. The model sees
+    neither the fabric's links past the NICs and PoD boundaries, nor when each op's
+    dependencies outside the list end (a scheme whose sends start as each holder's training
+    ends gains what it overlaps with training), so it serves to compare two schemes of the
+    same weight sync on the same locality, not to time one: the rule
+    :class:`rfabric.rewrites.WeightSyncForest` uses to choose between the forest and the
+    trace's own scheme (``choose="faster"``).
+
+    Parameters
+    ----------
+    ranks, kind, algorithm, size_bytes, deps, op_id : sequences, one entry per op
+        The ops in dependency order (every op after those it depends on), as trace columns:
+        ``ranks`` a list of GPUs per op, ``kind`` ``"send"`` or ``"broadcast"``,
+        ``algorithm`` a string per op (or one for all), ``deps`` a list of op ids per op.
+    pod_of, pod_budget : array_like
+        The locality (:class:`rfabric.rewrites.Locality`).
+    """
+    pod_of = np.asarray(pod_of, dtype=np.int64)
+    budget = np.asarray(pod_budget, dtype=np.int64)
+    if isinstance(algorithm, str):
+        algorithm = [algorithm] * len(ranks)
+    out_free: dict[int, float] = {}  # when each GPU's NIC may send again
+    in_free: dict[int, float] = {}  # ... and receive again
+    lanes: dict[int, list[float]] = {}  # per PoD: when each of its d_p circuits is free, sorted
+    end_of: dict[int, float] = {}
+    last = 0.0
+    for i, rk in enumerate(ranks):
+        rk = [int(g) for g in rk]
+        start = max((end_of.get(int(d), 0.0) for d in deps[i]), default=0.0)
+        if len(rk) < 2:
+            end_of[int(op_id[i])] = start
+            continue
+        if kind[i] == "send":
+            pairs = [(rk[0], rk[1])]
+        elif algorithm[i] == "direct":
+            pairs = [(rk[0], g) for g in rk[1:]]
+        else:
+            pairs = list(zip(rk[:-1], rk[1:], strict=True))
+        n_out: dict[int, int] = {}
+        n_in: dict[int, int] = {}
+        cross: dict[int, int] = {}
+        for a, b in pairs:
+            n_out[a] = n_out.get(a, 0) + 1
+            n_in[b] = n_in.get(b, 0) + 1
+            pa, pb = int(pod_of[a]), int(pod_of[b])
+            if pa != pb:
+                cross[pa] = cross.get(pa, 0) + 1
+                cross[pb] = cross.get(pb, 0) + 1
+        size = float(size_bytes[i])
+        start = max(
+            start,
+            max(out_free.get(a, 0.0) for a in n_out),
+            max(in_free.get(b, 0.0) for b in n_in),
+        )
+        dur = size * max(max(n_out.values()), max(n_in.values()))
+        for p, k in cross.items():
+            free = lanes.setdefault(p, [0.0] * int(budget[p]))
+            start = max(start, free[min(k, len(free)) - 1])
+            dur = max(dur, size * k / len(free))
+        end = start + dur
+        for a in n_out:
+            out_free[a] = end
+        for b in n_in:
+            in_free[b] = end
+        for p, k in cross.items():
+            free = lanes[p]
+            free[: min(k, len(free))] = [end] * min(k, len(free))
+            free.sort()
+        end_of[int(op_id[i])] = end
+        last = max(last, end)
+    return last

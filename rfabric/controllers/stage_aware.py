@@ -29,7 +29,7 @@ from .materialize import materialize
 from .plan_rows import _contains, _rows, _rows_touching
 from .templates import Decision, Template, template_key
 from .tenants import TenantPolicy, reserve, row_key
-from .waves import fanout_flows, forest_schedule, restore, wave_pins
+from .waves import fanout_flows, forest_schedule, restore, scheme_choices, wave_pins
 
 __all__ = ["Decision", "StageAwareController"]
 
@@ -196,9 +196,12 @@ class StageAwareController(Controller):
     12. **Weight sync forest (App. E).** The controller asks for the workload rewrite
         :class:`rfabric.rewrites.WeightSyncForest` (:meth:`rewrites`), which replaces the
         trace's weight-sync ops by the forest of
-        :func:`~rfabric.controllers.dissemination_forest`; the simulation applies it (a sweep
-        offers it to every fabric, docs/fairness.md) and hands the forests back
-        (:meth:`adopt`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
+        :func:`~rfabric.controllers.dissemination_forest` where it predicts the forest
+        faster than the trace's own ops (:func:`~rfabric.controllers.forest.sync_time`, the
+        same rule on every fabric: it reads the ops and the fabric's locality only; the log
+        records each choice, ``"scheme: forest"`` or ``"scheme: trace's own"``, with both
+        predictions); the simulation applies it (a sweep offers it to every fabric,
+        docs/fairness.md) and hands the forests back (:meth:`adopt`). A Phase A wave's plan is its edges' chains, ``c_uv`` circuits
         each (the forest's per-PoD budget ``d_p`` = the PoD's core ports), step 8's
         placement; Phase B (intra-PoD fan-out) goes through steps 5-7 like any period. A
         wave carries the fan-out of the shards seeded by its end
@@ -231,9 +234,13 @@ class StageAwareController(Controller):
     ----------
     granularity : {"period", "op"}
         When the loop calls :meth:`plan` (see :class:`~rfabric.controllers.Controller`).
-    forest : bool
-        Ask for the weight-sync forest rewrite (:meth:`rewrites`; default True); False
-        leaves the trace's weight sync to the generic allocation.
+    forest : True, False or "always"
+        Ask for the weight-sync forest rewrite (:meth:`rewrites`). True (default): the
+        rewrite chooses, per weight sync, the forest or the trace's own ops, whichever
+        :func:`~rfabric.controllers.forest.sync_time` predicts faster on the fabric's
+        locality (``WeightSyncForest(choose="faster")``; the log records the choice);
+        ``"always"``: the forest whatever the trace; False leaves the trace's weight sync to
+        the generic allocation.
     seeds_per_pod, fanout : int
         Forwarded to :func:`~rfabric.controllers.dissemination_forest`.
     fanout_ops : {"broadcast", "send"}
@@ -286,7 +293,9 @@ class StageAwareController(Controller):
                 f"StageAwareController: fanout_ops must be 'broadcast' or 'send', got {fanout_ops!r}"
             )
         self.fanout_ops = fanout_ops
-        self.forest = bool(forest)
+        if forest not in (True, False, "always"):
+            raise SpecError(f"StageAwareController: forest must be True, False or 'always', got {forest!r}")
+        self.forest = forest if forest == "always" else bool(forest)
         self.seeds_per_pod = seeds_per_pod
         self.fanout = fanout
         self.log: list[Decision] = []
@@ -696,7 +705,9 @@ class StageAwareController(Controller):
     # -- the weight-sync forest (App. E): a workload rewrite this controller plans for -------
 
     def rewrites(self) -> list:
-        """``[WeightSyncForest(seeds_per_pod, fanout, fanout_ops)]`` (the appendix-E forest,
+        """``[WeightSyncForest(seeds_per_pod, fanout, fanout_ops, choose="faster")]`` (the
+        appendix-E forest where it is predicted faster than the trace's own weight sync,
+        ``choose="always"`` with ``forest="always"``;
         :class:`rfabric.rewrites.WeightSyncForest`), or ``[]`` with ``forest=False``. The
         rewrite is fabric-independent: the simulation applies it with the fabric's locality
         (on an RFabric its PoDs, ``d_p`` = each PoD's OCS-Core ports), and a sweep offers it to
@@ -709,13 +720,17 @@ class StageAwareController(Controller):
 
         if not self.forest:
             return []
-        return [WeightSyncForest(self.seeds_per_pod, self.fanout, self.fanout_ops)]
+        choose = "always" if self.forest == "always" else "faster"
+        return [WeightSyncForest(self.seeds_per_pod, self.fanout, self.fanout_ops, choose=choose)]
 
     def adopt(self, applied, spec: NetworkSpec) -> None:
         """Take the schedule of the forests the run's rewrites made (``applied``: the
         :class:`rfabric.rewrites.Rewritten` of each rewrite applied): each Phase A wave is
         a period whose plan is its edges' chains (step 12), the first period of each forest
         obeys the safe window, later ones commit whatever the slack. Without a forest (a run
-        with ``rewrites="none"``) the weight sync is planned like any period."""
+        with ``rewrites="none"``, or the trace's own weight sync chosen) the weight sync is
+        planned like any period. The rewrite's choices go to the log
+        (:func:`.waves.scheme_choices`)."""
         self._forest_waves, self._ws_periods, self._ws_first, self.forest_plan = forest_schedule(applied)
         self._fanout = fanout_flows(applied)
+        self.log += scheme_choices(applied, spec)

@@ -30,7 +30,9 @@ class Decision:
         device's ports failed the check), ``"keep: would strand"`` (the candidate cuts a route a
         running or the coming period needs), ``"keep: deployment"`` (gen: the deployment's plan
         is still in place), ``"keep: no demand"`` (nothing of the period crosses the OCS
-        layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period).
+        layer) or ``"keep: same broadcast"`` (weight sync, per-op calls inside one period);
+        before the run, ``"scheme: forest"`` or ``"scheme: trace's own"`` per weight sync
+        (which one the forest rewrite chose, :func:`rfabric.controllers.waves.scheme_choices`).
     circuits : int
         Rows of the returned plan (``commit``), else of the plan kept.
     detail : str

@@ -7,6 +7,8 @@ appendix E; step 12 of :class:`~rfabric.controllers.StageAwareController`).
   earlier waves') start, which its plan carries on the uplinks its chains leave;
 * :func:`wave_pins`: what a wave keeps of the plan in force for the periods still running
   (their ToR-ToR bytes, and the fewest rows that keep their ToR pairs joined);
+* :func:`scheme_choices`: the decision-log entries of the rewrite's choice between the
+  forest and the trace's own weight sync;
 * :func:`restore`: the forest torn down, the rows from before the weight sync back in the
   PoDs it used.
 """
@@ -19,7 +21,7 @@ from ..spec import CircuitTable
 from .connectivity import _ends, _spanning_rows
 from .plan_rows import _in_pods, _rows, _table
 
-__all__ = ["fanout_flows", "forest_schedule", "restore", "wave_pins"]
+__all__ = ["fanout_flows", "forest_schedule", "restore", "scheme_choices", "wave_pins"]
 
 
 def forest_schedule(applied) -> tuple[dict, set, set, object]:
@@ -41,6 +43,36 @@ def forest_schedule(applied) -> tuple[dict, set, set, object]:
             periods |= set(range(first, first + f.n_waves + 1))
             firsts.add(first)
     return waves, periods, firsts, last
+
+
+def scheme_choices(applied, spec) -> list:
+    """One :class:`~rfabric.controllers.templates.Decision` per weight sync whose scheme the
+    forest rewrite chose (``WeightSyncForest(choose="faster")``, ``applied`` as
+    :func:`forest_schedule`): action ``"scheme: forest"`` (period: the forest's first) or
+    ``"scheme: trace's own"`` (period: the weight sync's), the detail both predictions
+    (:func:`rfabric.controllers.forest.sync_time`, in bytes at line rate and in seconds at
+    the rate of ``spec``'s fastest GPU NIC)."""
+    from .templates import Decision
+
+    nic = np.asarray(spec.links.kind == "nic")
+    rate = float(spec.links.rate_bps[nic].max()) if nic.any() else float(spec.links.rate_bps.max())
+    out = []
+    for r in applied:
+        if r.rewrite.name != "weight_sync_forest":
+            continue
+        for c in r.schedule.get("choices", ()):
+            forest = c["chosen"] == "forest"
+            tf, to = c["forest_bytes"] * 8 / rate, c["own_bytes"] * 8 / rate
+            detail = (
+                f"iteration {c['iteration']}'s weight sync (period {c['period']}, {c['ops']} ops): predicted "
+                f"{tf * 1e3:.3f} ms over the forest, {to * 1e3:.3f} ms over the trace's own ops "
+                f"({c['forest_bytes']:.0f} and {c['own_bytes']:.0f} bytes at {rate / 1e9:g} Gb/s; "
+                f"rfabric.controllers.forest.sync_time)"
+            )
+            period = c["forest_period"] if forest else c["period"]
+            action = "scheme: forest" if forest else "scheme: trace's own"
+            out.append(Decision(int(period), "weight_sync", action, 0, detail, c.get("job") or "job0"))
+    return out
 
 
 def fanout_flows(applied) -> dict:
