@@ -403,7 +403,9 @@ class Results:
         ``controller_wall_s`` (wall time inside ``plan``, s; not part of ``wall_s``),
         ``plan_changes`` (plans the controller applied) and ``rewrites`` (one dict per workload
         rewrite the run applied: ``rewrite``, ``algorithm``, ``params``, ``ops_replaced``,
-        ``ops_produced``, ``locality``; docs/fairness.md).
+        ``ops_produced``, ``locality``, and for ``WeightSyncForest(choose="faster")``
+        ``choices``, the scheme kept per weight sync and both predicted times;
+        docs/fairness.md).
     """
 
     flows: pa.Table
