@@ -293,6 +293,13 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// Sample the paths of flow f's kSamples frames into `out`, frame by frame, as the ports'
   /// offered load (path_cache.cpp) makes adaptive and multipath choices take them.
   void sample_paths(uint32_t f, PathSet& out);
+  /// Refill the shares of a sampled path set `ps` of a flow offering `rate` bit/s over its
+  /// paths so the ports they choose among carry the offered load alike (path_balance.cpp).
+  void balance_split(PathSet& ps, double rate);
+  static constexpr uint32_t kBalanceUnits = 4 * kSamples;
+  std::vector<double> bal_load_;
+  std::vector<uint32_t> bal_in_, bal_path_ports_, bal_path_end_, bal_units_, bal_diff_end_;
+  std::vector<std::pair<uint32_t, uint32_t>> bal_diff_;  ///< (port index, times crossed)
   /// The paths flow f starts on: with load routing sampled now (into fresh_), else cached.
   PathSet& start_paths(uint32_t f);
   /// What flow f offers when it starts (bit/s): its line rate, each copy.

@@ -177,6 +177,7 @@ void FlowNetwork::sample_paths(uint32_t f, PathSet& out) {
   touched_.clear();
   out.coef.resize(out.ports.size());
   for (size_t i = 0; i < out.ports.size(); ++i) out.coef[i] = static_cast<double>(count[i]) / samples;
+  balance_split(out, offered_rate(f));
 }
 
 double FlowNetwork::offered_rate(uint32_t f) const {
