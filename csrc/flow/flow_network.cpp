@@ -481,6 +481,11 @@ void FlowNetwork::share_by_input(const std::vector<uint32_t>& subs, const std::v
   // and again while they move (at most kRounds fills). A NIC serves its own flows in turn
   // (its first port keeps the even share); a flow spread over several paths has no one
   // input and keeps its weight.
+  //
+  // Weights that come back to those of the fill before last (a bottleneck that moves away
+  // under the new weights and back under the old ones) would alternate between the two
+  // fills to the last round: the fill the rounds would end on is known then, and is taken
+  // as it is (kept from when it was made) without filling again.
   Fill& w = fill_;
   const size_t ns = subs.size(), np = ports.size();
   if (at_switch_.size() != ports_.size()) {
@@ -488,6 +493,19 @@ void FlowNetwork::share_by_input(const std::vector<uint32_t>& subs, const std::v
     for (uint32_t p = 0; p < ports_.size(); ++p) at_switch_[p] = fwd_.nodes()[fwd_.channel(p).node].gpu < 0;
   }
   base_weight_.assign(w.weight.begin(), w.weight.begin() + static_cast<ptrdiff_t>(ns));
+  // per flow: it has one path (every coefficient 1), so one input
+  single_.resize(ns);
+  for (size_t i = 0; i < ns; ++i) {
+    bool one = true;
+    for (uint32_t k = i ? w.sub_end[i - 1] : 0; k < w.sub_end[i]; ++k) one = one && w.sub_coef[k] == 1.0;
+    single_[i] = one;
+  }
+  // per local port: flows that it arbitrates (a count, then where its run starts in order_);
+  // per input port: the arbitration port it was last counted for (stamp) and its copies there
+  group_count_.assign(np + 1, 0);
+  input_stamp_.assign(np, 0);
+  input_copies_.resize(np);
+  uint32_t stamp = 0;
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round) {
     // per port: the one port bottlenecking every flow through it, if one does (else kNone)
@@ -500,44 +518,70 @@ void FlowNetwork::share_by_input(const std::vector<uint32_t>& subs, const std::v
         if (w.bneck[w.port_sub[k]] != x) x = kNone;
       pass_to_[lp] = x;
     }
-    groups_.clear();  // (arbitration port << 32 | input port, flow), local indices
+    groups_.clear();  // (arbitration port << 32 | input port, flow), local indices, in flow order
     for (size_t i = 0; i < ns; ++i) {
       const uint32_t b = w.bneck[i];
-      if (b == kNone) continue;
+      if (b == kNone || !single_[i]) continue;
       const uint32_t lo = i ? w.sub_end[i - 1] : 0, hi = w.sub_end[i];
-      bool single = true;
-      for (uint32_t k = lo; k < hi; ++k) single = single && w.sub_coef[k] == 1.0;
-      if (!single) continue;
       for (uint32_t k = lo + 1; k < hi; ++k) {
         const uint32_t lp = w.sub_port[k];
         if (pass_to_[lp] != b && (lp != b || !at_switch_[ports[lp]])) continue;
         groups_.emplace_back((uint64_t{lp} << 32) | w.sub_port[k - 1], static_cast<uint32_t>(i));
+        ++group_count_[lp + 1];
         break;
       }
     }
+    // the groups by arbitration port (a counting sort: the copies are whole numbers, so their
+    // sums are exact in any order)
+    for (size_t lp = 0; lp < np; ++lp) group_count_[lp + 1] += group_count_[lp];
+    order_.resize(groups_.size());
+    for (size_t j = 0; j < groups_.size(); ++j)
+      order_[group_count_[groups_[j].first >> 32]++] = static_cast<uint32_t>(j);
     new_weight_.assign(base_weight_.begin(), base_weight_.end());
-    std::sort(groups_.begin(), groups_.end());
-    for (size_t a = 0; a < groups_.size();) {
-      const uint64_t port = groups_[a].first >> 32;
-      size_t z = a;
+    for (size_t a = 0, lp = 0; a < groups_.size(); ++lp) {
+      const size_t z = group_count_[lp];  // (the run of port lp: [a, z))
+      if (z == a) continue;
+      ++stamp;
       double copies = 0;
       uint32_t inputs = 0;
-      for (; z < groups_.size() && groups_[z].first >> 32 == port; ++z) {
-        copies += base_weight_[groups_[z].second];
-        inputs += z == a || groups_[z].first != groups_[z - 1].first;
+      for (size_t j = a; j < z; ++j) {
+        const auto& [key, i] = groups_[order_[j]];
+        const auto in = static_cast<uint32_t>(key);
+        if (input_stamp_[in] != stamp) {
+          input_stamp_[in] = stamp;
+          input_copies_[in] = 0;
+          ++inputs;
+        }
+        input_copies_[in] += base_weight_[i];
+        copies += base_weight_[i];
       }
-      for (size_t g = a; g < z;) {
-        size_t e = g;
-        double n = 0;
-        for (; e < z && groups_[e].first == groups_[g].first; ++e) n += base_weight_[groups_[e].second];
-        const double scale = copies / (inputs * n);
-        for (size_t j = g; j < e; ++j)
-          new_weight_[groups_[j].second] = base_weight_[groups_[j].second] * scale;
-        g = e;
+      for (size_t j = a; j < z; ++j) {
+        const auto& [key, i] = groups_[order_[j]];
+        const double scale = copies / (inputs * input_copies_[static_cast<uint32_t>(key)]);
+        new_weight_[i] = base_weight_[i] * scale;
       }
       a = z;
     }
+    std::fill(group_count_.begin(), group_count_.end(), 0u);
     if (std::equal(new_weight_.begin(), new_weight_.end(), w.weight.begin())) return;
+    if (round > 0 && new_weight_ == prev_weight_) {
+      // back to the weights of the fill before last: the rounds left would alternate between
+      // it and the current one, and end on it when their number is odd
+      if ((kRounds - round) % 2 == 1) {
+        std::swap(w.rate, prev_.rate);
+        std::swap(w.bneck, prev_.bneck);
+        std::swap(w.left, prev_.left);
+        std::swap(w.plevel, prev_.plevel);
+        std::copy(prev_weight_.begin(), prev_weight_.end(), w.weight.begin());
+      }
+      return;
+    }
+    // keep this fill (its weights and outputs) in case the weights come back to it
+    prev_weight_.assign(w.weight.begin(), w.weight.begin() + static_cast<ptrdiff_t>(ns));
+    std::swap(w.rate, prev_.rate);
+    std::swap(w.bneck, prev_.bneck);
+    std::swap(w.left, prev_.left);
+    std::swap(w.plevel, prev_.plevel);
     std::copy(new_weight_.begin(), new_weight_.end(), w.weight.begin());
     water_fill(subs, ports);
   }

@@ -433,11 +433,21 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   // recomputation: seeds of the component(s) to recompute, and the scratch it reuses
   std::vector<uint32_t> seed_ports_, seed_subs_;
   std::vector<uint32_t> comp_subs_, comp_ports_, capped_;
-  /// share_by_input's scratch: each flow's copies and new weight, the (port, input) groups,
-  /// per port the one bottleneck of the flows through it.
-  std::vector<double> base_weight_, new_weight_;
+  /// share_by_input's scratch: each flow's copies, new weight and weight in the fill before
+  /// the current one, whether it has one path; the (port, input) groups and their order by
+  /// port; per port the one bottleneck of the flows through it, how many flows it
+  /// arbitrates, and as an input its copies at the port being counted; the outputs of the
+  /// fill before the current one.
+  std::vector<double> base_weight_, new_weight_, prev_weight_;
+  std::vector<uint8_t> single_;
   std::vector<std::pair<uint64_t, uint32_t>> groups_;
-  std::vector<uint32_t> pass_to_;
+  std::vector<uint32_t> order_, pass_to_, group_count_, input_stamp_;
+  std::vector<double> input_copies_;
+  struct FillOut {
+    std::vector<double> rate, left, plevel;
+    std::vector<uint32_t> bneck;
+  };
+  FillOut prev_;
   std::vector<uint8_t> at_switch_;       ///< per port: it leaves a switch (not a GPU)
   std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
   /// Per subflow slot (per port): the recomputation that last reached it (the low 32 bits of
