@@ -104,7 +104,7 @@ uint32_t Network::pop_queue(Port& pt) {
 void Network::try_transmit(uint32_t port) { transmit_next(port); }
 
 void Network::on_tx_done(void* self, SimTime time, uint32_t port, uint32_t) {
-  Hot{static_cast<Network*>(self), 0, 0}.tx_done(time, port);
+  Hot{static_cast<Network*>(self)}.tx_done(time, port);
 }
 
 void Network::transmit_next(uint32_t port) {
@@ -424,7 +424,7 @@ void Network::Hot::tx_done(SimTime time, uint32_t port) {
 }
 
 uint64_t Network::run(SimTime until, uint64_t max_events) {
-  return eng_.run_hot(until, max_events, Hot{this, kind_base_ + kArrive, kind_base_ + kTxDone});
+  return eng_.run_hot(until, max_events, Hot{this});
 }
 
 void Network::on_arrive(void* self, SimTime, uint32_t pkt, uint32_t) {

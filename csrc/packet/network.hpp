@@ -376,6 +376,9 @@ class Network final : public engine::Handler, public FlowFabric {
     kStartOne,
     kNumSub
   };
+  /// The kind of kArrive (the first the engine hands out: the constructor checks it); the
+  /// others follow in Sub's order.
+  static constexpr uint32_t kind_base_ = 0;
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const {
     return fwd_.first_port(src_gpu, dst_gpu, hash);
@@ -435,7 +438,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// What Engine::run_hot() calls inline for the two per-frame kinds.
   struct Hot {
     Network* net;
-    uint32_t arrive_kind, tx_done_kind;
+    static constexpr uint32_t arrive_kind = kind_base_ + kArrive, tx_done_kind = kind_base_ + kTxDone;
     RF_HOT void arrive(uint32_t pkt);
     RF_HOT void tx_done(SimTime time, uint32_t port);
   };
@@ -515,7 +518,6 @@ class Network final : public engine::Handler, public FlowFabric {
 
   engine::Engine& eng_;
   EngineConfig cfg_;
-  uint32_t kind_base_ = 0;
   bool lossless_ = true;
   Bytes mtu_ = 0, header_ = 0;
   double ecn_pmax_ = 0;

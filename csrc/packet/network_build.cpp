@@ -62,7 +62,11 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
 
   // Arrivals and transmit completions, nearly every event, get direct handlers of their own
   // (the event's fields in registers, no virtual call, no switch in on_event).
-  kind_base_ = eng_.register_direct(&on_arrive, this);
+  // The network is its engine's first handler (the Simulator builds it right after the
+  // engine), so its kinds are constants: the per-frame pushes store an immediate kind and the
+  // loop tests the two hot kinds against immediates.
+  RF_CHECK(eng_.register_direct(&on_arrive, this) == kind_base_,
+           "the packet network must be the first handler registered on its engine");
   eng_.register_direct(&on_tx_done, this);
   for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
   changes_.attach(eng_, *this, fwd_, kind_base_ + kTopologyChange);
