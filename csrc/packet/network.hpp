@@ -552,6 +552,7 @@ class Network final : public engine::Handler, public FlowFabric {
   size_t next_start_ = 0;
 
   PacketPool pool_;
+  static constexpr uint32_t kFramesPerGpu = 64;  ///< frames (and events) reserved per GPU
   std::unique_ptr<Transport> transport_;
   /// Sites with a transport of their own between them: the flows' transports and headers, and
   /// the cross-site transport (two_: it exists).
