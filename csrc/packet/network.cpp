@@ -162,10 +162,12 @@ void Network::schedule_nic_pull(uint32_t port) {
 void Network::transmit(uint32_t port, uint32_t pkt) {
   const Packet& p = pool_[pkt];
   if (p.port != kNone) release_ingress(p.port, p.size_bytes);  // it leaves the node it arrived at
-  put_on_wire(port, pkt);
+  put_on_wire(port, pkt, true);                                // (both callers have just found the port idle)
 }
 
-void Network::put_on_wire(uint32_t port, uint32_t pkt) {
+void Network::put_on_wire(uint32_t port, uint32_t pkt) { put_on_wire(port, pkt, false); }
+
+void Network::put_on_wire(uint32_t port, uint32_t pkt, bool found_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
   const SimTime now = eng_.now();
@@ -184,7 +186,9 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
   }
   p.port = port;
   p.chan_gen = pt.gen;
-  counters_.busy_starts += pt.busy_until > now;  // INVARIANT: one frame at a time per port
+  // INVARIANT: one frame at a time per port (a caller that has just found the port idle, with
+  // nothing run since that could start a frame, says so and is not tested again)
+  if (!found_idle) counters_.busy_starts += pt.busy_until > now;
   RF_DCHECK(pt.busy_until <= now && !port_info_[port].inert && p.size_bytes > 0);
   pt.busy_until = now + ser;
   pt.tx_bytes += p.size_bytes;

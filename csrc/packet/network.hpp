@@ -431,6 +431,9 @@ class Network final : public engine::Handler, public FlowFabric {
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
+  /// put_on_wire(); `found_idle`: the caller has just found the port idle (busy_until <= now)
+  /// and run nothing since that could start a frame on it.
+  RF_HOT void put_on_wire(uint32_t port, uint32_t pkt, bool found_idle);
   RF_HOT void arrive(uint32_t pkt);
   /// The engine's direct handlers (Engine::register_direct) of arrivals (arrive() inlined:
   /// one call per hop) and transmit-dones (try_transmit() inlined).
