@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "engine/check.hpp"
+#include "packet/transports/roce.hpp"
 
 namespace rfabric::net {
 
@@ -54,7 +55,8 @@ Network::NicPull Network::pull_nic(uint32_t port) {
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
+  const SimTime next = roce_ != nullptr ? roce_->next_packet(top.flow, p, pool_.ends(pkt))
+                                        : transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -411,7 +413,11 @@ void Network::straight_through_cold(uint32_t out, uint32_t pkt) {
 void Network::deliver(uint32_t pkt) {
   Packet& p = pool_[pkt];
   ++counters_.packets_delivered;
-  transport_of(p.flow).receive(p, pool_.ends(pkt));
+  if (roce_ != nullptr) {
+    roce_->receive(p, pool_.ends(pkt));
+  } else {
+    transport_of(p.flow).receive(p, pool_.ends(pkt));
+  }
   release_packet(pkt);
 }
 

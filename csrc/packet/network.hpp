@@ -32,6 +32,10 @@
 #include "packet/packet.hpp"
 #include "packet/transport.hpp"
 
+namespace rfabric::proto {
+class Roce;  // packet/transports/roce.hpp
+}  // namespace rfabric::proto
+
 namespace rfabric::net {
 
 struct alignas(64) Port {  // 128 bytes: an index becomes an address with one shift
@@ -562,6 +566,9 @@ class Network final : public engine::Handler, public FlowFabric {
   FlowTransports ft_;
   bool two_ = false;
   std::unique_ptr<Transport> cross_transport_;
+  /// The transport when it is RoCE for every flow (else null): the frame pull and the delivery
+  /// call its per-frame members directly, inlined, instead of through the Transport interface.
+  proto::Roce* roce_ = nullptr;
   FlowObserver* observer_ = nullptr;
   RunCounters counters_;
   /// The port whose NIC is inside Transport::next_packet (kNone otherwise): an activate()

@@ -6,6 +6,7 @@
 
 #include "engine/check.hpp"
 #include "packet/network.hpp"
+#include "packet/transports/roce.hpp"
 
 namespace rfabric::net {
 
@@ -82,6 +83,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
   ft_ = FlowTransports(spec, num_gpus(), header_, cfg_.header_bytes);
   two_ = ft_.two();
+  if (!two_) roce_ = dynamic_cast<proto::Roce*>(transport_.get());
   RF_CHECK(ft_.header(1) >= 0 && ft_.header(1) < cfg_.mtu_bytes, "header_bytes ", ft_.header(1),
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   transport_->set_framing(header_, cfg_.mtu_bytes);
