@@ -55,8 +55,15 @@ Network::NicPull Network::pull_nic(uint32_t port) {
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = roce_ != nullptr ? roce_->next_packet(top.flow, p, pool_.ends(pkt))
-                                        : transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
+  SimTime next;
+  bool last;  // the frame carries its flow's last new byte
+  if (roce_ != nullptr) {
+    next = roce_->next_packet(top.flow, p, pool_.ends(pkt));
+    last = next == kNever;  // (RoCE's next_packet: kNever exactly when no new byte is left)
+  } else {
+    next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
+    last = flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow];
+  }
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -65,17 +72,21 @@ Network::NicPull Network::pull_nic(uint32_t port) {
     flows_.nic_ready[top.flow] = std::max(next, now);
     auto& h = s.heap;
     const NicScheduler::Entry e{flows_.nic_ready[top.flow], nic_seq_++, top.flow, top.gen};
-    size_t i = 0;
-    const size_t n = h.size();
-    for (;;) {
-      size_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && later(h[c], h[c + 1])) ++c;  // the earlier child
-      if (!later(e, h[c])) break;
-      h[i] = h[c];
-      i = c;
+    if (&h.back() == &h.front()) {
+      h.front() = e;  // (the NIC's only flow: nothing to sift, and no division for the size)
+    } else {
+      size_t i = 0;
+      const size_t n = h.size();
+      for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && later(h[c], h[c + 1])) ++c;  // the earlier child
+        if (!later(e, h[c])) break;
+        h[i] = h[c];
+        i = c;
+      }
+      h[i] = e;
     }
-    h[i] = e;
   } else {
     // Done, window-limited, or re-paced by the transport (a newer slot was pushed): the
     // entry we served leaves the heap.
@@ -84,8 +95,8 @@ Network::NicPull Network::pull_nic(uint32_t port) {
       s.heap.pop_back();
     }
   }
-  // (the byte counts first: nearly every frame is not its flow's last, one test then)
-  if (flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow] && !flows_.sent_notified[top.flow]) {
+  // (last first: nearly every frame is not its flow's last, one test then)
+  if (last && !flows_.sent_notified[top.flow]) {
     flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
     if (observer_ != nullptr) observer_->on_flow_sent(top.flow);
   }

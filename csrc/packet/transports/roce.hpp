@@ -59,6 +59,7 @@ class Roce final : public net::Transport {
     net_.activate(f, net_.now());
   }
 
+  /// (kNever exactly when the frame took the flow's last new byte: Network::pull_nic relies on it.)
   SimTime next_packet(uint32_t f, Packet& p, PacketEnds&) override {
     State& s = st_[f];
     auto& flows = net_.flows_mut();
