@@ -5,7 +5,8 @@
 // valid pending TxDone event, at tx_event_at (busy_until, or for an idle-queue NIC port the
 // later of busy_until and its earliest flow slot); older ones are stale and skipped. A packet
 // on a wire has exactly one pending Arrive event, at tx end + propagation + the next node's
-// latency. The network knows transports only through the Transport interface.
+// latency. The network knows transports through the Transport interface, except RoCE's
+// per-frame members, which it calls directly when RoCE carries every flow (Network::roce_).
 //
 // Where a frame goes is the forwarding layer's (net::Forwarding, forwarding.hpp: topology,
 // channel states, tables, relays), which the network owns by value; the ports copy each
