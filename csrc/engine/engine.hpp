@@ -67,6 +67,9 @@ class Engine {
   void clear_stop() { stop_ = false; }
   bool stop_requested() const { return stop_; }
 
+  /// Room for n pending events before the queue's node pool grows (and moves).
+  void reserve_events(size_t n) { queue_.reserve(n); }
+
   SimTime now() const { return now_; }
   /// Time of the next pending event, or kNever.
   SimTime peek() { return queue_.empty() ? kNever : queue_.top().time; }

@@ -118,6 +118,9 @@ class EventQueue {
     return true;
   }
 
+  /// Room for n pending events without moving the node pool (untouched until used).
+  void reserve(size_t n) { nodes_.reserve(n); }
+
   /// The next event; the queue must not be empty.
   const Event& top() {
     prepare();

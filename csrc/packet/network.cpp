@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "engine/check.hpp"
+#include "packet/transports/roce.hpp"
 
 namespace rfabric::net {
 
@@ -54,7 +55,15 @@ Network::NicPull Network::pull_nic(uint32_t port) {
   ++flows_.packets[top.flow];
   flows_.nic_ready[top.flow] = kNever;
   pulling_port_ = port;
-  const SimTime next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
+  SimTime next;
+  bool last;  // the frame carries its flow's last new byte
+  if (roce_ != nullptr) {
+    next = roce_->next_packet(top.flow, p, pool_.ends(pkt));
+    last = next == kNever;  // (RoCE's next_packet: kNever exactly when no new byte is left)
+  } else {
+    next = transport_of(top.flow).next_packet(top.flow, p, pool_.ends(pkt));
+    last = flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow];
+  }
   pulling_port_ = kNone;
   ++counters_.packets;
   if (next != kNever && flows_.nic_ready[top.flow] == kNever) {
@@ -63,17 +72,21 @@ Network::NicPull Network::pull_nic(uint32_t port) {
     flows_.nic_ready[top.flow] = std::max(next, now);
     auto& h = s.heap;
     const NicScheduler::Entry e{flows_.nic_ready[top.flow], nic_seq_++, top.flow, top.gen};
-    size_t i = 0;
-    const size_t n = h.size();
-    for (;;) {
-      size_t c = 2 * i + 1;
-      if (c >= n) break;
-      if (c + 1 < n && later(h[c], h[c + 1])) ++c;  // the earlier child
-      if (!later(e, h[c])) break;
-      h[i] = h[c];
-      i = c;
+    if (&h.back() == &h.front()) {
+      h.front() = e;  // (the NIC's only flow: nothing to sift, and no division for the size)
+    } else {
+      size_t i = 0;
+      const size_t n = h.size();
+      for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && later(h[c], h[c + 1])) ++c;  // the earlier child
+        if (!later(e, h[c])) break;
+        h[i] = h[c];
+        i = c;
+      }
+      h[i] = e;
     }
-    h[i] = e;
   } else {
     // Done, window-limited, or re-paced by the transport (a newer slot was pushed): the
     // entry we served leaves the heap.
@@ -82,8 +95,8 @@ Network::NicPull Network::pull_nic(uint32_t port) {
       s.heap.pop_back();
     }
   }
-  // (the byte counts first: nearly every frame is not its flow's last, one test then)
-  if (flows_.sent_bytes[top.flow] >= flows_.size_bytes[top.flow] && !flows_.sent_notified[top.flow]) {
+  // (last first: nearly every frame is not its flow's last, one test then)
+  if (last && !flows_.sent_notified[top.flow]) {
     flows_.sent_notified[top.flow] = 1;  // its last new byte is in the frame leaving now
     if (observer_ != nullptr) observer_->on_flow_sent(top.flow);
   }
@@ -104,7 +117,7 @@ uint32_t Network::pop_queue(Port& pt) {
 void Network::try_transmit(uint32_t port) { transmit_next(port); }
 
 void Network::on_tx_done(void* self, SimTime time, uint32_t port, uint32_t) {
-  Hot{static_cast<Network*>(self), 0, 0}.tx_done(time, port);
+  Hot{static_cast<Network*>(self)}.tx_done(time, port);
 }
 
 void Network::transmit_next(uint32_t port) {
@@ -162,10 +175,12 @@ void Network::schedule_nic_pull(uint32_t port) {
 void Network::transmit(uint32_t port, uint32_t pkt) {
   const Packet& p = pool_[pkt];
   if (p.port != kNone) release_ingress(p.port, p.size_bytes);  // it leaves the node it arrived at
-  put_on_wire(port, pkt);
+  put_on_wire(port, pkt, true);                                // (both callers have just found the port idle)
 }
 
-void Network::put_on_wire(uint32_t port, uint32_t pkt) {
+void Network::put_on_wire(uint32_t port, uint32_t pkt) { put_on_wire(port, pkt, false); }
+
+void Network::put_on_wire(uint32_t port, uint32_t pkt, bool found_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
   const SimTime now = eng_.now();
@@ -184,7 +199,9 @@ void Network::put_on_wire(uint32_t port, uint32_t pkt) {
   }
   p.port = port;
   p.chan_gen = pt.gen;
-  counters_.busy_starts += pt.busy_until > now;  // INVARIANT: one frame at a time per port
+  // INVARIANT: one frame at a time per port (a caller that has just found the port idle, with
+  // nothing run since that could start a frame, says so and is not tested again)
+  if (!found_idle) counters_.busy_starts += pt.busy_until > now;
   RF_DCHECK(pt.busy_until <= now && !port_info_[port].inert && p.size_bytes > 0);
   pt.busy_until = now + ser;
   pt.tx_bytes += p.size_bytes;
@@ -407,7 +424,11 @@ void Network::straight_through_cold(uint32_t out, uint32_t pkt) {
 void Network::deliver(uint32_t pkt) {
   Packet& p = pool_[pkt];
   ++counters_.packets_delivered;
-  transport_of(p.flow).receive(p, pool_.ends(pkt));
+  if (roce_ != nullptr) {
+    roce_->receive(p, pool_.ends(pkt));
+  } else {
+    transport_of(p.flow).receive(p, pool_.ends(pkt));
+  }
   release_packet(pkt);
 }
 
@@ -424,7 +445,7 @@ void Network::Hot::tx_done(SimTime time, uint32_t port) {
 }
 
 uint64_t Network::run(SimTime until, uint64_t max_events) {
-  return eng_.run_hot(until, max_events, Hot{this, kind_base_ + kArrive, kind_base_ + kTxDone});
+  return eng_.run_hot(until, max_events, Hot{this});
 }
 
 void Network::on_arrive(void* self, SimTime, uint32_t pkt, uint32_t) {

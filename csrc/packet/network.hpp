@@ -5,7 +5,8 @@
 // valid pending TxDone event, at tx_event_at (busy_until, or for an idle-queue NIC port the
 // later of busy_until and its earliest flow slot); older ones are stale and skipped. A packet
 // on a wire has exactly one pending Arrive event, at tx end + propagation + the next node's
-// latency. The network knows transports only through the Transport interface.
+// latency. The network knows transports through the Transport interface, except RoCE's
+// per-frame members, which it calls directly when RoCE carries every flow (Network::roce_).
 //
 // Where a frame goes is the forwarding layer's (net::Forwarding, forwarding.hpp: topology,
 // channel states, tables, relays), which the network owns by value; the ports copy each
@@ -31,6 +32,10 @@
 #include "fabric/transport_traits.hpp"
 #include "packet/packet.hpp"
 #include "packet/transport.hpp"
+
+namespace rfabric::proto {
+class Roce;  // packet/transports/roce.hpp
+}  // namespace rfabric::proto
 
 namespace rfabric::net {
 
@@ -376,6 +381,9 @@ class Network final : public engine::Handler, public FlowFabric {
     kStartOne,
     kNumSub
   };
+  /// The kind of kArrive (the first the engine hands out: the constructor checks it); the
+  /// others follow in Sub's order.
+  static constexpr uint32_t kind_base_ = 0;
 
   uint32_t first_port_for(uint32_t src_gpu, uint32_t dst_gpu, uint32_t hash) const {
     return fwd_.first_port(src_gpu, dst_gpu, hash);
@@ -428,6 +436,9 @@ class Network final : public engine::Handler, public FlowFabric {
   RF_HOT void transmit(uint32_t port, uint32_t pkt);
   /// transmit() for a frame whose ingress accounting is already settled.
   RF_HOT void put_on_wire(uint32_t port, uint32_t pkt);
+  /// put_on_wire(); `found_idle`: the caller has just found the port idle (busy_until <= now)
+  /// and run nothing since that could start a frame on it.
+  RF_HOT void put_on_wire(uint32_t port, uint32_t pkt, bool found_idle);
   RF_HOT void arrive(uint32_t pkt);
   /// The engine's direct handlers (Engine::register_direct) of arrivals (arrive() inlined:
   /// one call per hop) and transmit-dones (try_transmit() inlined).
@@ -435,7 +446,7 @@ class Network final : public engine::Handler, public FlowFabric {
   /// What Engine::run_hot() calls inline for the two per-frame kinds.
   struct Hot {
     Network* net;
-    uint32_t arrive_kind, tx_done_kind;
+    static constexpr uint32_t arrive_kind = kind_base_ + kArrive, tx_done_kind = kind_base_ + kTxDone;
     RF_HOT void arrive(uint32_t pkt);
     RF_HOT void tx_done(SimTime time, uint32_t port);
   };
@@ -515,7 +526,6 @@ class Network final : public engine::Handler, public FlowFabric {
 
   engine::Engine& eng_;
   EngineConfig cfg_;
-  uint32_t kind_base_ = 0;
   bool lossless_ = true;
   Bytes mtu_ = 0, header_ = 0;
   double ecn_pmax_ = 0;
@@ -550,12 +560,16 @@ class Network final : public engine::Handler, public FlowFabric {
   size_t next_start_ = 0;
 
   PacketPool pool_;
+  static constexpr uint32_t kFramesPerGpu = 64;  ///< frames (and events) reserved per GPU
   std::unique_ptr<Transport> transport_;
   /// Sites with a transport of their own between them: the flows' transports and headers, and
   /// the cross-site transport (two_: it exists).
   FlowTransports ft_;
   bool two_ = false;
   std::unique_ptr<Transport> cross_transport_;
+  /// The transport when it is RoCE for every flow (else null): the frame pull and the delivery
+  /// call its per-frame members directly, inlined, instead of through the Transport interface.
+  proto::Roce* roce_ = nullptr;
   FlowObserver* observer_ = nullptr;
   RunCounters counters_;
   /// The port whose NIC is inside Transport::next_packet (kNone otherwise): an activate()

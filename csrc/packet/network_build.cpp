@@ -6,6 +6,7 @@
 
 #include "engine/check.hpp"
 #include "packet/network.hpp"
+#include "packet/transports/roce.hpp"
 
 namespace rfabric::net {
 
@@ -60,9 +61,20 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
     }
   }
 
+  // The frame pool and the event nodes grow by doubling, each move a copy of the whole pool
+  // (on the per-frame path); reserved for kFramesPerGpu frames per GPU, address space only
+  // until used, most runs never move them (the 1,024-GPU permutation of bench/one_run.py peaks
+  // at 38 frames per GPU).
+  pool_.reserve(size_t{kFramesPerGpu} * num_gpus());
+  eng_.reserve_events(size_t{kFramesPerGpu} * num_gpus());
+
   // Arrivals and transmit completions, nearly every event, get direct handlers of their own
   // (the event's fields in registers, no virtual call, no switch in on_event).
-  kind_base_ = eng_.register_direct(&on_arrive, this);
+  // The network is its engine's first handler (the Simulator builds it right after the
+  // engine), so its kinds are constants: the per-frame pushes store an immediate kind and the
+  // loop tests the two hot kinds against immediates.
+  RF_CHECK(eng_.register_direct(&on_arrive, this) == kind_base_,
+           "the packet network must be the first handler registered on its engine");
   eng_.register_direct(&on_tx_done, this);
   for (uint32_t k = kTxDone + 1; k < kNumSub; ++k) eng_.register_handler(this);
   changes_.attach(eng_, *this, fwd_, kind_base_ + kTopologyChange);
@@ -71,6 +83,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   header_ = cfg_.header_bytes >= 0 ? cfg_.header_bytes : transport_->header_bytes();
   ft_ = FlowTransports(spec, num_gpus(), header_, cfg_.header_bytes);
   two_ = ft_.two();
+  if (!two_) roce_ = dynamic_cast<proto::Roce*>(transport_.get());
   RF_CHECK(ft_.header(1) >= 0 && ft_.header(1) < cfg_.mtu_bytes, "header_bytes ", ft_.header(1),
            " must be smaller than mtu_bytes ", cfg_.mtu_bytes);
   transport_->set_framing(header_, cfg_.mtu_bytes);

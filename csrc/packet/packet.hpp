@@ -47,6 +47,11 @@ static_assert(sizeof(Packet) == 32, "two frames per cache line");
 
 class PacketPool {
  public:
+  /// Room for n frames without moving the pool (untouched memory: nothing resident until used).
+  void reserve(size_t n) {
+    packets_.reserve(n);
+    ends_.reserve(n);
+  }
   uint32_t alloc() {
     if (free_ != kNone) {
       const uint32_t i = free_;
