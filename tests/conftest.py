@@ -113,3 +113,23 @@ def load_bench(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def weight_sync_trace(gen_gpus):
+    """A tiny model's RL iteration: 64 train GPUs (16 weight shards) and ``gen_gpus``
+    generation GPUs in one generator pod (tp 8)."""
+    tiny = rf.traces.ModelConfig(
+        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
+    )
+    return rf.traces.generate_rl(
+        model=tiny,
+        train_gpus=64,
+        gen_gpus=gen_gpus,
+        train=dict(tp=8, pp=2, dp=4),
+        gen=dict(tp=8),
+        iterations=1,
+        seed=3,
+        global_batch=32,
+        decode_steps_per_op=256,
+        pod_gpus=gen_gpus,
+    )

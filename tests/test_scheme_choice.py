@@ -4,6 +4,7 @@
 
 import numpy as np
 import pytest
+from conftest import weight_sync_trace
 
 import rfabric as rf
 from rfabric.controllers.forest import sync_time
@@ -48,26 +49,6 @@ def test_sync_time_closed_forms():
     assert one([([0, 4, 5, 6], "broadcast", "direct", [])], pods, (1, 1)) == 3 * S
 
 
-def tiny_trace(gen_gpus):
-    """A tiny model's RL iteration: 64 train GPUs (16 weight shards) and ``gen_gpus``
-    generation GPUs in one generator pod (tp 8)."""
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
-    )
-    return rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=64,
-        gen_gpus=gen_gpus,
-        train=dict(tp=8, pp=2, dp=4),
-        gen=dict(tp=8),
-        iterations=1,
-        seed=3,
-        global_batch=32,
-        decode_steps_per_op=256,
-        pod_gpus=gen_gpus,
-    )
-
-
 def choice(trace, fabric):
     """The rule's choices on ``fabric``, as the results record them."""
     _, applied, _ = apply_rewrites(trace, [WeightSyncForest(choose="faster")], locality(fabric))
@@ -99,7 +80,7 @@ def test_the_rule_picks_the_scheme_that_runs_faster_in_packets(gen_gpus, faster)
     """Oracle: a packet run of each scheme under the stage-aware controller (RFabric 256 in
     PoDs of 64 GPUs, train in PoD 0); the rule, which sees only the ops and the locality,
     picks the one that ends first."""
-    trace = tiny_trace(gen_gpus)
+    trace = weight_sync_trace(gen_gpus)
     fabric = rf.topologies.RFabric(256, pod_servers=8)
     (c,) = choice(trace, fabric)
     forest_end, _ = weight_sync_end(trace, fabric, "always", "packet")
@@ -114,7 +95,7 @@ def test_the_choice_is_in_the_decision_log_and_the_results():
     rule is the run of the chosen scheme (same end, same ops)."""
     fabric = rf.topologies.RFabric(256, pod_servers=8)
     for gen_gpus, action in ((64, "scheme: forest"), (192, "scheme: trace's own")):
-        trace = tiny_trace(gen_gpus)
+        trace = weight_sync_trace(gen_gpus)
         end, ctl = weight_sync_end(trace, fabric, True, "flow")
         (d,) = [d for d in ctl.log if d.action.startswith("scheme")]
         assert d.action == action and d.stage == "weight_sync"
@@ -138,7 +119,7 @@ def test_the_same_predictions_give_the_same_choice_on_every_fabric():
     """The rule reads the ops and the locality only: fabrics of the same locality (every
     packet-switched fabric, and RFabric of one PoD, are one domain) get the same
     predictions and the same choice; RFabric's PoDs get their own."""
-    trace = tiny_trace(64)
+    trace = weight_sync_trace(64)
     one_domain = [
         choice(trace, f)
         for f in (
@@ -162,7 +143,7 @@ def test_a_shards_sends_wait_for_its_own_holder_not_all_of_training():
     """Each Phase A root send depends on what its shard's holder (and receivers) waited for,
     not on the union over the weight sync: in the three-PoD case the first wave starts as
     the first holders' training ends, 12.3 ms before the last (flow backend)."""
-    trace = tiny_trace(192)
+    trace = weight_sync_trace(192)
     fabric = rf.topologies.RFabric(256, pod_servers=8)
     out, applied, _ = apply_rewrites(trace, [WeightSyncForest()], locality(fabric))
     a = trace.arrays()

@@ -3,7 +3,7 @@ in force, and the teardown."""
 
 import numpy as np
 import pytest
-from conftest import tiny_rl_trace
+from conftest import tiny_rl_trace, weight_sync_trace
 from test_stage_aware import view_for
 
 import rfabric as rf
@@ -105,32 +105,12 @@ def test_restore_puts_back_the_pods_rows_only():
     assert len(back) == len(pre) - 1 or len(back) == len(pre) - 2
 
 
-def one_pod_seeding_three():
-    """A tiny model's RL trace for RFabric 256 in PoDs of 64 GPUs: 64 train GPUs (one PoD)
-    seeding 192 generation GPUs (three PoDs)."""
-    tiny = rf.traces.ModelConfig(
-        name="tiny", layers=8, hidden=2048, heads=16, kv_heads=16, ffn=8192, vocab=32000
-    )
-    return rf.traces.generate_rl(
-        model=tiny,
-        train_gpus=64,
-        gen_gpus=192,
-        train=dict(tp=8, pp=2, dp=4),
-        gen=dict(tp=8),
-        iterations=1,
-        seed=3,
-        global_batch=32,
-        decode_steps_per_op=256,
-        pod_gpus=192,
-    )
-
-
 def first_forest_wave(ctl, t_ocs):
-    """Run one_pod_seeding_three() on RFabric 256 in PoDs of 64 GPUs under `ctl` (flow
-    backend): the op table, the forest's first wave's period and a mask of its sends."""
+    """Run weight_sync_trace(192) (64 train GPUs, one PoD, seeding 192 generation GPUs,
+    three PoDs) on RFabric 256 in PoDs of 64 GPUs under `ctl` (flow backend): the op table, the forest's first wave's period and a mask of its sends."""
     sim = rf.Simulation(
         rf.topologies.RFabric(256, pod_servers=8),
-        one_pod_seeding_three(),
+        weight_sync_trace(192),
         controller=ctl,
         backend="flow",
         t_ocs=t_ocs,
