@@ -121,13 +121,11 @@ class ControlLoop:
         # seen (its sends dry-run); 0 for ops of periods not seen
         self._dur = np.zeros(len(op_id), dtype=np.int64)
         self._dur_of: dict[int, int] = {}  # by the id of an _op_flows result (one per signature)
-        self._dur_version = 0  # bumped at each change of _dur (the executor reads it again then)
 
     def _durations(self, rows: np.ndarray) -> None:
         """Fill the lower bound of each op's communication time: the most bytes one GPU sends
         in it over that GPU's egress capacity (every link it has, at line rate)."""
         has = self._gpu_cap > 0
-        self._dur_version += 1
         for row, flows in zip(rows.tolist(), self._op_flows(rows), strict=True):
             d = self._dur_of.get(id(flows))
             if d is None:
@@ -168,7 +166,7 @@ class ControlLoop:
         # nor than its start bound plus its communication time's bound, self._dur), walked
         # over the unfinished ops in the executor
         flat = np.fromiter((r for rs in rows for r in rs), dtype=np.uint32)
-        bounds = self.sim.engine.start_bounds(flat, self._dur, now, self._dur_version).tolist()
+        bounds = self.sim.engine.start_bounds(flat, self._dur, now).tolist()
         out, at = [], 0
         for p, rs in zip(periods, rows, strict=True):
             out.append((p, max(min(bounds[at : at + len(rs)]), now)))
