@@ -83,14 +83,10 @@ class _Simulation:
     def header_bytes(self) -> int: ...
     record_flows: bool
     def op_log(self) -> dict[str, NDArray[np.int64]]: ...
-    def start_bounds(
-        self, rows: NDArray[np.uint32], dur: NDArray[np.int64], now: int, dur_version: int = -1
-    ) -> NDArray[np.int64]:
+    def start_bounds(self, rows: NDArray[np.uint32], dur: NDArray[np.int64], now: int) -> NDArray[np.int64]:
         """A lower bound of each op's start (ps, workload rows): a started op its start, else
         its compute gap after its dependencies' end bounds (a finished op its end; an
-        unfinished one no earlier than now, nor than its start bound plus dur[op]).
-        ``dur_version``: a count the caller bumps whenever it changes ``dur`` (-1: read it
-        all at every call)."""
+        unfinished one no earlier than now, nor than its start bound plus dur[op])."""
     def circuit_log(self) -> dict[str, NDArray[np.generic]]: ...
     def current_circuits(self) -> NDArray[np.uint32]: ...
     def current_circuits_lit_at(self) -> NDArray[np.int64]:

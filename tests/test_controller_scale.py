@@ -249,11 +249,12 @@ def _bounds_by_rows(a, start, end, dur, now):
     return np.array(lb, dtype=np.int64)
 
 
-def test_start_bounds_jump_chains_as_the_walk_op_by_op():
+def test_start_bounds_of_any_rows_match_the_bounds_op_by_op():
     # at every boundary of a run (the stage-aware controller planning ahead), the executor's
-    # start bounds of every op (chains of single-dependency ops jumped with prefix sums, a
-    # cursor per chain) equal the bounds computed op by op; durations change mid-run with
-    # their version bumped, and are read afresh with version -1
+    # start bounds (a backward pass marking the unfinished ops the asked rows wait on, a
+    # forward pass over those from the first unfinished row) equal the bounds computed op by
+    # op over every row: asked for every row, in reverse, and for a random part of the rows
+    # (the part's bounds need rows it does not ask); durations change mid-run
     rng = np.random.default_rng(7)
     trace = tiny_rl_trace()
     checks = []
@@ -265,20 +266,22 @@ def test_start_bounds_jump_chains_as_the_walk_op_by_op():
             n = len(a["op_id"])
             if len(checks) == 3:
                 self.dur[:] = rng.integers(0, 3 * 10**9, n)
-                self.version += 1
             log = sim.engine.op_log()
             now = int(sim.now)
             rows = np.arange(n, dtype=np.uint32)
             want = _bounds_by_rows(a, log["start_ps"], log["end_ps"], self.dur, now)
-            got = sim.engine.start_bounds(rows, self.dur, now, self.version)
-            again = sim.engine.start_bounds(rows[::-1].copy(), self.dur, now, -1)[::-1]
+            got = sim.engine.start_bounds(rows, self.dur, now)
+            again = sim.engine.start_bounds(rows[::-1].copy(), self.dur, now)[::-1]
+            part = rng.choice(rows, size=max(1, n // 7), replace=False)
+            some = sim.engine.start_bounds(part, self.dur, now)
             checks.append(bool((log["start_ps"] >= 0).any()))
             assert np.array_equal(got, want) and np.array_equal(again, want)
+            assert np.array_equal(some, want[part])
             return super().plan(intent, view)
 
     ctl = Checking()
     sim = rf.Simulation(rf.topologies.RFabric(64), trace, controller=ctl, backend="flow", t_ocs="10us")
-    ctl.sim, ctl.version = sim, 0
+    ctl.sim = sim
     ctl.dur = rng.integers(0, 10**9, len(sim.trace.arrays()["op_id"])).astype(np.int64)
     sim.run()
     assert len(checks) >= 6 and sum(checks) >= 4  # boundaries with ops started and not

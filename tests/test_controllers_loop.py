@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import tiny_rl_trace
+from conftest import tiny_rl_trace, weight_sync_trace
 
 import rfabric as rf
 from rfabric.controllers import Controller, StaticController, UniformController
@@ -423,6 +423,51 @@ def test_start_bounds_match_a_plain_walk_over_the_dependencies():
     memo.clear()
     part = rows[::3]
     assert sim.engine.start_bounds(part, dur, now).tolist() == [bound(int(r)) for r in part]
+
+
+def test_views_read_once_per_boundary_equal_a_fresh_read():
+    # the loop reads the circuits, their light, the failed and free ports and the active
+    # periods once per boundary and plan applied; every view equals what the Simulation
+    # says at that call, and no two views share an array (a controller may scribble on its)
+    seen = []
+
+    class Checking(rf.controllers.StageAwareController):
+        def plan(self, intent, view):
+            sim = self.sim
+            now = int(sim.now)
+            cur = sim.current_circuits()
+            down = sim.down_links()
+            failed = np.isin(view.ocs_ports, down) if down else np.zeros(len(view.ocs_ports), dtype=bool)
+            used = np.zeros(sim.spec.num_links, dtype=bool)
+            used[cur.a] = used[cur.b] = True
+            assert view.now_ps == now and same_plan(view.plan, cur)
+            assert np.array_equal(view.plan.ocs, cur.ocs) and np.array_equal(view.plan.a, cur.a)
+            assert np.array_equal(view.plan.b, cur.b)
+            assert np.array_equal(view.lit, sim.circuits_lit_at() <= now)
+            assert np.array_equal(view.failed, failed)
+            assert np.array_equal(view.free, ~used[view.ocs_ports] & ~failed)
+            assert view.active_periods == tuple(int(p) for p in sim.engine.active_periods())
+            for old in seen[-1:]:
+                for a, b in ((old.lit, view.lit), (old.free, view.free), (old.failed, view.failed)):
+                    assert not np.shares_memory(a, b)
+                assert not np.shares_memory(old.plan.a, view.plan.a)
+            seen.append(view)
+            return super().plan(intent, view)
+
+    # (forest="always" on PoDs of 128 GPUs: the forest's waves re-plan the circuits, one of
+    # them mid-boundary; in PoDs of 64 no plan lands mid-boundary once each shard's sends
+    # wait only for its holder)
+    ctl = Checking(forest="always")
+    fab = rf.topologies.RFabric(256, pod_servers=16)
+    sim = rf.Simulation(fab, weight_sync_trace(192), controller=ctl, backend="flow", t_ocs="1ms")
+    ctl.sim = sim
+    sim.run()
+    at = [v.now_ps for v in seen]
+    assert len(at) > len(set(at))  # boundaries with more than one call
+    plans = [(v.now_ps, plan_key(v.plan).tobytes()) for v in seen]
+    assert any(
+        a[0] == b[0] and a[1] != b[1] for a, b in zip(plans[:-1], plans[1:], strict=True)
+    )  # applied mid-boundary
 
 
 def test_the_loop_uses_only_the_simulations_public_surface():

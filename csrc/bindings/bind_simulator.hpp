@@ -126,18 +126,16 @@ void bind_simulator(py::class_<Sim>& c) {
           "computed for one serve the others, and the real run's caches are left as they were.")
       .def(
           "start_bounds",
-          [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now,
-                     int64_t dur_version) {
+          [executor](Sim& s, const py::handle& rows, const py::handle& dur, int64_t now) {
             // one duration per op of the workload, read in place (not copied at every call)
             const auto d = array_view<int64_t>(dur, "dur");
             return to_numpy(executor(s).start_bounds(from_numpy<uint32_t>(rows, "rows"), d.data(),
-                                                     static_cast<size_t>(d.size()), now, dur_version));
+                                                     static_cast<size_t>(d.size()), now));
           },
-          py::arg("rows"), py::arg("dur"), py::arg("now"), py::arg("dur_version") = -1,
+          py::arg("rows"), py::arg("dur"), py::arg("now"),
           "A lower bound of each op's start (ps; workload rows): a started op its start, else its\n"
           "compute gap after its dependencies' end bounds (a finished op its end; an unfinished one\n"
-          "no earlier than `now`, nor than its start bound plus dur[op]). `dur_version`: a count the caller\n"
-          "bumps whenever it changes `dur` (the executor then reads it again); -1: read it at every call.")
+          "no earlier than `now`, nor than its start bound plus dur[op]).")
       .def(
           "op_log",
           [](const Sim& s) {

@@ -145,6 +145,9 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
 
   start_.assign(n, -1);
   end_.assign(n, -1);
+  bound_.clear();  // (start_bounds() sizes them at its first call)
+  need_.clear();
+  bound_lo_ = 0;
   algo_ran_.assign(n, -1);
   proto_ran_.assign(n, -1);
   channels_ran_.assign(n, -1);
@@ -427,132 +430,56 @@ std::vector<std::tuple<uint32_t, uint32_t, Bytes>> Executor::dry_one(uint32_t op
   return out;
 }
 
-void Executor::build_chains() const {
-  // An op is linked to its one dependency when that dependency has no other dependent: such
-  // links form disjoint paths (chains), each headed by an op that is not linked.
-  const size_t n = w_.op_id.size();
-  auto& c = chains_;
-  c.chain_of.assign(n, -1);
-  c.pos.assign(n, 0);
-  std::vector<std::vector<uint32_t>> paths;
-  for (size_t r = 0; r < n; ++r) {
-    if (w_.deps_offsets[r + 1] - w_.deps_offsets[r] != 1) continue;
-    const auto p = static_cast<uint32_t>(w_.deps[w_.deps_offsets[r]]);
-    if (dependents_begin_[p + 1] - dependents_begin_[p] != 1) continue;
-    if (c.chain_of[p] < 0) {
-      c.chain_of[p] = static_cast<int32_t>(paths.size());
-      paths.push_back({p});
-    }
-    auto& path = paths[static_cast<size_t>(c.chain_of[p])];
-    c.chain_of[r] = c.chain_of[p];
-    c.pos[r] = static_cast<uint32_t>(path.size());
-    path.push_back(static_cast<uint32_t>(r));
-  }
-  c.begin.assign(1, 0);
-  c.ops.clear();
-  for (const auto& path : paths) {
-    c.ops.insert(c.ops.end(), path.begin(), path.end());
-    c.begin.push_back(static_cast<uint32_t>(c.ops.size()));
-  }
-  c.cursor.assign(paths.size(), 0);
-  c.w.assign(c.ops.size(), 0);
-  c.dur_version = -1;
-  c.built = true;
-}
-
 std::vector<SimTime> Executor::start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur,
-                                            size_t n_dur, SimTime now, int64_t dur_version) const {
+                                            size_t n_dur, SimTime now) const {
   const size_t n = w_.op_id.size();
   RF_CHECK(n_dur == n, "start_bounds: dur has ", n_dur, " entries, the workload ", n, " ops");
-  // iterative depth-first walk over the unfinished ops the rows wait on, memoised (-1: not
-  // yet). The memo is kept across calls and stamped with the call (Bound::mark), so a call
-  // costs the ops it walks, not two tables of every op of the workload; one op's stamp and
-  // bounds share a cache line.
-  //
-  // A chain's unstarted ops (see build_chains) are not walked one by one: along them
-  // L_k = max(L_{k-1} + dur_{k-1}, now) + compute_k, so with t the chain's first unstarted
-  // op and W its prefix sums of dur_{k-1} + compute_k, L_k = max(L_t, now - dur_t) +
-  // W_k - W_t (every term >= 0). Ops start in chain order, so each chain keeps a cursor at
-  // its first unstarted op; W is rebuilt when the caller's `dur_version` changes (-1: at
-  // every call).
-  if (lb_.size() != n) lb_.assign(n, Bound{});
-  if (!chains_.built) build_chains();
-  auto& c = chains_;
-  if (dur_version < 0 || dur_version != c.dur_version) {
-    for (size_t k = 0; k + 1 < c.begin.size(); ++k) {
-      SimTime acc = 0;
-      for (uint32_t i = c.begin[k] + 1; i < c.begin[k + 1]; ++i) {
-        acc += dur[c.ops[i - 1]] + w_.compute_ps[c.ops[i]];
-        c.w[i] = acc;
-      }
-    }
-    c.dur_version = dur_version;
+  // The recursion in row order (rows are topological: an op's dependencies are earlier rows,
+  // checked at load), over the rows from the first unfinished one to the last asked: a
+  // backward pass marks the unfinished ops the asked rows wait on (an unstarted op's
+  // unfinished dependencies; a finished op ends at its end, a started one starts at its
+  // start), a forward pass computes their bounds. Both read the rows' arrays in order.
+  if (bound_.size() != n) {
+    bound_.assign(n, 0);
+    need_.assign(n, 0);
+    bound_lo_ = 0;
   }
-  const uint64_t epoch = ++lb_epoch_;
-  auto fresh = [&](uint32_t r) -> Bound& {
-    Bound& b = lb_[r];
-    if (b.mark != epoch) b = Bound{epoch, -1, -1};
-    return b;
-  };
-  std::vector<uint32_t> stack;
+  while (bound_lo_ < n && end_[bound_lo_] >= 0) ++bound_lo_;  // (ops never finish again)
+  const size_t lo = bound_lo_;
+  for (const uint32_t row : rows)
+    RF_CHECK(row < n, "start_bounds: op row ", row, " out of range (", n, " ops)");
+  size_t hi = 0;  // one past the last asked row not started
+  for (const uint32_t row : rows) {
+    if (start_[row] < 0) {  // (so row >= lo)
+      need_[row] = 1;
+      hi = std::max(hi, static_cast<size_t>(row) + 1);
+    }
+  }
+  for (size_t r = hi; r-- > lo;) {
+    if (!need_[r] || start_[r] >= 0) continue;
+    for (int64_t k = w_.deps_offsets[r]; k < w_.deps_offsets[r + 1]; ++k) {
+      const auto d = static_cast<size_t>(w_.deps[k]);
+      if (end_[d] < 0) need_[d] = 1;  // (d >= lo: every row before lo has finished)
+    }
+  }
+  for (size_t r = lo; r < hi; ++r) {
+    if (!need_[r]) continue;
+    need_[r] = 0;
+    if (start_[r] >= 0) {
+      bound_[r] = start_[r];
+      continue;
+    }
+    SimTime ready = 0;
+    for (int64_t k = w_.deps_offsets[r]; k < w_.deps_offsets[r + 1]; ++k) {
+      const auto d = static_cast<size_t>(w_.deps[k]);
+      const SimTime e = end_[d] >= 0 ? end_[d] : std::max(now, bound_[d] + dur[d]);
+      ready = std::max(ready, e);
+    }
+    bound_[r] = ready + w_.compute_ps[r];
+  }
   std::vector<SimTime> out;
   out.reserve(rows.size());
-  for (const uint32_t row : rows) {
-    RF_CHECK(row < n, "start_bounds: op row ", row, " out of range (", n, " ops)");
-    stack.push_back(row);
-    while (!stack.empty()) {
-      const uint32_t r = stack.back();
-      Bound& br = fresh(r);
-      if (br.start >= 0) {
-        stack.pop_back();
-        continue;
-      }
-      if (start_[r] >= 0) {
-        br.start = start_[r];
-        stack.pop_back();
-        continue;
-      }
-      if (const int32_t k = c.chain_of[r]; k >= 0 && c.pos[r] > 0) {
-        uint32_t& cur = c.cursor[static_cast<size_t>(k)];
-        const uint32_t b0 = c.begin[static_cast<size_t>(k)];
-        while (start_[c.ops[b0 + cur]] >= 0) ++cur;  // (r itself has not started)
-        if (cur < c.pos[r]) {
-          const uint32_t t = c.ops[b0 + cur];
-          const Bound& bt = fresh(t);
-          if (bt.start < 0) {
-            stack.push_back(t);
-            continue;
-          }
-          br.start = std::max(bt.start, now - dur[t]) + (c.w[b0 + c.pos[r]] - c.w[b0 + cur]);
-          stack.pop_back();
-          continue;
-        }
-      }
-      SimTime ready = 0;
-      bool waiting = false;
-      for (int64_t k = w_.deps_offsets[r]; k < w_.deps_offsets[r + 1]; ++k) {
-        const auto d = static_cast<uint32_t>(w_.deps[k]);
-        SimTime e = end_[d];
-        if (e < 0) {
-          Bound& bd = fresh(d);
-          if (bd.end < 0) {
-            if (bd.start < 0) {
-              stack.push_back(d);
-              waiting = true;
-              continue;
-            }
-            bd.end = std::max(now, bd.start + dur[d]);
-          }
-          e = bd.end;
-        }
-        ready = std::max(ready, e);
-      }
-      if (waiting) continue;
-      br.start = ready + w_.compute_ps[r];
-      stack.pop_back();
-    }
-    out.push_back(lb_[row].start);
-  }
+  for (const uint32_t row : rows) out.push_back(start_[row] >= 0 ? start_[row] : bound_[row]);
   return out;
 }
 

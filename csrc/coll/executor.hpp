@@ -156,10 +156,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// at its end and an unfinished one no earlier than `now`, nor than its own start bound
   /// plus `dur[op]` (a lower bound of its communication time, ps; 0 where unknown). For the
   /// control loop's look-ahead (rfabric.controllers.loop).
-  /// `dur` points at `n_dur` entries, one per op (the caller's array, not copied);
-  /// `dur_version`: the caller's count of changes to it (-1: unknown, read it all again).
+  /// `dur` points at `n_dur` entries, one per op (the caller's array, not copied).
   std::vector<SimTime> start_bounds(const std::vector<uint32_t>& rows, const SimTime* dur, size_t n_dur,
-                                    SimTime now, int64_t dur_version = -1) const;
+                                    SimTime now) const;
 
   // ---- results ----
   const std::vector<SimTime>& op_start() const { return start_; }
@@ -276,27 +275,12 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   int64_t epoch_ = 0;                    ///< resume() count
   std::vector<uint32_t> boundary_ops_;
   std::vector<int32_t> ended_periods_;
-  /// start_bounds()'s memo, per op: the call that last wrote it, and its bounds then (-1:
-  /// not yet).
-  struct Bound {
-    uint64_t mark = 0;
-    SimTime start = -1, end = -1;
-  };
-  mutable std::vector<Bound> lb_;
-  mutable uint64_t lb_epoch_ = 0;
-  /// start_bounds()'s chains: ops linked to their one dependency when it has no other
-  /// dependent, as paths (CSR: begin, ops), each op's chain (-1: none) and position, per chain
-  /// its first op not started (ops start in chain order) and the prefix sums of
-  /// dur[previous] + compute_ps along it (for the caller's dur_version).
-  struct Chains {
-    bool built = false;
-    std::vector<int32_t> chain_of;
-    std::vector<uint32_t> pos, begin, ops, cursor;
-    std::vector<SimTime> w;
-    int64_t dur_version = -1;
-  };
-  mutable Chains chains_;
-  void build_chains() const;
+  /// start_bounds()'s bound per op (valid for the rows its last call computed), the rows a
+  /// call needs (cleared as it computes them), and the first row not finished (ops never
+  /// finish again).
+  mutable std::vector<SimTime> bound_;
+  mutable std::vector<uint8_t> need_;
+  mutable size_t bound_lo_ = 0;
   DryRun* dry_ = nullptr;  ///< set during dry_run(): send() records instead of creating flows
   /// One dry run of a batch (dry_runs(): the caches are restored when the batch ends).
   std::vector<std::tuple<uint32_t, uint32_t, Bytes>> dry_one(uint32_t op, int32_t algo);

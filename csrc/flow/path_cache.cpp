@@ -80,11 +80,20 @@ FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t
   uint32_t samples = 0;
   const net::IdleLoad idle;
   bool r0 = false, r1 = false;
-  const auto p0 = walk(src, dst, hash, 0, r0, idle);
+  auto p0 = walk(src, dst, hash, 0, r0, idle);
   const auto p1 = walk(src, dst, hash, 1, r1, idle);
   if (!spreads_ && p0 == p1 && r0 == r1) {
-    // hashed or D-mod-K routing and no frame-by-frame relay: every frame takes one path
-    add_sample(ps, count, samples, p0, r0, 1);
+    // hashed or D-mod-K routing and no frame-by-frame relay: every frame takes one path. An
+    // idle walk ends before crossing a port twice, so its ports are distinct: add_sample's
+    // one sample without its searches (the ports in path order, each crossed once).
+    samples = 1;
+    if (r0) {
+      ps.ports = p0;
+      count.assign(p0.size(), 1);
+      ps.paths.push_back(std::move(p0));
+    } else {
+      ps.reached = false;
+    }
   } else {
     add_sample(ps, count, samples, p0, r0, 1);
     add_sample(ps, count, samples, p1, r1, 1);

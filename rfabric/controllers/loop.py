@@ -56,6 +56,7 @@ class ControlLoop:
         self.calls = 0
         self.wall_s = 0.0
         self.changes = 0
+        self._state = None  # what view() read from the engine at this boundary (see view)
         a = sim.trace.arrays()
         self._a = a
         self._period = np.asarray(a["period"], dtype=np.int64)
@@ -121,13 +122,11 @@ class ControlLoop:
         # seen (its sends dry-run); 0 for ops of periods not seen
         self._dur = np.zeros(len(op_id), dtype=np.int64)
         self._dur_of: dict[int, int] = {}  # by the id of an _op_flows result (one per signature)
-        self._dur_version = 0  # bumped at each change of _dur (the executor reads it again then)
 
     def _durations(self, rows: np.ndarray) -> None:
         """Fill the lower bound of each op's communication time: the most bytes one GPU sends
         in it over that GPU's egress capacity (every link it has, at line rate)."""
         has = self._gpu_cap > 0
-        self._dur_version += 1
         for row, flows in zip(rows.tolist(), self._op_flows(rows), strict=True):
             d = self._dur_of.get(id(flows))
             if d is None:
@@ -168,7 +167,7 @@ class ControlLoop:
         # nor than its start bound plus its communication time's bound, self._dur), walked
         # over the unfinished ops in the executor
         flat = np.fromiter((r for rs in rows for r in rs), dtype=np.uint32)
-        bounds = self.sim.engine.start_bounds(flat, self._dur, now, self._dur_version).tolist()
+        bounds = self.sim.engine.start_bounds(flat, self._dur, now).tolist()
         out, at = [], 0
         for p, rs in zip(periods, rows, strict=True):
             out.append((p, max(min(bounds[at : at + len(rs)]), now)))
@@ -337,27 +336,35 @@ class ControlLoop:
     # -- the fabric now ----------------------------------------------------------------------
 
     def view(self, start_ps: int) -> FabricView:
+        """The fabric as the controller sees it now, for a period that starts at ``start_ps``.
+        Within one boundary the engine does not run, so what the view reads from it changes
+        only when a plan is applied (``_call`` then forgets it): it is read once per
+        boundary and plan, and each view gets its own copies of the arrays."""
         sim = self.sim
         now = int(sim.now)
-        plan = sim.current_circuits()
-        lit = sim.circuits_lit_at() <= now
-        down = sim.down_links()
-        failed = np.isin(self.ocs_ports, down) if down else np.zeros(len(self.ocs_ports), dtype=bool)
-        used = np.zeros(sim.spec.num_links, dtype=bool)
-        used[plan.a] = True
-        used[plan.b] = True
-        free = ~used[self.ocs_ports] & ~failed
+        if self._state is None or self._state[0] != now:
+            plan = sim.current_circuits()
+            lit = sim.circuits_lit_at() <= now
+            down = sim.down_links()
+            failed = np.isin(self.ocs_ports, down) if down else np.zeros(len(self.ocs_ports), dtype=bool)
+            used = np.zeros(sim.spec.num_links, dtype=bool)
+            used[plan.a] = True
+            used[plan.b] = True
+            free = ~used[self.ocs_ports] & ~failed
+            active = tuple(int(p) for p in sim.engine.active_periods())
+            self._state = (now, plan, lit, failed, free, active)
+        _, plan, lit, failed, free, active = self._state
         return FabricView(
             spec=sim.spec,
             now_ps=now,
-            plan=plan,
-            lit=lit,
+            plan=CircuitTable(ocs=plan.ocs.copy(), a=plan.a.copy(), b=plan.b.copy()),
+            lit=lit.copy(),
             ocs_ports=self.ocs_ports,
-            failed=failed,
-            free=free,
+            failed=failed.copy(),
+            free=free.copy(),
             slack_ps=int(start_ps) - now,
             t_ocs_ps=sim.t_ocs_ps,
-            active_periods=tuple(int(p) for p in sim.engine.active_periods()),
+            active_periods=active,
         )
 
     # -- one boundary ------------------------------------------------------------------------
@@ -367,6 +374,7 @@ class ControlLoop:
         they became ready, and apply each returned plan."""
         ops, periods, starts = boundary["op"], boundary["period"], boundary["start_ps"]
         keys = ops if self.granularity == "op" else periods
+        self._state = None  # (the engine ran since the last boundary)
         seen: dict[int, int] = {}
         for k, s in zip(keys.tolist(), starts.tolist(), strict=True):
             seen[k] = min(seen.get(k, s), s)
@@ -409,6 +417,7 @@ class ControlLoop:
         self.sim.check_plan(plan, where=where)
         if same_plan(plan, view.plan):
             return
+        self._state = None  # (what view() read changes with the plan)
         self.sim.apply_circuits_now(plan, period=intent.period, job=intent.job, where=where)
         self.changes += 1
 
