@@ -10,8 +10,10 @@ it is off", RFabric's weight sync):
 
 * a NIC's channels: their messages end in the NIC's turns, to the ps of packets;
 * one chain alone: the flow backend within a few percent of packets;
-* the 8 chains of one rail, alone: the same 3.605 ms (packets) and 3.950 ms (flows) as the
-  whole stage with the controller, and as the stage inside the whole iteration;
+* the 8 chains of one rail, alone: 3.605 ms (packets) and 3.950 ms (flows), the stage's
+  case where every root starts at once; inside the whole iteration each shard's chain starts
+  as its holder's training ends, spread over the last 1.5 ms of training, and the stage takes
+  3.492 ms (packets) and 3.585 ms (flows, +2.7%);
 * why: in packets the shared uplink serves the 8 roots in turns (their chunk rounds end
   spread over much of a round), and each relay forwards the early chunks nearly alone, so a
   chunk round reaches the next relay in about half a round; on flows max-min shares the
@@ -96,9 +98,13 @@ def rail(fab):
     return run(fab, tr, "packet", record_flows=True), run(fab, tr, "flow", record_flows=True)
 
 
-def test_rail_chains_are_the_stage(fab, rail):
-    # The 8 chains of rail 0 alone take what the whole rewritten weight sync takes (the
-    # other 7 rails are the same on their own links), on each backend.
+def test_rail_chains_bound_the_stage(fab, rail):
+    # The 8 chains of rail 0 alone, every root at once, are the weight sync's case where all of
+    # training ends together (the other 7 rails are the same on their own links). In the
+    # iteration each shard's chain starts as its holder's training ends: the stage starts
+    # before training's end and ends no later than training's end plus the chains alone, on
+    # each backend; and the flow backend's stage is within 5% of packets' (3.492 against
+    # 3.585 ms measured).
     tr = rf.traces.generate_rl(
         model=load_bench("validate_flow").MOE_SMALL,
         train_gpus=64,
@@ -111,10 +117,15 @@ def test_rail_chains_are_the_stage(fab, rail):
         decode_steps_per_op=256,
         distributed_optimizer=True,
     )
+    span = {}
     for res, backend in zip(rail, ("packet", "flow"), strict=True):
         whole = rf.simulate(fab, tr, backend=backend, seed=1, controller=fab.controller())
-        st = {r["stage"]: r["end_ps"] - r["start_ps"] for r in whole.stages.to_pylist()}
-        assert st["weight_sync"] == pytest.approx(res.run["makespan_ps"], rel=0.001), backend
+        st = {r["stage"]: (r["start_ps"], r["end_ps"]) for r in whole.stages.to_pylist()}
+        (ws0, ws1), train_end = st["weight_sync"], st["train"][1]
+        assert ws0 < train_end, backend
+        assert ws1 <= train_end + res.run["makespan_ps"], backend
+        span[backend] = ws1 - ws0
+    assert span["flow"] == pytest.approx(span["packet"], rel=0.05), span
 
 
 def test_rail_chains_mechanism(rail):
