@@ -116,6 +116,11 @@ class FabricView:
         dependency chains through unfinished ops, communication counted as taking no time.
         A plan applied now is lit before that op sends when ``slack_ps >= t_ocs_ps``; the
         periods in ``active_periods`` are still running on the plan in force.
+    ended : tuple of int
+        Non-empty on a *re-plan* call (a controller with ``replan = True``): the intent's
+        period is running (``slack_ps`` is 0) and these periods just went idle, so the ports
+        they held may be free; a plan applied now delays the traffic on the circuits it
+        changes by ``t_ocs``.
     """
 
     spec: NetworkSpec
@@ -129,6 +134,7 @@ class FabricView:
     t_ocs_ps: int
     active_periods: tuple[int, ...] = field(default=())
     ahead: bool = False
+    ended: tuple[int, ...] = field(default=())
 
     @property
     def failed_ports(self) -> np.ndarray:
@@ -157,10 +163,16 @@ class Controller:
         and ``view.slack_ps`` the lower bound of its start, so that a plan can be committed
         while the compute before it runs (default False: called at a period's own boundary
         only). The period's own boundary still calls :meth:`plan` when it comes.
+    replan : bool
+        With granularity ``"period"``: when periods go idle, :meth:`plan` is called again for
+        the running periods :meth:`replan_periods` picks (seen before, not at their own
+        boundary now) with ``view.ended`` those periods and the intent of the ops not finished
+        yet, so that a plan made while they held ports can be revisited (default False).
     """
 
     granularity: str = "period"
     lookahead: bool = False
+    replan: bool = False
 
     def rewrites(self) -> list:
         """The workload rewrites this controller plans for (:class:`rfabric.rewrites.Rewrite`:
@@ -192,6 +204,13 @@ class Controller:
         out, applied, _ = apply_rewrites(trace, rws, locality(spec))
         self.adopt(applied, spec)
         return out
+
+    def replan_periods(self, ended: tuple, active: tuple) -> list:
+        """With ``replan = True``: which of the running periods (``active``) to offer again now
+        that the periods ``ended`` went idle (the loop offers those seen before and not at
+        their own boundary now, their intent the ops not finished yet). All of them by
+        default."""
+        return list(active)
 
     def plan(self, intent: Intent, view: FabricView) -> CircuitTable | None:
         """The circuit plan for the coming period, or ``None`` to keep the current one."""

@@ -16,6 +16,11 @@ no op of its own period, whose dependencies all lie in periods already seen) wit
 ops, the compute gaps along their dependency chains through unfinished ops, each
 unfinished op ending no earlier than now, communication taking no time. A plan returned
 then is applied at once, like any other.
+
+Re-plan (``controller.replan``, granularity ``"period"``): when periods go idle (the engine
+stops then), the loop also offers every period still running that was seen before and is
+not at its own boundary now, with ``view.ended`` the periods that went idle and
+``view.slack_ps`` 0, so that a plan made while those periods held ports can be revisited.
 """
 
 from __future__ import annotations
@@ -80,6 +85,9 @@ class ControlLoop:
         ]
         self.lookahead = bool(getattr(controller, "lookahead", False)) and self.granularity == "period"
         self.ahead_calls = 0
+        self.replan = bool(getattr(controller, "replan", False)) and self.granularity == "period"
+        self.replan_calls = 0
+        self._ends = None  # (now, each op's end) read at a re-plan
         self._seen: set[int] = set()
         self._candidates: set[int] = set()
         if self.lookahead:
@@ -238,8 +246,25 @@ class ControlLoop:
         """The Intent of period ``key`` (granularity "op": of op row ``key``), cached."""
         if key in self._intents:
             return self._intents[key]
-        a = self._a
         rows = np.array([key], dtype=np.int64) if self.granularity == "op" else self._period_rows[key]
+        intent = self._intent_of(rows)
+        self._intents[key] = intent
+        return intent
+
+    def remaining(self, period: int) -> Intent:
+        """The Intent of period ``period``'s ops that have not finished (a re-plan call's: what
+        a new plan would still carry); the whole period's when none has."""
+        rows = self._period_rows[period]
+        now = int(self.sim.now)
+        if self._ends is None or self._ends[0] != now:
+            self._ends = (now, np.asarray(self.sim.engine.op_log()["end_ps"], dtype=np.int64))
+        left = rows[self._ends[1][rows] < 0]
+        if len(left) == len(rows) or not len(left):
+            return self.intent(period)
+        return self._intent_of(left)
+
+    def _intent_of(self, rows: np.ndarray) -> Intent:
+        a = self._a
         flows = self._op_flows(rows)
         # ops with the same signature send the same pairs (one cached tuple): fold them first,
         # each distinct one's bytes times its count, so a period of 21 k all-to-alls sorts the
@@ -297,7 +322,6 @@ class ControlLoop:
         tuned = self._tuned(rows, flows, count)
         if tuned:
             intent = dataclasses.replace(intent, tuned=tuned)
-        self._intents[key] = intent
         return intent
 
     #: algorithms the executor's tuner picks from for an all-reduce over several servers
@@ -382,17 +406,28 @@ class ControlLoop:
             if self.granularity == "period":
                 self._see(key)
             self._call(key, start)
-        # (a boundary may hold only periods that went idle: then only look-ahead calls)
+        ended = boundary.get("ended")
+        if self.replan and ended is not None and len(ended):
+            gone = tuple(sorted(set(ended.tolist())))
+            active = tuple(int(p) for p in self.sim.engine.active_periods())
+            pick = getattr(self.controller, "replan_periods", None)
+            for period in active if pick is None else pick(gone, active):
+                if period in self._seen and period not in seen:
+                    self.replan_calls += 1
+                    self._call(period, int(self.sim.now), ended=gone)
+        # (a boundary may hold only periods that went idle: then only look-ahead and re-plan calls)
         if self.lookahead:
             for period, start in self.upcoming():
                 self.ahead_calls += 1
                 self._call(period, start, ahead=True)
 
-    def _call(self, key: int, start_ps: int, ahead: bool = False) -> None:
-        intent = self.intent(key)
+    def _call(self, key: int, start_ps: int, ahead: bool = False, ended: tuple = ()) -> None:
+        intent = self.remaining(key) if ended else self.intent(key)
         view = self.view(start_ps)
         if ahead:
             view = dataclasses.replace(view, ahead=True)
+        elif ended:
+            view = dataclasses.replace(view, ended=ended)
         where = f"controller {self.name}, period {intent.period}"
         if self._job is not None:
             where += f" of job {intent.job!r}"
@@ -400,6 +435,8 @@ class ControlLoop:
             where += f" (op row {key})"
         elif ahead:
             where += " (look-ahead)"
+        elif ended:
+            where += " (re-plan)"
         t0 = time.perf_counter()
         try:
             plan = self.controller.plan(intent, view)

@@ -185,7 +185,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
                 None if self.spec.rings is None else self.spec.rings.astype(np.uint32),
                 "none" if controller is None else getattr(controller, "granularity", "period"),
                 controller is not None
-                and bool(getattr(controller, "lookahead", False))
+                and bool(getattr(controller, "lookahead", False) or getattr(controller, "replan", False))
                 and getattr(controller, "granularity", "period") == "period",
                 nccl_model=bool(self.config.nccl_model),
                 protocol=str(self.config.coll_protocol),
