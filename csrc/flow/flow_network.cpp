@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "engine/check.hpp"
@@ -453,8 +454,18 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   size_t others = port.bnecks > 0 ? port.bnecks - 1 : n;
   constexpr size_t kAhead = 8;
   for (size_t k = 0; k < n && others > 0; ++k) {
-    if (k + kAhead < n) __builtin_prefetch(&subs_[entries[k + kAhead].first]);
-    if (k + kAhead / 2 < n) __builtin_prefetch(&flows_.start_ps[subs_[entries[k + kAhead / 2].first].flow]);
+    if (k + kAhead < n) {
+      // (the record's first line, and the lines of its rate and its last settle)
+      const char* rec = reinterpret_cast<const char*>(&subs_[entries[k + kAhead].first]);
+      __builtin_prefetch(rec);
+      __builtin_prefetch(rec + offsetof(Subflow, rate));
+      __builtin_prefetch(rec + offsetof(Subflow, last));
+    }
+    if (k + kAhead / 2 < n) {
+      const uint32_t g = subs_[entries[k + kAhead / 2].first].flow;
+      __builtin_prefetch(&flows_.start_ps[g]);
+      __builtin_prefetch(&flows_.id[g]);
+    }
     const uint32_t t = entries[k].first;
     const Subflow& o = subs_[t];
     if (t == s || !o.active || o.bneck != b) continue;
