@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "engine/check.hpp"
@@ -254,6 +255,10 @@ void FlowNetwork::start_flow(uint32_t f) {
 }
 
 uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
+  // (the path set's ports and shares are read below, after the record is set up: fetched
+  // now, their cache misses overlap with the record's)
+  __builtin_prefetch(ps.ports.data());
+  __builtin_prefetch(ps.coef.data());
   uint32_t s;
   if (!free_subs_.empty()) {
     s = free_subs_.back();
@@ -440,9 +445,31 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   double behind = 0;  // wire bytes sent after its last frame
   for (uint32_t i = told.first; i != kNone; i = told_[i].next)
     if (after(told_[i].start, told_[i].id)) behind += told_[i].last;
-  for (const auto& [t, hop] : port.subs) {
+  // Only the flows bottlenecked at b count: port.bnecks of them, s among them. The scan
+  // stops once it has met the others (the rest of the list adds nothing, so the sum and its
+  // order are those of the whole scan), and fetches the records and start times of the
+  // entries a few places on: at scale each is a cache miss, and a port's list is long.
+  const auto* const entries = port.subs.data();
+  const size_t n = port.subs.size();
+  size_t others = port.bnecks > 0 ? port.bnecks - 1 : n;
+  constexpr size_t kAhead = 8;
+  for (size_t k = 0; k < n && others > 0; ++k) {
+    if (k + kAhead < n) {
+      // (the record's first line, and the lines of its rate and its last settle)
+      const char* rec = reinterpret_cast<const char*>(&subs_[entries[k + kAhead].first]);
+      __builtin_prefetch(rec);
+      __builtin_prefetch(rec + offsetof(Subflow, rate));
+      __builtin_prefetch(rec + offsetof(Subflow, last));
+    }
+    if (k + kAhead / 2 < n) {
+      const uint32_t g = subs_[entries[k + kAhead / 2].first].flow;
+      __builtin_prefetch(&flows_.start_ps[g]);
+      __builtin_prefetch(&flows_.id[g]);
+    }
+    const uint32_t t = entries[k].first;
     const Subflow& o = subs_[t];
     if (t == s || !o.active || o.bneck != b) continue;
+    --others;
     const uint32_t g = o.flow;
     const SimTime gs = flows_.start_ps[g];
     if (!after(gs, flows_.id[g]) || gs == now) continue;

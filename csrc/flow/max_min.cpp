@@ -188,17 +188,13 @@ void FlowNetwork::recompute() {
     w.sub_end[i] = static_cast<uint32_t>(nhop);
     return i;
   };
-  for (const uint32_t s : seed_subs_)
-    if (subs_[s].active && !subs_[s].blocked) visit_sub(s);
-  for (const uint32_t p : seed_ports_) visit_port(p);
-  seed_subs_.clear();
-  seed_ports_.clear();
-  // (every subflow in a port's list is active and has a path: blocked ones are not attached)
   // The walk is bound by memory latency on a large component (subflow records and marks
   // scattered over the heap, hops past kInlineHops in a vector of their own, port marks):
-  // what the entries a few places ahead in a port's list will read is fetched in stages
-  // while the current one is read: their marks and records (kAhead), the hops of those not
-  // yet visited (kAhead / 2), the marks of those hops' ports (kAhead / 4).
+  // what the entries a few places ahead in a port's list (or in the seeds: the subflows
+  // started at this instant, their records long out of cache when many start at once) will
+  // read is fetched in stages while the current one is read: their marks and records
+  // (kAhead), the hops of those not yet visited (kAhead / 2), the marks of those hops' ports
+  // (kAhead / 4).
   constexpr size_t kAhead = 8;
   auto fetch_hops = [&](uint32_t t) {
     if (sub_mark[t].mark == mark) return;
@@ -213,6 +209,24 @@ void FlowNetwork::recompute() {
     const Hop* hops = sf.hops();
     for (size_t h = 0; h < sf.nhops; ++h) __builtin_prefetch(&port_mark[hops[h].port]);
   };
+  {
+    const uint32_t* const seeds = seed_subs_.data();
+    const size_t n = seed_subs_.size();
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kAhead < n) {
+        __builtin_prefetch(&sub_mark[seeds[k + kAhead]]);
+        __builtin_prefetch(&subs_[seeds[k + kAhead]]);
+      }
+      if (k + kAhead / 2 < n) fetch_hops(seeds[k + kAhead / 2]);  // (a subflow gone has no hops)
+      if (k + kAhead / 4 < n) fetch_port_marks(seeds[k + kAhead / 4]);
+      const Subflow& sf = subs_[seeds[k]];
+      if (sf.active && !sf.blocked) visit_sub(seeds[k]);
+    }
+  }
+  for (const uint32_t p : seed_ports_) visit_port(p);
+  seed_subs_.clear();
+  seed_ports_.clear();
+  // (every subflow in a port's list is active and has a path: blocked ones are not attached)
   size_t nentry = 0;  // entries of port_sub written
   for (size_t i = 0; i < comp_ports.size(); ++i) {
     const auto& list = ports_[comp_ports[i]].subs;
