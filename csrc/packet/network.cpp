@@ -358,7 +358,7 @@ void Network::arrive(uint32_t pkt) {
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   uint32_t out;
-  if (!fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+  if (!fwd_.cached_next_hop(node, p.dst, p.hops, out)) [[unlikely]] {
     arrive_routed(pkt);
     return;
   }
