@@ -260,13 +260,13 @@ void Forwarding::rebuild() {
   // (parallel links: route_with, whose choice among them reads the port a frame came by)
   hop_row_.assign(nodes_.size(), 0);
   hop_cache_.assign(gpu_node_.size(), 0xffffffffu);  // the empty row
-  hop_cache_pending_ = false;
+  hop_cache_pending_ = hop_cache_on_ = false;
   if (host_forwarding_ || routing_in_.updown || routes_.bundles()) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
     if (gpu_key_[g] == kNone || !nic_usable(g)) continue;
     fast_route_[g] = FastRoute{dmodk_index_[g], gpu_attach_[g], gpu_attach_in_[g], gpu_key_[g]};
   }
-  hop_cache_pending_ = true;  // (made at the first miss: a flow backend never asks)
+  hop_cache_pending_ = hop_cache_on_ = true;  // (made at the first miss: a flow backend never asks)
 }
 
 void Forwarding::make_hop_cache() const {
@@ -277,7 +277,10 @@ void Forwarding::make_hop_cache() const {
   for (uint32_t n = 0; n < nodes_.size(); ++n)
     if (nodes_[n].kind == NodeKind::Eps && routes_.has_row(n)) switches.push_back(n);
   const size_t g = gpu_node_.size();
-  if ((switches.size() + 1) * g > kHopCacheMax || channels_.size() > kHopPortMask) return;
+  if ((switches.size() + 1) * g > kHopCacheMax || channels_.size() > kHopPortMask) {
+    hop_cache_on_ = false;
+    return;
+  }
   hop_cache_.assign((switches.size() + 1) * g, 0xffffffffu);
   for (size_t i = 0; i < switches.size(); ++i) hop_row_[switches[i]] = static_cast<uint32_t>((i + 1) * g);
 }

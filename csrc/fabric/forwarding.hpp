@@ -173,6 +173,9 @@ class Forwarding {
     out = static_cast<uint32_t>(r);
     return (r >> 32) != 0;
   }
+  /// cached_next_hop() may answer: its rows are made, or will be at the next miss. False
+  /// when the table would be too large (or the fast route is off): fast_next_hop() then.
+  bool hop_cache_on() const { return hop_cache_on_; }
   /// Up*/down*: the hop from node `from` to `to` descends.
   bool descends(uint32_t from, uint32_t to) const { return routing_in_.updown && routes_.descends(from, to); }
   /// The general next hop: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
@@ -284,6 +287,7 @@ class Forwarding {
   mutable std::vector<uint32_t> hop_row_;
   mutable std::vector<uint32_t> hop_cache_;
   mutable bool hop_cache_pending_ = false;  ///< rebuilt since the rows were made
+  mutable bool hop_cache_on_ = false;       ///< hop_cache_on()
   void make_hop_cache() const;
   void resolve(uint32_t port, SimTime now_ps);
   uint32_t port_into(uint32_t link, uint32_t node) const;
