@@ -258,11 +258,48 @@ void Forwarding::rebuild() {
   // which spreads it over its server's other NICs frame by frame (relay_ends).
   fast_route_.assign(gpu_node_.size(), FastRoute{});
   // (parallel links: route_with, whose choice among them reads the port a frame came by)
+  hop_row_.assign(nodes_.size(), 0);
+  hop_cache_.assign(gpu_node_.size(), 0xffffffffu);  // the empty row
+  hop_cache_pending_ = hop_cache_on_ = false;
   if (host_forwarding_ || routing_in_.updown || routes_.bundles()) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
     if (gpu_key_[g] == kNone || !nic_usable(g)) continue;
     fast_route_[g] = FastRoute{dmodk_index_[g], gpu_attach_[g], gpu_attach_in_[g], gpu_key_[g]};
   }
+  hop_cache_pending_ = hop_cache_on_ = true;  // (made at the first miss: a flow backend never asks)
+}
+
+void Forwarding::make_hop_cache() const {
+  hop_cache_pending_ = false;
+  // A row per packet switch with routing cells after the empty one, when the table stays
+  // small (a fat-tree of 1,024 GPUs: 320 switches, 1.3 MB) and its ports fit an entry.
+  std::vector<uint32_t> switches;
+  for (uint32_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].kind == NodeKind::Eps && routes_.has_row(n)) switches.push_back(n);
+  const size_t g = gpu_node_.size();
+  if ((switches.size() + 1) * g > kHopCacheMax || channels_.size() > kHopPortMask) {
+    hop_cache_on_ = false;
+    return;
+  }
+  hop_cache_.assign((switches.size() + 1) * g, 0xffffffffu);
+  for (size_t i = 0; i < switches.size(); ++i) hop_row_[switches[i]] = static_cast<uint32_t>((i + 1) * g);
+}
+
+uint64_t Forwarding::fill_next_hop(uint32_t node, uint32_t dst, uint32_t hops) const {
+  if (hop_cache_pending_) make_hop_cache();
+  const bool eps = nodes_[node].kind == NodeKind::Eps;
+  uint32_t out = kNone;
+  if (!fast_next_hop(node, eps, dst, hops, out)) return out;
+  const uint64_t decided = (uint64_t{1} << 32) | out;
+  const uint32_t row = hop_row_[node];
+  if (row == 0 || out == kNone) return decided;
+  // Does the answer read the hop count? Only a D-mod-K pick among two or more next hops.
+  const FastRoute& fr = fast_route_[dst];
+  uint32_t count = 0;
+  if (node != fr.attach) routes_.shortest_hops(node, fr.key, &count);
+  const uint32_t tag = node != fr.attach && count > 1 ? hops + 1 : 0;
+  hop_cache_[static_cast<size_t>(row) + dst] = (tag << kHopTagShift) | out;
+  return decided;
 }
 
 uint32_t Forwarding::spread_nic(int32_t server, uint64_t key) const {

@@ -156,6 +156,26 @@ class Forwarding {
     }
     return false;
   }
+  /// fast_next_hop() through a per-(packet switch, destination GPU) cache of its answers,
+  /// filled as frames ask and cleared at every rebuild: a hit is one table read instead of
+  /// the destination's fast route, the routing cell and D-mod-K's two divisions. An answer
+  /// that depends on the frame's hop count (a D-mod-K pick among two or more next hops) is
+  /// kept with that count and holds only for it; the others hold for any count.
+  RF_HOT bool cached_next_hop(uint32_t node, uint32_t dst, uint32_t hops, uint32_t& out) const {
+    // (a node without a row of its own reads the empty row: every read misses)
+    const uint32_t e = hop_cache_[static_cast<size_t>(hop_row_[node]) + dst];
+    const uint32_t tag = e >> kHopTagShift;
+    if (tag == 0 || tag == hops + 1) [[likely]] {
+      out = e & kHopPortMask;
+      return true;
+    }
+    const uint64_t r = fill_next_hop(node, dst, hops);  // (by value: `out` stays in a register)
+    out = static_cast<uint32_t>(r);
+    return (r >> 32) != 0;
+  }
+  /// cached_next_hop() may answer: its rows are made, or will be at the next miss. False
+  /// when the table would be too large (or the fast route is off): fast_next_hop() then.
+  bool hop_cache_on() const { return hop_cache_on_; }
   /// Up*/down*: the hop from node `from` to `to` descends.
   bool descends(uint32_t from, uint32_t to) const { return routing_in_.updown && routes_.descends(from, to); }
   /// The general next hop: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
@@ -251,6 +271,24 @@ class Forwarding {
   /// A GPU of `server` with a working NIC, by `key` (kNone: none, or not in a server).
   uint32_t spread_nic(int32_t server, uint64_t key) const;
   void build_dmodk();
+  /// cached_next_hop() on a miss: fast_next_hop() (its `out` in the low 32 bits, whether it
+  /// decides in the high ones), its answer kept when the node has a row.
+  [[gnu::noinline]] uint64_t fill_next_hop(uint32_t node, uint32_t dst, uint32_t hops) const;
+  /// The next-hop cache (cached_next_hop): per (row, destination GPU) an entry, the port in
+  /// the low bits and above them a tag: 0 for an answer that holds at any hop count, h + 1
+  /// for one that holds at hop count h only, kHopTagEmpty (never h + 1: hop counts are below
+  /// 256) for none yet. Row 0 stays empty: the row of every node without one of its own (a
+  /// node that is no packet switch, or every node while the table would exceed
+  /// kHopCacheMax entries). Rows are made at the first miss after a rebuild (a flow backend
+  /// never asks); per node, its row's first entry.
+  static constexpr uint32_t kHopTagShift = 23, kHopPortMask = (1u << kHopTagShift) - 1;
+  static constexpr uint32_t kHopTagEmpty = 0xffffffffu >> kHopTagShift;
+  static constexpr size_t kHopCacheMax = size_t{1} << 21;  ///< entries (8 MB)
+  mutable std::vector<uint32_t> hop_row_;
+  mutable std::vector<uint32_t> hop_cache_;
+  mutable bool hop_cache_pending_ = false;  ///< rebuilt since the rows were made
+  mutable bool hop_cache_on_ = false;       ///< hop_cache_on()
+  void make_hop_cache() const;
   void resolve(uint32_t port, SimTime now_ps);
   uint32_t port_into(uint32_t link, uint32_t node) const;
 

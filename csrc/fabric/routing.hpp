@@ -78,6 +78,8 @@ class RoutingTable {
     *count = c.count;
     return ports_.data() + c.begin;
   }
+  /// The node has cells (a transit node): shortest_hops() may be asked from it.
+  bool has_row(uint32_t node) const { return row_[node] != kNoRow; }
   /// Bytes the tables take (rows, cells and the shared next-hop sets), for inspection.
   size_t bytes() const {
     return row_.size() * sizeof(uint32_t) + cells_.size() * sizeof(Cell) + ports_.size() * sizeof(uint32_t);

@@ -358,7 +358,10 @@ void Network::arrive(uint32_t pkt) {
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   uint32_t out;
-  if (!fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+  // (the cache when it is on; the fast route itself when its table would be too large)
+  const bool decided = fwd_.hop_cache_on() ? fwd_.cached_next_hop(node, p.dst, p.hops, out)
+                                           : fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out);
+  if (!decided) [[unlikely]] {
     arrive_routed(pkt);
     return;
   }

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -525,6 +526,66 @@ TEST_CASE("routing tables: ECMP next-hop sets on random graphs match distances f
         if (in.transit[x])
           CHECK(t.distance(x, k) == (dist[x] == kInf ? RoutingTable::kUnreachable : dist[x]));
       }
+    }
+  }
+}
+
+TEST_CASE("forwarding: the next-hop cache answers as fast_next_hop, across hop counts and rebuilds") {
+  // The k = 4 fat-tree above: D-mod-K picks at edge and aggregation switches (answers that
+  // read the hop count), single next hops elsewhere. Every (node, destination, hop count)
+  // asked in a random order, several times, so entries are filled at one hop count and read
+  // at others; again after a link fails (the rebuild must drop every entry) and is repaired.
+  SpecBuilder b;
+  std::vector<uint32_t> gpu, edge, agg, core;
+  for (uint32_t g = 0; g < 16; ++g) gpu.push_back(b.gpu());
+  for (uint32_t e = 0; e < 8; ++e) edge.push_back(b.eps());
+  for (uint32_t a = 0; a < 8; ++a) agg.push_back(b.eps());
+  for (uint32_t c = 0; c < 4; ++c) core.push_back(b.eps());
+  for (uint32_t g = 0; g < 16; ++g) b.link(gpu[g], edge[g / 2]);
+  std::vector<uint32_t> edge_agg;
+  for (uint32_t e = 0; e < 8; ++e)
+    for (uint32_t j = 0; j < 2; ++j) edge_agg.push_back(b.link(edge[e], agg[2 * (e / 2) + j]));
+  for (uint32_t a = 0; a < 8; ++a)
+    for (uint32_t j = 0; j < 2; ++j) b.link(agg[a], core[2 * (a % 2) + j]);
+  for (const EngineConfig& cfg : {EngineConfig{}, flow_hashing()}) {
+    Forwarding fwd(b.spec, cfg);
+    std::mt19937 rng(7);
+    uint64_t decided = 0, asked = 0;
+    auto check_all = [&] {
+      std::vector<std::array<uint32_t, 3>> asks;
+      for (uint32_t node = 0; node < b.num_nodes(); ++node)
+        for (uint32_t d = 0; d < 16; ++d)
+          for (uint32_t h = 0; h < 8; ++h) asks.push_back({node, d, h == 7 ? 255u : h});
+      for (int round = 0; round < 3; ++round) {
+        std::shuffle(asks.begin(), asks.end(), rng);
+        for (const auto& [node, d, h] : asks) {
+          const bool eps = b.spec.node_kind[node] == static_cast<uint8_t>(rftest::NodeKind::Eps);
+          uint32_t want = 12345, got = 54321;
+          const bool fast = fwd.fast_next_hop(node, eps, d, h, want);
+          const bool cached = fwd.cached_next_hop(node, d, h, got);
+          REQUIRE(cached == fast);
+          if (fast) CHECK(got == want);
+          decided += fast;
+          ++asked;
+        }
+      }
+    };
+    check_all();
+    const uint32_t cut = edge_agg[0];  // edge 0 - its first aggregation switch
+    fwd.set_link_up(cut, false);
+    fwd.update_channels(0);
+    fwd.rebuild();
+    check_all();
+    fwd.set_link_up(cut, true);
+    fwd.update_channels(0);
+    fwd.rebuild();
+    check_all();
+    // D-mod-K decides at every switch; flow hashing leaves the multi-hop picks to route_with
+    if (cfg.ecmp_dmodk) {
+      CHECK(decided > asked / 2);
+    } else {
+      CHECK(decided > 0);
+      CHECK(decided < asked / 2);
     }
   }
 }
