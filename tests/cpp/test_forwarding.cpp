@@ -156,22 +156,35 @@ TEST_CASE("forwarding: D-mod-K reaches each destination over one tree, neighbour
   }
 }
 
-TEST_CASE("forwarding: D-mod-K on a k = 4 fat-tree spreads a remote pod's GPUs over all cores") {
-  // 4 pods of 2 edge and 2 aggregation switches, 4 cores, 2 GPUs per edge switch; agg j of
-  // every pod connects to cores 2j and 2j + 1. D-mod-K picks the agg by a destination's place
-  // under its edge switch and the core by that switch's rank: the four GPUs of a remote pod
-  // come in over the four cores, so a source leaf's traffic to them shares no core link.
+namespace {
+
+// A k = 4 fat-tree: 4 pods of 2 edge and 2 aggregation switches, 4 cores, 2 GPUs per edge
+// switch; agg j of every pod connects to cores 2j and 2j + 1. `edge_agg`: the edge-agg links.
+struct FatTreeK4 {
   SpecBuilder b;
-  std::vector<uint32_t> gpu, edge, agg, core;
-  for (uint32_t g = 0; g < 16; ++g) gpu.push_back(b.gpu());
-  for (uint32_t e = 0; e < 8; ++e) edge.push_back(b.eps());
-  for (uint32_t a = 0; a < 8; ++a) agg.push_back(b.eps());
-  for (uint32_t c = 0; c < 4; ++c) core.push_back(b.eps());
-  for (uint32_t g = 0; g < 16; ++g) b.link(gpu[g], edge[g / 2]);
-  for (uint32_t e = 0; e < 8; ++e)
-    for (uint32_t j = 0; j < 2; ++j) b.link(edge[e], agg[2 * (e / 2) + j]);
-  for (uint32_t a = 0; a < 8; ++a)
-    for (uint32_t j = 0; j < 2; ++j) b.link(agg[a], core[2 * (a % 2) + j]);
+  std::vector<uint32_t> gpu, edge, agg, core, edge_agg;
+  FatTreeK4() {
+    for (uint32_t g = 0; g < 16; ++g) gpu.push_back(b.gpu());
+    for (uint32_t e = 0; e < 8; ++e) edge.push_back(b.eps());
+    for (uint32_t a = 0; a < 8; ++a) agg.push_back(b.eps());
+    for (uint32_t c = 0; c < 4; ++c) core.push_back(b.eps());
+    for (uint32_t g = 0; g < 16; ++g) b.link(gpu[g], edge[g / 2]);
+    for (uint32_t e = 0; e < 8; ++e)
+      for (uint32_t j = 0; j < 2; ++j) edge_agg.push_back(b.link(edge[e], agg[2 * (e / 2) + j]));
+    for (uint32_t a = 0; a < 8; ++a)
+      for (uint32_t j = 0; j < 2; ++j) b.link(agg[a], core[2 * (a % 2) + j]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("forwarding: D-mod-K on a k = 4 fat-tree spreads a remote pod's GPUs over all cores") {
+  // D-mod-K picks the agg by a destination's place under its edge switch and the core by
+  // that switch's rank: the four GPUs of a remote pod come in over the four cores, so a
+  // source leaf's traffic to them shares no core link.
+  FatTreeK4 ft;
+  const SpecBuilder& b = ft.b;
+  const std::vector<uint32_t>& gpu = ft.gpu;
   const std::vector<bool> up(b.num_links(), true);
   Forwarding fwd(b.spec, EngineConfig{});
   for (uint32_t s = 0; s < 4; ++s)  // the GPUs of pod 0
@@ -535,18 +548,9 @@ TEST_CASE("forwarding: the next-hop cache answers as fast_next_hop, across hop c
   // read the hop count), single next hops elsewhere. Every (node, destination, hop count)
   // asked in a random order, several times, so entries are filled at one hop count and read
   // at others; again after a link fails (the rebuild must drop every entry) and is repaired.
-  SpecBuilder b;
-  std::vector<uint32_t> gpu, edge, agg, core;
-  for (uint32_t g = 0; g < 16; ++g) gpu.push_back(b.gpu());
-  for (uint32_t e = 0; e < 8; ++e) edge.push_back(b.eps());
-  for (uint32_t a = 0; a < 8; ++a) agg.push_back(b.eps());
-  for (uint32_t c = 0; c < 4; ++c) core.push_back(b.eps());
-  for (uint32_t g = 0; g < 16; ++g) b.link(gpu[g], edge[g / 2]);
-  std::vector<uint32_t> edge_agg;
-  for (uint32_t e = 0; e < 8; ++e)
-    for (uint32_t j = 0; j < 2; ++j) edge_agg.push_back(b.link(edge[e], agg[2 * (e / 2) + j]));
-  for (uint32_t a = 0; a < 8; ++a)
-    for (uint32_t j = 0; j < 2; ++j) b.link(agg[a], core[2 * (a % 2) + j]);
+  FatTreeK4 ft;
+  SpecBuilder& b = ft.b;
+  const std::vector<uint32_t>& edge_agg = ft.edge_agg;
   for (const EngineConfig& cfg : {EngineConfig{}, flow_hashing()}) {
     Forwarding fwd(b.spec, cfg);
     std::mt19937 rng(7);
