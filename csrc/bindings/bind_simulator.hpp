@@ -137,6 +137,20 @@ void bind_simulator(py::class_<Sim>& c) {
           "compute gap after its dependencies' end bounds (a finished op its end; an unfinished one\n"
           "no earlier than `now`, nor than its start bound plus dur[op]).")
       .def(
+          "op_ends",
+          [executor](const Sim& s, const py::handle& rows) {
+            // a re-plan's read of its own period's ops, without op_log's copy of every op
+            const auto& end = executor(s).op_end();
+            const auto r = from_numpy<uint32_t>(rows, "rows");
+            std::vector<int64_t> out(r.size());
+            for (size_t i = 0; i < r.size(); ++i) {
+              RF_CHECK(r[i] < end.size(), "op_ends: row out of range");
+              out[i] = end[r[i]];
+            }
+            return to_numpy(std::move(out));
+          },
+          py::arg("rows"), "End time (ps; -1 if not reached) of each op row in `rows`.")
+      .def(
           "op_log",
           [](const Sim& s) {
             py::dict d;

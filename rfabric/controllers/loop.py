@@ -87,7 +87,6 @@ class ControlLoop:
         self.ahead_calls = 0
         self.replan = bool(getattr(controller, "replan", False)) and self.granularity == "period"
         self.replan_calls = 0
-        self._ends = None  # (now, each op's end) read at a re-plan
         self._seen: set[int] = set()
         self._candidates: set[int] = set()
         if self.lookahead:
@@ -255,10 +254,7 @@ class ControlLoop:
         """The Intent of period ``period``'s ops that have not finished (a re-plan call's: what
         a new plan would still carry); the whole period's when none has."""
         rows = self._period_rows[period]
-        now = int(self.sim.now)
-        if self._ends is None or self._ends[0] != now:
-            self._ends = (now, np.asarray(self.sim.engine.op_log()["end_ps"], dtype=np.int64))
-        left = rows[self._ends[1][rows] < 0]
+        left = rows[self.sim.engine.op_ends(rows.astype(np.uint32, copy=False)) < 0]
         if len(left) == len(rows) or not len(left):
             return self.intent(period)
         return self._intent_of(left)
