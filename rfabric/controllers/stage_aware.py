@@ -622,7 +622,7 @@ class StageAwareController(Controller):
             cur_ps = pred.time_ps(view.plan, view, paths)
             check = GainCheck(intent.period, new_ps, None, cur_ps, late, False)
             self.predictions.append((intent.period, new_ps, cur_ps))
-            if chains is None and not tenant_pins and not self._sharing(intent.period, tpl.pods, view):
+            if chains is None and not tenant_pins and not self._meeting(intent.period, tpl.pods, view):
                 # the fabric's initial plan, a candidate too where no other period runs
                 alt = self._initial(lay, intent, view, tpl.pods)
                 if alt is not None and not same_plan(alt, view.plan):
@@ -712,24 +712,21 @@ class StageAwareController(Controller):
         now = set(active)
         return [p for p in active if (h := self._holders.get(p)) and not h & now]
 
-    def _sharing(self, period: int, pods, view: FabricView) -> bool:
-        """Whether another running period has traffic in ``pods``."""
-        return any(
-            p != period and self._period_pods.get(int(p), frozenset()) & pods for p in view.active_periods
+    def _meeting(self, period: int, pods, view: FabricView, skip=()) -> frozenset:
+        """The running periods other than ``period`` (and those in ``skip``) whose traffic
+        meets ``pods``."""
+        return frozenset(
+            int(p)
+            for p in view.active_periods
+            if p != period and p not in skip and self._period_pods.get(int(p), frozenset()) & pods
         )
 
     def _holding(self, period: int, pods, view: FabricView) -> frozenset:
         """The running periods whose traffic meets ``pods`` (the ports a plan for ``period``
-        now must leave them), other than ``period`` and, for a weight-sync forest's period,
-        the forest's own periods (its waves replace each other's circuits by design). When
-        they have all ended, the period is offered again (step 3, re-plan)."""
-        own = self._ws_periods if period in self._ws_periods else ()
-        out = [
-            int(p)
-            for p in view.active_periods
-            if p != period and p not in own and self._period_pods.get(int(p), frozenset()) & pods
-        ]
-        return frozenset(out)
+        now must leave them), but for a weight-sync forest's period the forest's own periods
+        (its waves replace each other's circuits by design). When they have all ended, the
+        period is offered again (step 3, re-plan)."""
+        return self._meeting(period, pods, view, self._ws_periods if period in self._ws_periods else ())
 
     def _initial(self, lay, intent: Intent, view: FabricView, pods) -> CircuitTable | None:
         """The gain check's second candidate: the plan in force with ``pods`` set back to the
