@@ -19,6 +19,11 @@ PAPER = ROOT / "bench" / "paper"
 
 
 def _run(fig: str, out: Path, *extra: str) -> list[dict]:
+    return _run_out(fig, out, *extra)[0]
+
+
+def _run_out(fig: str, out: Path, *extra: str) -> tuple[list[dict], str]:
+    """The figure script's --quick rows and its stdout."""
     env = dict(os.environ)
     # the scripts import the package this test imports (the checkout's or the installed one)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -34,11 +39,22 @@ def _run(fig: str, out: Path, *extra: str) -> list[dict]:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"Figure {fig}" in proc.stdout  # the table was printed
     assert (out / f"fig{fig}.csv").exists()
-    return pq.read_table(out / f"fig{fig}.parquet").to_pylist()
+    return pq.read_table(out / f"fig{fig}.parquet").to_pylist(), proc.stdout
 
 
-def test_fig13_throughput(tmp_path):
-    rows = _run("13", tmp_path)
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    """The sweep points figures 13, 14 and 16 share (``--sweep-dir``), as run_all.py does."""
+    return tmp_path_factory.mktemp("sweeps")
+
+
+@pytest.fixture(scope="module")
+def fig13_rows(tmp_path_factory, sweep_dir) -> list[dict]:
+    return _run("13", tmp_path_factory.mktemp("fig13"), "--sweep-dir", str(sweep_dir))
+
+
+def test_fig13_throughput(fig13_rows):
+    rows = fig13_rows
     assert {r["model"] for r in rows} == {"qwen2.5-72b", "qwen2-57b-a14b"}
     for model in {r["model"] for r in rows}:
         by = {r["fabric"]: r for r in rows if r["model"] == model}
@@ -56,8 +72,15 @@ def test_fig13_throughput(tmp_path):
         assert by["FT"]["controller"] == "none"
 
 
-def test_fig14_stages(tmp_path):
-    rows = _run("14", tmp_path)
+def test_fig14_stages(tmp_path, sweep_dir, fig13_rows):
+    rows, stdout = _run_out("14", tmp_path, "--sweep-dir", str(sweep_dir))
+    # figure 14's quick sweep is figure 13's quick MoE sweep: read back, not run again, and
+    # the same stage times
+    assert "(6 of 6 points read back)" in stdout
+    moe = {r["fabric"]: r for r in fig13_rows if r["model"] == "qwen2-57b-a14b"}
+    assert {r["fabric"]: (r["train_s"], r["gen_s"], r["weight_sync_s"]) for r in rows} == {
+        f: (r["train_s"], r["gen_s"], r["weight_sync_s"]) for f, r in moe.items()
+    }
     by = {r["fabric"]: r for r in rows}
     for s in ("train", "gen", "weight_sync"):
         assert by["FT"][f"{s}_vs_FT"] == 1.0
@@ -95,9 +118,13 @@ def _dominated(c, p, i) -> bool:
     )
 
 
-def test_fig16_pareto(tmp_path):
-    rows = _run("16", tmp_path)
-    assert {r["link"] for r in rows} == {"100Gbps", "400Gbps"}
+def test_fig16_pareto(tmp_path, sweep_dir, fig13_rows):
+    rows, stdout = _run_out("16", tmp_path, "--sweep-dir", str(sweep_dir))
+    assert {r["link"] for r in rows} == {"200Gbps", "400Gbps"}
+    # its 200 Gb/s points are figure 13's quick MoE points, read back
+    assert "(6 of 12 points read back)" in stdout
+    moe = {r["fabric"]: r["iteration_s"] for r in fig13_rows if r["model"] == "qwen2-57b-a14b"}
+    assert {r["fabric"]: r["iteration_s"] for r in rows if r["link"] == "200Gbps"} == moe
     c = [r["network_cost_usd"] for r in rows]
     p = [r["throughput_iter_per_s"] for r in rows]
     for i, r in enumerate(rows):  # brute-force dominance, independent of rf.pareto

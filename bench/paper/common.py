@@ -34,12 +34,33 @@ SETUP = (
 )
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
+def parser(doc: str, shares_points: bool = False) -> argparse.ArgumentParser:
+    """The figure scripts' common flags; ``shares_points``: the script's sweeps have points
+    another figure's have too (``--sweep-dir``)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="reduced scale and layers (about a minute)")
     ap.add_argument("--workers", type=int, default=1, help="sweep processes (1: serial, in this process)")
     ap.add_argument("--out", default=str(OUT), help="folder of the CSV and Parquet tables")
+    if not shares_points:
+        return ap
+    ap.add_argument(
+        "--sweep-dir",
+        default=None,
+        help="keep each sweep's points in DIR and resume from them (rf.sweep's out=): a point "
+        "another figure ran already (figure 13's MoE scales in figure 14, the 200 Gb/s rows of "
+        "figure 16) is read back, not run again; rows of older code are not detected, so use a "
+        "fresh DIR after changing rfabric (run_all.py gives each run one)",
+    )
     return ap
+
+
+def sweep_out(args, model: str, gpus: int) -> str | None:
+    """rf.sweep's ``out`` for one model and scale: ``DIR/<model>-<gpus>[-quick].parquet`` under
+    ``--sweep-dir`` (every figure's sweep of that model and scale resumes from the same file,
+    by each point's content hash), else None (nothing kept)."""
+    if args.sweep_dir is None:
+        return None
+    return str(Path(args.sweep_dir) / f"{model}-{gpus}{'-quick' if args.quick else ''}.parquet")
 
 
 def sweep_kw(args) -> dict:
@@ -185,9 +206,14 @@ class Timer:
     def __init__(self, what: str):
         self.what, self.t0 = what, time.perf_counter()
 
-    def done(self) -> float:
+    def done(self, table: pa.Table | None = None) -> float:
+        """Print and return the wall time; with the sweep's table, how many of its points were
+        read back from ``--sweep-dir`` (their rows keep the wall time of the run that made them)."""
         wall = time.perf_counter() - self.t0
-        print(f"\n{self.what}: {wall:.1f} s wall", flush=True)
+        meta = (table.schema.metadata or {}) if table is not None else {}
+        resumed = int(meta.get(b"rfabric.sweep.resumed", b"0"))
+        note = f" ({resumed} of {meta[b'rfabric.sweep.points'].decode()} points read back)" if resumed else ""
+        print(f"\n{self.what}: {wall:.1f} s wall{note}", flush=True)
         return wall
 
 

@@ -44,11 +44,11 @@ def run(args) -> list[dict]:
                 gpus=[gpus],
                 workload={name: factory},
                 controller="own",
-                out=None,
+                out=C.sweep_out(args, name, gpus),
                 settings={"backend": "flow", "t_ocs": C.T_OCS},
                 **C.sweep_kw(args),
             )
-            wall = t.done()
+            wall = t.done(table)
             got = table.to_pylist()
             ft = next(r for r in got if r["fabric"] == "FT")
             for r in got:
@@ -93,7 +93,7 @@ COLS = [
 
 
 def main(argv=None) -> list[dict]:
-    ap = C.parser(__doc__)
+    ap = C.parser(__doc__, shares_points=True)
     ap.add_argument("--dense-scales", default="96")
     ap.add_argument("--moe-scales", default="128,256")
     args = ap.parse_args(argv)

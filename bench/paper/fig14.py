@@ -31,11 +31,11 @@ def run(args) -> list[dict]:
         gpus=[gpus],
         workload={"qwen2-57b-a14b": factory},
         controller="own",
-        out=None,
+        out=C.sweep_out(args, "qwen2-57b-a14b", gpus),
         settings={"backend": "flow", "t_ocs": C.T_OCS},
         **C.sweep_kw(args),
     )
-    wall = t.done()
+    wall = t.done(table)
     got = table.to_pylist()
     ft = next(r for r in got if r["fabric"] == "FT")
     rows = []
@@ -74,7 +74,7 @@ COLS = [
 
 
 def main(argv=None) -> list[dict]:
-    ap = C.parser(__doc__)
+    ap = C.parser(__doc__, shares_points=True)
     ap.add_argument("--gpus", type=int, default=256)
     args = ap.parse_args(argv)
     print(C.SETUP)

@@ -14,7 +14,8 @@ GPUs. Here: both models at their smallest scale of figure 13 (dense 96, MoE 128 
 ``--models moe`` runs the MoE half alone, about 4.5 min of CPU; the dense half, four link
 speeds of the 80-layer model, about 15), and the ``cluster_*`` columns price the same rows
 with the GPUs at ``--gpu-price`` (30,000 USD, an assumption), ``pareto_cluster`` marking
-the front on that cost. ``--quick``: 2 layers, batch 64, MoE only, 100 and 400 Gb/s.
+the front on that cost. ``--quick``: 2 layers, batch 64, MoE only, 200 and 400 Gb/s (under ``--sweep-dir``
+the 200 Gb/s points are figure 13's quick MoE points, read back).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow as pa
 import rfabric as rf
 
 LINKS = ["100Gbps", "200Gbps", "400Gbps", "800Gbps"]
-LINKS_QUICK = ["100Gbps", "400Gbps"]
+LINKS_QUICK = ["200Gbps", "400Gbps"]
 
 
 def run(args) -> list[dict]:
@@ -44,11 +45,11 @@ def run(args) -> list[dict]:
             gpus=[gpus],
             workload={name: factory},
             controller="own",
-            out=None,
+            out=C.sweep_out(args, name, gpus),
             settings={"backend": "flow", "t_ocs": C.T_OCS},
             **C.sweep_kw(args),
         )
-        wall = t.done()
+        wall = t.done(table)
         table = rf.pareto.front(table, by="workload")
         # the same rows priced with the GPUs (an assumed price: the paper gives none)
         cluster = pa.array([c + gpus * args.gpu_price for c in table["network_cost_usd"].to_pylist()])
@@ -115,7 +116,7 @@ COLS = [
 
 
 def main(argv=None) -> list[dict]:
-    ap = C.parser(__doc__)
+    ap = C.parser(__doc__, shares_points=True)
     ap.add_argument("--dense-gpus", type=int, default=96)
     ap.add_argument("--moe-gpus", type=int, default=128)
     ap.add_argument("--gpu-price", type=float, default=30_000.0, help="USD per GPU (an assumption)")
