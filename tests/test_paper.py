@@ -34,7 +34,7 @@ def _run_out(fig: str, out: Path, *extra: str) -> tuple[list[dict], str]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=1200,  # (the CI machine takes 3 min for the slowest; a loaded one 3x that)
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"Figure {fig}" in proc.stdout  # the table was printed
