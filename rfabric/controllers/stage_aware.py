@@ -221,8 +221,8 @@ class StageAwareController(Controller):
         (:attr:`checks`). The materialiser's plan for a demand is a greedy, not the best
         plan: on the 2,048-GPU MoE sweep point the gradient all-reduce's candidate at its
         own boundary was predicted slower than the plan in force (9.27 against 7.60 s) where
-        the initial plan ran it in 3.0 s; its re-plan, judged on the rings the running
-        all-reduces send, commits and they end 2.6 s sooner.
+        the initial plan ran it in 3.0 s; its re-plan, judged on the rings the all-reduces
+        already running send, commits and the stage ends 2.6 s sooner.
     11. **Routability guard.** Before the gain check, the candidate must keep joined (the
         ToR graph of its channels, relays allowed) every two ToRs that must reach each other
         (with PXN the ToRs of one rail, else all ToRs: §5.4, "RFabric maintains
