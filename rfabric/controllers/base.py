@@ -53,7 +53,9 @@ class Intent:
         tuner), whose flows a new plan may thus change. One entry per group of such ops with
         the same kind, size and ranks: a tuple of ``(src, dst, bytes)`` flows of the whole
         group, first the ones ``src``/``dst``/``bytes`` count (the dry run's choice), then
-        one per algorithm the tuner may pick (ring, tree). Empty when there are none.
+        one per algorithm the tuner may pick (ring, tree). Empty when there are none. A
+        re-plan's intent (the period's ops not finished) leaves out the ops that have
+        started: their algorithm is picked, and ``src``/``dst``/``bytes`` count its flows.
     job : str
         The job of the period's first op: the trace's ``job`` column (``rf.Job``; every op of
         a period is one job's), ``"job0"`` for a trace without one.

@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from .. import _engine
 from ..errors import SpecError
 from ..jobs import DEFAULT_JOB
 from ..spec import CircuitTable
@@ -252,16 +253,55 @@ class ControlLoop:
 
     def remaining(self, period: int) -> Intent:
         """The Intent of period ``period``'s ops that have not finished (a re-plan call's: what
-        a new plan would still carry); the whole period's when none has."""
+        a new plan would still carry); the whole period's when none has finished or started.
+        An op that started keeps the algorithm it runs whatever the plan (the tuner picks at
+        its start), so its flows are that algorithm's and it is not in ``tuned``."""
         rows = self._period_rows[period]
         left = rows[self.sim.engine.op_ends(rows.astype(np.uint32, copy=False)) < 0]
-        if len(left) == len(rows) or not len(left):
+        if not len(left):
             return self.intent(period)
-        return self._intent_of(left)
+        ran = None
+        if self._auto_all_reduce(left).any():  # (the op log is copied only for those)
+            ran = np.asarray(self.sim.engine.op_log()["algorithm"])[left]
+            if len(left) == len(rows) and (ran < 0).all():
+                return self.intent(period)
+        elif len(left) == len(rows):
+            return self.intent(period)
+        return self._intent_of(left, ran)
 
-    def _intent_of(self, rows: np.ndarray) -> Intent:
+    def _auto_all_reduce(self, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` are all-reduces with algorithm ``auto`` (a superset of the
+        ops the tuner picks for: :meth:`_tunable`)."""
+        a = self._a
+        kinds, algos = list(a["kind_names"]), list(a["algorithm_names"])
+        if "all_reduce" not in kinds or "auto" not in algos:
+            return np.zeros(len(rows), dtype=bool)
+        kind = np.asarray(a["kind"])[rows] == kinds.index("all_reduce")
+        return kind & (np.asarray(a["algorithm"])[rows] == algos.index("auto"))
+
+    def _ran_flows(self, rows: np.ndarray, ran: np.ndarray, flows: list) -> tuple[list, np.ndarray]:
+        """``flows`` with each started auto-tuned all-reduce's replaced by the dry run of the
+        algorithm it runs (``ran``: the engine's algorithm codes, -1 not started), and which
+        rows those are."""
+        names = _engine.op_algorithms()
+        fixed = np.zeros(len(rows), dtype=bool)
+        out = list(flows)
+        for i in np.flatnonzero(self._auto_all_reduce(rows) & (ran >= 0)).tolist():
+            if names[ran[i]] not in self.TUNABLE:
+                continue
+            code, r = int(ran[i]), int(rows[i])
+            alts = self._alt_flows.get(self._signature(r))
+            if alts is not None:
+                out[i] = alts[self.TUNABLE.index(names[code])]
+                fixed[i] = True
+        return out, fixed
+
+    def _intent_of(self, rows: np.ndarray, ran: np.ndarray | None = None) -> Intent:
         a = self._a
         flows = self._op_flows(rows)
+        fixed = np.zeros(len(rows), dtype=bool)
+        if ran is not None:
+            flows, fixed = self._ran_flows(rows, ran, flows)
         # ops with the same signature send the same pairs (one cached tuple): fold them first,
         # each distinct one's bytes times its count, so a period of 21 k all-to-alls sorts the
         # pairs of the few distinct ones, not 20 M; totals summed exactly, in integers
@@ -315,7 +355,7 @@ class ControlLoop:
             bytes=total,
             job=DEFAULT_JOB if self._job is None else str(self._job[first]),
         )
-        tuned = self._tuned(rows, flows, count)
+        tuned = self._tuned(rows[~fixed], [f for f, x in zip(flows, fixed, strict=True) if not x], count)
         if tuned:
             intent = dataclasses.replace(intent, tuned=tuned)
         return intent
