@@ -259,6 +259,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
     double l_net = 0, b_net = 0, l_tree = 0, l_nvl = 0, b_nvl = 0;
   };
   mutable std::map<std::vector<uint32_t>, PathTerms> terms_;
+  /// net_.routing_epoch() when congestion_ and terms_ were last emptied: both hold what the
+  /// paths and port rates of that epoch give, and are emptied when it changes.
+  mutable uint64_t terms_epoch_ = 0;
+  void forget_stale_terms() const;
   const PathTerms& path_terms(const std::vector<uint32_t>& ranks,
                               const std::vector<std::vector<uint32_t>>& groups) const;
   /// The entries of congestion_ and terms_ added during the current dry_run(), erased when it

@@ -118,9 +118,24 @@ double Executor::predict(int32_t algo, int32_t p, int passes, const std::vector<
   return base + tree;
 }
 
+void Executor::forget_stale_terms() const {
+  // Both caches read the current paths and port rates: a circuit plan, a circuit lit or a
+  // failure makes them stale, and an op tuned after it must see the fabric as it is then.
+  // (Within a dry-run batch the paths do not change, so its noted entries stay valid; if
+  // they did change, the notes would point into emptied maps and go with them.)
+  const uint64_t epoch = net_.routing_epoch();
+  if (epoch == terms_epoch_) return;
+  terms_epoch_ = epoch;
+  congestion_.clear();
+  terms_.clear();
+  dry_congestion_.clear();
+  dry_terms_.clear();
+}
+
 const Executor::PathTerms& Executor::path_terms(const std::vector<uint32_t>& ranks,
                                                 const std::vector<std::vector<uint32_t>>& groups) const {
   // Cached per rank set, as busiest_port(): the ops of one group repeat.
+  forget_stale_terms();
   if (auto it = terms_.find(ranks); it != terms_.end()) return it->second;
   PathTerms t;
   size_t widest = 0;
@@ -170,6 +185,7 @@ std::pair<double, double> Executor::busiest_port(const std::vector<uint32_t>& ra
   // Every edge of the c channels' rings (and double trees) loads each port on its current
   // path with its share of the message; the busiest port's load over its rate is the
   // algorithm's time per byte. Cached per (ranks, channels): ops of one group repeat.
+  forget_stale_terms();
   auto key = std::make_pair(ranks, c);
   if (auto it = congestion_.find(key); it != congestion_.end()) return it->second;
   std::unordered_map<uint32_t, double> ring, tree;  // port -> bytes per message byte

@@ -81,6 +81,9 @@ class FlowFabric {
   virtual std::vector<uint32_t> trace_path(uint32_t src, uint32_t dst, uint32_t flow_hash) const = 0;
   /// Current rate of a port (bit/s).
   virtual BitsPerSec port_rate_bps(uint32_t port) const = 0;
+  /// Changes with every rebuild of the routes (a circuit plan, a circuit lit, a failure or
+  /// repair): what path_cost, trace_path and port_rate_bps said before may no longer hold.
+  virtual uint64_t routing_epoch() const = 0;
   /// Ideal completion time (ps) of a lone message of `size` payload bytes from src to dst
   /// on the idle path of ECMP hash `flow_hash` (Forwarding::lone_packet_fct_ps): the denominator of
   /// a flow's slowdown.

@@ -225,6 +225,7 @@ void Forwarding::build_dmodk() {
 }
 
 void Forwarding::rebuild() {
+  ++rebuilds_;
   for (uint32_t p = 0; p < channels_.size(); ++p) {
     routing_in_.port_up[p] = channels_[p].up && !channels_[p].inert;
     routing_in_.port_peer[p] = channels_[p].peer;

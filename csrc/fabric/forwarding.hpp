@@ -113,6 +113,8 @@ class Forwarding {
   void update_channels(SimTime now_ps);
   /// Rebuild the routing tables and fast routes from the channels as they are.
   void rebuild();
+  /// Rebuilds so far: paths and port rates read before the last one may be stale.
+  uint64_t rebuilds() const { return rebuilds_; }
 
   // ---- queries ----
   /// A working NIC: the GPU has one and its channel is up.
@@ -352,6 +354,7 @@ class Forwarding {
   RoutingInput routing_in_;
   RoutingTable routes_;
   bool circuits_changed_ = true;  ///< since the last rebuild: up*/down* then takes a new order
+  uint64_t rebuilds_ = 0;
 };
 
 // ---- templates (the packet plane instantiates them with its queue loads) ----

@@ -108,6 +108,7 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
     return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
   size_t num_flows() const override { return flows_.size(); }
+  uint64_t routing_epoch() const override { return fwd_.rebuilds(); }
 
   void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                  const std::vector<Bytes>& size, const std::vector<SimTime>& start);

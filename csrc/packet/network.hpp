@@ -356,6 +356,7 @@ class Network final : public engine::Handler, public FlowFabric {
     return fwd_.lone_packet_fct_ps(fwd_.path(src, dst, flow_hash), size, mtu_ - h, h);
   }
   size_t num_flows() const override { return flows_.size(); }
+  uint64_t routing_epoch() const override { return fwd_.rebuilds(); }
   size_t packets_in_flight() const { return pool_.live(); }
   size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
