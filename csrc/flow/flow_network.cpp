@@ -241,7 +241,6 @@ void FlowNetwork::start_flow(uint32_t f) {
       const uint32_t s = handoff_;
       handoff_ = kNone;
       sf.flow = f;
-      sub_key_[s] = SubKey{flows_.start_ps[f], flows_.id[f]};
       sf.remaining = sf.accounted = wire;
       sf.last = eng_.now();
       flow_sub_[f] = s;
@@ -268,12 +267,9 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   } else {
     s = static_cast<uint32_t>(subs_.size());
     subs_.emplace_back();
-    sub_bneck_.push_back(kNone);
-    sub_key_.emplace_back();
   }
   Subflow& sf = subs_[s];
   sf.flow = f;
-  sub_key_[s] = SubKey{flows_.start_ps[f], flows_.id[f]};
   sf.active = true;
   sf.blocked = !ps.reached || ps.ports.empty();
   sf.remaining = sf.accounted = bytes;
@@ -283,7 +279,6 @@ uint32_t FlowNetwork::new_subflow(uint32_t f, PathSet& ps, double bytes) {
   sf.last = eng_.now();
   sf.finish_at = -1;
   sf.bneck = kNone;
-  sub_bneck_[s] = kNone;
   const size_t n = ps.ports.size();
   RF_CHECK(n <= std::numeric_limits<uint16_t>::max(), "flow ", flows_.id[f], ": a path set of ", n, " ports");
   sf.nhops = static_cast<uint16_t>(n);
@@ -374,7 +369,6 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   if (sf.bneck != kNone) {
     --ports_[sf.bneck].bnecks;
     sf.bneck = kNone;
-    sub_bneck_[s] = kNone;
   }
   if (!sf.blocked) {
     if (local_refill()) release_rate(s);
@@ -452,40 +446,36 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   double behind = 0;  // wire bytes sent after its last frame
   for (uint32_t i = told.first; i != kNone; i = told_[i].next)
     if (after(told_[i].start, told_[i].id)) behind += told_[i].last;
-  // Only the flows bottlenecked at b count: port.bnecks of them, s among them, and of those
-  // only the ones it serves after s. A port's list is long at scale and mostly holds flows
-  // bottlenecked elsewhere or served before s, so the scan reads dense copies of their
-  // bottlenecks and start keys (sub_bneck_, sub_key_), not their records, and stops once it
-  // has met the others (the rest of the list adds nothing); the records of the flows it keeps
-  // are then read in list order, so the sum and its order are those of the whole scan. At
-  // scale each record is a cache miss: those of the flows a few places on are fetched.
+  // Only the flows bottlenecked at b count: port.bnecks of them, s among them. The scan
+  // stops once it has met the others (the rest of the list adds nothing, so the sum and its
+  // order are those of the whole scan), and fetches the records and start times of the
+  // entries a few places on: at scale each is a cache miss, and a port's list is long.
   const auto* const entries = port.subs.data();
   const size_t n = port.subs.size();
-  const uint32_t* const sub_bneck = sub_bneck_.data();
-  const SubKey* const sub_key = sub_key_.data();
   size_t others = port.bnecks > 0 ? port.bnecks - 1 : n;
-  std::vector<uint32_t>& met = rr_met_;
-  met.clear();
-  for (size_t k = 0; k < n && others > 0; ++k) {
-    const uint32_t t = entries[k].first;
-    if (t == s || sub_bneck[t] != b) continue;
-    --others;
-    const SubKey key = sub_key[t];
-    if (after(key.start, key.id) && key.start != now) met.push_back(t);
-  }
-  static_assert(offsetof(Subflow, last) / 64 == offsetof(Subflow, rate) / 64);
   constexpr size_t kAhead = 8;
-  const size_t nm = met.size();
-  for (size_t k = 0; k < nm; ++k) {
-    if (k + kAhead < nm) {
-      // (the record's first line, with its weight, and the line of its rate and last settle)
-      const char* rec = reinterpret_cast<const char*>(&subs_[met[k + kAhead]]);
+  for (size_t k = 0; k < n && others > 0; ++k) {
+    if (k + kAhead < n) {
+      // (the record's first line, and the lines of its rate and its last settle)
+      const char* rec = reinterpret_cast<const char*>(&subs_[entries[k + kAhead].first]);
       __builtin_prefetch(rec);
       __builtin_prefetch(rec + offsetof(Subflow, rate));
+      __builtin_prefetch(rec + offsetof(Subflow, last));
     }
-    const Subflow& o = subs_[met[k]];
+    if (k + kAhead / 2 < n) {
+      const uint32_t g = subs_[entries[k + kAhead / 2].first].flow;
+      __builtin_prefetch(&flows_.start_ps[g]);
+      __builtin_prefetch(&flows_.id[g]);
+    }
+    const uint32_t t = entries[k].first;
+    const Subflow& o = subs_[t];
+    if (t == s || !o.active || o.bneck != b) continue;
+    --others;
+    const uint32_t g = o.flow;
+    const SimTime gs = flows_.start_ps[g];
+    if (!after(gs, flows_.id[g]) || gs == now) continue;
     if (o.finish_at == now) {
-      behind += last_frames(o.flow);
+      behind += last_frames(g);
       continue;
     }
     const double left = o.remaining - o.rate * static_cast<double>(now - o.last) / kBitsPsPerByte;

@@ -233,13 +233,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     double weight = 1;     ///< its flow's copies: it takes weight x the fair share
     double cap = 0;        ///< bit/s ceiling beyond the ports' (0: none)
     Hop inline_hops[kInlineHops];
-    // (rate, finish_at, remaining and last share a cache line: what round_robin_lead reads of
-    // the flows sharing a bottleneck)
     double rate = 0;  ///< bit/s
     SimTime finish_at = -1;
     double remaining = 0;    ///< wire bytes left to send
-    SimTime last = 0;        ///< when remaining was last settled
     double accounted = 0;    ///< `remaining` when its bytes sent were last added to its ports (account)
+    SimTime last = 0;        ///< when remaining was last settled
     std::vector<Hop> spill;  ///< the hops when there are more than kInlineHops
     Hop* hops() { return nhops <= kInlineHops ? inline_hops : spill.data(); }
     const Hop* hops() const { return nhops <= kInlineHops ? inline_hops : spill.data(); }
@@ -391,15 +389,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   std::vector<SimTime> flow_delay_;  ///< per flow: sent -> delivered
   std::vector<SimTime> flow_lag_;    ///< per flow: its start_lag (begin_flow)
   std::vector<Subflow> subs_;
-  /// Per subflow slot, dense, for round_robin_lead's scans of a port's list: its bottleneck
-  /// (Subflow::bneck; kNone while it does not send), and its flow's start and id.
-  std::vector<uint32_t> sub_bneck_;
-  struct SubKey {
-    SimTime start = 0;
-    uint64_t id = 0;
-  };
-  std::vector<SubKey> sub_key_;
-  std::vector<uint32_t> rr_met_;  ///< round_robin_lead's scratch
   std::vector<uint32_t> free_subs_;
   std::vector<uint32_t> active_;  ///< live subflows
   /// The subflow whose flow just finished sending, while its observer is told (start_flow

@@ -192,14 +192,10 @@ void FlowNetwork::recompute() {
   // scattered over the heap, hops past kInlineHops in a vector of their own, port marks):
   // what the entries a few places ahead in a port's list (or in the seeds: the subflows
   // started at this instant, their records long out of cache when many start at once) will
-  // read is fetched in stages while the current one is read: in a port's list their marks
-  // (2 kAhead), the records of those not yet visited (kAhead), their hops (kAhead / 2), the
-  // marks of those hops' ports (kAhead / 4); in the seeds marks and records at kAhead.
+  // read is fetched in stages while the current one is read: their marks and records
+  // (kAhead), the hops of those not yet visited (kAhead / 2), the marks of those hops' ports
+  // (kAhead / 4).
   constexpr size_t kAhead = 8;
-  auto fetch_record = [&](uint32_t t) {
-    // (a subflow is met once per port it crosses: only the first meeting reads its record)
-    if (sub_mark[t].mark != mark) __builtin_prefetch(&subs_[t]);
-  };
   auto fetch_hops = [&](uint32_t t) {
     if (sub_mark[t].mark == mark) return;
     const Subflow& sf = subs_[t];
@@ -240,8 +236,13 @@ void FlowNetwork::recompute() {
     const size_t n = list.size();
     grow(w.port_sub, nentry + n);
     for (size_t k = 0; k < n; ++k) {
-      if (k + 2 * kAhead < n) __builtin_prefetch(&sub_mark[entries[k + 2 * kAhead].first]);
-      if (k + kAhead < n) fetch_record(entries[k + kAhead].first);
+      if (k + kAhead < n) {
+        const uint32_t t = entries[k + kAhead].first;
+        __builtin_prefetch(&sub_mark[t]);
+        const char* rec = reinterpret_cast<const char*>(&subs_[t]);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + offsetof(Subflow, spill));
+      }
       if (k + kAhead / 2 < n) fetch_hops(entries[k + kAhead / 2].first);
       if (k + kAhead / 4 < n) fetch_port_marks(entries[k + kAhead / 4].first);
       const uint32_t local = visit_sub(entries[k].first);  // (may grow sub_port, not port_sub)
@@ -273,7 +274,7 @@ void FlowNetwork::commit_rates() {
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
     if (i + kAhead < comp_subs.size()) {
-      // (the record's first line, and the line of its rate and finish)
+      // (the record's first line, and the line of its rate and finish it compares below)
       const char* rec = reinterpret_cast<const char*>(&subs_[comp_subs[i + kAhead]]);
       __builtin_prefetch(rec);
       __builtin_prefetch(rec + offsetof(Subflow, rate));
@@ -284,7 +285,6 @@ void FlowNetwork::commit_rates() {
       if (sf.bneck != kNone) --ports_[sf.bneck].bnecks;
       if (bneck != kNone) ++ports_[bneck].bnecks;
       sf.bneck = bneck;
-      sub_bneck_[comp_subs[i]] = bneck;
     }
     const double r = w.rate[i];
     if (sf.finish_at >= now && std::abs(r - sf.rate) <= kRateEps * std::max(r, sf.rate)) continue;
