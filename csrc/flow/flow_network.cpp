@@ -95,6 +95,7 @@ uint32_t FlowNetwork::append_flow(uint32_t src, uint32_t dst, Bytes size, SimTim
   RF_CHECK(size <= std::numeric_limits<Bytes>::max() / copies, "flow ", i, ": ", copies, " copies of ", size,
            " bytes overflow");
   const uint32_t hash = net::ecmp_hash(cfg_.seed, i, ecmp_key);
+  fetch_paths(src, dst, hash);  // (start_paths reads it soon after: its cache miss overlaps)
   RF_CHECK(fwd_.first_port(src, dst, hash) != kNone, "flow ", i, ": GPU ", dst, " is unreachable from GPU ",
            src);
   FlowRecords& t = flows_;

@@ -280,6 +280,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   void finish(uint32_t f);
   Bytes sent_of(uint32_t f) const;
   PathSet& paths_of(uint32_t src, uint32_t dst, uint32_t hash);
+  /// Fetch the path cache's slot for (src, dst, hash) ahead of paths_of: at scale the table
+  /// is megabytes and each lookup a cache miss.
+  void fetch_paths(uint32_t src, uint32_t dst, uint32_t hash) const;
   /// Add one sampled frame's path (`reached`: it gets to the destination) to `ps`, `weight`
   /// samples of it; `count`: per port of ps.ports, the samples crossing it; `samples`: all.
   static void add_sample(PathSet& ps, std::vector<uint32_t>& count, uint32_t& samples,

@@ -273,7 +273,12 @@ void FlowNetwork::commit_rates() {
       if (w.plevel[lp] >= 0) plevel_[comp_ports[lp]] = w.plevel[lp];
   const SimTime now = eng_.now();
   for (size_t i = 0; i < comp_subs.size(); ++i) {
-    if (i + kAhead < comp_subs.size()) __builtin_prefetch(&subs_[comp_subs[i + kAhead]]);
+    if (i + kAhead < comp_subs.size()) {
+      // (the record's first line, and the line of its rate and finish it compares below)
+      const char* rec = reinterpret_cast<const char*>(&subs_[comp_subs[i + kAhead]]);
+      __builtin_prefetch(rec);
+      __builtin_prefetch(rec + offsetof(Subflow, rate));
+    }
     Subflow& sf = subs_[comp_subs[i]];
     const uint32_t bneck = w.bneck[i] == kNone ? kNone : comp_ports[w.bneck[i]];
     if (bneck != sf.bneck) {

@@ -51,6 +51,11 @@ void FlowNetwork::clear_path_cache() {
   for (PathSlot& e : path_table_) e.index = kNone;
 }
 
+void FlowNetwork::fetch_paths(uint32_t src, uint32_t dst, uint32_t hash) const {
+  if (path_table_.empty()) return;
+  __builtin_prefetch(&path_table_[PathKeyHash{}(PathKey{src, dst, hash}) & (path_table_.size() - 1)]);
+}
+
 FlowNetwork::PathSet& FlowNetwork::paths_of(uint32_t src, uint32_t dst, uint32_t hash) {
   const PathKey key{src, dst, hash};
   if (path_table_.empty()) path_table_.resize(1024);
