@@ -109,6 +109,7 @@ void Network::topology_changed() {
     if (pt.up && (!was_up || pt.peer != old_peer)) back.push_back(p);
   }
   fwd_.rebuild();
+  take_hop_keys();
   dark_until_ = fwd_.last_lit_at();
   for (const uint32_t p : gone) evacuate(p);
   release_held();

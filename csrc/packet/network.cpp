@@ -350,8 +350,8 @@ void Network::arrive(uint32_t pkt) {
     arrive_on_changed_channel(pkt);
     return;
   }
-  const uint32_t node = in.peer;
-  if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
+  const uint32_t key = in.peer_key;
+  if (key == p.dst) {  // (the key of a node that is not a GPU is never a GPU's id)
     deliver(pkt);
     return;
   }
@@ -359,8 +359,8 @@ void Network::arrive(uint32_t pkt) {
   // path, not a loop, since one consistent table set has none.)
   uint32_t out;
   // (the cache when it is on; the fast route itself when its table would be too large)
-  const bool decided = fwd_.hop_cache_on() ? fwd_.cached_next_hop(node, p.dst, p.hops, out)
-                                           : fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out);
+  const bool decided = fwd_.hop_cache_on() ? fwd_.cached_next_hop_at(key, in.peer, p.dst, p.hops, out)
+                                           : fwd_.fast_next_hop(in.peer, in.peer_eps, p.dst, p.hops, out);
   if (!decided) [[unlikely]] {
     arrive_routed(pkt);
     return;

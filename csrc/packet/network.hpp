@@ -53,7 +53,9 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
 
   // ---- line 0: arrivals, and the rest of a queued frame ----
   uint32_t peer = 0;
-  int32_t peer_gpu = -1;  ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  /// Forwarding::hop_key(peer): the GPU's id when `peer` is a GPU (arrivals test delivery
+  /// here: any other node's key is at least num_gpus()), else where its next-hop cache row is
+  uint32_t peer_key = 0;
   uint32_t live_gen = 1;  ///< gen | 1: what a frame sent on this channel as it is, live, carries
   bool peer_eps = false;  ///< `peer` is a packet switch
   uint8_t hop_step = 0;   ///< what an arrival over this channel adds to Packet::hops: 1 when
@@ -392,11 +394,16 @@ class Network final : public engine::Handler, public FlowFabric {
   /// route() when the caller knows whether `node` is a packet switch.
   RF_HOT uint32_t route(uint32_t node, bool eps, const Packet& p) const;
   /// A port's peer and what arrivals need to know of it.
+  /// (Its key is set by take_hop_keys(), once forwarding's tables are rebuilt.)
   void set_peer(Port& pt, uint32_t peer) {
     pt.peer = peer;
-    pt.peer_gpu = fwd_.nodes()[peer].gpu;
     pt.peer_eps = fwd_.nodes()[peer].kind == NodeKind::Eps;
     pt.hop_step = fwd_.hop_step(peer);
+  }
+  /// Every port's Port::peer_key from forwarding's tables as they are (after each rebuild:
+  /// the keys of the tables before no longer hold).
+  void take_hop_keys() {
+    for (Port& pt : ports_) pt.peer_key = fwd_.hop_key(pt.peer);
   }
   /// What forwarding's adaptive and multi-path choices see of a port: its queue, the frame in
   /// service, a PAUSE. Read lazily, so routes that never look cost nothing.
