@@ -286,7 +286,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) { enqueue(port, pkt, true); }
 void Network::enqueue(uint32_t port, uint32_t pkt, bool may_be_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
-  if (!pt.up) {
+  if (!is_up(pt)) {
     ++port_info_[port].drops;
     drop(pkt, counters_.link_down_drops);
     return;
@@ -404,7 +404,7 @@ void Network::forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingres
     // Straight through an idle port: the frame's ingress bytes come and go in the same
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
-    if (o.nic | !o.ps_per_byte) [[unlikely]] {
+    if (o.cold_wire) [[unlikely]] {
       straight_through_cold(out, pkt);
       return;
     }
@@ -505,7 +505,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == src
                            ? first_port_for(src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
-  if (out == kNone || !ports_[out].up) {
+  if (out == kNone || !is_up(ports_[out])) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
     return;
   }

@@ -55,7 +55,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
     for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
       if (p == kNone) continue;
-      ports_[p].nic = true;
+      set_nic(ports_[p]);
       port_nic_[p] = static_cast<uint32_t>(nics_.size());
       nics_.emplace_back();
     }
