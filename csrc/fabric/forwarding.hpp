@@ -169,15 +169,24 @@ class Forwarding {
   /// packet ports keep their far end's, so an arrival reads no row table).
   RF_HOT bool cached_next_hop_at(uint32_t key, uint32_t node, uint32_t dst, uint32_t hops,
                                  uint32_t& out) const {
-    const uint32_t e = hop_cache_[static_cast<size_t>(key) + dst];
+    if (hop_cache_hit(key, dst, hops, out)) [[likely]]
+      return true;
+    const uint64_t r = fill_next_hop(node, dst, hops);  // (by value: `out` stays in a register)
+    out = static_cast<uint32_t>(r);
+    return (r >> 32) != 0;
+  }
+  /// The cache's answer for the node of `key` alone, with no fill on a miss (false: ask
+  /// cached_next_hop_at(), which fills the entry, or fast_next_hop()).
+  RF_HOT bool hop_cache_hit(uint32_t key, uint32_t dst, uint32_t hops, uint32_t& out) const {
+    // (a 32-bit sum: the table stays within kHopCacheMax entries, and the index needs no
+    // widening of its own)
+    const uint32_t e = hop_cache_[key + dst];
     const uint32_t tag = e >> kHopTagShift;
     if (tag == 0 || tag == hops + 1) [[likely]] {
       out = e & kHopPortMask;
       return true;
     }
-    const uint64_t r = fill_next_hop(node, dst, hops);  // (by value: `out` stays in a register)
-    out = static_cast<uint32_t>(r);
-    return (r >> 32) != 0;
+    return false;
   }
   /// cached_next_hop() may answer: its rows are made, or will be at the next miss. False
   /// when the table would be too large (or the fast route is off): fast_next_hop() then.

@@ -358,10 +358,25 @@ void Network::arrive(uint32_t pkt) {
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   uint32_t out;
-  // (the cache when it is on; the fast route itself when its table would be too large)
-  const bool decided = fwd_.hop_cache_on() ? fwd_.cached_next_hop_at(key, in.peer, p.dst, p.hops, out)
-                                           : fwd_.fast_next_hop(in.peer, in.peer_eps, p.dst, p.hops, out);
-  if (!decided) [[unlikely]] {
+  // (the cache when it is on, a miss filled out of line, so the hit reads nothing of the
+  // node but its key; the fast route itself when its table would be too large)
+  if (fwd_.hop_cache_on()) [[likely]] {
+    if (!fwd_.hop_cache_hit(key, p.dst, p.hops, out)) [[unlikely]] {
+      arrive_missed(pkt);
+      return;
+    }
+  } else if (!fwd_.fast_next_hop(in.peer, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+    arrive_routed(pkt);
+    return;
+  }
+  forward(pkt, out);
+}
+
+void Network::arrive_missed(uint32_t pkt) {
+  const Packet& p = pool_[pkt];
+  const Port& in = ports_[p.port];
+  uint32_t out;
+  if (!fwd_.cached_next_hop_at(in.peer_key, in.peer, p.dst, p.hops, out)) {
     arrive_routed(pkt);
     return;
   }

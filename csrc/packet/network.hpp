@@ -484,6 +484,9 @@ class Network final : public engine::Handler, public FlowFabric {
   /// arrive() for a frame the fast route does not place (route_with): out of line, with the
   /// call it makes. Then forward() as on the fast path.
   [[gnu::noinline]] void arrive_routed(uint32_t pkt);
+  /// arrive() when the next-hop cache has no answer for the frame: filled, then forward(), or
+  /// arrive_routed() when the fast route does not decide.
+  [[gnu::noinline]] void arrive_missed(uint32_t pkt);
   /// The frame at the node behind its ingress port leaves by port `out` (kNone: no route).
   RF_HOT void forward(uint32_t pkt, uint32_t out);
   /// forward() once the ingress bytes are counted (peak, PAUSE).
