@@ -170,14 +170,12 @@ class EventQueue {
     // take_head() on the current bucket, through its pointer
     out = node(n).ev;
     b.head = node(n).next;
-    if (n == b.hint) b.hint = kNil;
     if (b.head == kNil) {
-      b.tail = kNil;
+      b.tail = b.hint = kNil;
       const size_t slot = cur_slot();
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
-    node(n).next = free_;
-    free_ = n;
+    release(n);
     return true;
   }
 
@@ -185,17 +183,25 @@ class EventQueue {
     const uint32_t n = buckets_[slot].head;
     const Event out = node(n).ev;
     buckets_[slot].head = node(n).next;
-    if (n == buckets_[slot].hint) buckets_[slot].hint = kNil;
     if (buckets_[slot].head == kNil) {
-      buckets_[slot].tail = kNil;
+      buckets_[slot].tail = buckets_[slot].hint = kNil;
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
-    node(n).next = free_;
-    free_ = n;
+    release(n);
     return out;
   }
 
+  /// Node n, just taken out of its bucket, onto the free list, its time set to kFreeTime: a
+  /// bucket's hint may still name it (a pop does not test for its hint, which saves a test
+  /// per event), and link() then recognises it as no longer in the bucket by that time.
+  RF_HOT void release(uint32_t n) {
+    node(n).ev.time = kFreeTime;
+    node(n).next = free_;
+    free_ = n;
+  }
+
   static constexpr uint32_t kNil = 0xffffffffu;
+  static constexpr SimTime kFreeTime = -1;  ///< a free node's time (every event's is >= 0)
   struct Node {
     Event ev;
     uint32_t next;
@@ -247,8 +253,15 @@ class EventQueue {
     } else {
       // Out of order (e.g. equal-time bursts from synchronized flows): walk from the last
       // out-of-order insert when it is not later than ev, since such inserts come in rising runs.
+      // The hint may have been popped since (pops leave it): unless it is n itself (taken
+      // from the free list for this event), it is still in the bucket exactly when its time
+      // is within [head's, ev's]. A popped node is free (kFreeTime, below any head's) or holds
+      // an event of another bucket (outside this bucket's times, which hold both), or of this
+      // one, and then it is in the list again, which is all the walk needs.
       uint32_t p = buckets_[slot].hint;
-      if (p == kNil || node(p).ev.time > time) p = buckets_[slot].head;
+      if (p == kNil || p == n || node(p).ev.time > time ||
+          node(p).ev.time < node(buckets_[slot].head).ev.time)
+        p = buckets_[slot].head;
       while (node(node(p).next).ev.time <= time) p = node(p).next;
       node(n).next = node(p).next;
       node(p).next = n;
@@ -346,8 +359,7 @@ class EventQueue {
       for (uint32_t n = buckets_[slot].head; n != kNil;) {
         const uint32_t next = node(n).next;
         far_.push(node(n).ev);
-        node(n).next = free_;
-        free_ = n;
+        release(n);
         n = next;
       }
       buckets_[slot].head = buckets_[slot].tail = buckets_[slot].hint = kNil;

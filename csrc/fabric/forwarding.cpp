@@ -260,7 +260,7 @@ void Forwarding::rebuild() {
   fast_route_.assign(gpu_node_.size(), FastRoute{});
   // (parallel links: route_with, whose choice among them reads the port a frame came by)
   hop_row_.assign(nodes_.size(), 0);
-  hop_cache_.assign(gpu_node_.size(), 0xffffffffu);  // the empty row
+  hop_cache_.assign(2 * gpu_node_.size(), 0xffffffffu);  // the empty rows
   hop_cache_pending_ = hop_cache_on_ = false;
   if (host_forwarding_ || routing_in_.updown || routes_.bundles()) return;
   for (uint32_t g = 0; g < gpu_node_.size(); ++g) {
@@ -272,18 +272,18 @@ void Forwarding::rebuild() {
 
 void Forwarding::make_hop_cache() const {
   hop_cache_pending_ = false;
-  // A row per packet switch with routing cells after the empty one, when the table stays
+  // A row per packet switch with routing cells after the two empty ones, when the table stays
   // small (a fat-tree of 1,024 GPUs: 320 switches, 1.3 MB) and its ports fit an entry.
   std::vector<uint32_t> switches;
   for (uint32_t n = 0; n < nodes_.size(); ++n)
     if (nodes_[n].kind == NodeKind::Eps && routes_.has_row(n)) switches.push_back(n);
   const size_t g = gpu_node_.size();
-  if ((switches.size() + 1) * g > kHopCacheMax || channels_.size() > kHopPortMask) {
+  if ((switches.size() + 2) * g > kHopCacheMax || channels_.size() > kHopPortMask) {
     hop_cache_on_ = false;
     return;
   }
-  hop_cache_.assign((switches.size() + 1) * g, 0xffffffffu);
-  for (size_t i = 0; i < switches.size(); ++i) hop_row_[switches[i]] = static_cast<uint32_t>((i + 1) * g);
+  hop_cache_.assign((switches.size() + 2) * g, 0xffffffffu);
+  for (size_t i = 0; i < switches.size(); ++i) hop_row_[switches[i]] = static_cast<uint32_t>((i + 2) * g);
 }
 
 uint64_t Forwarding::fill_next_hop(uint32_t node, uint32_t dst, uint32_t hops) const {

@@ -165,19 +165,45 @@ class Forwarding {
   /// kept with that count and holds only for it; the others hold for any count.
   RF_HOT bool cached_next_hop(uint32_t node, uint32_t dst, uint32_t hops, uint32_t& out) const {
     // (a node without a row of its own reads the empty row: every read misses)
-    const uint32_t e = hop_cache_[static_cast<size_t>(hop_row_[node]) + dst];
+    return cached_next_hop_at(hop_row_[node], node, dst, hops, out);
+  }
+  /// cached_next_hop() from the node's hop_key() (kept by the caller beside the node: the
+  /// packet ports keep their far end's, so an arrival reads no row table).
+  RF_HOT bool cached_next_hop_at(uint32_t key, uint32_t node, uint32_t dst, uint32_t hops,
+                                 uint32_t& out) const {
+    if (hop_cache_hit(key, dst, hops, out)) [[likely]]
+      return true;
+    const uint64_t r = fill_next_hop(node, dst, hops);  // (by value: `out` stays in a register)
+    out = static_cast<uint32_t>(r);
+    return (r >> 32) != 0;
+  }
+  /// The cache's answer for the node of `key` alone, with no fill on a miss (false: ask
+  /// cached_next_hop_at(), which fills the entry, or fast_next_hop()).
+  RF_HOT bool hop_cache_hit(uint32_t key, uint32_t dst, uint32_t hops, uint32_t& out) const {
+    // (a 32-bit sum: the table stays within kHopCacheMax entries, and the index needs no
+    // widening of its own)
+    const uint32_t e = hop_cache_[key + dst];
     const uint32_t tag = e >> kHopTagShift;
     if (tag == 0 || tag == hops + 1) [[likely]] {
       out = e & kHopPortMask;
       return true;
     }
-    const uint64_t r = fill_next_hop(node, dst, hops);  // (by value: `out` stays in a register)
-    out = static_cast<uint32_t>(r);
-    return (r >> 32) != 0;
+    return false;
   }
   /// cached_next_hop() may answer: its rows are made, or will be at the next miss. False
   /// when the table would be too large (or the fast route is off): fast_next_hop() then.
   bool hop_cache_on() const { return hop_cache_on_; }
+  /// What cached_next_hop_at() takes for `node`, and, for a GPU, what a frame's destination
+  /// is compared with at its arrival: the GPU's id for a GPU (below num_gpus(), inside the
+  /// empty rows: every read misses); the offset of its row for a packet switch with one (at
+  /// least 2 num_gpus(), so it never equals a destination); num_gpus() for any other node
+  /// (the second empty row). Makes the rows if they are pending; valid until the next
+  /// rebuild(), after which a holder takes the keys again.
+  uint32_t hop_key(uint32_t node) const {
+    if (hop_cache_pending_) make_hop_cache();
+    if (nodes_[node].gpu >= 0) return static_cast<uint32_t>(nodes_[node].gpu);
+    return hop_row_[node] != 0 ? hop_row_[node] : num_gpus();
+  }
   /// Up*/down*: the hop from node `from` to `to` descends.
   bool descends(uint32_t from, uint32_t to) const { return routing_in_.updown && routes_.descends(from, to); }
   /// The general next hop: relays, host forwarding, up*/down*, every ECMP mode. `from`: the
@@ -279,10 +305,11 @@ class Forwarding {
   /// The next-hop cache (cached_next_hop): per (row, destination GPU) an entry, the port in
   /// the low bits and above them a tag: 0 for an answer that holds at any hop count, h + 1
   /// for one that holds at hop count h only, kHopTagEmpty (never h + 1: hop counts are below
-  /// 256) for none yet. Row 0 stays empty: the row of every node without one of its own (a
-  /// node that is no packet switch, or every node while the table would exceed
-  /// kHopCacheMax entries). Rows are made at the first miss after a rebuild (a flow backend
-  /// never asks); per node, its row's first entry.
+  /// 256) for none yet. Rows 0 and 1 stay empty: row 0 is the row of every node without one
+  /// of its own (a node that is no packet switch, or every node while the table would exceed
+  /// kHopCacheMax entries), and a hop_key() below 2 num_gpus() reads within the two. Rows are
+  /// made at the first miss or hop_key() after a rebuild (a flow backend never asks); per
+  /// node, its row's first entry.
   static constexpr uint32_t kHopTagShift = 23, kHopPortMask = (1u << kHopTagShift) - 1;
   static constexpr uint32_t kHopTagEmpty = 0xffffffffu >> kHopTagShift;
   static constexpr size_t kHopCacheMax = size_t{1} << 21;  ///< entries (8 MB)

@@ -22,7 +22,7 @@ void Network::resolve_channel(uint32_t port) {
   // The port takes its channel as forwarding resolved it (update_channels).
   Port& pt = ports_[port];
   const Channel& c = fwd_.channel(port);
-  const bool changed = c.peer != pt.peer || c.up != pt.up;
+  const bool changed = c.peer != pt.peer || c.up != is_up(pt);
   set_peer(pt, c.peer);
   PortInfo& info = port_info_[port];
   info.prop_ps = c.prop_ps;
@@ -63,7 +63,7 @@ void Network::resend_from_source(uint32_t pkt) {
   const uint32_t src = fwd_.gpu_node(from), out = first_port_for(from, p.dst, hash);
   const auto path = fwd_.path(from, p.dst, hash);
   const bool reaches = !path.empty() && fwd_.channel(path.back()).peer == fwd_.gpu_node(p.dst);
-  if (out == kNone || !ports_[out].up || !reaches) {
+  if (out == kNone || !is_up(ports_[out]) || !reaches) {
     hold(src, pkt, false);  // (not from a switch again until a change gives it a way)
   } else {
     enqueue_cold(out, pkt);
@@ -79,7 +79,7 @@ void Network::release_held() {
       const uint32_t next = pool_[pkt].next;
       --held_now_;
       const uint32_t out = route_cold(node, pool_[pkt]);
-      if (out == kNone || !ports_[out].up) {
+      if (out == kNone || !is_up(ports_[out])) {
         hold_or_resend(node, pkt, false);  // still no way on
       } else {
         enqueue_cold(out, pkt);
@@ -95,20 +95,21 @@ void Network::topology_changed() {
   for (uint32_t p = 0; p < ports_.size(); ++p) {
     Port& pt = ports_[p];
     if (port_info_[p].inert) continue;
-    const bool was_up = pt.up;
+    const bool was_up = is_up(pt);
     const uint32_t old_peer = pt.peer;
     if (port_info_[p].optical) {
       resolve_channel(p);
-    } else if (pt.up != fwd_.channel(p).up) {
+    } else if (is_up(pt) != fwd_.channel(p).up) {
       new_channel(pt, fwd_.channel(p).up);
     }
-    if (was_up && (!pt.up || pt.peer != old_peer)) {
+    if (was_up && (!is_up(pt) || pt.peer != old_peer)) {
       set_paused(pt, false);  // a PAUSE from the old peer no longer applies
       gone.push_back(p);
     }
-    if (pt.up && (!was_up || pt.peer != old_peer)) back.push_back(p);
+    if (is_up(pt) && (!was_up || pt.peer != old_peer)) back.push_back(p);
   }
   fwd_.rebuild();
+  take_hop_keys();
   dark_until_ = fwd_.last_lit_at();
   for (const uint32_t p : gone) evacuate(p);
   release_held();
@@ -126,9 +127,9 @@ void Network::evacuate(uint32_t port) {
     Packet& p = pool_[pkt];
     const bool lossless = lossless_ && !pt.lossy;  // (a long link's queue drops)
     const uint32_t out = lossless ? route_cold(info.node, p) : kNone;
-    if (lossless && (out == kNone || out == port || !ports_[out].up)) {
+    if (lossless && (out == kNone || out == port || !is_up(ports_[out]))) {
       hold_or_resend(info.node, pkt, true);  // no way on now
-    } else if (out == kNone || out == port || !ports_[out].up) {
+    } else if (out == kNone || out == port || !is_up(ports_[out])) {
       if (p.port != kNone) ports_[p.port].ingress_bytes -= p.size_bytes;
       ++info.drops;
       drop(pkt, info.optical ? counters_.circuit_drops : counters_.link_down_drops);

@@ -286,7 +286,7 @@ void Network::enqueue(uint32_t port, uint32_t pkt) { enqueue(port, pkt, true); }
 void Network::enqueue(uint32_t port, uint32_t pkt, bool may_be_idle) {
   Port& pt = ports_[port];
   Packet& p = pool_[pkt];
-  if (!pt.up) {
+  if (!is_up(pt)) {
     ++port_info_[port].drops;
     drop(pkt, counters_.link_down_drops);
     return;
@@ -350,18 +350,33 @@ void Network::arrive(uint32_t pkt) {
     arrive_on_changed_channel(pkt);
     return;
   }
-  const uint32_t node = in.peer;
-  if (static_cast<uint32_t>(in.peer_gpu) == p.dst) {  // (-1 for non-GPU nodes never matches)
+  const uint32_t key = in.peer_key;
+  if (key == p.dst) {  // (the key of a node that is not a GPU is never a GPU's id)
     deliver(pkt);
     return;
   }
   // (After a change of tables a frame may be sent back the way it came: that is its new
   // path, not a loop, since one consistent table set has none.)
   uint32_t out;
-  // (the cache when it is on; the fast route itself when its table would be too large)
-  const bool decided = fwd_.hop_cache_on() ? fwd_.cached_next_hop(node, p.dst, p.hops, out)
-                                           : fwd_.fast_next_hop(node, in.peer_eps, p.dst, p.hops, out);
-  if (!decided) [[unlikely]] {
+  // (the cache when it is on, a miss filled out of line, so the hit reads nothing of the
+  // node but its key; the fast route itself when its table would be too large)
+  if (fwd_.hop_cache_on()) [[likely]] {
+    if (!fwd_.hop_cache_hit(key, p.dst, p.hops, out)) [[unlikely]] {
+      arrive_missed(pkt);
+      return;
+    }
+  } else if (!fwd_.fast_next_hop(in.peer, in.peer_eps, p.dst, p.hops, out)) [[unlikely]] {
+    arrive_routed(pkt);
+    return;
+  }
+  forward(pkt, out);
+}
+
+void Network::arrive_missed(uint32_t pkt) {
+  const Packet& p = pool_[pkt];
+  const Port& in = ports_[p.port];
+  uint32_t out;
+  if (!fwd_.cached_next_hop_at(in.peer_key, in.peer, p.dst, p.hops, out)) {
     arrive_routed(pkt);
     return;
   }
@@ -404,7 +419,7 @@ void Network::forward_counted(uint32_t pkt, Port& in, uint32_t out, Bytes ingres
     // Straight through an idle port: the frame's ingress bytes come and go in the same
     // instant, so they are counted (peak, PAUSE) but never stored and released. (A RESUME
     // cannot be due: while PAUSE is on, ingress stays above XON.)
-    if (o.nic | !o.ps_per_byte) [[unlikely]] {
+    if (o.cold_wire) [[unlikely]] {
       straight_through_cold(out, pkt);
       return;
     }
@@ -505,7 +520,7 @@ void Network::arrive_on_changed_channel(uint32_t pkt) {
   const uint32_t out = nodes()[back].gpu >= 0 && static_cast<uint32_t>(nodes()[back].gpu) == src
                            ? first_port_for(src, p.dst, flows_.hash[p.flow])
                            : route(back, p);
-  if (out == kNone || !ports_[out].up) {
+  if (out == kNone || !is_up(ports_[out])) {
     hold(back, pkt);  // no way on yet: wait at the sender for the next change
     return;
   }

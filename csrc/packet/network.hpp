@@ -53,7 +53,9 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
 
   // ---- line 0: arrivals, and the rest of a queued frame ----
   uint32_t peer = 0;
-  int32_t peer_gpu = -1;  ///< GPU id of `peer` when it is a GPU (arrivals test delivery here)
+  /// Forwarding::hop_key(peer): the GPU's id when `peer` is a GPU (arrivals test delivery
+  /// here: any other node's key is at least num_gpus()), else where its next-hop cache row is
+  uint32_t peer_key = 0;
   uint32_t live_gen = 1;  ///< gen | 1: what a frame sent on this channel as it is, live, carries
   bool peer_eps = false;  ///< `peer` is a packet switch
   uint8_t hop_step = 0;   ///< what an arrival over this channel adds to Packet::hops: 1 when
@@ -75,10 +77,13 @@ struct alignas(64) Port {  // 128 bytes: an index becomes an address with one sh
   /// channel generation, odd while up: new on every change of peer or state (new_channel);
   /// frames carry it when sent
   uint32_t gen = 1;
-  uint32_t ps_per_byte = 0;        ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
-  bool up = true, paused = false;  ///< write up with new_channel, paused with set_paused
-  bool stopped = false;            ///< !up || paused, kept by new_channel/set_paused: the hot paths' one test
-  bool nic = false;                ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
+  uint32_t ps_per_byte = 0;  ///< 8e12 / rate_bps when that is a whole number (and < 2^31), else 0
+  bool paused = false;       ///< write with set_paused (up is the parity of gen: is_up())
+  bool stopped = false;      ///< !is_up() || paused, kept by new_channel/set_paused: the hot paths' one test
+  bool nic = false;          ///< the owner is a GPU with a NIC scheduler here (Network::port_nic_)
+  /// nic || !ps_per_byte, kept by set_nic/set_rate: a frame straight through this idle port
+  /// takes Network::straight_through_cold (one test on the per-hop path, not two)
+  bool cold_wire = true;
   /// Frames sent, modulo 2^32 (Network::tx_packets adds PortInfo::tx_packets_high): 32 bits
   /// and the NIC flag leave line 1 room for all a frame through an idle port writes.
   uint32_t tx_packets_low = 0;
@@ -115,9 +120,18 @@ struct PortInfo {
   Bytes busy_base_bytes = 0;
 };
 
+/// The port's channel is up (the parity of its generation, which new_channel keeps).
+inline bool is_up(const Port& pt) { return (pt.gen & 1u) != 0; }
+
 inline void set_paused(Port& pt, bool paused) {
   pt.paused = paused;
-  pt.stopped = !pt.up || pt.paused;
+  pt.stopped = !is_up(pt) || pt.paused;
+}
+
+/// The port is a NIC's (its owner's NIC scheduler pulls frames for it).
+inline void set_nic(Port& pt) {
+  pt.nic = true;
+  pt.cold_wire = true;
 }
 
 /// The port's channel changed (peer, or up/down): a new generation, odd when up, so frames
@@ -125,8 +139,7 @@ inline void set_paused(Port& pt, bool paused) {
 inline void new_channel(Port& pt, bool up) {
   pt.gen = (((pt.gen >> 1) + 1) << 1) | (up ? 1u : 0u);
   pt.live_gen = pt.gen | 1u;
-  pt.up = up;  // (only here: the parity of gen is up)
-  pt.stopped = !pt.up || pt.paused;
+  pt.stopped = !up || pt.paused;
 }
 
 /// Set a port's rate and the whole-ps-per-byte shortcut its serializations use (the busy
@@ -140,6 +153,7 @@ inline void set_rate(Port& pt, PortInfo& info, BitsPerSec rate) {
   pt.ps_per_byte = rate > 0 && bits_ps % rate == 0 && bits_ps / rate < (SimTime{1} << 31)
                        ? static_cast<uint32_t>(bits_ps / rate)
                        : 0;
+  pt.cold_wire = pt.nic || pt.ps_per_byte == 0;
 }
 
 static_assert((sizeof(Port) & (sizeof(Port) - 1)) == 0, "keep Port a power-of-two size (see above)");
@@ -393,11 +407,16 @@ class Network final : public engine::Handler, public FlowFabric {
   /// route() when the caller knows whether `node` is a packet switch.
   RF_HOT uint32_t route(uint32_t node, bool eps, const Packet& p) const;
   /// A port's peer and what arrivals need to know of it.
+  /// (Its key is set by take_hop_keys(), once forwarding's tables are rebuilt.)
   void set_peer(Port& pt, uint32_t peer) {
     pt.peer = peer;
-    pt.peer_gpu = fwd_.nodes()[peer].gpu;
     pt.peer_eps = fwd_.nodes()[peer].kind == NodeKind::Eps;
     pt.hop_step = fwd_.hop_step(peer);
+  }
+  /// Every port's Port::peer_key from forwarding's tables as they are (after each rebuild:
+  /// the keys of the tables before no longer hold).
+  void take_hop_keys() {
+    for (Port& pt : ports_) pt.peer_key = fwd_.hop_key(pt.peer);
   }
   /// What forwarding's adaptive and multi-path choices see of a port: its queue, the frame in
   /// service, a PAUSE. Read lazily, so routes that never look cost nothing.
@@ -466,6 +485,9 @@ class Network final : public engine::Handler, public FlowFabric {
   /// arrive() for a frame the fast route does not place (route_with): out of line, with the
   /// call it makes. Then forward() as on the fast path.
   [[gnu::noinline]] void arrive_routed(uint32_t pkt);
+  /// arrive() when the next-hop cache has no answer for the frame: filled, then forward(), or
+  /// arrive_routed() when the fast route does not decide.
+  [[gnu::noinline]] void arrive_missed(uint32_t pkt);
   /// The frame at the node behind its ingress port leaves by port `out` (kNone: no route).
   RF_HOT void forward(uint32_t pkt, uint32_t out);
   /// forward() once the ingress bytes are counted (peak, PAUSE).

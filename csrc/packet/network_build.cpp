@@ -55,7 +55,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   for (uint32_t gpu = 0; gpu < num_gpus(); ++gpu) {
     for (const uint32_t p : {fwd_.gpu_nic_port(gpu), fwd_.gpu_nvl_port(gpu)}) {
       if (p == kNone) continue;
-      ports_[p].nic = true;
+      set_nic(ports_[p]);
       port_nic_[p] = static_cast<uint32_t>(nics_.size());
       nics_.emplace_back();
     }
@@ -123,6 +123,7 @@ Network::Network(engine::Engine& eng, const NetworkSpec& spec, const EngineConfi
   RF_CHECK(cfg_.ecn_pmax >= 0 && cfg_.ecn_pmax <= 1, "ecn_pmax ", cfg_.ecn_pmax, " is outside [0, 1]");
   ecn_pmax_ = cfg_.ecn_pmax;
   for (uint32_t p = 0; p < ports_.size(); ++p) set_thresholds(p);
+  take_hop_keys();
   built_ = true;  // (fwd_ built its tables from the same channels)
 }
 

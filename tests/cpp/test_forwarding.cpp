@@ -569,6 +569,18 @@ TEST_CASE("forwarding: the next-hop cache answers as fast_next_hop, across hop c
           const bool cached = fwd.cached_next_hop(node, d, h, got);
           REQUIRE(cached == fast);
           if (fast) CHECK(got == want);
+          // through the node's key, as the packet ports keep it: a GPU's is its id, any other
+          // node's never a GPU's, and the answers are the node's
+          const uint32_t key = fwd.hop_key(node);
+          const int32_t gpu = fwd.nodes()[node].gpu;
+          if (gpu >= 0) {
+            CHECK(key == static_cast<uint32_t>(gpu));
+          } else {
+            CHECK(key >= fwd.num_gpus());
+          }
+          uint32_t by_key = 54321;
+          REQUIRE(fwd.cached_next_hop_at(key, node, d, h, by_key) == fast);
+          if (fast) CHECK(by_key == want);
           decided += fast;
           ++asked;
         }
