@@ -41,6 +41,12 @@ def test_a_running_all_reduce_is_not_retuned(started):
     loop = sim._loop
     ran = np.asarray(sim.engine.op_log()["algorithm"])
     assert (ran >= 0).all() and (np.asarray(sim.engine.op_ends(np.arange(4, dtype=np.uint32))) < 0).all()
+    # the re-plan's narrow reads give the op log's entries of the rows asked, in their order
+    rows = np.array([3, 0, 2], dtype=np.uint32)
+    assert np.array_equal(sim.engine.op_algorithms_ran(rows), ran[rows])
+    assert np.array_equal(sim.engine.op_ends(rows), np.asarray(sim.engine.op_log()["end_ps"])[rows])
+    with pytest.raises(Exception, match=r"op_algorithms_ran: row 4 out of range \(4 ops\)"):
+        sim.engine.op_algorithms_ran(np.array([4], dtype=np.uint32))
     left = loop.remaining(0)
     assert left.tuned == ()  # every op started: the tuner will not pick again
     assert len(loop.intent(0).tuned) == 4  # before they started, each could be ring or tree

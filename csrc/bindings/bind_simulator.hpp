@@ -36,6 +36,19 @@ py::dict flow_columns(Rows& f) {
   return d;
 }
 
+/// The entries of a per-op column at the workload rows `rows` (a re-plan's read of its own
+/// period's ops, without op_log's copy of every op); `what` names the call in the error.
+template <class T>
+std::vector<T> op_rows(const std::vector<T>& column, const py::handle& rows, const char* what) {
+  const auto r = from_numpy<uint32_t>(rows, "rows");
+  std::vector<T> out(r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    RF_CHECK(r[i] < column.size(), what, ": row ", r[i], " out of range (", column.size(), " ops)");
+    out[i] = column[r[i]];
+  }
+  return out;
+}
+
 template <class Sim>
 void bind_simulator(py::class_<Sim>& c) {
   using engine::SimTime;
@@ -139,17 +152,15 @@ void bind_simulator(py::class_<Sim>& c) {
       .def(
           "op_ends",
           [executor](const Sim& s, const py::handle& rows) {
-            // a re-plan's read of its own period's ops, without op_log's copy of every op
-            const auto& end = executor(s).op_end();
-            const auto r = from_numpy<uint32_t>(rows, "rows");
-            std::vector<int64_t> out(r.size());
-            for (size_t i = 0; i < r.size(); ++i) {
-              RF_CHECK(r[i] < end.size(), "op_ends: row out of range");
-              out[i] = end[r[i]];
-            }
-            return to_numpy(std::move(out));
+            return to_numpy(op_rows(executor(s).op_end(), rows, "op_ends"));
           },
           py::arg("rows"), "End time (ps; -1 if not reached) of each op row in `rows`.")
+      .def(
+          "op_algorithms_ran",
+          [executor](const Sim& s, const py::handle& rows) {
+            return to_numpy(op_rows(executor(s).op_algorithm(), rows, "op_algorithms_ran"));
+          },
+          py::arg("rows"), "Algorithm (op_algorithms() code; -1 if not started) each op row in `rows` runs.")
       .def(
           "op_log",
           [](const Sim& s) {

@@ -261,8 +261,8 @@ class ControlLoop:
         if not len(left):
             return self.intent(period)
         ran = None
-        if self._auto_all_reduce(left).any():  # (the op log is copied only for those)
-            ran = np.asarray(self.sim.engine.op_log()["algorithm"])[left]
+        if self._auto_all_reduce(left).any():
+            ran = np.asarray(self.sim.engine.op_algorithms_ran(left.astype(np.uint32, copy=False)))
             if len(left) == len(rows) and (ran < 0).all():
                 return self.intent(period)
         elif len(left) == len(rows):
