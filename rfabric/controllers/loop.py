@@ -261,8 +261,9 @@ class ControlLoop:
         if not len(left):
             return self.intent(period)
         ran = None
-        if self._auto_all_reduce(left).any():
-            ran = np.asarray(self.sim.engine.op_algorithms_ran(left.astype(np.uint32, copy=False)))
+        auto = self._auto_all_reduce(left)
+        if auto.any():  # (-1: not an auto-tuned all-reduce, or not started)
+            ran = np.where(auto, self.sim.engine.op_algorithms_ran(left.astype(np.uint32, copy=False)), -1)
             if len(left) == len(rows) and (ran < 0).all():
                 return self.intent(period)
         elif len(left) == len(rows):
@@ -281,18 +282,16 @@ class ControlLoop:
 
     def _ran_flows(self, rows: np.ndarray, ran: np.ndarray, flows: list) -> tuple[list, np.ndarray]:
         """``flows`` with each started auto-tuned all-reduce's replaced by the dry run of the
-        algorithm it runs (``ran``: the engine's algorithm codes, -1 not started), and which
-        rows those are."""
+        algorithm it runs (``ran``: the engine's algorithm code of each started auto-tuned
+        all-reduce, -1 for every other row), and which rows those are."""
         names = _engine.op_algorithms()
         fixed = np.zeros(len(rows), dtype=bool)
         out = list(flows)
-        for i in np.flatnonzero(self._auto_all_reduce(rows) & (ran >= 0)).tolist():
-            if names[ran[i]] not in self.TUNABLE:
-                continue
-            code, r = int(ran[i]), int(rows[i])
-            alts = self._alt_flows.get(self._signature(r))
-            if alts is not None:
-                out[i] = alts[self.TUNABLE.index(names[code])]
+        for i in np.flatnonzero(ran >= 0).tolist():
+            name = names[int(ran[i])]
+            alts = self._alt_flows.get(self._signature(int(rows[i])))
+            if name in self.TUNABLE and alts is not None:
+                out[i] = alts[self.TUNABLE.index(name)]
                 fixed[i] = True
         return out, fixed
 
