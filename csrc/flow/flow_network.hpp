@@ -360,12 +360,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// component again with each flow weighted by its input link's share of the port that
   /// arbitrates it (flow_network.cpp), while the weights move.
   void share_by_input(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
-  /// Under PFC a GPU's port sends its flows a frame each in turn and pauses for all of them:
-  /// cap its flows at the pace of the slowest one a switch port holds back, and fill again
-  /// while the caps move (nic_turns.cpp). After share_by_input.
-  void pace_by_sender(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
-  std::vector<double> base_cap_, sender_min_, held_bytes_;  ///< pace_by_sender's scratch
-  std::vector<uint8_t> port_kind_, held_, relays_;
   void topology_changed();
   void set_capacities();
   double flow_cap(uint32_t f) const;

@@ -256,10 +256,7 @@ void FlowNetwork::recompute() {
   counters_.max_component = std::max<uint64_t>(counters_.max_component, comp_subs.size());
   w.residual = false;
   water_fill(comp_subs, comp_ports);
-  if (lossless_) {
-    share_by_input(comp_subs, comp_ports);
-    pace_by_sender(comp_subs, comp_ports);
-  }
+  if (lossless_) share_by_input(comp_subs, comp_ports);
   commit_rates();
 }
 
