@@ -36,7 +36,8 @@ class Predictor:
     def __init__(self, spec):
         self.spec = spec
         self.rate = spec.links.rate_bps.astype(np.float64)
-        self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
+        self.nvlink = np.asarray(spec.links.kind == "nvlink")
+        self.net = np.asarray(spec.links.kind != "nic") & ~self.nvlink
         # [forwarding, its failed links, (failed links, plan) it was last set to], most
         # recently used last
         self._fwds: list[list] = []
@@ -53,10 +54,9 @@ class Predictor:
 
         An all-reduce with algorithm ``auto`` picks ring or tree on the paths at its start
         (the executor's tuner), so the intent's flows (its dry run on the plan in force) are
-        not what it sends on a new plan: on PXN-less RFabric the DP all-reduce of figure 23
-        (TP4_DP32) is a tree on the uniform plan, but on the candidate one of its four groups
-        became a ring whose cross-rail hops all took one circuit, 2.6x slower than uniform
-        while its tree flows predicted it 1.5x faster."""
+        not what it sends on a new plan: a group whose ring's cross-rail hops all take one
+        circuit of the candidate runs a tree there, and one whose tree would squeeze through
+        it a ring."""
         if not intent.tuned:
             return None
         g = max(int(np.max(intent.src, initial=0)), int(np.max(intent.dst, initial=0))) + 1
@@ -113,8 +113,8 @@ class Predictor:
 
         With ``variants`` (:meth:`variants`) the period's auto-tuned all-reduces are not
         taken at their dry run's algorithm: each port carries the fixed flows plus, per group,
-        the most any algorithm the tuner may pick puts on it, a bound on the busiest port
-        whatever the tuner picks on this plan (``paths`` is then unused)."""
+        the flows of the algorithm the executor's tuner picks on this plan, as it picks at a
+        large op's start (:meth:`_tuner_pick`; ``paths`` is then unused)."""
         fwd = self._forwarding(plan, set(view.ocs_ports[view.failed].tolist()))
         if variants is None:
             load = self._load(fwd, paths)
@@ -122,13 +122,25 @@ class Predictor:
             fixed, groups = variants
             load = self._load(fwd, fixed)
             for alts in groups:
-                load = load + np.max([self._load(fwd, a) for a in alts], axis=0)
+                load = load + self._tuner_pick([self._load(fwd, a) for a in alts])
         busy = np.flatnonzero(load)
         if not busy.size:
             return 0, 0
         t = load[busy] * 8 / self.rate[busy // 2] * 1e12
         net = self.net[busy // 2]
         return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+    def _tuner_pick(self, loads: list[np.ndarray]) -> np.ndarray:
+        """Of one group's per-algorithm port loads (ring first, then tree), the one the
+        executor's tuner picks: for an op of many bytes its bandwidth term, the algorithm's
+        own busiest port over its rate (NVLink aside: the tuner counts a GPU's copies in its
+        pipeline terms), decides; a tie goes to the ring, as in the tuner. Charging every
+        group the most any algorithm puts on a port instead (a bound) charged the 36
+        all-reduces not yet started of a 2,048-GPU MoE re-plan their trees, 6.53 s, where the
+        rings they ran took 1.09 s."""
+        per_byte = np.repeat(np.where(self.nvlink, 0.0, 8e12 / self.rate), 2)  # ps per byte, per port
+        times = [float((ld * per_byte).max(initial=0.0)) for ld in loads]
+        return loads[int(np.argmin(times))]
 
     def _forwarding(self, plan, down: set[int]):
         """A forwarding state with links ``down`` failed and ``plan`` applied: the one kept
