@@ -188,3 +188,38 @@ def test_predictor_states_route_as_fresh_forwarding():
         assert pred.time_ps(plan, view, (s, d, np.ones(len(s)))) == Predictor(spec).time_ps(
             plan, view, (s, d, np.ones(len(s)))
         )
+
+
+def test_the_pick_is_the_algorithm_the_tuner_runs():
+    """Oracle: the algorithm the executor's tuner picked for each DP group, on the plan the
+    pick is made on (the plan in force). RFabric 64 with radix-8 ToRs, TP4_DP16 at 1 GB: the
+    tree's leaders' NICs carry 16/15 of what a ring's busiest NIC does, so the tuner runs
+    rings. Laid out pair by pair the pick agrees; on the paths the gain check samples (only
+    pairs that leave their ToR) the tree's NIC loads look lighter, and a candidate equal to
+    the plan in force was predicted faster than it."""
+    from rfabric.controllers.gain import Predictor
+    from rfabric.controllers.layout import RFabricLayout
+
+    fab = rf.topologies.RFabric(64, "200Gbps", radix=8)
+    tr, _ = dp_all_reduce(gpus=64, size=16, stride=4, nbytes=GB)
+    seen = []
+
+    class Spy(StageAwareController):
+        def plan(self, intent, view):
+            seen.append((intent, view))
+            return super().plan(intent, view)
+
+    ctl = Spy()
+    res = rf.simulate(fab, tr, controller=ctl, backend="flow", t_ocs=T_OCS, seed=1)
+    ((intent, view),) = seen
+    ran = res.ops["algorithm"].to_pylist()
+    assert ran == ["ring"] * 4
+    pred = Predictor(view.spec)
+    _, groups = pred.variants(intent, RFabricLayout(view.spec))
+    fwd = pred._forwarding(view.plan, set(view.ocs_ports[view.failed].tolist()))
+    names = ("ring", "tree")
+    whole = [names[pred._tuner_pick([pred._load(fwd, w) for _, w in alts])] for alts in groups]
+    sampled = [names[pred._tuner_pick([pred._load(fwd, s) for s, _ in alts])] for alts in groups]
+    assert whole == ran
+    assert sampled == ["tree"] * 4
+    assert ctl.log[-1].action == "keep: no gain"

@@ -30,6 +30,9 @@ class Predictor:
     plan applied takes a new up*/down* order from the channels alone."""
 
     budget = 4096
+    #: pairs of one tuned group's algorithm laid out one by one for the tuner's pick (beyond:
+    #: sampled as the rest)
+    exact_pairs = 20_000
     #: forwarding states kept (the plan in force and the candidate)
     states = 2
 
@@ -50,7 +53,8 @@ class Predictor:
         """What the period may send on another plan than the one in force, for
         :meth:`time_ps`: ``None`` when it sends the intent's flows on any plan, else
         ``(fixed, groups)``, the sampled paths of the flows no plan changes and, per group of
-        ``intent.tuned``, those of each algorithm the executor may pick for it.
+        ``intent.tuned``, for each algorithm the executor may pick for it, its sampled paths
+        and every one of its pairs (for the tuner's pick).
 
         An all-reduce with algorithm ``auto`` picks ring or tree on the paths at its start
         (the executor's tuner), so the intent's flows (its dry run on the plan in force) are
@@ -78,8 +82,18 @@ class Predictor:
             ts, td, net = lay.tor_pairs(src, dst)
             return self._sample(src, dst, nbytes, ts, td, net, budget)
 
+        def exact(src, dst, nbytes):
+            # every pair on its own path, no ToR-pair sampling: the tuner's bandwidth term is
+            # the algorithm's busiest port, often a NIC, which the sample (pairs that leave
+            # their ToR) does not see whole
+            u, inv = np.unique(np.asarray(src, np.int64) * g + np.asarray(dst, np.int64), return_inverse=True)
+            w = np.bincount(inv, weights=np.asarray(nbytes, np.float64))
+            if u.size > self.exact_pairs:
+                return paths(src, dst, nbytes)
+            return (u // g).tolist(), (u % g).tolist(), w
+
         fixed = paths(k[keep] // g, k[keep] % g, left[keep])
-        return fixed, [[paths(*f) for f in grp[1:]] for grp in intent.tuned]
+        return fixed, [[(paths(*f), exact(*f)) for f in grp[1:]] for grp in intent.tuned]
 
     def _sample(self, src, dst, nbytes, ts, td, m, budget=None):
         budget = self.budget if budget is None else budget
@@ -122,7 +136,8 @@ class Predictor:
             fixed, groups = variants
             load = self._load(fwd, fixed)
             for alts in groups:
-                load = load + self._tuner_pick([self._load(fwd, a) for a in alts])
+                pick = self._tuner_pick([self._load(fwd, whole) for _, whole in alts])
+                load = load + self._load(fwd, alts[pick][0])
         busy = np.flatnonzero(load)
         if not busy.size:
             return 0, 0
@@ -130,17 +145,17 @@ class Predictor:
         net = self.net[busy // 2]
         return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
 
-    def _tuner_pick(self, loads: list[np.ndarray]) -> np.ndarray:
-        """Of one group's per-algorithm port loads (ring first, then tree), the one the
-        executor's tuner picks: for an op of many bytes its bandwidth term, the algorithm's
-        own busiest port over its rate (NVLink aside: the tuner counts a GPU's copies in its
-        pipeline terms), decides; a tie goes to the ring, as in the tuner. Charging every
-        group the most any algorithm puts on a port instead (a bound) charged the 36
-        all-reduces not yet started of a 2,048-GPU MoE re-plan their trees, 6.53 s, where the
-        rings they ran took 1.09 s."""
+    def _tuner_pick(self, loads: list[np.ndarray]) -> int:
+        """Of one group's per-algorithm port loads (ring first, then tree; every pair of the
+        group on its path), the index of the one the executor's tuner picks: for an op of many
+        bytes its bandwidth term, the algorithm's own busiest port over its rate (NVLink aside:
+        the tuner counts a GPU's copies in its pipeline terms), decides; a tie goes to the
+        ring, as in the tuner. Charging every group the most any algorithm puts on a port
+        instead (a bound) charged the 36 all-reduces not yet started of a 2,048-GPU MoE
+        re-plan their trees, 6.53 s, where the rings they ran took 1.09 s."""
         per_byte = np.repeat(np.where(self.nvlink, 0.0, 8e12 / self.rate), 2)  # ps per byte, per port
         times = [float((ld * per_byte).max(initial=0.0)) for ld in loads]
-        return loads[int(np.argmin(times))]
+        return int(np.argmin(times))
 
     def _forwarding(self, plan, down: set[int]):
         """A forwarding state with links ``down`` failed and ``plan`` applied: the one kept
