@@ -261,6 +261,9 @@ void Executor::on_flow_done(uint32_t flow) {
 }
 
 void Executor::start_op(uint32_t op) {
+  // The tuner chooses on the paths of this instant: a circuit lit at t, queued after the
+  // op's start, is one its flows take, so it is one the choice is made on.
+  net_.apply_due_changes();
   start_[op] = net_.now();
   OpRun& run = runs_[op];
   plan(op, run);

@@ -84,6 +84,11 @@ class FlowFabric {
   /// Changes with every rebuild of the routes (a circuit plan, a circuit lit, a failure or
   /// repair): what path_cost, trace_path and port_rate_bps said before may no longer hold.
   virtual uint64_t routing_epoch() const = 0;
+  /// Apply now every topology change due at this instant whose event has not come yet (a
+  /// circuit plan, a circuit lit, a failure or repair queued after the caller's event): what
+  /// starts at t, a flow or the tuner's choice for an op, sees every change at t, whichever
+  /// was scheduled first (TopologyChanges::apply_due). Cheap when nothing is due.
+  virtual void apply_due_changes() = 0;
   /// Ideal completion time (ps) of a lone message of `size` payload bytes from src to dst
   /// on the idle path of ECMP hash `flow_hash` (Forwarding::lone_packet_fct_ps): the denominator of
   /// a flow's slowdown.

@@ -175,7 +175,7 @@ void FlowNetwork::begin_flow(uint32_t f) {
   // A flow starting at t sees every change at t, whichever was queued first (as the packet
   // backend's flows do): its turn and the ports that idle for it are those of its paths
   // after the change, not of paths a change at the same instant replaces at once.
-  changes_.apply_due([this] { topology_changed(); });
+  apply_due_changes();
   // (a message posted on its connection as the last one left takes that one's place: its
   // connection is streaming, no turn to wait for)
   const uint64_t handoffs = counters_.handoffs;

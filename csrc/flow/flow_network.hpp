@@ -138,6 +138,9 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   Bytes header_for(uint32_t src, uint32_t dst) const { return ft_.header(ft_.of(src, dst)); }
   size_t num_flows() const override { return flows_.size(); }
   uint64_t routing_epoch() const override { return fwd_.rebuilds(); }
+  void apply_due_changes() override {
+    changes_.apply_due([this] { topology_changed(); });
+  }
   /// Messages created so far (the next flow's id: a flow of n copies takes n ids), flows
   /// alive now, and alive at most at once.
   uint64_t flows_created() const { return flows_.next_id(); }

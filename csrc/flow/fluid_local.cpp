@@ -19,6 +19,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ---- a flow starting: joining the step in force, or quiescence ----
 
 void FluidNetwork::begin_flow(uint32_t f) {
+  apply_due_changes();  // (a flow starting at t sees every change at t, as on the other backends)
   const SimTime now = eng_.now();
   if (!quiet_ && stepping_ && planned_ && step_end_ > now && plan_at_ == step_end_) {
     // inside a step whose plan stands (no replan pending)

@@ -109,6 +109,9 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   }
   size_t num_flows() const override { return flows_.size(); }
   uint64_t routing_epoch() const override { return fwd_.rebuilds(); }
+  void apply_due_changes() override {
+    changes_.apply_due([this] { topology_changed(); });
+  }
 
   void add_flows(const std::vector<uint32_t>& src, const std::vector<uint32_t>& dst,
                  const std::vector<Bytes>& size, const std::vector<SimTime>& start);

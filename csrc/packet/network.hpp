@@ -371,6 +371,7 @@ class Network final : public engine::Handler, public FlowFabric {
   }
   size_t num_flows() const override { return flows_.size(); }
   uint64_t routing_epoch() const override { return fwd_.rebuilds(); }
+  void apply_due_changes() override;
   size_t packets_in_flight() const { return pool_.live(); }
   size_t packets_held() const { return held_now_; }
   bool lossless() const { return lossless_; }
@@ -436,9 +437,6 @@ class Network final : public engine::Handler, public FlowFabric {
   void rehome_flows();
   /// The topology change queued as `index` is due (TopologyChanges::apply).
   void topology_change_due(uint32_t index);
-  /// Apply the topology changes due now whose events have not come yet, so a flow starting at
-  /// t sees every change at t, whichever was scheduled first (TopologyChanges::apply_due).
-  void apply_due_changes();
   // out-of-line versions of the inlined hot-path functions, for cold code in other files
   uint32_t route_cold(uint32_t node, const Packet& p) const;
   void enqueue_cold(uint32_t port, uint32_t pkt);

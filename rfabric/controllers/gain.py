@@ -30,13 +30,17 @@ class Predictor:
     plan applied takes a new up*/down* order from the channels alone."""
 
     budget = 4096
+    #: pairs of one tuned group's algorithm laid out one by one for the tuner's pick (beyond:
+    #: sampled as the rest)
+    exact_pairs = 20_000
     #: forwarding states kept (the plan in force and the candidate)
     states = 2
 
     def __init__(self, spec):
         self.spec = spec
         self.rate = spec.links.rate_bps.astype(np.float64)
-        self.net = np.asarray(spec.links.kind != "nic") & np.asarray(spec.links.kind != "nvlink")
+        self.nvlink = np.asarray(spec.links.kind == "nvlink")
+        self.net = np.asarray(spec.links.kind != "nic") & ~self.nvlink
         # [forwarding, its failed links, (failed links, plan) it was last set to], most
         # recently used last
         self._fwds: list[list] = []
@@ -49,14 +53,14 @@ class Predictor:
         """What the period may send on another plan than the one in force, for
         :meth:`time_ps`: ``None`` when it sends the intent's flows on any plan, else
         ``(fixed, groups)``, the sampled paths of the flows no plan changes and, per group of
-        ``intent.tuned``, those of each algorithm the executor may pick for it.
+        ``intent.tuned``, for each algorithm the executor may pick for it, its sampled paths
+        and every one of its pairs (for the tuner's pick).
 
         An all-reduce with algorithm ``auto`` picks ring or tree on the paths at its start
         (the executor's tuner), so the intent's flows (its dry run on the plan in force) are
-        not what it sends on a new plan: on PXN-less RFabric the DP all-reduce of figure 23
-        (TP4_DP32) is a tree on the uniform plan, but on the candidate one of its four groups
-        became a ring whose cross-rail hops all took one circuit, 2.6x slower than uniform
-        while its tree flows predicted it 1.5x faster."""
+        not what it sends on a new plan: a group whose ring's cross-rail hops all take one
+        circuit of the candidate runs a tree there, and one whose tree would squeeze through
+        it a ring."""
         if not intent.tuned:
             return None
         g = max(int(np.max(intent.src, initial=0)), int(np.max(intent.dst, initial=0))) + 1
@@ -78,8 +82,18 @@ class Predictor:
             ts, td, net = lay.tor_pairs(src, dst)
             return self._sample(src, dst, nbytes, ts, td, net, budget)
 
+        def exact(src, dst, nbytes):
+            # every pair on its own path, no ToR-pair sampling: the tuner's bandwidth term is
+            # the algorithm's busiest port, often a NIC, which the sample (pairs that leave
+            # their ToR) does not see whole
+            u, inv = np.unique(np.asarray(src, np.int64) * g + np.asarray(dst, np.int64), return_inverse=True)
+            w = np.bincount(inv, weights=np.asarray(nbytes, np.float64))
+            if u.size > self.exact_pairs:
+                return paths(src, dst, nbytes)
+            return (u // g).tolist(), (u % g).tolist(), w
+
         fixed = paths(k[keep] // g, k[keep] % g, left[keep])
-        return fixed, [[paths(*f) for f in grp[1:]] for grp in intent.tuned]
+        return fixed, [[(paths(*f), exact(*f)) for f in grp[1:]] for grp in intent.tuned]
 
     def _sample(self, src, dst, nbytes, ts, td, m, budget=None):
         budget = self.budget if budget is None else budget
@@ -113,8 +127,8 @@ class Predictor:
 
         With ``variants`` (:meth:`variants`) the period's auto-tuned all-reduces are not
         taken at their dry run's algorithm: each port carries the fixed flows plus, per group,
-        the most any algorithm the tuner may pick puts on it, a bound on the busiest port
-        whatever the tuner picks on this plan (``paths`` is then unused)."""
+        the flows of the algorithm the executor's tuner picks on this plan, as it picks at a
+        large op's start (:meth:`_tuner_pick`; ``paths`` is then unused)."""
         fwd = self._forwarding(plan, set(view.ocs_ports[view.failed].tolist()))
         if variants is None:
             load = self._load(fwd, paths)
@@ -122,13 +136,26 @@ class Predictor:
             fixed, groups = variants
             load = self._load(fwd, fixed)
             for alts in groups:
-                load = load + np.max([self._load(fwd, a) for a in alts], axis=0)
+                pick = self._tuner_pick([self._load(fwd, whole) for _, whole in alts])
+                load = load + self._load(fwd, alts[pick][0])
         busy = np.flatnonzero(load)
         if not busy.size:
             return 0, 0
         t = load[busy] * 8 / self.rate[busy // 2] * 1e12
         net = self.net[busy // 2]
         return int(np.ceil(t.max())), int(np.ceil(t[net].max(initial=0.0)))
+
+    def _tuner_pick(self, loads: list[np.ndarray]) -> int:
+        """Of one group's per-algorithm port loads (ring first, then tree; every pair of the
+        group on its path), the index of the one the executor's tuner picks: for an op of many
+        bytes its bandwidth term, the algorithm's own busiest port over its rate (NVLink aside:
+        the tuner counts a GPU's copies in its pipeline terms), decides; a tie goes to the
+        ring, as in the tuner. Charging every group the most any algorithm puts on a port
+        instead (a bound) charged the 36 all-reduces not yet started of a 2,048-GPU MoE
+        re-plan their trees, 6.53 s, where the rings they ran took 1.09 s."""
+        per_byte = np.repeat(np.where(self.nvlink, 0.0, 8e12 / self.rate), 2)  # ps per byte, per port
+        times = [float((ld * per_byte).max(initial=0.0)) for ld in loads]
+        return int(np.argmin(times))
 
     def _forwarding(self, plan, down: set[int]):
         """A forwarding state with links ``down`` failed and ``plan`` applied: the one kept
