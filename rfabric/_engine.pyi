@@ -153,10 +153,13 @@ class FlowEngine(_Simulation):
         merge_channels: bool = True,
         nccl_model: bool = True,
         protocol: str = "auto",
+        pipeline_slices: int = 0,
     ) -> None:
         """As Engine.load_workload; ring_slices: the most slices a ring step is cut into
         (0: slices of chunk_bytes, as the packet engine); merge_channels: a ring collective's
-        channels with the same edges and paths run as one flow of n copies per message."""
+        channels with the same edges and paths run as one flow of n copies per message;
+        pipeline_slices: the most streamed pieces between a pipeline's first and last chunk
+        (0: a flow per chunk)."""
     def counters(self) -> dict[str, int]: ...
     def flow_log(self) -> dict[str, NDArray[np.generic]]:
         """Per-flow columns (with ideal_fct_ps: the flow model's lone time on its path)."""

@@ -57,6 +57,7 @@ PYTHON_ONLY = (
     "coll_protocol",
     "nccl_model",
     "flow_ring_slices",
+    "flow_pipeline_slices",
     "flow_merge_channels",
     "flow_model",
     "flow_step",
@@ -191,6 +192,12 @@ class EngineConfig:
         of ``coll_chunk``, as the packet engine). A fluid ring runs at the same pace with a few
         large slices as with many small ones, and makes far fewer flows (docs/explanation/flow-backend.md
         has the validation).
+    flow_pipeline_slices : int
+        ``backend="flow"`` only: the most pieces the chunks of a pipelined tree or chain
+        (tree all-reduce, chain and tree broadcast) between its first and last chunk are run
+        as (default 4; 0: a flow per chunk, as the packet engine). The middle pieces stream,
+        each leaving a node one piece behind its arrival, so the pipeline keeps its chunks'
+        fill and tail (docs/explanation/flow-backend.md has the rule and its validation).
     flow_merge_channels : bool
         ``backend="flow"`` only: run the channels of a ring collective whose rings have the
         same edges and the same paths (an NVLink ring inside a server) as one flow of n
@@ -241,6 +248,7 @@ class EngineConfig:
     nccl_model: bool = True  # NCCL's protocol costs (docs/nccl-model.md); False: line-rate Simple
     coll_protocol: str = "auto"  # "auto" (the tuner's) or a forced "ll", "ll128", "simple"
     flow_ring_slices: int = 4  # backend="flow": most slices per ring step (0: slices of coll_chunk)
+    flow_pipeline_slices: int = 4  # backend="flow": most streamed pieces per pipeline (0: per chunk)
     flow_merge_channels: bool = True  # backend="flow": channels with the same ring and paths as one flow
     flow_model: str = "max-min"  # backend="flow": "max-min" or "dynamic" (queues, PFC, DCQCN)
     flow_step: object = "1us"  # flow_model="dynamic": the step while anything is transient
@@ -285,6 +293,7 @@ class EngineConfig:
         integer(self.coll_channels, "coll_channels", lo=1, hi=2**31 - 1)
         parse_size(self.coll_chunk, allow_zero=False, name="coll_chunk")
         integer(self.flow_ring_slices, "flow_ring_slices", lo=0, hi=1 << 30)
+        integer(self.flow_pipeline_slices, "flow_pipeline_slices", lo=0, hi=1 << 30)
         boolean(self.flow_merge_channels, "flow_merge_channels")
         if not isinstance(self.flow_model, str) or self.flow_model not in FLOW_MODELS:
             raise SpecError(

@@ -70,10 +70,10 @@ def test_channels_end_in_the_nics_turns(fab):
     # A 2-rank chain over one NIC, its 8 channels apart (flow_merge_channels=False): every
     # channel's chunk ends one last frame after the channel before it, in the order the NIC
     # serves them, as in packets (to the ps), though the fluid tells them in another order and
-    # each channel posts its next chunk as its last one leaves.
+    # each channel posts its next chunk as its last one leaves. (Per chunk, as packets.)
     tr = rf.op_trace("broadcast", [0, 64], SHARD, "chain")
     pk = run(fab, tr, "packet", record_flows=True)
-    fl = run(fab, tr, "flow", record_flows=True, flow_merge_channels=False)
+    fl = run(fab, tr, "flow", record_flows=True, flow_merge_channels=False, flow_pipeline_slices=0)
     for res in (pk, fl):
         assert res.flows.num_rows == 8 * 9  # 8 channels x 9 chunks of 128 KiB
     pe, fe = pk.flows["end_ps"].to_numpy(), fl.flows["end_ps"].to_numpy()
@@ -94,8 +94,21 @@ def test_one_chain_within_packets(fab):
 
 @pytest.fixture(scope="module")
 def rail(fab):
+    # the flows per chunk, as packets have them, for the rounds below
     tr = rail_chains(range(0, 64, 8))
-    return run(fab, tr, "packet", record_flows=True), run(fab, tr, "flow", record_flows=True)
+    return run(fab, tr, "packet", record_flows=True), run(
+        fab, tr, "flow", record_flows=True, flow_pipeline_slices=0
+    )
+
+
+def test_rail_chains_streamed_within_five_percent(fab, rail):
+    # Streamed (flow_pipeline_slices, the default): a round's tail no longer crosses each
+    # relay hop as a whole round of chunks, only the last chunk does (measured +4.7%, 3.776
+    # against 3.605 ms, for +9.6% per chunk), in 3,072 flows for 8,704.
+    pk, chunks = rail
+    fl = run(fab, rail_chains(range(0, 64, 8)), "flow")
+    assert fl.run["flows"] < chunks.run["flows"] / 2
+    assert fl.run["makespan_ps"] == pytest.approx(pk.run["makespan_ps"], rel=0.05)
 
 
 def test_rail_chains_bound_the_stage(fab, rail):

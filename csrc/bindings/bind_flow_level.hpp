@@ -58,21 +58,27 @@ void bind_flow_level(py::class_<Sim>& cls) {
          "load_workload",
          [](Sim& s, const py::dict& a, int channels, int64_t chunk_bytes, py::object rings,
             const std::string& boundaries, bool period_ends, int64_t ring_slices, bool merge_channels,
-            bool nccl_model, const std::string& protocol) {
+            bool nccl_model, const std::string& protocol, int64_t pipeline_slices) {
            if (ring_slices < 0 || ring_slices > (int64_t{1} << 30))
              throw SpecError("flow_ring_slices must be in [0, 2^30], got " + std::to_string(ring_slices));
+           if (pipeline_slices < 0 || pipeline_slices > (int64_t{1} << 30))
+             throw SpecError("flow_pipeline_slices must be in [0, 2^30], got " +
+                             std::to_string(pipeline_slices));
            coll::ExecutorConfig cfg =
                executor_config(channels, chunk_bytes, rings, boundaries, period_ends, nccl_model, protocol);
            cfg.ring_slices = static_cast<uint32_t>(ring_slices);
+           cfg.pipeline_slices = static_cast<uint32_t>(pipeline_slices);
            cfg.merge_channels = merge_channels;
            s.load_workload(workload_from_dict(a), std::move(cfg));
          },
          py::arg("arrays"), py::arg("channels") = 8, py::arg("chunk_bytes") = 512 * 1024,
          py::arg("rings") = py::none(), py::arg("boundaries") = "none", py::arg("period_ends") = false,
          py::arg("ring_slices") = 0, py::arg("merge_channels") = true, py::arg("nccl_model") = true,
-         py::arg("protocol") = "auto",
+         py::arg("protocol") = "auto", py::arg("pipeline_slices") = 0,
          "Load a collective-op workload to replay (as Engine.load_workload). `ring_slices`: the most\n"
          "slices a ring step is cut into (0: slices of chunk_bytes, as the packet engine).\n"
+         "`pipeline_slices`: the most pieces a pipelined tree's or chain's chunks between its first\n"
+         "and last are run as, streamed (0: a flow per chunk, as the packet engine).\n"
          "`merge_channels`: a ring collective's channels whose rings have the same edges and paths\n"
          "run as one flow of n copies per message (False: a flow per channel).")
       .def(

@@ -69,6 +69,11 @@ struct ExecutorConfig {
   /// leaves runs at the same pace with a few large slices as with many small ones, as long as
   /// a slice outlasts the path delay (README "Flow-level backend"), and makes far fewer flows.
   uint32_t ring_slices = 0;
+  /// The most pieces the chunks between a pipelined tree's or chain's first and last chunk
+  /// are run as (0: a piece per chunk, as NCCL's). The flow backend sets it: the middle
+  /// pieces stream, each leaving a node one piece behind its arrival (PipelinePieces), so a
+  /// fluid pipeline keeps the chunks' fill and tail with a handful of flows per edge.
+  uint32_t pipeline_slices = 0;
   /// Where the fabric merges copies (FlowFabric::merges_copies: the flow backend), run the
   /// channels of a ring collective whose rings have the same edges and paths as one ring of
   /// flows of n copies (same_rings), and so the channels of a pipelined broadcast with the
@@ -114,8 +119,16 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// Over NVLink the flow also waits for src's SM copy (docs/nccl-model.md, "NVLink copy").
   /// `lead` (copies > 1): how much earlier than `ready` the first copy's data arrived (the
   /// arrival_lead() of the merged flow that brought it; 0: all copies at `ready`).
+  /// `streamed`: a pipeline's middle piece (PipelinePieces), whose bytes leave as they come:
+  /// over NVLink its copy paces it alone instead of queueing on the SMs (see send()).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0,
+            bool streamed = false);
+  /// Whether GPUs a and b share a server (their flows go over NVLink, copied by the SMs).
+  bool same_server(uint32_t a, uint32_t b) const {
+    const int32_t s = net_.gpu_server(a);
+    return s >= 0 && s == net_.gpu_server(b);
+  }
   /// While a program is told a flow is done (on_flow): how much earlier than now the first
   /// of its copies arrived. Over NVLink the SMs copy a merged flow's copies (the channels it
   /// stands for) one after another, so their data arrive staggered, the first (copies - 1)

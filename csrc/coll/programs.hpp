@@ -56,6 +56,31 @@ inline uint64_t connection_key(uint32_t src, uint32_t dst, uint32_t channel) {
 inline uint32_t tag_hi(uint64_t t) { return static_cast<uint32_t>(t >> 32); }
 inline uint32_t tag_lo(uint64_t t) { return static_cast<uint32_t>(t); }
 
+/// The pieces a pipelined tree or chain carries down each edge, in order. Per chunk (NCCL's
+/// and the packet engine's): piece j leaves a node once the node holds piece j. Streamed (the
+/// flow backend, ExecutorConfig::pipeline_slices): the first and last pieces are the first
+/// and last chunks, the chunks between them a few large pieces, and a middle piece j leaves
+/// once the node holds piece j - 1: in the fluid its bytes stream out as they stream in, one
+/// chunk behind, as the chunks would, where store-and-forward of a large piece would add its
+/// size to every hop's latency. The first piece takes the chunk's fill through the depth,
+/// the last the chunk's tail, so a pipeline of equal rates ends as its chunks would.
+struct PipelinePieces {
+  std::vector<Bytes> bytes;
+  bool streamed = false;
+};
+
+/// The piece a node must hold before it sends piece j of `k` (PipelinePieces).
+inline uint32_t gate(bool streamed, uint32_t j, size_t k) {
+  return streamed && j > 0 && j + 1 < k ? j - 1 : j;
+}
+
+/// Arrival times a program has popped for a node (a streamed piece may wait for the same
+/// arrival as the piece before it, or skip one): how many, and the last one's time and lead.
+struct Taken {
+  uint32_t count = 0;
+  SimTime at = -1, lead = 0;
+};
+
 /// Ring: in each of `steps` steps every rank passes a `chunk` of data to the next rank
 /// (steps = n-1 for all-gather / reduce-scatter, 2(n-1) for all-reduce). As in NCCL, a
 /// step's data moves in slices of at most `slice` bytes, posted in order on the connection
@@ -221,24 +246,28 @@ class HalvingDoubling final : public Program {
 
 /// Pipelined broadcast down a tree (a chain is a tree of fan-out 1): the message is cut into
 /// chunks; each edge carries them in order (the next posted when the previous has left the
-/// NIC), forwarding chunk j once its parent has received it.
+/// NIC), forwarding chunk j once its parent has received it (a streamed pipeline's middle
+/// pieces: once its parent has received piece j - 1; PipelinePieces).
 class Pipeline final : public Program {
  public:
   /// `copies` > 1: the pipeline stands for that many channels' pipelines over the same edges,
   /// paths and chunks (FlowFabric::merges_copies).
-  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+  Pipeline(std::vector<uint32_t> order, std::vector<int32_t> parent, PipelinePieces pieces,
            uint32_t channel = 0, uint32_t copies = 1)
       : order_(std::move(order)),
         channel_(channel),
         copies_(copies),
         parent_(std::move(parent)),
-        chunks_(std::move(chunks)),
+        chunks_(std::move(pieces.bytes)),
+        streamed_(pieces.streamed),
         received_(order_.size(), 0),
+        flowed_(order_.size(), 0),
         next_(order_.size(), 0),
         busy_(order_.size(), 0),
         children_(order_.size()),
         arrived_(order_.size()),
-        leads_(copies_ > 1 ? order_.size() : 0) {
+        leads_(copies_ > 1 ? order_.size() : 0),
+        taken_(order_.size()) {
     for (uint32_t p = 1; p < order_.size(); ++p) children_[parent_[p]].push_back(p);
     // A node with several children copies their flows' copies interleaved, which a merged
     // flow per child cannot stand for: only a chain passes its copies' stagger on.
@@ -253,13 +282,9 @@ class Pipeline final : public Program {
   }
   bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
-    ++received_[p];  // chunks arrive in order on an edge
-    for (const uint32_t c : children_[p]) {
-      if (timed) arrived_[c].push(x.now());
-      if (timed && !leads_.empty()) leads_[c].push(x.arrival_lead());
-      try_edge(x, op, id, c);
-    }
-    return ++done_ == (order_.size() - 1) * chunks_.size();
+    ++flowed_[p];  // chunks arrive in order on an edge
+    hold(x, op, id, p, x.arrival_lead());
+    return done_ == (order_.size() - 1) * chunks_.size();
   }
   void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
@@ -268,26 +293,59 @@ class Pipeline final : public Program {
   }
 
  private:
+  /// p holds what has flowed to it and its parent holds (a streamed piece's fluid may end
+  /// before its upstream piece delivered its bytes: p holds it only once the parent does, so
+  /// no node runs more than a piece ahead of the data); each piece p comes to hold lets p's
+  /// children go on, and with a streamed pipeline may let theirs.
+  void hold(Executor& x, uint32_t op, uint32_t id, uint32_t p, SimTime lead) {
+    const uint32_t now_held = std::min(flowed_[p], received_[parent_[p]]);
+    while (received_[p] < now_held) {
+      ++received_[p];
+      ++done_;
+      for (const uint32_t c : children_[p]) {
+        if (timed) arrived_[c].push(x.now());
+        if (timed && !leads_.empty()) leads_[c].push(lead);
+        try_edge(x, op, id, c);
+        if (streamed_) hold(x, op, id, c, 0);
+      }
+    }
+  }
   void try_edge(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t j = next_[p];
-    if (busy_[p] || j >= chunks_.size() || received_[parent_[p]] <= j) return;
+    if (busy_[p] || j >= chunks_.size()) return;
+    const uint32_t need = gate(streamed_, j, chunks_.size());
+    if (received_[parent_[p]] <= need) return;
     busy_[p] = 1;
     ++next_[p];
-    // the root holds every chunk from the start
-    const SimTime ready = timed && parent_[p] != 0 ? arrived_[p].pop() : -1;
-    const SimTime lead = timed && parent_[p] != 0 && !leads_.empty() ? leads_[p].pop() : 0;
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead);
+    // the root holds every chunk from the start; elsewhere the piece's data is there once the
+    // piece it waits for (need) arrived
+    SimTime ready = -1, lead = 0;
+    if (timed && parent_[p] != 0) {
+      Taken& t = taken_[p];
+      while (t.count <= need) {
+        t.at = arrived_[p].pop();
+        if (!leads_.empty()) t.lead = leads_[p].pop();
+        ++t.count;
+      }
+      ready = t.at;
+      lead = t.lead;
+    }
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead,
+           need != j);
   }
   std::vector<uint32_t> order_;
   uint32_t channel_, copies_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
-  std::vector<uint32_t> received_, next_;
+  bool streamed_;
+  /// per position: pieces it holds, pieces whose flow to it ended, the next piece it is sent
+  std::vector<uint32_t> received_, flowed_, next_;
   std::vector<uint8_t> busy_;
   std::vector<std::vector<uint32_t>> children_;
   /// per position: when each chunk its parent holds for it (not yet forwarded to it) arrived,
   /// and (a chain of copies > 1) how much earlier its first copy arrived
   std::vector<Times> arrived_, leads_;
+  std::vector<Taken> taken_;  ///< per position: the arrivals popped so far, the last one's
   uint64_t done_ = 0;
 };
 
@@ -296,27 +354,33 @@ class Pipeline final : public Program {
 /// is cut into chunks; each chunk is reduced up the tree (a node sends chunk j to its parent
 /// once every child has delivered chunk j) and broadcast back down from the root, chunks
 /// pipelined. Up and down edges are separate connections, each posting its next chunk when
-/// the previous one has left the NIC.
+/// the previous one has left the NIC. Streamed pieces (PipelinePieces): a middle piece goes up
+/// once every child delivered the piece before it, and down once the parent holds it.
 class TreeAllReduce final : public Program {
  public:
   /// `parent[p]` is p's parent position (-1 for the root at position 0).
-  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, std::vector<Bytes> chunks,
+  TreeAllReduce(std::vector<uint32_t> order, std::vector<int32_t> parent, PipelinePieces pieces,
                 uint32_t channel = 0)
       : order_(std::move(order)),
         up_(2 * channel + 1),
         down_(2 * channel + 2),
         parent_(std::move(parent)),
-        chunks_(std::move(chunks)),
+        chunks_(std::move(pieces.bytes)),
+        streamed_(pieces.streamed),
         n_(static_cast<uint32_t>(order_.size())),
         children_(n_),
         recv_up_(n_, 0),
+        flow_up_(n_, 0),
         next_up_(n_, 0),
         busy_up_(n_, 0),
         have_down_(n_, 0),
+        flow_down_(n_, 0),
         next_down_(n_, 0),
         busy_down_(n_, 0),
         up_ready_(n_),
-        down_ready_(n_) {
+        down_ready_(n_),
+        up_taken_(n_),
+        down_taken_(n_) {
     for (uint32_t p = 1; p < n_; ++p) children_[parent_[p]].push_back(p);
   }
   bool start(Executor& x, uint32_t op, uint32_t id) override {
@@ -327,29 +391,13 @@ class TreeAllReduce final : public Program {
   bool on_flow(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag), dir = tag_lo(tag) & 1;
     if (dir == 0) {  // up: p's chunk reached its parent
-      const uint32_t parent = static_cast<uint32_t>(parent_[p]);
-      const uint32_t before = reduced(parent);
-      ++recv_up_[p];
-      if (timed && reduced(parent) > before) {  // the parent has one more chunk reduced, now
-        if (parent == 0) {
-          for (uint32_t c : children_[0]) down_ready_[c].push(x.now());
-        } else {
-          up_ready_[parent].push(x.now());
-        }
-      }
-      if (parent == 0) {
-        for (uint32_t c : children_[0]) try_down(x, op, id, c);
-      } else {
-        try_up(x, op, id, parent);
-      }
-      return false;
+      ++flow_up_[p];
+      hold_up(x, op, id, p);
+    } else {  // down: a reduced chunk reached p
+      ++flow_down_[p];
+      hold_down(x, op, id, p);
     }
-    ++have_down_[p];  // down: a reduced chunk reached p
-    for (uint32_t c : children_[p]) {
-      if (timed) down_ready_[c].push(x.now());
-      try_down(x, op, id, c);
-    }
-    return ++done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
+    return done_ == static_cast<uint64_t>(n_ - 1) * chunks_.size();
   }
   void on_sent(Executor& x, uint32_t op, uint32_t id, uint64_t tag) override {
     const uint32_t p = tag_hi(tag);
@@ -369,37 +417,95 @@ class TreeAllReduce final : public Program {
     for (uint32_t c : children_[p]) r = std::min(r, recv_up_[c]);
     return r;
   }
+  /// p's parent holds what p's up flows delivered and p had reduced (a streamed piece's fluid
+  /// may end before p's children delivered its bytes; as Pipeline::hold).
+  void hold_up(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
+    const uint32_t parent = static_cast<uint32_t>(parent_[p]);
+    const uint32_t now_held = std::min(flow_up_[p], reduced(p));
+    while (recv_up_[p] < now_held) {
+      const uint32_t before = reduced(parent);
+      ++recv_up_[p];
+      const bool more = reduced(parent) > before;  // the parent has one more chunk reduced, now
+      if (timed && more) {
+        if (parent == 0) {
+          for (uint32_t c : children_[0]) down_ready_[c].push(x.now());
+        } else {
+          up_ready_[parent].push(x.now());
+        }
+      }
+      if (parent == 0) {
+        for (uint32_t c : children_[0]) {
+          try_down(x, op, id, c);
+          if (streamed_ && more) hold_down(x, op, id, c);
+        }
+      } else {
+        try_up(x, op, id, parent);
+        if (streamed_ && more) hold_up(x, op, id, parent);
+      }
+    }
+  }
+  /// p holds what its down flows delivered and its parent holds.
+  void hold_down(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
+    const uint32_t parent = static_cast<uint32_t>(parent_[p]);
+    const uint32_t now_held = std::min(flow_down_[p], parent == 0 ? reduced(0) : have_down_[parent]);
+    while (have_down_[p] < now_held) {
+      ++have_down_[p];
+      ++done_;
+      for (uint32_t c : children_[p]) {
+        if (timed) down_ready_[c].push(x.now());
+        try_down(x, op, id, c);
+        if (streamed_) hold_down(x, op, id, c);
+      }
+    }
+  }
+  /// When the data of piece `need` came (FIFO `q`: one time per piece, in order).
+  static SimTime ready_at(Times& q, Taken& t, uint32_t need) {
+    while (t.count <= need) {
+      t.at = q.pop();
+      ++t.count;
+    }
+    return t.at;
+  }
   void try_up(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t j = next_up_[p];
-    if (busy_up_[p] || j >= chunks_.size() || reduced(p) <= j) return;
+    if (busy_up_[p] || j >= chunks_.size()) return;
+    const uint32_t need = gate(streamed_, j, chunks_.size());
+    if (reduced(p) <= need) return;
     busy_up_[p] = 1;
     ++next_up_[p];
     // a leaf holds its data from the start
-    const SimTime ready = timed && !children_[p].empty() ? up_ready_[p].pop() : -1;
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready);
+    const SimTime ready = timed && !children_[p].empty() ? ready_at(up_ready_[p], up_taken_[p], need) : -1;
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready, 0, need != j);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
+    if (busy_down_[c] || j >= chunks_.size()) return;
+    const uint32_t need = gate(streamed_, j, chunks_.size());
     const uint32_t avail = parent == 0 ? reduced(0) : have_down_[parent];
-    if (busy_down_[c] || j >= chunks_.size() || avail <= j) return;
+    if (avail <= need) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    const SimTime ready = timed ? down_ready_[c].pop() : -1;
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready);
+    const SimTime ready = timed ? ready_at(down_ready_[c], down_taken_[c], need) : -1;
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready, 0,
+           need != j);
   }
   std::vector<uint32_t> order_;
   uint32_t up_, down_;
   std::vector<int32_t> parent_;
   std::vector<Bytes> chunks_;
+  bool streamed_;
   uint32_t n_;
   std::vector<std::vector<uint32_t>> children_;
-  std::vector<uint32_t> recv_up_, next_up_;
+  /// per position: pieces its parent holds from it (up) and it holds (down), pieces whose
+  /// flow ended, the next piece it sends
+  std::vector<uint32_t> recv_up_, flow_up_, next_up_;
   std::vector<uint8_t> busy_up_;
-  std::vector<uint32_t> have_down_, next_down_;
+  std::vector<uint32_t> have_down_, flow_down_, next_down_;
   std::vector<uint8_t> busy_down_;
   /// when p reduced each chunk it has not yet sent up; when each chunk p's parent holds for it
   /// (not yet sent down) arrived there (at the root: was reduced)
   std::vector<Times> up_ready_, down_ready_;
+  std::vector<Taken> up_taken_, down_taken_;
   uint64_t done_ = 0;
 };
 

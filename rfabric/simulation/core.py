@@ -173,6 +173,7 @@ class Simulation(CircuitsAndFailures, Stepping, Streams, ResultsAssembly):
             flow_args = (
                 {
                     "ring_slices": int(self.config.flow_ring_slices),
+                    "pipeline_slices": int(self.config.flow_pipeline_slices),
                     "merge_channels": bool(self.config.flow_merge_channels),
                 }
                 if backend == "flow"
