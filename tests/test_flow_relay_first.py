@@ -7,8 +7,7 @@ the NIC's own the same rate. The smallest case: MixNet(16) with no circuit (both
 reach each other only over the packet fabric, by their GPUs 6 and 7), GPU 0 -> 8 (its NIC is
 on the OCS, so NVSwitch spreads its frames over GPU 6's and 7's NICs, about half each, paced
 at one NIC's rate) beside GPU 6 -> 14 (GPU 6's own NIC). docs/explanation/flow-backend.md,
-"Where it is off", MixNet's weight sync, has the numbers; the fluid serves the relayed flows
-first (csrc/flow/relay_first.cpp).
+"Where it is off", MixNet's weight sync, has the numbers and why it is not modelled.
 """
 
 import numpy as np
@@ -72,36 +71,11 @@ def test_flows_carry_the_same_bytes_through_the_shared_nic(both):
     assert gpu6_nic_bytes(fres) == pytest.approx(gpu6_nic_bytes(pres), rel=0.03)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the fluid gives relayed and own flows one rate at a GPU's NIC; packets serve the relayed frames first",
+)
 def test_the_relayed_flow_ends_as_in_packets(both):
-    # The fluid fills the relayed flow first and GPU 6's own flow into what it leaves
-    # (relay_first.cpp): 679.8 and 1,028.7 us against 679.7 and 1,019.1 in packets (both
-    # 1,029.4 us under the even share).
     pk, _ = both["packet"]
     fl, _ = both["flow"]
-    assert fl[0] == pytest.approx(pk[0], rel=0.005)
-    assert fl[1] == pytest.approx(pk[1], rel=0.02)
-
-
-def test_ras_all_to_all_sends_relayed_flows_first():
-    # One training all_to_all of bench/validate_flow.py's 128-GPU iteration, alone on
-    # RailOptimized(128): GPUs 0, 4, ..., 28 (two to a server, rails 0 and 4), 6.57 MB. PXN
-    # sends a flow to the other rail over the NVLink to the GPU on it, whose NIC serves those
-    # frames first: in packets the relayed network flows end at 103.3 us on average, the
-    # NICs' own at 201.8 us (the same with ECN marking off), the op at 203.1 us.
-    fab = rf.topologies.RailOptimized(128)
-    ranks = list(range(0, 32, 4))
-    tr = rf.op_trace("all_to_all", ranks, 6_569_984)
-    out = {}
-    for be in ("packet", "flow"):
-        res = rf.simulate(fab, tr, backend=be, seed=1, record_flows=True)
-        f = res.flows.to_pydict()
-        s, d = np.array(f["src"]), np.array(f["dst"])
-        fct = np.array(f["end_ps"], dtype=float) - np.array(f["start_ps"], dtype=float)
-        net = s // 8 != d // 8
-        own, rel = net & (s % 8 == d % 8), net & (s % 8 != d % 8)
-        assert own.sum() == rel.sum() == 24
-        out[be] = (fct[rel].mean(), fct[own].mean(), res.ops.to_pydict()["time_ps"][0])
-    (pr, po, pop), (fr, fo, fop) = out["packet"], out["flow"]
-    assert fr == pytest.approx(pr, rel=0.03)
-    assert fo == pytest.approx(po, rel=0.03)
-    assert fop == pytest.approx(pop, rel=0.02)
+    assert fl[0] == pytest.approx(pk[0], rel=0.05)
