@@ -54,26 +54,21 @@ class HeapQueue {
   /// The serial the next push will get.
   uint64_t next_seq() const { return seq_; }
 
+  /// Take out every event whose serial is in `seqs` (sorted), then restore the heap: O(n log m)
+  /// in one sequential pass, where popping them one by one costs a walk down the heap each.
+  void remove_sorted(const std::vector<uint64_t>& seqs) {
+    size_t k = 0;
+    for (const Item& it : heap_)
+      if (!std::binary_search(seqs.begin(), seqs.end(), it.seq)) heap_[k++] = it;
+    heap_.resize(k);
+    for (size_t i = k / 4 + 1; i-- > 0;) sift_down(i);
+  }
+
   Event pop() {
     const Event out = heap_.front().ev;
     const Item last = heap_.back();
     heap_.pop_back();
-    const size_t n = heap_.size();
-    if (n > 0) {
-      size_t i = 0;
-      for (;;) {
-        const size_t c = (i << 2) + 1;
-        if (c >= n) break;
-        size_t best = c;
-        const size_t end = c + 4 < n ? c + 4 : n;
-        for (size_t k = c + 1; k < end; ++k)
-          if (before(heap_[k], heap_[best])) best = k;
-        if (!before(heap_[best], last)) break;
-        heap_[i] = heap_[best];
-        i = best;
-      }
-      heap_[i] = last;
-    }
+    if (!heap_.empty()) place(0, last);
     return out;
   }
 
@@ -87,6 +82,25 @@ class HeapQueue {
     const unsigned __int128 ka = (static_cast<unsigned __int128>(a.ev.time) << 64) | a.seq;
     const unsigned __int128 kb = (static_cast<unsigned __int128>(b.ev.time) << 64) | b.seq;
     return ka < kb;
+  }
+  /// Put `item` at slot i (a hole) or below it, moving smaller children up.
+  void place(size_t i, const Item item) {
+    const size_t n = heap_.size();
+    for (;;) {
+      const size_t c = (i << 2) + 1;
+      if (c >= n) break;
+      size_t best = c;
+      const size_t end = c + 4 < n ? c + 4 : n;
+      for (size_t k = c + 1; k < end; ++k)
+        if (before(heap_[k], heap_[best])) best = k;
+      if (!before(heap_[best], item)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = item;
+  }
+  void sift_down(size_t i) {
+    if (i < heap_.size()) place(i, heap_[i]);
   }
 
   std::vector<Item> heap_;
@@ -178,6 +192,7 @@ class EventQueue {
       if (ticket == kNoTicket || ticket < ticket_floor_) return false;
       cancelled_.push_back(Cancelled{time, ticket});
       std::push_heap(cancelled_.begin(), cancelled_.end(), later);
+      if (cancelled_.size() >= kCompactAt && 2 * cancelled_.size() >= far_.size()) compact_far();
       return true;
     }
     const size_t slot = static_cast<size_t>(b) & (kBuckets - 1);
@@ -415,6 +430,17 @@ class EventQueue {
       if (!cancelled_.empty()) drop_cancelled();
     }
     return true;
+  }
+
+  /// Far events cancelled before compact_far() takes them out at once (at least this many,
+  /// and half the far heap): until then each is dropped as it reaches the top.
+  static constexpr size_t kCompactAt = 1024;
+  [[gnu::noinline]] void compact_far() {
+    std::vector<uint64_t> seqs(cancelled_.size());
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i] = cancelled_[i].seq;
+    std::sort(seqs.begin(), seqs.end());
+    far_.remove_sorted(seqs);
+    cancelled_.clear();
   }
 
   /// Pop the far heap's top while it is a cancelled event. cancelled_ holds far events only,

@@ -4,6 +4,7 @@
 // set of the same keys, from which a cancelled event is erased.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <queue>
 #include <random>
@@ -323,6 +324,55 @@ TEST_CASE("EventQueue cancel takes out near events and keeps the others' order")
   }
   CHECK(near_taken > 1000);
   CHECK(far_taken > 1000);
+}
+
+TEST_CASE("EventQueue cancel of most far events: the far heap compacted keeps the rest's order") {
+  // Thousands of far events on a coarse grid (many ties), most cancelled in random order,
+  // pops and near pushes between: past kCompactAt cancels the far heap is rebuilt without
+  // them; every pop must still be the oracle's next.
+  using Key = std::tuple<SimTime, uint64_t, uint32_t>;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    std::set<Key> o;
+    std::vector<std::pair<Key, uint64_t>> far;  // (key, ticket)
+    uint64_t serial = 0;
+    uint32_t target = 0;
+    for (int i = 0; i < 6000; ++i) {
+      const SimTime t = kWheelPs * 2 + static_cast<SimTime>(rng() % 400) * (kWheelPs / 16);
+      const uint64_t tk = q.push_ticket(t, target, 2);
+      REQUIRE(tk != EventQueue::kNoTicket);
+      o.emplace(t, serial, target);
+      far.emplace_back(Key{t, serial++, target++}, tk);
+    }
+    std::shuffle(far.begin(), far.end(), rng);
+    SimTime now = 0;
+    for (size_t i = 0; i < 5000; ++i) {
+      const auto& [k, tk] = far[i];
+      REQUIRE(q.cancel(std::get<0>(k), std::get<2>(k), 2, tk));
+      o.erase(k);
+      if (i % 500 == 0) {  // a near event, popped: the window stays before the far events
+        q.push(now + 1000, target, 2);
+        o.emplace(now + 1000, serial++, target++);
+        const Key n = *o.begin();
+        o.erase(o.begin());
+        const Event ev = q.pop();
+        REQUIRE(ev.time == std::get<0>(n));
+        REQUIRE(ev.target == std::get<2>(n));
+        now = ev.time;
+      }
+      if (i % 700 == 0) REQUIRE(q.size() == o.size());
+    }
+    REQUIRE(q.size() == o.size());
+    while (!o.empty()) {
+      const Key k = *o.begin();
+      o.erase(o.begin());
+      const Event ev = q.pop();
+      REQUIRE(ev.time == std::get<0>(k));
+      REQUIRE(ev.target == std::get<2>(k));
+    }
+    CHECK(q.empty());
+  }
 }
 
 TEST_CASE("EventQueue cancel after a peek moved the window and an earlier push slid it back") {
