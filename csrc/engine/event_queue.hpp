@@ -224,7 +224,7 @@ class EventQueue {
     return true;
   }
   /// Events cancel() looks at in a bucket before it gives up.
-  static constexpr int kCancelWalk = 64;
+  static constexpr int kCancelWalk = 16;
   /// push_ticket()'s value for an event in the wheel (cancel() finds it by its fields).
   static constexpr uint64_t kNoTicket = ~uint64_t{0};
 
