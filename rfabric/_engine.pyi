@@ -139,7 +139,7 @@ class FlowEngine(_Simulation):
     Its flow_log has sent_ps and no retransmission columns; port_stats only link_id, src, dst,
     rate_bps, tx_bytes (wire bytes) and busy_ps; counters the flow model's own (recomputes,
     rate_updates, subflows, max_component, component_subflows, blocked, reroutes, quiet_ends,
-    handoffs, active_subflows, blocked_now)."""
+    handoffs, finishes_cancelled, stale_finishes, active_subflows, blocked_now)."""
 
     def load_workload(
         self,

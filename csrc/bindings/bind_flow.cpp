@@ -41,6 +41,8 @@ void bind_flow(py::module_& m) {
            d["reroutes"] = c.reroutes;
            d["quiet_ends"] = c.quiet_ends;
            d["handoffs"] = c.handoffs;
+           d["finishes_cancelled"] = c.finishes_cancelled;
+           d["stale_finishes"] = c.stale_finishes;
            d["active_subflows"] = s.network().active_subflows();
            d["blocked_now"] = s.network().blocked_subflows();
            return d;

@@ -46,6 +46,19 @@ class Engine {
     queue_.push(t, target, kind);
   }
 
+  /// Take a scheduled event out before it runs (EventQueue::cancel: a near one found in a
+  /// short walk, a far one by the ticket schedule_ticket gave); returns whether it was. One
+  /// not taken out still runs, so its handler must still recognise it as stale.
+  bool cancel(SimTime t, uint32_t target, uint32_t kind, uint64_t ticket = EventQueue::kNoTicket) {
+    return queue_.cancel(t, target, kind, ticket);
+  }
+  /// schedule() for an event that may be cancelled: returns the ticket cancel() takes, which
+  /// finds it in the far future too.
+  uint64_t schedule_ticket(SimTime t, uint32_t target, uint32_t kind) {
+    RF_DCHECK(t >= now_ && kind < kinds_.size());
+    return queue_.push_ticket(t, target, kind);
+  }
+
   /// Run events with time <= until, stopping early after `max_events` (0 = no limit).
   /// Returns the number of events processed by this call. The clock ends at `until`
   /// if the queue ran dry or passed it, else at the last event processed.

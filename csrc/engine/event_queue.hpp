@@ -2,8 +2,9 @@
 // order they were scheduled, so every run is bit-reproducible. Events are 16-byte PODs
 // (no sequence number: push order is kept structurally); the Engine uses a calendar
 // queue (EventQueue) with a 4-ary heap (HeapQueue) for the far future. No allocation per
-// event once buckets have grown. Cancellation is lazy: handlers recognise stale events from
-// element state (generation or deadline) and ignore them, so the queue is never searched.
+// event once buckets have grown. Cancellation is mostly lazy: handlers recognise stale events
+// from element state (generation or deadline) and ignore them; cancel() takes a near event out
+// of its bucket (a short walk) for callers that reschedule often (the flow backend's finishes).
 #pragma once
 
 #include <algorithm>
@@ -33,7 +34,8 @@ class HeapQueue {
   size_t size() const { return heap_.size(); }
   const Event& top() const { return heap_.front().ev; }
 
-  void push(const Event& ev) {
+  /// Returns the event's serial (its place among equal times), which names it for cancel.
+  uint64_t push(const Event& ev) {
     const Item item{ev, seq_++};
     size_t i = heap_.size();
     heap_.push_back(item);
@@ -44,28 +46,29 @@ class HeapQueue {
       i = parent;
     }
     heap_[i] = item;
+    return item.seq;
+  }
+
+  /// The serial of the top event (push()'s return value for it).
+  uint64_t top_seq() const { return heap_.front().seq; }
+  /// The serial the next push will get.
+  uint64_t next_seq() const { return seq_; }
+
+  /// Take out every event whose serial is in `seqs` (sorted), then restore the heap: O(n log m)
+  /// in one sequential pass, where popping them one by one costs a walk down the heap each.
+  void remove_sorted(const std::vector<uint64_t>& seqs) {
+    size_t k = 0;
+    for (const Item& it : heap_)
+      if (!std::binary_search(seqs.begin(), seqs.end(), it.seq)) heap_[k++] = it;
+    heap_.resize(k);
+    for (size_t i = k / 4 + 1; i-- > 0;) sift_down(i);
   }
 
   Event pop() {
     const Event out = heap_.front().ev;
     const Item last = heap_.back();
     heap_.pop_back();
-    const size_t n = heap_.size();
-    if (n > 0) {
-      size_t i = 0;
-      for (;;) {
-        const size_t c = (i << 2) + 1;
-        if (c >= n) break;
-        size_t best = c;
-        const size_t end = c + 4 < n ? c + 4 : n;
-        for (size_t k = c + 1; k < end; ++k)
-          if (before(heap_[k], heap_[best])) best = k;
-        if (!before(heap_[best], last)) break;
-        heap_[i] = heap_[best];
-        i = best;
-      }
-      heap_[i] = last;
-    }
+    if (!heap_.empty()) place(0, last);
     return out;
   }
 
@@ -79,6 +82,25 @@ class HeapQueue {
     const unsigned __int128 ka = (static_cast<unsigned __int128>(a.ev.time) << 64) | a.seq;
     const unsigned __int128 kb = (static_cast<unsigned __int128>(b.ev.time) << 64) | b.seq;
     return ka < kb;
+  }
+  /// Put `item` at slot i (a hole) or below it, moving smaller children up.
+  void place(size_t i, const Item item) {
+    const size_t n = heap_.size();
+    for (;;) {
+      const size_t c = (i << 2) + 1;
+      if (c >= n) break;
+      size_t best = c;
+      const size_t end = c + 4 < n ? c + 4 : n;
+      for (size_t k = c + 1; k < end; ++k)
+        if (before(heap_[k], heap_[best])) best = k;
+      if (!before(heap_[best], item)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = item;
+  }
+  void sift_down(size_t i) {
+    if (i < heap_.size()) place(i, heap_[i]);
   }
 
   std::vector<Item> heap_;
@@ -109,10 +131,10 @@ class EventQueue {
   size_t size() const {
     size_t free = 0;
     for (uint32_t n = free_; n != kNil; n = node(n).next) ++free;
-    return nodes_.size() - free + far_.size();
+    return nodes_.size() - free + far_.size() - cancelled_.size();
   }
   bool empty() const {
-    if (!far_.empty()) return false;
+    if (far_.size() > cancelled_.size()) return false;  // (cancelled_: far events all)
     for (const uint64_t word : bitmap_)
       if (word) return false;
     return true;
@@ -152,6 +174,67 @@ class EventQueue {
   RF_HOT Event pop() {
     prepare();
     return take_head(cur_slot());
+  }
+
+  /// Take the queued event with exactly these fields out of the queue, if it is in the wheel
+  /// among the first kCancelWalk events of its bucket; returns whether it was. The others
+  /// stay queued and their order with them (so equal times still pop in push order). An event
+  /// not found (in the far heap, deep in a crowded bucket, or not queued at all) is left for
+  /// its handler to recognise as stale, as without cancel. The walk is bounded so that a burst
+  /// of equal-time events cancelled one by one costs no more than their pushes.
+  bool cancel(SimTime time, uint32_t target, uint32_t kind, uint64_t ticket = kNoTicket) {
+    const int64_t b = time >> kBucketBits;
+    if (time < 0 || b < cur_) return false;
+    if (static_cast<uint64_t>(b - cur_) >= kBuckets) {
+      // In the far heap, named by its serial: marked, and dropped when it reaches the top. A
+      // ticket from before the last rebase may name an event rebase re-queued under another
+      // serial, so it is not trusted.
+      if (ticket == kNoTicket || ticket < ticket_floor_) return false;
+      cancelled_.push_back(Cancelled{time, ticket});
+      std::push_heap(cancelled_.begin(), cancelled_.end(), later);
+      if (cancelled_.size() >= kCompactAt && 2 * cancelled_.size() >= far_.size()) compact_far();
+      return true;
+    }
+    const size_t slot = static_cast<size_t>(b) & (kBuckets - 1);
+    Bucket& bk = buckets_[slot];
+    uint32_t prev = kNil;
+    uint32_t n = bk.head;
+    for (int walked = 0;; ++walked) {
+      if (n == kNil || walked == kCancelWalk) return false;
+      const Event& ev = node(n).ev;
+      if (ev.time == time && ev.target == target && ev.kind == kind) break;
+      if (ev.time > time) return false;  // (sorted: it is not further on)
+      prev = n;
+      n = node(n).next;
+    }
+    const uint32_t next = node(n).next;
+    if (prev == kNil)
+      bk.head = next;
+    else
+      node(prev).next = next;
+    if (bk.tail == n) bk.tail = prev;
+    // (the hint must name a node in the bucket or one link() recognises as out of it: prev,
+    // when there is one, is in it and not after the cancelled node)
+    if (bk.hint == n) bk.hint = prev;
+    if (bk.head == kNil) {
+      bk.tail = bk.hint = kNil;
+      bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
+    }
+    release(n);
+    return true;
+  }
+  /// Events cancel() looks at in a bucket before it gives up.
+  static constexpr int kCancelWalk = 16;
+  /// push_ticket()'s value for an event in the wheel (cancel() finds it by its fields).
+  static constexpr uint64_t kNoTicket = ~uint64_t{0};
+
+  /// push() that returns a ticket for cancel(): the far heap's serial of an event beyond the
+  /// wheel (found there by it), else kNoTicket.
+  uint64_t push_ticket(SimTime time, uint32_t target, uint32_t kind) {
+    const int64_t b = time >> kBucketBits;
+    if (b - cur_ >= static_cast<int64_t>(kBuckets)) return far_.push(Event{time, target, kind});
+    push(time, target, kind);
+    return kNoTicket;
   }
 
   /// Pop the next event into `out` if the queue holds one with time <= until (one bucket
@@ -318,6 +401,7 @@ class EventQueue {
   /// Move cur_ to the next bucket holding events, pulling far events into the wheel.
   /// Returns false, moving nothing, when the queue is empty.
   bool advance() {
+    if (!cancelled_.empty()) drop_cancelled();
     const size_t slot = cur_slot();
     size_t next = kBuckets;
     size_t word = slot >> 6;
@@ -343,8 +427,31 @@ class EventQueue {
     while (!far_.empty() && (far_.top().time >> kBucketBits) < cur_ + static_cast<int64_t>(kBuckets)) {
       const Event ev = far_.pop();
       insert(static_cast<size_t>(ev.time >> kBucketBits) & (kBuckets - 1), ev);
+      if (!cancelled_.empty()) drop_cancelled();
     }
     return true;
+  }
+
+  /// Far events cancelled before compact_far() takes them out at once (at least this many,
+  /// and half the far heap): until then each is dropped as it reaches the top.
+  static constexpr size_t kCompactAt = 1024;
+  [[gnu::noinline]] void compact_far() {
+    std::vector<uint64_t> seqs(cancelled_.size());
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i] = cancelled_[i].seq;
+    std::sort(seqs.begin(), seqs.end());
+    far_.remove_sorted(seqs);
+    cancelled_.clear();
+  }
+
+  /// Pop the far heap's top while it is a cancelled event. cancelled_ holds far events only,
+  /// ordered as the far heap is, so the first of them is at its top or later.
+  [[gnu::noinline]] void drop_cancelled() {
+    while (!cancelled_.empty() && !far_.empty() && far_.top().time == cancelled_.front().time &&
+           far_.top_seq() == cancelled_.front().seq) {
+      far_.pop();
+      std::pop_heap(cancelled_.begin(), cancelled_.end(), later);
+      cancelled_.pop_back();
+    }
   }
 
   /// An event before the wheel's window (after a peek moved it ahead): slide the window back
@@ -366,6 +473,7 @@ class EventQueue {
       bitmap_[slot >> 6] &= ~(uint64_t{1} << (slot & 63));
     }
     set_cur(b);
+    ticket_floor_ = far_.next_seq();
   }
 
   std::vector<Node> nodes_;
@@ -379,6 +487,16 @@ class EventQueue {
   HeapQueue far_;
   int64_t cur_ = 0;     ///< absolute index of the current bucket
   Bucket* cur_bucket_;  ///< &buckets_[cur_slot()] (the run loop's one load to reach it)
+  /// Far events cancelled, a min-heap on (time, serial); each is still in far_.
+  struct Cancelled {
+    SimTime time;
+    uint64_t seq;
+  };
+  static bool later(const Cancelled& a, const Cancelled& b) {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+  std::vector<Cancelled> cancelled_;
+  uint64_t ticket_floor_ = 0;  ///< far serials below it may have been re-queued by rebase
 };
 
 }  // namespace rfabric::engine

@@ -388,7 +388,7 @@ void FlowNetwork::remove_subflow(uint32_t s) {
   subs_[last].active_pos = pos;
   active_.pop_back();
   sf.active = false;
-  sf.finish_at = -1;
+  unschedule_finish(s);
   sf.nhops = 0;
   if (flow_sub_[sf.flow] == s) flow_sub_[sf.flow] = kNone;
   free_subs_.push_back(s);
@@ -685,7 +685,10 @@ void FlowNetwork::on_event(const engine::Event& ev) {
     }
     case kSent: {
       const Subflow& sf = subs_[ev.target];
-      if (!sf.active || sf.finish_at != ev.time) break;
+      if (!sf.active || sf.finish_at != ev.time) {
+        ++counters_.stale_finishes;
+        break;
+      }
       RF_CHECK(ev.time < kLastFinish, "flow ", sf.flow, ": still sending at ", ev.time,
                " ps, the end of the engine's time range (its rate is ", sf.rate, " bit/s)");
       subflow_sent(ev.target);

@@ -105,6 +105,8 @@ struct FlowCounters {
                                     ///< (no other flow had its bottleneck on their ports)
   uint64_t handoffs = 0;            ///< flows started in the place of their connection's last
                                     ///< message as it left (no recomputation)
+  uint64_t finishes_cancelled = 0;  ///< finish events taken out of the queue by a rate change
+  uint64_t stale_finishes = 0;      ///< finish events run after all (not found to cancel), dropped
 };
 
 class FlowNetwork final : public engine::Handler, public net::FlowFabric {
@@ -239,10 +241,11 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
     Hop inline_hops[kInlineHops];
     double rate = 0;  ///< bit/s
     SimTime finish_at = -1;
-    double remaining = 0;    ///< wire bytes left to send
-    double accounted = 0;    ///< `remaining` when its bytes sent were last added to its ports (account)
-    SimTime last = 0;        ///< when remaining was last settled
-    std::vector<Hop> spill;  ///< the hops when there are more than kInlineHops
+    double remaining = 0;        ///< wire bytes left to send
+    double accounted = 0;        ///< `remaining` when its bytes sent were last added to its ports (account)
+    SimTime last = 0;            ///< when remaining was last settled
+    std::vector<Hop> spill;      ///< the hops when there are more than kInlineHops
+    uint64_t finish_ticket = 0;  ///< its finish event's, for engine::Engine::cancel (last: cold)
     Hop* hops() { return nhops <= kInlineHops ? inline_hops : spill.data(); }
     const Hop* hops() const { return nhops <= kInlineHops ? inline_hops : spill.data(); }
   };
@@ -338,6 +341,8 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   SimTime round_robin_lead(uint32_t s);
   /// Queue subflow s's finish at its rate (none at rate 0).
   void schedule_finish(uint32_t s);
+  /// Drop s's queued finish event (taken out of the queue when near) and its finish_at.
+  void unschedule_finish(uint32_t s);
   /// Flow f's delivery delay over the paths of `ps` (kept in ps for flows of its size).
   SimTime delivery_delay(uint32_t f, PathSet& ps) const;
   /// Flow f's last byte left `lead` ps ago (round_robin_lead): it arrives its delay after.

@@ -455,7 +455,7 @@ bool FlowNetwork::recompute_local() {
 void FlowNetwork::schedule_finish(uint32_t s) {
   Subflow& sf = subs_[s];
   if (sf.rate <= 0) {
-    sf.finish_at = -1;
+    unschedule_finish(s);
     return;
   }
   // Saturates: a finish past the end of int64 time is queued at kLastFinish instead of
@@ -463,8 +463,23 @@ void FlowNetwork::schedule_finish(uint32_t s) {
   const SimTime now = eng_.now();
   const double ps = std::ceil(sf.remaining * kBitsPsPerByte / sf.rate);
   const double room = static_cast<double>(kLastFinish - std::min(now, kLastFinish));
-  sf.finish_at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
-  eng_.schedule(sf.finish_at, s, kind_base_ + kSent);
+  const SimTime at = ps < room ? now + static_cast<SimTime>(ps) : kLastFinish;
+  // The same instant as the event queued: that one stands, in its place among the events
+  // of that instant (a second one would only be dropped as stale after it).
+  if (at == sf.finish_at && at > now) return;
+  unschedule_finish(s);
+  sf.finish_at = at;
+  sf.finish_ticket = eng_.schedule_ticket(at, s, kind_base_ + kSent);
+}
+
+void FlowNetwork::unschedule_finish(uint32_t s) {
+  // The finish event queued for s, out of the queue when it is near (a rate change leaves it
+  // stale: about a third of a large run's events were such, dropped by kSent); one still due
+  // later (finish_at > now) is queued, one at now is the event running.
+  Subflow& sf = subs_[s];
+  if (sf.finish_at > eng_.now())
+    counters_.finishes_cancelled += eng_.cancel(sf.finish_at, s, kind_base_ + kSent, sf.finish_ticket);
+  sf.finish_at = -1;
 }
 
 void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports) {

@@ -1,12 +1,14 @@
 // test_event_queue.cpp: the pending-event set (engine/event_queue.hpp) and the Engine's run
 // loop. Oracle: a std::priority_queue ordered by (time, push serial), i.e. the documented
-// contract "by time, and among equal times in the order scheduled". The queue has no
-// cancellation to test: it is lazy, handlers drop stale events themselves (event_queue.hpp).
+// contract "by time, and among equal times in the order scheduled"; for cancel(), an ordered
+// set of the same keys, from which a cancelled event is erased.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <queue>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
@@ -234,6 +236,290 @@ TEST_CASE("EventQueue keeps order when out-of-order inserts follow pops of their
       }
     }
     while (!o.q.empty()) check_pop(q, o);
+    CHECK(q.empty());
+  }
+}
+
+TEST_CASE("EventQueue cancel takes out near events and keeps the others' order") {
+  // Pushes at ties, within a few buckets, across the wheel and beyond it; cancels of random
+  // pending events (head, middle, tail, the hint of out-of-order inserts, a bucket's last
+  // event) by their tickets; pops. Every cancel of an event in the wheel within the walk's
+  // bound, and of one in the far heap, must succeed, and the pops must be the oracle's minus
+  // the cancelled events. (No peeks: the window is the last pop's bucket on.)
+  using Key = std::tuple<SimTime, uint64_t, uint32_t>;  // time, serial, target
+  int near_taken = 0, far_taken = 0;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    std::set<Key> o;
+    std::vector<Key> live;         // pending events, for picking one at random
+    std::vector<uint64_t> ticket;  // by target
+    SimTime now = 0;
+    uint64_t serial = 0;
+    uint32_t target = 0;
+    for (int step = 0; step < 5000; ++step) {
+      const uint64_t r = rng() % 10;
+      if (r < 5 || o.empty()) {
+        SimTime t = now;
+        switch (rng() % 4) {
+          case 0:
+            break;
+          case 1:
+            t += static_cast<SimTime>(rng() % 2048);
+            break;
+          case 2:
+            t += static_cast<SimTime>(rng() % static_cast<uint64_t>(kWheelPs));
+            break;
+          default:
+            t += static_cast<SimTime>(rng() % static_cast<uint64_t>(3 * kWheelPs));
+        }
+        ticket.push_back(q.push_ticket(t, target, 7));
+        o.emplace(t, serial, target);
+        live.emplace_back(t, serial, target);
+        ++serial;
+        ++target;
+      } else if (r < 7) {
+        const size_t i = rng() % live.size();
+        const Key k = live[i];
+        if (!o.count(k)) {  // popped already: cancelling it must find nothing
+          CHECK_FALSE(q.cancel(std::get<0>(k), std::get<2>(k), 7, EventQueue::kNoTicket));
+          live[i] = live.back();
+          live.pop_back();
+          continue;
+        }
+        const SimTime t = std::get<0>(k);
+        // position among the pending events of its bucket, to know whether the walk reaches it
+        const SimTime b0 = (t >> EventQueue::kBucketBits) << EventQueue::kBucketBits;
+        const auto pos = std::distance(o.lower_bound(Key{b0, 0, 0}), o.find(k));
+        const bool far = (t >> EventQueue::kBucketBits) - (now >> EventQueue::kBucketBits) >=
+                         static_cast<SimTime>(EventQueue::kBuckets);
+        CHECK_FALSE(q.cancel(t, std::get<2>(k), 8));  // another kind, no ticket: not that event
+        const bool out = q.cancel(t, std::get<2>(k), 7, ticket[std::get<2>(k)]);
+        CHECK(out == (far || pos < EventQueue::kCancelWalk));
+        if (out) {
+          o.erase(k);
+          live[i] = live.back();
+          live.pop_back();
+          ++(far ? far_taken : near_taken);
+        }
+      } else {
+        REQUIRE(!o.empty());
+        const Key k = *o.begin();
+        o.erase(o.begin());
+        const Event ev = q.pop();
+        REQUIRE(ev.time == std::get<0>(k));
+        REQUIRE(ev.target == std::get<2>(k));
+        now = ev.time;
+      }
+      if (step % 500 == 0) REQUIRE(q.size() == o.size());
+    }
+    while (!o.empty()) {
+      const Key k = *o.begin();
+      o.erase(o.begin());
+      const Event ev = q.pop();
+      REQUIRE(ev.time == std::get<0>(k));
+      REQUIRE(ev.target == std::get<2>(k));
+    }
+    CHECK(q.empty());
+  }
+  CHECK(near_taken > 1000);
+  CHECK(far_taken > 1000);
+}
+
+TEST_CASE("EventQueue cancel of most far events: the far heap compacted keeps the rest's order") {
+  // Thousands of far events on a coarse grid (many ties), most cancelled in random order,
+  // pops and near pushes between: past kCompactAt cancels the far heap is rebuilt without
+  // them; every pop must still be the oracle's next.
+  using Key = std::tuple<SimTime, uint64_t, uint32_t>;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    std::set<Key> o;
+    std::vector<std::pair<Key, uint64_t>> far;  // (key, ticket)
+    uint64_t serial = 0;
+    uint32_t target = 0;
+    for (int i = 0; i < 6000; ++i) {
+      const SimTime t = kWheelPs * 2 + static_cast<SimTime>(rng() % 400) * (kWheelPs / 16);
+      const uint64_t tk = q.push_ticket(t, target, 2);
+      REQUIRE(tk != EventQueue::kNoTicket);
+      o.emplace(t, serial, target);
+      far.emplace_back(Key{t, serial++, target++}, tk);
+    }
+    std::shuffle(far.begin(), far.end(), rng);
+    SimTime now = 0;
+    for (size_t i = 0; i < 5000; ++i) {
+      const auto& [k, tk] = far[i];
+      REQUIRE(q.cancel(std::get<0>(k), std::get<2>(k), 2, tk));
+      o.erase(k);
+      if (i % 500 == 0) {  // a near event, popped: the window stays before the far events
+        q.push(now + 1000, target, 2);
+        o.emplace(now + 1000, serial++, target++);
+        const Key n = *o.begin();
+        o.erase(o.begin());
+        const Event ev = q.pop();
+        REQUIRE(ev.time == std::get<0>(n));
+        REQUIRE(ev.target == std::get<2>(n));
+        now = ev.time;
+      }
+      if (i % 700 == 0) REQUIRE(q.size() == o.size());
+    }
+    REQUIRE(q.size() == o.size());
+    while (!o.empty()) {
+      const Key k = *o.begin();
+      o.erase(o.begin());
+      const Event ev = q.pop();
+      REQUIRE(ev.time == std::get<0>(k));
+      REQUIRE(ev.target == std::get<2>(k));
+    }
+    CHECK(q.empty());
+  }
+}
+
+TEST_CASE("EventQueue cancel after a peek moved the window and an earlier push slid it back") {
+  // A ticket from before the slide names a far event the slide may have re-queued: cancel
+  // declines it (the event still pops, for its handler); tickets after it work.
+  EventQueue q;
+  const uint64_t ta = q.push_ticket(10 * kWheelPs, 1, 0);
+  const uint64_t tb = q.push_ticket(3 * kWheelPs, 2, 0);
+  CHECK(ta != EventQueue::kNoTicket);
+  CHECK(tb != EventQueue::kNoTicket);
+  CHECK(q.top().time == 3 * kWheelPs);  // the window moves to b's bucket, b into the wheel
+  q.push(5, 3, 0);                      // before the window: it slides back, b to the far heap
+  CHECK_FALSE(q.cancel(3 * kWheelPs, 2, 0, tb));
+  CHECK_FALSE(q.cancel(10 * kWheelPs, 1, 0, ta));
+  const uint64_t td = q.push_ticket(4 * kWheelPs, 4, 0);
+  const uint64_t te = q.push_ticket(4 * kWheelPs, 5, 0);
+  CHECK(q.cancel(4 * kWheelPs, 4, 0, td));
+  CHECK(q.size() == 4);
+  const uint32_t want[] = {3, 2, 5, 1};
+  for (const uint32_t w : want) CHECK(q.pop().target == w);
+  CHECK(q.empty());
+  (void)te;
+}
+
+TEST_CASE("EventQueue cancel with peeks and slides matches the oracle") {
+  // Random pushes (near, far, on a grid of shared far times), peeks that move the window,
+  // pushes before it, cancels by ticket (of pending and of popped events) and pops: whatever
+  // cancel reports, the pops are the oracle's minus the events it took out, and the sizes agree.
+  using Key = std::tuple<SimTime, uint64_t, uint32_t>;
+  int taken = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    std::set<Key> o;
+    std::vector<Key> live;
+    std::vector<uint64_t> ticket;
+    SimTime now = 0;
+    uint64_t serial = 0;
+    uint32_t target = 0;
+    for (int step = 0; step < 4000; ++step) {
+      const uint64_t r = rng() % 12;
+      if (r < 5 || o.empty()) {
+        SimTime t = now;
+        switch (rng() % 4) {
+          case 0:
+            t += static_cast<SimTime>(rng() % 1024);
+            break;
+          case 1:
+            t += static_cast<SimTime>(rng() % static_cast<uint64_t>(kWheelPs));
+            break;
+          case 2: {
+            const SimTime grid = kWheelPs / 2;
+            t = (now / grid + 1 + static_cast<SimTime>(rng() % 6)) * grid;
+            break;
+          }
+          default:
+            t += static_cast<SimTime>(rng() % static_cast<uint64_t>(4 * kWheelPs));
+        }
+        ticket.push_back(q.push_ticket(t, target, 1));
+        o.emplace(t, serial, target);
+        live.emplace_back(t, serial++, target++);
+      } else if (r < 8 && !live.empty()) {
+        const size_t i = rng() % live.size();
+        const Key k = live[i];
+        const bool pending = o.count(k) > 0;
+        const bool out = q.cancel(std::get<0>(k), std::get<2>(k), 1, ticket[std::get<2>(k)]);
+        if (!pending) CHECK_FALSE(out);
+        if (out || !pending) {
+          o.erase(k);
+          live[i] = live.back();
+          live.pop_back();
+          taken += out;
+        }
+      } else if (r < 9) {
+        REQUIRE(q.top().time == std::get<0>(*o.begin()));
+      } else {
+        const Key k = *o.begin();
+        o.erase(o.begin());
+        const Event ev = q.pop();
+        REQUIRE(ev.time == std::get<0>(k));
+        REQUIRE(ev.target == std::get<2>(k));
+        now = ev.time;
+      }
+      if (step % 250 == 0) REQUIRE(q.size() == o.size());
+    }
+    while (!o.empty()) {
+      const Key k = *o.begin();
+      o.erase(o.begin());
+      const Event ev = q.pop();
+      REQUIRE(ev.time == std::get<0>(k));
+      REQUIRE(ev.target == std::get<2>(k));
+    }
+    CHECK(q.empty());
+  }
+  CHECK(taken > 1000);
+}
+
+TEST_CASE("EventQueue cancel within one crowded bucket: out-of-order inserts after cancels") {
+  // Equal and close times in two buckets, cancels of the tail and of out-of-order inserts
+  // (the bucket's hint), then inserts that must land in order.
+  for (uint64_t seed = 1; seed <= 80; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    using Key = std::tuple<SimTime, uint64_t, uint32_t>;
+    std::set<Key> o;
+    std::vector<Key> live;
+    SimTime now = 0;
+    uint64_t serial = 0;
+    uint32_t target = 0;
+    for (int step = 0; step < 3000; ++step) {
+      const uint64_t r = rng() % 10;
+      if (r < 5 || o.empty()) {
+        const SimTime t = now + (rng() % 3 == 0 ? 0 : static_cast<SimTime>(rng() % 1024));
+        q.push(t, target, 0);
+        o.emplace(t, serial, target);
+        live.emplace_back(t, serial++, target++);
+      } else if (r < 8 && !live.empty()) {
+        // the most recent push half the time (often the hint or the tail), else any
+        const size_t i = rng() % 2 ? live.size() - 1 : rng() % live.size();
+        const Key k = live[i];
+        live[i] = live.back();
+        live.pop_back();
+        if (!o.count(k)) continue;
+        const SimTime b0 = (std::get<0>(k) >> EventQueue::kBucketBits) << EventQueue::kBucketBits;
+        const auto pos = std::distance(o.lower_bound(Key{b0, 0, 0}), o.find(k));
+        const bool out = q.cancel(std::get<0>(k), std::get<2>(k), 0);
+        CHECK(out == (pos < EventQueue::kCancelWalk));
+        if (out)
+          o.erase(k);
+        else
+          live.push_back(k);
+      } else {
+        const Key k = *o.begin();
+        o.erase(o.begin());
+        const Event ev = q.pop();
+        REQUIRE(ev.time == std::get<0>(k));
+        REQUIRE(ev.target == std::get<2>(k));
+        now = ev.time;
+      }
+    }
+    while (!o.empty()) {
+      const Key k = *o.begin();
+      o.erase(o.begin());
+      const Event ev = q.pop();
+      REQUIRE(ev.time == std::get<0>(k));
+      REQUIRE(ev.target == std::get<2>(k));
+    }
     CHECK(q.empty());
   }
 }
