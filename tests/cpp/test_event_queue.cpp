@@ -50,6 +50,24 @@ void check_pop(Q& queue, Oracle& oracle) {
   CHECK(ev.target == target);
 }
 
+/// An oracle's pending events, (time, push serial, target): they pop in that order.
+using Pending = std::set<std::tuple<SimTime, uint64_t, uint32_t>>;
+
+/// Pop the queue's next event and the oracle's first and check they are one event; its time.
+SimTime pop_both(EventQueue& q, Pending& o) {
+  const auto k = *o.begin();
+  o.erase(o.begin());
+  const Event ev = q.pop();
+  REQUIRE(ev.time == std::get<0>(k));
+  REQUIRE(ev.target == std::get<2>(k));
+  return ev.time;
+}
+
+/// Pop both to the end, event by event, and check the queue is left empty.
+void drain_both(EventQueue& q, Pending& o) {
+  while (!o.empty()) pop_both(q, o);
+  CHECK(q.empty());
+}
 }  // namespace
 
 TEST_CASE("EventQueue pops by time, equal times in push order") {
@@ -304,23 +322,11 @@ TEST_CASE("EventQueue cancel takes out near events and keeps the others' order")
         }
       } else {
         REQUIRE(!o.empty());
-        const Key k = *o.begin();
-        o.erase(o.begin());
-        const Event ev = q.pop();
-        REQUIRE(ev.time == std::get<0>(k));
-        REQUIRE(ev.target == std::get<2>(k));
-        now = ev.time;
+        now = pop_both(q, o);
       }
       if (step % 500 == 0) REQUIRE(q.size() == o.size());
     }
-    while (!o.empty()) {
-      const Key k = *o.begin();
-      o.erase(o.begin());
-      const Event ev = q.pop();
-      REQUIRE(ev.time == std::get<0>(k));
-      REQUIRE(ev.target == std::get<2>(k));
-    }
-    CHECK(q.empty());
+    drain_both(q, o);
   }
   CHECK(near_taken > 1000);
   CHECK(far_taken > 1000);
@@ -354,24 +360,12 @@ TEST_CASE("EventQueue cancel of most far events: the far heap compacted keeps th
       if (i % 500 == 0) {  // a near event, popped: the window stays before the far events
         q.push(now + 1000, target, 2);
         o.emplace(now + 1000, serial++, target++);
-        const Key n = *o.begin();
-        o.erase(o.begin());
-        const Event ev = q.pop();
-        REQUIRE(ev.time == std::get<0>(n));
-        REQUIRE(ev.target == std::get<2>(n));
-        now = ev.time;
+        now = pop_both(q, o);
       }
       if (i % 700 == 0) REQUIRE(q.size() == o.size());
     }
     REQUIRE(q.size() == o.size());
-    while (!o.empty()) {
-      const Key k = *o.begin();
-      o.erase(o.begin());
-      const Event ev = q.pop();
-      REQUIRE(ev.time == std::get<0>(k));
-      REQUIRE(ev.target == std::get<2>(k));
-    }
-    CHECK(q.empty());
+    drain_both(q, o);
   }
 }
 
@@ -449,23 +443,11 @@ TEST_CASE("EventQueue cancel with peeks and slides matches the oracle") {
       } else if (r < 9) {
         REQUIRE(q.top().time == std::get<0>(*o.begin()));
       } else {
-        const Key k = *o.begin();
-        o.erase(o.begin());
-        const Event ev = q.pop();
-        REQUIRE(ev.time == std::get<0>(k));
-        REQUIRE(ev.target == std::get<2>(k));
-        now = ev.time;
+        now = pop_both(q, o);
       }
       if (step % 250 == 0) REQUIRE(q.size() == o.size());
     }
-    while (!o.empty()) {
-      const Key k = *o.begin();
-      o.erase(o.begin());
-      const Event ev = q.pop();
-      REQUIRE(ev.time == std::get<0>(k));
-      REQUIRE(ev.target == std::get<2>(k));
-    }
-    CHECK(q.empty());
+    drain_both(q, o);
   }
   CHECK(taken > 1000);
 }
@@ -505,22 +487,10 @@ TEST_CASE("EventQueue cancel within one crowded bucket: out-of-order inserts aft
         else
           live.push_back(k);
       } else {
-        const Key k = *o.begin();
-        o.erase(o.begin());
-        const Event ev = q.pop();
-        REQUIRE(ev.time == std::get<0>(k));
-        REQUIRE(ev.target == std::get<2>(k));
-        now = ev.time;
+        now = pop_both(q, o);
       }
     }
-    while (!o.empty()) {
-      const Key k = *o.begin();
-      o.erase(o.begin());
-      const Event ev = q.pop();
-      REQUIRE(ev.time == std::get<0>(k));
-      REQUIRE(ev.target == std::get<2>(k));
-    }
-    CHECK(q.empty());
+    drain_both(q, o);
   }
 }
 
