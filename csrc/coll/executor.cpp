@@ -167,7 +167,7 @@ Executor::~Executor() { net_.set_observer(nullptr); }
 void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies, SimTime ready, SimTime lead, bool streamed) {
+                    uint32_t channel, uint32_t copies, SimTime ready, SimTime lead) {
   if (dry_ != nullptr) {
     dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
@@ -190,21 +190,13 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       it = run.hops.emplace(pair, std::pair{ps, static_cast<double>(bps)}).first;
     }
     const auto [path_ps, bps] = it->second;
-    const int32_t server = net_.gpu_server(src);
-    const bool nvlink = server >= 0 && server == net_.gpu_server(dst);
+    const bool nvlink = same_server(src, dst);
     const int a = run.algo == kTree ? 0 : 1;
     const SimTime hop = us_to_ps((nvlink ? kNvlHopUs : kNetHopUs)[a][run.proto]);
     const SimTime flag = std::max<SimTime>(0, hop - path_ps);
     const SimTime last_ready = std::max(ready, run.t0) + flag;  // the last copy's data
     at = std::max(at, last_ready);
-    if (nvlink && bps > 0 && streamed) {
-      // A streamed piece (PipelinePieces) stands for many chunks that the SMs copy as their
-      // data comes, between the other channels' chunks; queued whole on the SMs it would hold
-      // every other channel's chunks behind it for its whole copy. Its copy paces it alone:
-      // it ends no sooner than its bytes at kNvlEfficiency of the link after it may start.
-      const double line = static_cast<double>(wire) * static_cast<double>(copies) * 8e12 / bps;
-      at += static_cast<SimTime>(std::llround(line / kNvlEfficiency - line));
-    } else if (nvlink && bps > 0 && copies > 1) {
+    if (nvlink && bps > 0 && copies > 1) {
       // Merged channels (docs/explanation/flow-backend.md, "Merged channels"): the flow stands
       // for `copies` channels' messages, which the SMs copy one after another like any
       // others. Copy k may begin once its own data is there: the first copy `lead` before the

@@ -119,11 +119,8 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// Over NVLink the flow also waits for src's SM copy (docs/nccl-model.md, "NVLink copy").
   /// `lead` (copies > 1): how much earlier than `ready` the first copy's data arrived (the
   /// arrival_lead() of the merged flow that brought it; 0: all copies at `ready`).
-  /// `streamed`: a pipeline's middle piece (PipelinePieces), whose bytes leave as they come:
-  /// over NVLink its copy paces it alone instead of queueing on the SMs (see send()).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0,
-            bool streamed = false);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0);
   /// Whether GPUs a and b share a server (their flows go over NVLink, copied by the SMs).
   bool same_server(uint32_t a, uint32_t b) const {
     const int32_t s = net_.gpu_server(a);

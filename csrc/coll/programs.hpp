@@ -81,6 +81,17 @@ struct Taken {
   SimTime at = -1, lead = 0;
 };
 
+/// The arrival of piece `need` at a node: pops `at` (one time per piece, in order) and, when
+/// given, `leads` alongside, up to that piece; earlier calls' pops are kept in `t`.
+inline const Taken& take_arrival(Times& at, Times* leads, Taken& t, uint32_t need) {
+  while (t.count <= need) {
+    t.at = at.pop();
+    if (leads != nullptr) t.lead = leads->pop();
+    ++t.count;
+  }
+  return t;
+}
+
 /// Ring: in each of `steps` steps every rank passes a `chunk` of data to the next rank
 /// (steps = n-1 for all-gather / reduce-scatter, 2(n-1) for all-reduce). As in NCCL, a
 /// step's data moves in slices of at most `slice` bytes, posted in order on the connection
@@ -321,17 +332,11 @@ class Pipeline final : public Program {
     // piece it waits for (need) arrived
     SimTime ready = -1, lead = 0;
     if (timed && parent_[p] != 0) {
-      Taken& t = taken_[p];
-      while (t.count <= need) {
-        t.at = arrived_[p].pop();
-        if (!leads_.empty()) t.lead = leads_[p].pop();
-        ++t.count;
-      }
+      const Taken& t = take_arrival(arrived_[p], leads_.empty() ? nullptr : &leads_[p], taken_[p], need);
       ready = t.at;
       lead = t.lead;
     }
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead,
-           need != j);
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead);
   }
   std::vector<uint32_t> order_;
   uint32_t channel_, copies_;
@@ -458,14 +463,6 @@ class TreeAllReduce final : public Program {
       }
     }
   }
-  /// When the data of piece `need` came (FIFO `q`: one time per piece, in order).
-  static SimTime ready_at(Times& q, Taken& t, uint32_t need) {
-    while (t.count <= need) {
-      t.at = q.pop();
-      ++t.count;
-    }
-    return t.at;
-  }
   void try_up(Executor& x, uint32_t op, uint32_t id, uint32_t p) {
     const uint32_t j = next_up_[p];
     if (busy_up_[p] || j >= chunks_.size()) return;
@@ -474,8 +471,9 @@ class TreeAllReduce final : public Program {
     busy_up_[p] = 1;
     ++next_up_[p];
     // a leaf holds its data from the start
-    const SimTime ready = timed && !children_[p].empty() ? ready_at(up_ready_[p], up_taken_[p], need) : -1;
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready, 0, need != j);
+    const SimTime ready =
+        timed && !children_[p].empty() ? take_arrival(up_ready_[p], nullptr, up_taken_[p], need).at : -1;
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
@@ -485,9 +483,8 @@ class TreeAllReduce final : public Program {
     if (avail <= need) return;
     busy_down_[c] = 1;
     ++next_down_[c];
-    const SimTime ready = timed ? ready_at(down_ready_[c], down_taken_[c], need) : -1;
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready, 0,
-           need != j);
+    const SimTime ready = timed ? take_arrival(down_ready_[c], nullptr, down_taken_[c], need).at : -1;
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready);
   }
   std::vector<uint32_t> order_;
   uint32_t up_, down_;
