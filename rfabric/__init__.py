@@ -41,7 +41,7 @@ from . import (
 )
 from ._version import __version__
 from .collectives import collective, op_trace
-from .errors import LayoutFitError, MissingDependency, SpecError, SweepError, TraceError
+from .errors import LayoutFitError, MissingDependency, SimulationError, SpecError, SweepError, TraceError
 from .flows import Flows
 from .forwarding import Forwarding
 from .jobs import Job
@@ -87,6 +87,7 @@ __all__ = [
     "NetworkSpec",
     "Results",
     "Simulation",
+    "SimulationError",
     "SpecError",
     "SweepError",
     "Topology",

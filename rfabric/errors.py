@@ -1,4 +1,4 @@
-"""Exceptions raised for user mistakes.
+"""Exceptions rfabric raises: for user mistakes, and SimulationError for an engine fault.
 
 Every user-reachable error in rfabric is one of these, and every message names the
 offending value (file, row, column, node, link or field), so that a sweep over many
@@ -7,7 +7,15 @@ configurations can be debugged from its log alone.
 
 from __future__ import annotations
 
-__all__ = ["LayoutFitError", "MissingDependency", "SpecError", "SweepError", "TraceError", "read_toml"]
+__all__ = [
+    "LayoutFitError",
+    "MissingDependency",
+    "SimulationError",
+    "SpecError",
+    "SweepError",
+    "TraceError",
+    "read_toml",
+]
 
 
 class SpecError(ValueError):
@@ -28,6 +36,12 @@ class LayoutFitError(SpecError):
 
 class TraceError(ValueError):
     """A communication trace (Arrow IPC or Parquet) is malformed."""
+
+
+class SimulationError(RuntimeError):
+    """A run ended in a state the engine should never reach (nothing left to happen, yet
+    flows or ops unfinished with no failure, dark circuit or deadlock to explain it): an
+    engine fault, raised rather than returning wrong numbers."""
 
 
 class MissingDependency(ImportError):

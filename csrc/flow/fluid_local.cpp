@@ -299,7 +299,19 @@ void FluidNetwork::enter_quiet() {
     }
   for (const uint32_t f : active_) {
     Source& s = src_[f];
-    if (s.sent) continue;
+    if (s.sent) {
+      // Sent, and its delivery event dropped by a commit in between (a flow starting while
+      // its last bytes were under way): with nothing queued they are all past the queues,
+      // so they arrive a path's delay after they left, as lane_end has it. Without this the
+      // flow would wait for a plan that quiescence never makes.
+      if (!s.delivered && s.done_at < 0) {
+        for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
+        s.delivered = true;
+        s.done_at = std::max(now, flows_.sent_ps[f] + s.delay);
+        eng_.schedule(s.done_at, f, kind_base_ + kDone);
+      }
+      continue;
+    }
     s.sent_at = -1;  // (the flow's own lane events take over)
     if (!s.delivered) s.done_at = -1;
     schedule_lane_end(f);

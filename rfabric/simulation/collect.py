@@ -11,6 +11,7 @@ import resource
 import numpy as np
 import pyarrow as pa
 
+from ..errors import SimulationError
 from ..results import (
     CIRCUIT_SCHEMA,
     FLOW_SCHEMA,
@@ -134,7 +135,40 @@ class ResultsAssembly:
             res.jobs = build_job_table(
                 self.job_infos, None, idx, f["start_ps"].to_numpy(), f["end_ps"].to_numpy()
             )
+        self._check_complete(res)
         return res
+
+    def _check_complete(self, res: Results) -> None:
+        """A run with nothing left to happen has finished every flow and op, or says why not
+        (flows unroutable, a PFC deadlock, a stall of the dynamic fluid, a lossy transport's
+        flows given up after their timeouts). Anything else is a
+        fault of the engine, and its numbers would be silently wrong: raise, naming what is
+        left."""
+        run = res.run
+        if not self._engine.idle or run.get("unroutable") or run.get("deadlock") or run.get("stalls"):
+            return
+        if self.backend == "packet" and not run["lossless"]:
+            return  # (a lossy transport gives up on a peer it cannot reach: dctcp_max_timeouts)
+        left = []
+        if self.trace is not None and run["ops_done"] < run["ops"]:
+            ops = res.ops
+            end = ops["end_ps"].to_numpy()
+            first = int(np.flatnonzero(end < 0)[0])
+            left.append(
+                f"{run['ops'] - run['ops_done']:,} of {run['ops']:,} ops unfinished (first: op "
+                f"{ops['op_id'][first].as_py()}, {ops['kind'][first].as_py()} of stage "
+                f"{ops['stage'][first].as_py()!r})"
+            )
+        if run["flows_done"] < run["flows"]:
+            left.append(f"{run['flows'] - run['flows_done']:,} of {run['flows']:,} flows unfinished")
+        if left:
+            model = f"flow_model={self.flow_model!r}" if self.backend == "flow" else "packet"
+            raise SimulationError(
+                f"the {self.backend} backend ({model}) ran out of events with "
+                + " and ".join(left)
+                + ", though no flow is unroutable or deadlocked: an engine fault; its results "
+                "would be wrong. Please report it with the fabric, trace and seed."
+            )
 
     def _run_keys(self, c: dict, backend: str) -> dict:
         """The ``Results.run`` keys both backends fill alike, from the engine's counters."""
