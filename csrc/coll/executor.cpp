@@ -230,9 +230,9 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       // A streamed piece (PipelinePieces) stands for chunks that the SMs copy as their data
       // comes, one chunk in each round among the other connections' copies: queued whole it
       // would hold them all behind it. It begins once the chunks queued before it are copied
-      // and runs in the fluid with the other flows of the port, which are copies too; its
-      // notices are held back until the copy ends, its fluid time over kNvlEfficiency
-      // (on_flow_sent), so the SMs' rounds give it kNvlEfficiency of its share of the port.
+      // and runs in the fluid beside the port's other flows; its notices are held back until
+      // the SMs have copied it after the GPU's pieces before it (on_flow_sent), so the
+      // pieces together move at most kNvlEfficiency of the port.
       copy_begin = at = std::max(at, copy_free_[src]);
       round = static_cast<SimTime>(
           std::llround(static_cast<double>(wire_bytes(run.proto, chunk)) * 8e12 / bps / kNvlEfficiency));
@@ -289,19 +289,17 @@ void Executor::on_flow_sent(uint32_t flow) {
   if (flow >= has_rec_.size() || !has_rec_[flow]) return;
   FlowRec& r = recs_[flow];
   if (r.copy_begin >= 0) {
-    // A streamed piece over NVLink: the fluid gave it a share of the port since its copy
-    // began, the SMs copy at kNvlEfficiency of that, so its last byte leaves (and, a path
-    // later, arrives) no sooner than its fluid time over kNvlEfficiency after the copy
-    // began; nor before the SMs have copied it after the pieces whose bytes left before it
-    // (a piece that ended in the fluid early leaves the port to the others, whose copies
-    // still wait for its own). Its sent and done notices wait until then; the fluid's own
-    // times are the flow's in the results.
+    // A streamed piece over NVLink: its last byte leaves (and, a path later, arrives) no
+    // sooner than the GPU's SMs have copied it, after the pieces whose bytes left before it,
+    // at kNvlEfficiency of the port (a piece done early in the fluid leaves the port to the
+    // others, whose copies still wait for its own). Where the fluid's share is below the
+    // copy's (a port shared with other traffic), the fluid's end stands, as a chunk's flow
+    // runs after its copy. Its sent and done notices wait until then; the fluid's own times
+    // are the flow's in the results.
     const SimTime now = net_.now();
-    const double fluid = static_cast<double>(now - r.copy_begin);
     SimTime& free = pieces_free_[r.src];
     free = std::max(free, r.copy_begin) + r.copy;
-    const SimTime end =
-        std::max(free, r.copy_begin + static_cast<SimTime>(std::llround(fluid / kNvlEfficiency)));
+    const SimTime end = free;
     r.copy_lag = std::max<SimTime>(0, end - now);
     if (r.copy_lag > 0) {
       hold_notice(r, false, end);
