@@ -197,8 +197,9 @@ class EngineConfig:
         (tree all-reduce, chain and tree broadcast) between its first and last chunk are run
         as (default 4; 0: a flow per chunk, as the packet engine). The middle pieces stream,
         each leaving a node one piece behind its arrival, so the pipeline keeps its chunks'
-        fill and tail; a pipeline with an NVLink hop keeps a flow per chunk
-        (docs/explanation/flow-backend.md has the rule and its validation).
+        fill and tail; over an NVLink hop a piece keeps the SMs' copy pace, and a pipeline
+        with NVLink hops in a row keeps a flow per chunk (docs/explanation/flow-backend.md
+        has the rule and its validation).
     flow_merge_channels : bool
         ``backend="flow"`` only: run the channels of a ring collective whose rings have the
         same edges and the same paths (an NVLink ring inside a server) as one flow of n

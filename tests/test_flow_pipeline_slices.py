@@ -49,17 +49,51 @@ def test_one_channel_chain_ends_as_its_chunks(ft):
 
 
 def test_runs_of_nvlink_hops_keep_their_chunks(ft):
-    # A chain through 8 GPUs of a server has NVLink hops in a row, where the SMs pace each
-    # channel's chunks between the others': the rule leaves it per chunk, bit for bit.
+    # A chain through 8 GPUs of a server has NVLink hops in a row, where the SMs copy most
+    # channels' bytes and each chunk waits its round hop after hop: the rule leaves it per
+    # chunk, bit for bit (a 256 MiB chain over 128 GPUs streamed was 5.5% fast).
     trace = rf.op_trace("broadcast", _ranks(2, 8), 16 * MB, "chain")
     assert _op(ft, trace, "flow", flow_pipeline_slices=4) == _op(ft, trace, "flow", flow_pipeline_slices=0)
 
 
-def test_one_nvlink_hop_keeps_its_chunks():
+# (kind, algorithm, size): 32 ranks two a server on FatTree(128), one NVLink hop each
+NVLINK_CASES = [("all_reduce", "tree", "256MiB"), ("broadcast", "chain", "256MiB")]
+
+
+@pytest.mark.parametrize("kind,algo,size", NVLINK_CASES, ids=lambda v: str(v))
+def test_one_nvlink_hop_streams(ft, kind, algo, size):
+    # Two ranks a server: each server's pair is one NVLink hop, which a streamed piece
+    # crosses at the SMs' copy pace. Measured: tree -0.5%, chain -0.03% from the chunks'
+    # flows (packets: chunks -1.7% / +2.3%), 10x-40x fewer flows.
+    trace = rf.op_trace(kind, _ranks(16, 2), parse_size(size), algo)
+    packet, _ = _op(ft, trace, "packet")
+    chunks, n_chunks = _op(ft, trace, "flow", flow_pipeline_slices=0)
+    streamed, n_streamed = _op(ft, trace, "flow", flow_pipeline_slices=4)
+    assert n_streamed * 10 <= n_chunks
+    assert abs(streamed - chunks) <= 0.01 * chunks, (streamed, chunks)
+    assert abs(streamed - packet) <= 0.04 * packet, (streamed, packet)
+
+
+@pytest.mark.parametrize("kind,algo,tol", [("all_reduce", "tree", 0.05), ("broadcast", "chain", 0.01)])
+def test_nvlink_copy_paces_streamed_pieces(kind, algo, tol):
+    # NVLink at the NIC's rate makes the SMs' copy (kNvlEfficiency of the port) the
+    # bottleneck: every GPU copies its trees' bytes up and down its server's pair. Streamed
+    # pieces keep that pace: measured tree -4.5%, chain -0.5% from the chunks' flows (the
+    # tree's packets as its chunks: 3.27 ms); with a piece's copy paced by its own share of
+    # the port alone (its fluid time over kNvlEfficiency) the tree was 9.7% fast.
+    fab = rf.topologies.FatTree(32, nvlink="200Gbps")
+    trace = rf.op_trace(kind, _ranks(4, 2), 64 * MB, algo)
+    chunks, _ = _op(fab, trace, "flow", flow_pipeline_slices=0)
+    streamed, _ = _op(fab, trace, "flow", flow_pipeline_slices=4)
+    assert abs(streamed - chunks) <= tol * chunks, (streamed, chunks)
+
+
+def test_tp4_dp16_trees_stream():
     # TP4_DP16's four tree all-reduces (two ranks a server, one NVLink hop each) on PXN-less
-    # RFabric 64 at 1 GiB: packets 46.22 ms, a flow per chunk 46.34 ms (+0.25%), streamed
-    # through the NVLink hops 43.76 ms (-5.3%). Such pipelines keep their chunks, bit for bit,
-    # and stay within 1% of packets.
+    # RFabric 64 at 1 GiB: packets 46.22 ms, a flow per chunk 46.34 ms, streamed 43.77 ms
+    # (-5.3%). The gap is the streamed network tree's, not the NVLink hop's: the same fabric's
+    # eight trees of one rank a server (2 x 512 MiB a NIC) are 45.17 ms streamed, 47.31 ms per
+    # chunk, 47.44 ms in packets (-4.8%).
     fab = rf.topologies.RFabric(64, "200Gbps", pxn=False)
     groups = [[first + 4 * k for k in range(16)] for first in range(4)]
     trace = Trace.from_columns(
@@ -75,10 +109,8 @@ def test_one_nvlink_hop_keeps_its_chunks():
     )
     kw = dict(seed=1, controller=UniformController())
     streamed = rf.simulate(fab, trace, backend="flow", flow_pipeline_slices=4, **kw).run["makespan_ps"]
-    chunks = rf.simulate(fab, trace, backend="flow", flow_pipeline_slices=0, **kw).run["makespan_ps"]
     packet = rf.simulate(fab, trace, backend="packet", **kw).run["makespan_ps"]
-    assert streamed == chunks
-    assert abs(chunks - packet) <= 0.01 * packet, (chunks, packet)
+    assert abs(streamed - packet) <= 0.06 * packet, (streamed, packet)
 
 
 # (fabric, kind, algorithm, GPUs per server, size): 16 ranks over the network, one per server

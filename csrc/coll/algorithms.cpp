@@ -71,22 +71,24 @@ void Executor::plan(uint32_t op, OpRun& run) {
     phases[0].push_back(std::make_unique<Mesh>(std::move(edges)));
     used(1);
   };
-  // a pipeline's chunks as the pieces its edges carry (ExecutorConfig::pipeline_slices). Not
-  // where an edge is an NVLink hop (two of its ranks in a server): there the SMs copy every
-  // channel's chunks in turn (send()) and the hop after it is fed at that copy's pace, which
-  // streamed pieces running ahead of their data do not keep (a 256 MiB chain broadcast over
-  // 128 GPUs of FatTree ran 10-13% fast streamed through runs of NVLink hops; TP4_DP16's
-  // trees at 25 GB, two ranks a server, 7.3% fast through one hop each).
+  // a pipeline's chunks as the pieces its edges carry (ExecutorConfig::pipeline_slices). A
+  // streamed piece over an NVLink hop keeps the SMs' copy pace (send()). Not where NVLink
+  // hops run one after another (a node that takes a piece over NVLink and passes it on over
+  // NVLink: three or more ranks of a server in a row): there the SMs of a server's GPUs copy
+  // most channels' bytes, the copy is the pipeline's bottleneck and its chunks wait their
+  // rounds hop after hop, which the pieces' waves do not (a 256 MiB chain broadcast over 128
+  // FatTree GPUs: 5.5% fast streamed, the chunks' flows as packets).
   auto pieces = [&](std::vector<Bytes> chunks, const std::vector<uint32_t>& order,
                     const std::vector<int32_t>& parent) {
     PipelinePieces out;
     const size_t k = chunks.size(), most = cfg_.pipeline_slices;
-    bool nvlink = false;  // an NVLink hop
-    for (size_t p = 1; p < order.size() && !nvlink && most > 0; ++p) {
+    bool run_of_nvlink = false;
+    for (size_t p = 1; p < order.size() && !run_of_nvlink && most > 0; ++p) {
       const int32_t q = parent[p];
-      nvlink = q >= 0 && same_server(order[q], order[p]);
+      run_of_nvlink = q > 0 && parent[q] >= 0 && same_server(order[q], order[p]) &&
+                      same_server(order[parent[q]], order[q]);
     }
-    if (most == 0 || k <= most + 2 || nvlink) {
+    if (most == 0 || k <= most + 2 || run_of_nvlink) {
       out.bytes = std::move(chunks);
       return out;
     }

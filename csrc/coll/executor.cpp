@@ -154,6 +154,7 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
   ready_.assign(n, net_.now());
   runs_.resize(n);
   kind_ = net_.engine().register_handler(this);
+  held_kind_ = net_.engine().register_handler(this);
   net_.set_observer(this);
   for (size_t i = 0; i < n; ++i)
     if (pending_[i] == 0) {
@@ -164,10 +165,35 @@ Executor::Executor(net::FlowFabric& net, Workload w, ExecutorConfig cfg)
 
 Executor::~Executor() { net_.set_observer(nullptr); }
 
-void Executor::on_event(const engine::Event& ev) { start_op(ev.target); }
+void Executor::on_event(const engine::Event& ev) {
+  if (ev.kind != held_kind_) {
+    start_op(ev.target);
+    return;
+  }
+  const Held h = held_[ev.target];
+  held_free_.push_back(ev.target);
+  if (h.done) {
+    tell_done(h.rec);
+  } else {
+    tell_sent(h.rec);
+  }
+}
+
+void Executor::hold_notice(const FlowRec& rec, bool done, SimTime at) {
+  uint32_t slot;
+  if (held_free_.empty()) {
+    slot = static_cast<uint32_t>(held_.size());
+    held_.push_back({rec, done});
+  } else {
+    slot = held_free_.back();
+    held_free_.pop_back();
+    held_[slot] = {rec, done};
+  }
+  net_.engine().schedule(at, slot, held_kind_);
+}
 
 void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-                    uint32_t channel, uint32_t copies, SimTime ready, SimTime lead) {
+                    uint32_t channel, uint32_t copies, SimTime ready, SimTime lead, Bytes chunk) {
   if (dry_ != nullptr) {
     dry_->bytes[{src, dst}] += wire_bytes(dry_->proto, size) * copies;
     dry_->fifo.emplace_back(prog, tag);
@@ -175,7 +201,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
   }
   OpRun& run = runs_[op];
   SimTime at = net_.now();
-  SimTime lead_out = 0;
+  SimTime lead_out = 0, copy_begin = -1, round = 0, copy = 0;
   Bytes wire = size;
   if (run.proto != kNoProto) {
     // NCCL's protocol (docs/nccl-model.md): the line format's bytes go on the wire; the step
@@ -196,7 +222,24 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     const SimTime flag = std::max<SimTime>(0, hop - path_ps);
     const SimTime last_ready = std::max(ready, run.t0) + flag;  // the last copy's data
     at = std::max(at, last_ready);
-    if (nvlink && bps > 0 && copies > 1) {
+    // Streamed pieces the GPU's SMs are copying now take one chunk each in every round of
+    // its copies, so a chunk posted now begins after one chunk of each (its FIFO holds one
+    // chunk per connection).
+    const SimTime others = nvlink ? pieces_round_[src] : 0;
+    if (nvlink && bps > 0 && chunk > 0) {
+      // A streamed piece (PipelinePieces) stands for chunks that the SMs copy as their data
+      // comes, one chunk in each round among the other connections' copies: queued whole it
+      // would hold them all behind it. It begins once the chunks queued before it are copied
+      // and runs in the fluid beside the port's other flows; its notices are held back until
+      // the SMs have copied it after the GPU's pieces before it (on_flow_sent), so the
+      // pieces together move at most kNvlEfficiency of the port.
+      copy_begin = at = std::max(at, copy_free_[src]);
+      round = static_cast<SimTime>(
+          std::llround(static_cast<double>(wire_bytes(run.proto, chunk)) * 8e12 / bps / kNvlEfficiency));
+      pieces_round_[src] += round;
+      copy = static_cast<SimTime>(std::llround(static_cast<double>(wire) * static_cast<double>(copies) *
+                                               8e12 / bps / kNvlEfficiency));
+    } else if (nvlink && bps > 0 && copies > 1) {
       // Merged channels (docs/explanation/flow-backend.md, "Merged channels"): the flow stands
       // for `copies` channels' messages, which the SMs copy one after another like any
       // others. Copy k may begin once its own data is there: the first copy `lead` before the
@@ -210,7 +253,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       const SimTime copy1 = static_cast<SimTime>(std::llround(one / kNvlEfficiency));
       const SimTime first_ready = std::max(ready < 0 ? ready : ready - lead, run.t0) + flag;
       SimTime& free = copy_free_[src];
-      const SimTime begin = std::max({first_ready, free, net_.now() - lead});
+      const SimTime begin = std::max({first_ready + others, free, net_.now() - lead});
       // copy k begins after the copies before it and once its data is there (the data
       // arrive spread from first_ready to the last copy's), so the last copy ends at the
       // later of all copies back to back from `begin` and its own copy after its data
@@ -227,7 +270,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       // kNvlEfficiency of its rate on either backend, however many channels' flows share it.
       const double line = static_cast<double>(wire) * static_cast<double>(copies) * 8e12 / bps;
       SimTime& free = copy_free_[src];
-      const SimTime begin = std::max(at, free);
+      const SimTime begin = std::max(at + others, free);
       free = begin + static_cast<SimTime>(std::llround(line / kNvlEfficiency));
       at = std::max(begin, free - static_cast<SimTime>(std::llround(line)));
     }
@@ -238,13 +281,36 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
     recs_.resize(f + 1);
     has_rec_.resize(f + 1, 0);
   }
-  recs_[f] = FlowRec{op, prog, tag, lead_out};
+  recs_[f] = FlowRec{op, prog, tag, lead_out, copy_begin, 0, round, copy, src};
   has_rec_[f] = 1;
 }
 
 void Executor::on_flow_sent(uint32_t flow) {
   if (flow >= has_rec_.size() || !has_rec_[flow]) return;
-  const FlowRec r = recs_[flow];
+  FlowRec& r = recs_[flow];
+  if (r.copy_begin >= 0) {
+    // A streamed piece over NVLink: its last byte leaves (and, a path later, arrives) no
+    // sooner than the GPU's SMs have copied it, after the pieces whose bytes left before it,
+    // at kNvlEfficiency of the port (a piece done early in the fluid leaves the port to the
+    // others, whose copies still wait for its own). Where the fluid's share is below the
+    // copy's (a port shared with other traffic), the fluid's end stands, as a chunk's flow
+    // runs after its copy. Its sent and done notices wait until then; the fluid's own times
+    // are the flow's in the results.
+    const SimTime now = net_.now();
+    SimTime& free = pieces_free_[r.src];
+    free = std::max(free, r.copy_begin) + r.copy;
+    const SimTime end = free;
+    r.copy_lag = std::max<SimTime>(0, end - now);
+    if (r.copy_lag > 0) {
+      hold_notice(r, false, end);
+      return;
+    }
+  }
+  tell_sent(r);
+}
+
+void Executor::tell_sent(const FlowRec& r) {
+  if (r.round > 0) pieces_round_[r.src] -= r.round;
   OpRun& run = runs_[r.op];
   if (run.phase < run.phases.size()) run.phases[run.phase][r.prog]->on_sent(*this, r.op, r.prog, r.tag);
 }
@@ -252,6 +318,14 @@ void Executor::on_flow_sent(uint32_t flow) {
 void Executor::on_flow_done(uint32_t flow) {
   if (flow >= has_rec_.size() || !has_rec_[flow]) return;
   const FlowRec r = recs_[flow];
+  if (r.copy_lag > 0) {
+    hold_notice(r, true, net_.now() + r.copy_lag);
+    return;
+  }
+  tell_done(r);
+}
+
+void Executor::tell_done(const FlowRec& r) {
   OpRun& run = runs_[r.op];
   lead_ = r.lead;
   const bool done = run.phases[run.phase][r.prog]->on_flow(*this, r.op, r.prog, r.tag);

@@ -119,8 +119,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   /// Over NVLink the flow also waits for src's SM copy (docs/nccl-model.md, "NVLink copy").
   /// `lead` (copies > 1): how much earlier than `ready` the first copy's data arrived (the
   /// arrival_lead() of the merged flow that brought it; 0: all copies at `ready`).
+  /// `chunk` > 0: the flow is a streamed piece (PipelinePieces) standing for chunks of that
+  /// size; over NVLink the SMs copy it a chunk a round among the other copies (see send()).
   void send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Bytes size, uint64_t tag,
-            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0);
+            uint32_t channel = 0, uint32_t copies = 1, SimTime ready = -1, SimTime lead = 0, Bytes chunk = 0);
   /// Whether GPUs a and b share a server (their flows go over NVLink, copied by the SMs).
   bool same_server(uint32_t a, uint32_t b) const {
     const int32_t s = net_.gpu_server(a);
@@ -190,7 +192,23 @@ class Executor final : public engine::Handler, public net::FlowObserver {
     uint32_t prog;
     uint64_t tag;
     SimTime lead;  ///< its arrival_lead()
+    /// A streamed piece over NVLink (send()): when its SM copy began (-1: not such a piece),
+    /// and once its last byte left, how much later its copy ends than the fluid sent it.
+    SimTime copy_begin = -1, copy_lag = 0;
+    SimTime round = 0;  ///< its chunk's copy time, in pieces_round_[src] while it copies
+    SimTime copy = 0;   ///< its whole copy's time at kNvlEfficiency of the port
+    uint32_t src = 0;
   };
+  /// A flow's sent or done notice held back to its copy's end (a copy-paced piece).
+  struct Held {
+    FlowRec rec;
+    bool done;
+  };
+  /// Tell the program a flow left (done false) or arrived (true).
+  void tell_sent(const FlowRec& r);
+  void tell_done(const FlowRec& r);
+  /// Hold a notice of rec back until `at` (an event of kind held_kind_).
+  void hold_notice(const FlowRec& rec, bool done, SimTime at);
   struct OpRun {
     std::vector<std::vector<std::unique_ptr<Program>>> phases;
     size_t phase = 0;
@@ -249,6 +267,9 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   Workload w_;
   ExecutorConfig cfg_;
   uint32_t kind_ = 0;
+  uint32_t held_kind_ = 0;  ///< events of notices held back (hold_notice)
+  std::vector<Held> held_;  ///< by slot, reused once told
+  std::vector<uint32_t> held_free_;
   std::vector<uint32_t> pending_;                        ///< unfinished deps per op
   std::vector<uint32_t> dependents_begin_, dependents_;  ///< reverse CSR (op indices)
   std::vector<SimTime> start_, end_, ready_;
@@ -257,6 +278,10 @@ class Executor final : public engine::Handler, public net::FlowObserver {
   std::vector<FlowRec> recs_;  ///< indexed by flow slot (reused once a flow retires)
   /// per GPU: when the SM copy of its NVLink flows posted so far ends (send(), NCCL model)
   std::unordered_map<uint32_t, SimTime> copy_free_;
+  /// per GPU: one chunk's copy time of each streamed piece it copies now (a round of the SMs)
+  std::unordered_map<uint32_t, SimTime> pieces_round_;
+  /// per GPU: when the SMs have copied the streamed pieces whose bytes left so far
+  std::unordered_map<uint32_t, SimTime> pieces_free_;
   SimTime lead_ = 0;  ///< arrival_lead() of the flow being told
   std::vector<uint8_t> has_rec_;
   std::vector<std::vector<uint32_t>> ring_pos_;  ///< [channel][gpu] position in cfg_.rings

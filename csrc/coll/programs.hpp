@@ -336,7 +336,8 @@ class Pipeline final : public Program {
       ready = t.at;
       lead = t.lead;
     }
-    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead);
+    x.send(op, id, order_[parent_[p]], order_[p], chunks_[j], tag_of(p, j), channel_, copies_, ready, lead,
+           need != j ? chunks_[0] : 0);
   }
   std::vector<uint32_t> order_;
   uint32_t channel_, copies_;
@@ -473,7 +474,8 @@ class TreeAllReduce final : public Program {
     // a leaf holds its data from the start
     const SimTime ready =
         timed && !children_[p].empty() ? take_arrival(up_ready_[p], nullptr, up_taken_[p], need).at : -1;
-    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready);
+    x.send(op, id, order_[p], order_[parent_[p]], chunks_[j], tag_of(p, 2 * j), up_, 1, ready, 0,
+           need != j ? chunks_[0] : 0);
   }
   void try_down(Executor& x, uint32_t op, uint32_t id, uint32_t c) {
     const uint32_t parent = static_cast<uint32_t>(parent_[c]), j = next_down_[c];
@@ -484,7 +486,8 @@ class TreeAllReduce final : public Program {
     busy_down_[c] = 1;
     ++next_down_[c];
     const SimTime ready = timed ? take_arrival(down_ready_[c], nullptr, down_taken_[c], need).at : -1;
-    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready);
+    x.send(op, id, order_[parent], order_[c], chunks_[j], tag_of(c, 2 * j + 1), down_, 1, ready, 0,
+           need != j ? chunks_[0] : 0);
   }
   std::vector<uint32_t> order_;
   uint32_t up_, down_;
