@@ -368,16 +368,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   /// component again with each flow weighted by its input link's share of the port that
   /// arbitrates it (flow_network.cpp), while the weights move.
   void share_by_input(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
-  /// A GPU's port sends the frames it relays first: its own flows fill what the relayed ones
-  /// leave (relay_first.cpp).
-  void relay_first(const std::vector<uint32_t>& subs, const std::vector<uint32_t>& ports);
-  /// relay_first's scratch: per port the GPU it leaves (-1: a switch) and whether it relays;
-  /// per flow whether it leaves by such a port of its own GPU, and the first pass's outputs;
-  /// per port whether a relayed flow is held back past it (its own flows then wait).
-  std::vector<int32_t> relay_gpu_;
-  std::vector<uint8_t> relay_port_, behind_, relay_held_;
-  std::vector<double> relay_cap_, relay_weight_;
-  std::vector<uint32_t> relay_bneck_;
   void topology_changed();
   void set_capacities();
   double flow_cap(uint32_t f) const;

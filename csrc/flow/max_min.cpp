@@ -257,7 +257,6 @@ void FlowNetwork::recompute() {
   w.residual = false;
   water_fill(comp_subs, comp_ports);
   if (lossless_) share_by_input(comp_subs, comp_ports);
-  relay_first(comp_subs, comp_ports);
   commit_rates();
 }
 
