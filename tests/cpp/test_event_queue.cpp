@@ -120,6 +120,41 @@ TEST_CASE("EventQueue ties across the far heap and the wheel stay in push order"
   while (!o.q.empty()) check_pop(q, o);
 }
 
+TEST_CASE("EventQueue finds the next bucket at every distance across the wheel") {
+  // The scan past empty buckets tests the bitmap eight words at a time: the next event at
+  // each distance around those blocks' edges, the wheel's end, and wrapped round to the
+  // current word's buckets below the window's start, from starts at several offsets in a
+  // word and a block, with and without a later event in the far heap.
+  constexpr SimTime kBucketPs = SimTime{1} << EventQueue::kBucketBits;
+  const SimTime nb = static_cast<SimTime>(EventQueue::kBuckets);
+  std::vector<SimTime> dists;
+  for (SimTime d = 1; d < 140; ++d) dists.push_back(d);
+  for (const SimTime block : {SimTime{64}, SimTime{512}, nb / 2, nb})
+    for (SimTime k = -65; k <= 65; k += 13)
+      if (block + k > 0 && block + k < nb) dists.push_back(block + k);
+  for (SimTime d = nb - 70; d < nb; ++d) dists.push_back(d);
+  for (const SimTime start : {SimTime{0}, SimTime{5}, SimTime{63}, SimTime{64 * 7 + 9}, nb - 3})
+    for (const bool far : {false, true}) {
+      EventQueue q;
+      Pending o;
+      uint64_t serial = 0;
+      uint32_t target = 0;
+      auto push = [&](SimTime t) {
+        q.push(t, target, 0);
+        o.emplace(t, serial++, target++);
+      };
+      SimTime now = start * kBucketPs + 7;
+      push(now);
+      pop_both(q, o);  // the window starts at `start`'s bucket
+      for (const SimTime d : dists) {
+        if (far) push(now + 3 * nb * kBucketPs);
+        push(now + d * kBucketPs + 11);
+        now = pop_both(q, o);
+      }
+      drain_both(q, o);
+    }
+}
+
 TEST_CASE("EventQueue takes an earlier event after a peek moved its window ahead") {
   // top() advances the wheel to a far event; an event scheduled before it afterwards (the
   // Engine peeks at the next event time, then a handler schedules something sooner) must
