@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <queue>
 #include <random>
@@ -744,4 +745,32 @@ TEST_CASE("Engine run_hot keeps exact counts when a hot handler throws") {
   CHECK(a.eng.run_hot(rfabric::engine::kNever, 0, a.hot()) == b.eng.run(rfabric::engine::kNever));
   CHECK(a.h.seen == b.h.seen);
   CHECK(a.eng.kind_counts() == b.eng.kind_counts());
+}
+
+TEST_CASE("round_nearest is std::llround") {
+  // The oracle is libm's llround: halves away from zero, on halves and their neighbours,
+  // whole numbers, the 2^52 and 2^53 edges, negatives, and random values of every magnitude
+  // up to 2^62 (times in ps and their fractions).
+  using rfabric::engine::round_nearest;
+  std::vector<double> xs{0.0, -0.0, 0.49999999999999994, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e-300};
+  for (const double base : {0.0, 1.0, 1e6, 4503599627370496.0, 9007199254740992.0, 4.0e18}) {
+    for (const double off : {-1.0, -0.5, 0.0, 0.5, 1.0, 2.0}) {
+      const double x = base + off;
+      for (const double y : {x, std::nextafter(x, 0.0), std::nextafter(x, 1e300)}) {
+        xs.push_back(y);
+        xs.push_back(-y);
+      }
+    }
+  }
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp(unit(rng), static_cast<int>(rng() % 63)) * ((rng() & 1) ? 1 : -1);
+    xs.push_back(x);
+    xs.push_back(std::floor(x) + 0.5);
+  }
+  for (const double x : xs) {
+    CAPTURE(x);
+    REQUIRE(round_nearest(x) == std::llround(x));
+  }
 }
