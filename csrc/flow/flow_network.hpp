@@ -462,7 +462,6 @@ class FlowNetwork final : public engine::Handler, public net::FlowFabric {
   FillOut prev_;
   std::vector<uint8_t> at_switch_;       ///< per port: it leaves a switch (not a GPU)
   std::vector<unsigned __int128> heap_;  ///< water_fill's heap of ports (max_min.cpp)
-  std::vector<unsigned __int128> run_;   ///< water_fill's first port levels, sorted
   /// Per subflow slot (per port): the recomputation that last reached it (the low 32 bits of
   /// mark_) and its index in that component (comp_subs_, comp_ports_), beside subs_ (ports_),
   /// so the walk reads 8 bytes per subflow or port it meets, not their records.

@@ -31,17 +31,14 @@ namespace {
 /// Rates within this relative difference count as unchanged (summation order only).
 constexpr double kRateEps = 1e-12;
 
-/// The filling's queue of ports: their first levels sorted once, and the levels that rose
-/// since in a 4-ary min-heap in a vector (half the depth of a binary one), with replace_top,
-/// which re-keys a stale top in one sift where a pop and a push took two. The next entry is
-/// the lesser of the sorted run's next and the heap's top, so a port whose level never rose
-/// before its turn (most, where a collective loads its ports alike) costs a step along the
-/// run instead of a sift through the heap. An entry is a port's level and its key (global
-/// port << 32 | local port) as one unsigned 128-bit integer, the level's bits above: a level
-/// is never negative nor NaN, so its bits order as it does, and one integer comparison
-/// orders the pairs without the branches a (double, key) pair's takes on the double's
-/// equality. Keys are unique (one live entry per port), so the pops come in the one order of
-/// the pairs, whatever the heap's shape.
+/// The filling's heap of ports: a 4-ary min-heap in a vector (half the depth of a binary
+/// one), with replace_top, which re-keys a stale top in one sift where a pop and a push took
+/// two (nothing else is pushed once it is built). An entry is a port's level and its key
+/// (global port << 32 | local port) as one unsigned 128-bit integer, the level's bits above:
+/// a level is never negative nor NaN, so its bits order as it does, and one integer
+/// comparison orders the pairs without the branches a (double, key) pair's takes on the
+/// double's equality. Keys are unique (one entry per port at most), so the pops come in the
+/// one order of the pairs, whatever the heap's shape.
 using LevelEntry = unsigned __int128;
 LevelEntry level_entry(double level, uint64_t key) {
   RF_DCHECK(!std::signbit(level) && !std::isnan(level));
@@ -69,16 +66,9 @@ void heap_down(std::vector<LevelEntry>& h, size_t i) {
   }
   h[i] = e;
 }
-void heap_push(std::vector<LevelEntry>& h, LevelEntry e) {
-  size_t i = h.size();
-  h.push_back(e);
-  while (i > 0) {
-    const size_t parent = (i - 1) / 4;
-    if (!(e < h[parent])) break;
-    h[i] = h[parent];
-    i = parent;
-  }
-  h[i] = e;
+void heap_build(std::vector<LevelEntry>& h) {
+  if (h.size() < 2) return;
+  for (size_t i = (h.size() - 2) / 4 + 1; i-- > 0;) heap_down(h, i);
 }
 void heap_pop(std::vector<LevelEntry>& h) {
   h.front() = h.back();
@@ -503,11 +493,9 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   // go by global port id, as they did over the port records.
   Fill& w = fill_;
   const size_t ns = subs.size(), np = ports.size();
-  // (level, global port << 32 | local port): the first levels sorted (run), the risen ones
-  // in a min-heap (heap_push, heap_pop, heap_replace_top), both reused across calls
-  std::vector<LevelEntry>& run = run_;
-  std::vector<LevelEntry>& heap = heap_;
-  run.clear();
+  // (level, global port << 32 | local port)
+  std::vector<LevelEntry>& heap =
+      heap_;  // a min-heap (heap_build, heap_pop, heap_replace_top), reused across calls
   heap.clear();
   auto entry = [&](double level, uint32_t lp) {
     return level_entry(level, (uint64_t{ports[lp]} << 32) | lp);
@@ -531,9 +519,8 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
       w.load[w.sub_port[k]] += w.sub_coef[k] * w.weight[i];
   }
   for (size_t lp = 0; lp < np; ++lp)
-    if (w.unfrozen[lp] > 0) run.push_back(entry(w.left[lp] / w.load[lp], static_cast<uint32_t>(lp)));
-  std::sort(run.begin(), run.end());  // ((level, port) pairs: a total order)
-  size_t next_run = 0;
+    if (w.unfrozen[lp] > 0) heap.push_back(entry(w.left[lp] / w.load[lp], static_cast<uint32_t>(lp)));
+  heap_build(heap);  // ((level, port) pairs: a total order)
   // a capped flow binds when the level reaches its ceiling per copy
   auto cap_level = [&](uint32_t i) { return w.cap[i] / w.weight[i]; };
   std::stable_sort(capped.begin(), capped.end(),
@@ -559,42 +546,26 @@ void FlowNetwork::water_fill(const std::vector<uint32_t>& subs, const std::vecto
   };
   constexpr double kInf = std::numeric_limits<double>::infinity();
   while (left > 0) {
-    // the least entry still current: a port's entry is never above its level, so the first
-    // one found at its port's level is the least of the levels
-    bool from_run = false, found = false;
-    LevelEntry top = 0;
-    for (;;) {
-      const bool in_run = next_run < run.size();
-      if (!in_run && heap.empty()) break;
-      from_run = in_run && (heap.empty() || run[next_run] < heap.front());
-      top = from_run ? run[next_run] : heap.front();
-      const uint32_t lp = entry_local(top);
-      if (w.unfrozen[lp] > 0 && entry_level(top) == level_of(lp)) {
-        found = true;
-        break;
-      }
-      if (from_run) {
-        ++next_run;
-        if (w.unfrozen[lp] > 0) heap_push(heap, entry(level_of(lp), lp));  // risen since sorted
-      } else if (w.unfrozen[lp] > 0) {
+    while (!heap.empty()) {
+      const double level = entry_level(heap.front());
+      const uint32_t lp = entry_local(heap.front());
+      if (w.unfrozen[lp] > 0 && level == level_of(lp)) break;
+      if (w.unfrozen[lp] > 0) {
         heap_replace_top(heap, entry(level_of(lp), lp));  // risen since pushed
       } else {
         heap_pop(heap);
       }
     }
     while (next_cap < capped.size() && w.frozen[capped[next_cap]]) ++next_cap;
-    const double port_level = found ? entry_level(top) : kInf;
+    const double port_level = heap.empty() ? kInf : entry_level(heap.front());
     const double cap = next_cap < capped.size() ? cap_level(capped[next_cap]) : kInf;
     if (cap < port_level) {
       freeze(capped[next_cap], cap, kNone);
       continue;
     }
-    if (!found) break;  // (every flow crosses a port: not reached)
-    const uint32_t lp = entry_local(top);
-    if (from_run)
-      ++next_run;
-    else
-      heap_pop(heap);
+    if (heap.empty()) break;  // (every flow crosses a port: not reached)
+    const uint32_t lp = entry_local(heap.front());
+    heap_pop(heap);
     w.plevel[lp] = port_level;
     // (freeze() pushes nothing; the port's own list is not changed by it)
     for (uint32_t k = lp ? w.port_end[lp - 1] : 0; k < w.port_end[lp]; ++k)
