@@ -31,4 +31,14 @@ inline SimTime serialization_time(Bytes bytes, BitsPerSec rate) {
   return static_cast<SimTime>((num + rate - 1) / rate);
 }
 
+/// std::llround (nearest, halves away from zero) inline, for |x| < 2^63: libm's call costs
+/// about 18 instructions where this takes a few, on paths run per flow. Exact: the
+/// truncation is, and so is x minus it (below 2^52 both are multiples of x's last place and
+/// differ by less than 1; above, x is a whole number).
+inline int64_t round_nearest(double x) {
+  const auto t = static_cast<int64_t>(x);
+  const double frac = x - static_cast<double>(t);
+  return t + static_cast<int64_t>(frac >= 0.5) - static_cast<int64_t>(frac <= -0.5);
+}
+
 }  // namespace rfabric::engine

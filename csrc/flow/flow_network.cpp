@@ -164,7 +164,7 @@ SimTime FlowNetwork::start_lag(uint32_t f, uint32_t p) {
     port.turn_at = now;
     port.turn_bytes = 0;
   }
-  const SimTime lag = static_cast<SimTime>(std::llround(port.turn_bytes * kBitsPsPerByte / port.capacity));
+  const SimTime lag = engine::round_nearest(port.turn_bytes * kBitsPsPerByte / port.capacity);
   const Bytes h = header_for(flows_.src[f], flows_.dst[f]), pp = mtu_ - h;
   const Bytes size = flows_.size_bytes[f] / flows_.copies[f];
   port.turn_bytes += static_cast<double>((std::min(size, pp) + h) * flows_.copies[f]);
@@ -485,7 +485,7 @@ SimTime FlowNetwork::round_robin_lead(uint32_t s) {
   told_.push_back({start, id, last_frames(f), kNone});
   (told.last == kNone ? told.first : told_[told.last].next) = at;
   told.last = at;
-  return static_cast<SimTime>(std::llround(behind * kBitsPsPerByte / port.capacity));
+  return engine::round_nearest(behind * kBitsPsPerByte / port.capacity);
 }
 
 void FlowNetwork::flow_sent(uint32_t f, SimTime lead) {

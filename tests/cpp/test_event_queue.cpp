@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <queue>
 #include <random>
@@ -118,6 +119,41 @@ TEST_CASE("EventQueue ties across the far heap and the wheel stay in push order"
   q.push(T, 3, 0);
   o.push(T, 3);
   while (!o.q.empty()) check_pop(q, o);
+}
+
+TEST_CASE("EventQueue finds the next bucket at every distance across the wheel") {
+  // The scan past empty buckets tests the bitmap eight words at a time: the next event at
+  // each distance around those blocks' edges, the wheel's end, and wrapped round to the
+  // current word's buckets below the window's start, from starts at several offsets in a
+  // word and a block, with and without a later event in the far heap.
+  constexpr SimTime kBucketPs = SimTime{1} << EventQueue::kBucketBits;
+  const SimTime nb = static_cast<SimTime>(EventQueue::kBuckets);
+  std::vector<SimTime> dists;
+  for (SimTime d = 1; d < 140; ++d) dists.push_back(d);
+  for (const SimTime block : {SimTime{64}, SimTime{512}, nb / 2, nb})
+    for (SimTime k = -65; k <= 65; k += 13)
+      if (block + k > 0 && block + k < nb) dists.push_back(block + k);
+  for (SimTime d = nb - 70; d < nb; ++d) dists.push_back(d);
+  for (const SimTime start : {SimTime{0}, SimTime{5}, SimTime{63}, SimTime{64 * 7 + 9}, nb - 3})
+    for (const bool far : {false, true}) {
+      EventQueue q;
+      Pending o;
+      uint64_t serial = 0;
+      uint32_t target = 0;
+      auto push = [&](SimTime t) {
+        q.push(t, target, 0);
+        o.emplace(t, serial++, target++);
+      };
+      SimTime now = start * kBucketPs + 7;
+      push(now);
+      pop_both(q, o);  // the window starts at `start`'s bucket
+      for (const SimTime d : dists) {
+        if (far) push(now + 3 * nb * kBucketPs);
+        push(now + d * kBucketPs + 11);
+        now = pop_both(q, o);
+      }
+      drain_both(q, o);
+    }
 }
 
 TEST_CASE("EventQueue takes an earlier event after a peek moved its window ahead") {
@@ -709,4 +745,32 @@ TEST_CASE("Engine run_hot keeps exact counts when a hot handler throws") {
   CHECK(a.eng.run_hot(rfabric::engine::kNever, 0, a.hot()) == b.eng.run(rfabric::engine::kNever));
   CHECK(a.h.seen == b.h.seen);
   CHECK(a.eng.kind_counts() == b.eng.kind_counts());
+}
+
+TEST_CASE("round_nearest is std::llround") {
+  // The oracle is libm's llround: halves away from zero, on halves and their neighbours,
+  // whole numbers, the 2^52 and 2^53 edges, negatives, and random values of every magnitude
+  // up to 2^62 (times in ps and their fractions).
+  using rfabric::engine::round_nearest;
+  std::vector<double> xs{0.0, -0.0, 0.49999999999999994, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e-300};
+  for (const double base : {0.0, 1.0, 1e6, 4503599627370496.0, 9007199254740992.0, 4.0e18}) {
+    for (const double off : {-1.0, -0.5, 0.0, 0.5, 1.0, 2.0}) {
+      const double x = base + off;
+      for (const double y : {x, std::nextafter(x, 0.0), std::nextafter(x, 1e300)}) {
+        xs.push_back(y);
+        xs.push_back(-y);
+      }
+    }
+  }
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp(unit(rng), static_cast<int>(rng() % 63)) * ((rng() & 1) ? 1 : -1);
+    xs.push_back(x);
+    xs.push_back(std::floor(x) + 0.5);
+  }
+  for (const double x : xs) {
+    CAPTURE(x);
+    REQUIRE(round_nearest(x) == std::llround(x));
+  }
 }
