@@ -11,6 +11,7 @@
 #include "coll/nccl.hpp"
 #include "coll/programs.hpp"
 #include "engine/check.hpp"
+#include "engine/time.hpp"
 
 namespace rfabric::coll {
 
@@ -234,11 +235,11 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       // the SMs have copied it after the GPU's pieces before it (on_flow_sent), so the
       // pieces together move at most kNvlEfficiency of the port.
       copy_begin = at = std::max(at, copy_free_[src]);
-      round = static_cast<SimTime>(
-          std::llround(static_cast<double>(wire_bytes(run.proto, chunk)) * 8e12 / bps / kNvlEfficiency));
+      round = static_cast<SimTime>(engine::round_nearest(static_cast<double>(wire_bytes(run.proto, chunk)) *
+                                                         8e12 / bps / kNvlEfficiency));
       pieces_round_[src] += round;
-      copy = static_cast<SimTime>(std::llround(static_cast<double>(wire) * static_cast<double>(copies) *
-                                               8e12 / bps / kNvlEfficiency));
+      copy = static_cast<SimTime>(engine::round_nearest(
+          static_cast<double>(wire) * static_cast<double>(copies) * 8e12 / bps / kNvlEfficiency));
     } else if (nvlink && bps > 0 && copies > 1) {
       // Merged channels (docs/explanation/flow-backend.md, "Merged channels"): the flow stands
       // for `copies` channels' messages, which the SMs copy one after another like any
@@ -250,7 +251,7 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       // bytes at the link's rate, its last byte leaving as the last copy ends (or as soon after
       // now as the bytes allow: the fluid cannot send in the past).
       const double one = static_cast<double>(wire) * 8e12 / bps;  // a copy's bytes at the link's rate
-      const SimTime copy1 = static_cast<SimTime>(std::llround(one / kNvlEfficiency));
+      const SimTime copy1 = static_cast<SimTime>(engine::round_nearest(one / kNvlEfficiency));
       const SimTime first_ready = std::max(ready < 0 ? ready : ready - lead, run.t0) + flag;
       SimTime& free = copy_free_[src];
       const SimTime begin = std::max({first_ready + others, free, net_.now() - lead});
@@ -258,9 +259,10 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       // arrive spread from first_ready to the last copy's), so the last copy ends at the
       // later of all copies back to back from `begin` and its own copy after its data
       const SimTime all =
-          static_cast<SimTime>(std::llround(one * static_cast<double>(copies) / kNvlEfficiency));
+          static_cast<SimTime>(engine::round_nearest(one * static_cast<double>(copies) / kNvlEfficiency));
       free = std::max(begin + all, at + copy1);  // (at: the last copy may begin no earlier)
-      at = std::max(net_.now(), free - static_cast<SimTime>(std::llround(one * static_cast<double>(copies))));
+      at = std::max(net_.now(),
+                    free - static_cast<SimTime>(engine::round_nearest(one * static_cast<double>(copies))));
       lead_out = free - (begin + copy1);
     } else if (nvlink && bps > 0) {
       // The copy is a bandwidth limit of the GPU's NVLink port, whoever's flow it is: the SMs
@@ -271,8 +273,8 @@ void Executor::send(uint32_t op, uint32_t prog, uint32_t src, uint32_t dst, Byte
       const double line = static_cast<double>(wire) * static_cast<double>(copies) * 8e12 / bps;
       SimTime& free = copy_free_[src];
       const SimTime begin = std::max(at + others, free);
-      free = begin + static_cast<SimTime>(std::llround(line / kNvlEfficiency));
-      at = std::max(begin, free - static_cast<SimTime>(std::llround(line)));
+      free = begin + static_cast<SimTime>(engine::round_nearest(line / kNvlEfficiency));
+      at = std::max(begin, free - static_cast<SimTime>(engine::round_nearest(line)));
     }
   }
   const uint64_t key = connection_key(src, dst, channel);
