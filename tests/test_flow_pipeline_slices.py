@@ -57,6 +57,17 @@ def test_runs_of_nvlink_hops_keep_their_chunks(ft):
 
 
 # (kind, algorithm, size): 32 ranks two a server on FatTree(128), one NVLink hop each
+def _streamed_against_chunks_and_packets(fab, trace, fewer, to_chunks, to_packets):
+    """The op streamed (4 pieces) against its per-chunk flows and packets: at least `fewer`
+    times fewer flows, and its time within the given fractions of each."""
+    packet, _ = _op(fab, trace, "packet")
+    chunks, n_chunks = _op(fab, trace, "flow", flow_pipeline_slices=0)
+    streamed, n_streamed = _op(fab, trace, "flow", flow_pipeline_slices=4)
+    assert n_streamed * fewer <= n_chunks
+    assert abs(streamed - chunks) <= to_chunks * chunks, (streamed, chunks)
+    assert abs(streamed - packet) <= to_packets * packet, (streamed, packet)
+
+
 NVLINK_CASES = [("all_reduce", "tree", "256MiB"), ("broadcast", "chain", "256MiB")]
 
 
@@ -66,12 +77,7 @@ def test_one_nvlink_hop_streams(ft, kind, algo, size):
     # crosses at the SMs' copy pace. Measured: tree -0.5%, chain -0.03% from the chunks'
     # flows (packets: chunks -1.7% / +2.3%), 10x-40x fewer flows.
     trace = rf.op_trace(kind, _ranks(16, 2), parse_size(size), algo)
-    packet, _ = _op(ft, trace, "packet")
-    chunks, n_chunks = _op(ft, trace, "flow", flow_pipeline_slices=0)
-    streamed, n_streamed = _op(ft, trace, "flow", flow_pipeline_slices=4)
-    assert n_streamed * 10 <= n_chunks
-    assert abs(streamed - chunks) <= 0.01 * chunks, (streamed, chunks)
-    assert abs(streamed - packet) <= 0.04 * packet, (streamed, packet)
+    _streamed_against_chunks_and_packets(ft, trace, fewer=10, to_chunks=0.01, to_packets=0.04)
 
 
 @pytest.mark.parametrize("kind,algo,tol", [("all_reduce", "tree", 0.05), ("broadcast", "chain", 0.01)])
@@ -130,9 +136,4 @@ def test_streamed_pipelines_against_packets(ft, fabric, kind, algo, per, size):
     fab = ft if fabric == "FT" else rf.topologies.TopoOpt(128)
     ranks = _ranks(16 // per, per)
     trace = rf.op_trace(kind, ranks, parse_size(size), algo)
-    packet, _ = _op(fab, trace, "packet")
-    chunks, n_chunks = _op(fab, trace, "flow", flow_pipeline_slices=0)
-    streamed, n_streamed = _op(fab, trace, "flow", flow_pipeline_slices=4)
-    assert n_streamed * 5 <= n_chunks
-    assert abs(streamed - chunks) <= 0.015 * chunks, (streamed, chunks)
-    assert abs(streamed - packet) <= 0.06 * packet, (streamed, packet)
+    _streamed_against_chunks_and_packets(fab, trace, fewer=5, to_chunks=0.015, to_packets=0.06)
