@@ -301,15 +301,10 @@ void FluidNetwork::enter_quiet() {
     Source& s = src_[f];
     if (s.sent) {
       // Sent, and its delivery event dropped by a commit in between (a flow starting while
-      // its last bytes were under way): with nothing queued they are all past the queues,
-      // so they arrive a path's delay after they left, as lane_end has it. Without this the
-      // flow would wait for a plan that quiescence never makes.
-      if (!s.delivered && s.done_at < 0) {
-        for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
-        s.delivered = true;
-        s.done_at = std::max(now, flows_.sent_ps[f] + s.delay);
-        eng_.schedule(s.done_at, f, kind_base_ + kDone);
-      }
+      // its last bytes were under way): with nothing queued they are all past the queues, as
+      // for a flow sent in quiescence. Without this the flow would wait for a plan that
+      // quiescence never makes.
+      if (!s.delivered && s.done_at < 0) deliver_quiet(f);
       continue;
     }
     s.sent_at = -1;  // (the flow's own lane events take over)
@@ -380,16 +375,21 @@ void FluidNetwork::lane_end(uint32_t f) {
     schedule_lane_end(f);
     return;
   }
-  // sent, and (nothing queued) delivered: done its path's delay later
-  for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
   s.sent = true;
   s.timer_deadline = kNever;
   s.lane_at = -1;
   flows_.sent_ps[f] = now;
-  s.delivered = true;
-  s.done_at = now + s.delay;
-  eng_.schedule(s.done_at, f, kind_base_ + kDone);
+  deliver_quiet(f);
   if (observer_ != nullptr) observer_->on_flow_sent(f);
+}
+
+void FluidNetwork::deliver_quiet(uint32_t f) {
+  // sent, and (nothing queued: quiescence) delivered: done its path's delay after it left
+  Source& s = src_[f];
+  for (const uint32_t l : s.lanes) lanes_[l].delivered = lanes_[l].wire;
+  s.delivered = true;
+  s.done_at = std::max(eng_.now(), flows_.sent_ps[f] + s.delay);
+  eng_.schedule(s.done_at, f, kind_base_ + kDone);
 }
 
 bool FluidNetwork::refill(std::vector<uint32_t> work) {

@@ -273,6 +273,9 @@ class FluidNetwork final : public engine::Handler, public net::FlowFabric {
   bool refill(std::vector<uint32_t> work);
   void schedule_lane_end(uint32_t f);
   void lane_end(uint32_t f);
+  /// A sent flow with nothing queued (quiescence): all delivered, done its path's delay after
+  /// it left (its kDone event).
+  void deliver_quiet(uint32_t f);
   void attach_lane(uint32_t l);
   void detach_lane(uint32_t l);
   void request_plan();
